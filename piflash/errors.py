@@ -1,0 +1,208 @@
+"""Exceptions raised by piflash, each tied to one process exit code.
+
+Every failure a user can cause or meet (bad firmware, a broken profile, no
+probe, a flash that fails) is a :class:`PiflashError` subclass carrying an
+:class:`ExitCode` and, where one exists, a hint that says what to do next.
+The CLI prints ``message`` and ``hint`` and exits with ``exit_code``; the
+Python API raises these exceptions unchanged.
+
+The table of exit codes is documented in ``docs/exit-codes.md`` and printed
+by ``piflash --help``; keep the three in step (a test checks it).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Optional
+
+
+class ExitCode(enum.IntEnum):
+    """Process exit status of the ``piflash`` command, one per failure class."""
+
+    OK = 0
+    INTERNAL = 1          #: a bug in piflash or pyOCD: please report it
+    USAGE = 2             #: bad command line (click's own code)
+    FIRMWARE = 3          #: firmware file missing, unreadable, corrupt or empty
+    IMAGE_RANGE = 4       #: image data outside the target's flash
+    PROFILE = 5           #: profile or station config invalid
+    CHECKSUM = 6          #: firmware's SHA-256 differs from the profile's
+    NO_PROBE = 7          #: no matching debug probe
+    SEVERAL_PROBES = 8    #: several probes match and none was chosen
+    PERMISSION = 9        #: a probe is present but may not be opened
+    CONNECT = 10          #: the probe works but the target does not answer
+    FLASH = 11            #: erase or program failed (protection, timeout, fault)
+    VERIFY = 12           #: read-back verify found bytes that differ
+    PROBE_LOST = 13       #: the probe disconnected during the operation
+    MEMORY = 14           #: not enough free memory for the operation
+    INTERRUPTED = 130     #: Ctrl-C or SIGTERM (128 + SIGINT)
+
+
+#: One line per exit code, for ``--help`` and the docs.
+EXIT_CODE_HELP = {
+    ExitCode.OK: "success",
+    ExitCode.INTERNAL: "internal error (a bug: please report it)",
+    ExitCode.USAGE: "usage error",
+    ExitCode.FIRMWARE: "firmware file missing, unreadable, corrupt or empty",
+    ExitCode.IMAGE_RANGE: "image data outside the target's flash",
+    ExitCode.PROFILE: "invalid profile",
+    ExitCode.CHECKSUM: "firmware SHA-256 differs from the profile",
+    ExitCode.NO_PROBE: "no debug probe found",
+    ExitCode.SEVERAL_PROBES: "several probes found; choose one with --probe",
+    ExitCode.PERMISSION: "probe present but not accessible (permissions)",
+    ExitCode.CONNECT: "could not connect to the target",
+    ExitCode.FLASH: "erase or program failed",
+    ExitCode.VERIFY: "verify mismatch",
+    ExitCode.PROBE_LOST: "probe disconnected during the operation",
+    ExitCode.MEMORY: "not enough free memory",
+    ExitCode.INTERRUPTED: "interrupted",
+}
+
+
+class PiflashError(Exception):
+    """Base of every error piflash reports to a user.
+
+    :param message: one sentence saying what went wrong.
+    :param hint: optional advice on what to do about it.
+    """
+
+    exit_code: ExitCode = ExitCode.INTERNAL
+
+    def __init__(self, message: str, hint: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def to_dict(self) -> dict:
+        """The error as a JSON-friendly dict: ``kind``, ``message``, ``hint``, ``exit_code``."""
+        return {
+            "kind": type(self).__name__,
+            "message": self.message,
+            "hint": self.hint,
+            "exit_code": int(self.exit_code),
+        }
+
+
+class FirmwareError(PiflashError):
+    """The firmware file is missing, unreadable, corrupt, empty or of an unknown format."""
+
+    exit_code = ExitCode.FIRMWARE
+
+
+class ImageRangeError(PiflashError):
+    """Image data lies outside the target's flash regions.
+
+    :ivar address: first address (int) that is not inside a flash region.
+    """
+
+    exit_code = ExitCode.IMAGE_RANGE
+
+    def __init__(self, message: str, address: int, hint: Optional[str] = None) -> None:
+        super().__init__(message, hint)
+        self.address = address
+
+
+class ProfileError(PiflashError):
+    """A profile (or station config) is invalid.
+
+    :param path: the YAML file at fault (str), or None.
+    :param line: 1-based line number in that file, or None.
+    :param key: the key at fault (dotted for nested keys), or None.
+    """
+
+    exit_code = ExitCode.PROFILE
+
+    def __init__(self, message: str, path: Optional[str] = None, line: Optional[int] = None,
+                 key: Optional[str] = None, hint: Optional[str] = None) -> None:
+        where = ""
+        if path:
+            where = f"{path}:{line}: " if line else f"{path}: "
+        if key:
+            where += f"key '{key}': "
+        super().__init__(where + message, hint)
+        self.path = path
+        self.line = line
+        self.key = key
+
+
+class ChecksumError(PiflashError):
+    """The firmware's SHA-256 differs from the one its profile pins."""
+
+    exit_code = ExitCode.CHECKSUM
+
+
+class NoProbeError(PiflashError):
+    """No debug probe (matching the requested unique ID) was found."""
+
+    exit_code = ExitCode.NO_PROBE
+
+
+class SeveralProbesError(PiflashError):
+    """Several probes are attached and none was chosen.
+
+    :ivar unique_ids: list of the unique IDs (str) seen.
+    """
+
+    exit_code = ExitCode.SEVERAL_PROBES
+
+    def __init__(self, message: str, unique_ids: list, hint: Optional[str] = None) -> None:
+        super().__init__(message, hint)
+        self.unique_ids = list(unique_ids)
+
+
+class ProbePermissionError(PiflashError):
+    """A probe is attached but this user may not open it."""
+
+    exit_code = ExitCode.PERMISSION
+
+
+class ConnectError(PiflashError):
+    """The probe opened but the target did not answer (unpowered, absent, locked, wrong type)."""
+
+    exit_code = ExitCode.CONNECT
+
+
+class FlashError(PiflashError):
+    """Erasing or programming failed.
+
+    :ivar address: address (int) pyOCD reported for the failure, or None.
+    """
+
+    exit_code = ExitCode.FLASH
+
+    def __init__(self, message: str, address: Optional[int] = None, hint: Optional[str] = None) -> None:
+        super().__init__(message, hint)
+        self.address = address
+
+
+class VerifyError(PiflashError):
+    """Read-back verify found flash contents that differ from the image.
+
+    :ivar first_address: lowest differing address (int).
+    :ivar differing_bytes: number of bytes (int) that differ.
+    """
+
+    exit_code = ExitCode.VERIFY
+
+    def __init__(self, message: str, first_address: int, differing_bytes: int,
+                 hint: Optional[str] = None) -> None:
+        super().__init__(message, hint)
+        self.first_address = first_address
+        self.differing_bytes = differing_bytes
+
+
+class ProbeLostError(PiflashError):
+    """The probe disconnected (unplugged, reset, USB error) during an operation."""
+
+    exit_code = ExitCode.PROBE_LOST
+
+
+class MemoryGuardError(PiflashError):
+    """The machine has too little free memory for the requested operation."""
+
+    exit_code = ExitCode.MEMORY
+
+
+class OperationInterrupted(PiflashError):
+    """The operation was interrupted (Ctrl-C or SIGTERM)."""
+
+    exit_code = ExitCode.INTERRUPTED
