@@ -1,0 +1,395 @@
+"""Board profiles: YAML files that say how to flash one board.
+
+A profile is a small YAML mapping (``docs/profiles.md`` has the full story)::
+
+    # piflash profile
+    target: nrf52840            # pyOCD target type (required)
+    probe: "0240000032044e45"   # probe unique ID (optional; any pyOCD unique ID)
+    frequency: 4MHz             # SWD clock in Hz: an int, or "4MHz", "400kHz", "1000000"
+    erase: auto                 # auto | sector | chip (default auto)
+    firmware: build/app.hex     # required; relative to this file's directory
+    sha256: 3a7b...             # optional; 64 hex digits the firmware must match
+    base_address: 0x08000000    # required for .bin firmware, refused otherwise
+    verify: true                # optional bool, default true
+    reset: true                 # optional bool, default true
+    description: "..."          # optional
+
+Loading is strict: an unknown key, a value of the wrong type, a missing
+required key or broken YAML raises :class:`~piflash.errors.ProfileError`
+naming the file, the 1-based line and the key.  A key whose value is empty
+(``null``) counts as absent.  Loading never reads the firmware file; call
+:meth:`Profile.check_firmware` for that.
+
+Profiles named without a path are searched for, in order, in ``./piflash.d/``,
+``$XDG_CONFIG_HOME/piflash/profiles/`` (default ``~/.config/...``) and
+:data:`SYSTEM_PROFILE_DIR`; ``$PIFLASH_PROFILE_PATH`` (``os.pathsep``-separated)
+replaces that list when set.  This module does not import pyOCD.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import os
+import re
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, List, NoReturn, Optional, Tuple, Union
+
+from piflash.errors import ChecksumError, FirmwareError, ProfileError
+
+#: System-wide profile directory, searched last (tests may monkeypatch it).
+SYSTEM_PROFILE_DIR = Path("/etc/piflash/profiles")
+#: Environment variable that, when set, replaces the profile search list.
+PROFILE_PATH_ENV = "PIFLASH_PROFILE_PATH"
+#: Accepted values of ``erase``.
+ERASE_MODES = ("auto", "sector", "chip")
+#: Firmware file extension -> format; ``base_address`` is needed exactly for "bin".
+FIRMWARE_FORMATS = {".hex": "hex", ".ihex": "hex", ".elf": "elf", ".axf": "elf", ".bin": "bin"}
+#: Every key a profile may contain.
+ALLOWED_KEYS = ("target", "probe", "frequency", "erase", "firmware", "sha256",
+                "base_address", "verify", "reset", "description")
+REQUIRED_KEYS = ("target", "firmware")
+
+_SHA256_RE = re.compile(r"[0-9a-fA-F]{64}")
+_FREQ_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([km]?)(?:hz)?", re.IGNORECASE)
+_CHUNK = 1 << 20  # bytes read at a time when hashing firmware
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """One validated profile.  Units: ``frequency`` in Hz, ``base_address`` a byte address."""
+
+    name: str                      #: file stem, e.g. "nrf52-dk"
+    path: Path                     #: the profile file, resolved
+    target: str                    #: pyOCD target type
+    probe: Optional[str]           #: probe unique ID, or None for "the only probe"
+    frequency: Optional[int]       #: SWD/JTAG clock in Hz, or None for pyOCD's default
+    erase: str                     #: "auto", "sector" or "chip"
+    firmware: Path                 #: firmware file, absolute and resolved
+    sha256: Optional[str]          #: expected digest, 64 lowercase hex digits, or None
+    base_address: Optional[int]    #: load address of a .bin image, else None
+    verify: bool = True            #: read back and compare after programming
+    reset: bool = True             #: reset and run the target afterwards
+    description: Optional[str] = None
+
+    @property
+    def firmware_format(self) -> str:
+        """``"hex"``, ``"elf"`` or ``"bin"``, from the firmware file's extension."""
+        return FIRMWARE_FORMATS[self.firmware.suffix.lower()]
+
+    def check_firmware(self) -> str:
+        """Hash the firmware file and compare it with :attr:`sha256` (if set).
+
+        :returns: the file's SHA-256 as 64 lowercase hex digits.
+        :raises FirmwareError: the file is missing, a directory or unreadable.
+        :raises ChecksumError: :attr:`sha256` is set and differs from the file's digest.
+        """
+        digest = hashlib.sha256()
+        try:
+            with open(self.firmware, "rb") as f:
+                for chunk in iter(lambda: f.read(_CHUNK), b""):
+                    digest.update(chunk)
+        except FileNotFoundError:
+            raise FirmwareError(f"firmware file not found: {self.firmware}",
+                                hint=f"build it, or fix 'firmware' in {self.path}") from None
+        except OSError as e:
+            raise FirmwareError(f"cannot read firmware file {self.firmware}: {e.strerror or e}") from None
+        actual = digest.hexdigest()
+        if self.sha256 is not None and actual != self.sha256:
+            raise ChecksumError(
+                f"firmware {self.firmware} has SHA-256 {actual}, but profile {self.path} "
+                f"expects {self.sha256}",
+                hint=f"if this firmware is the intended one, set 'sha256: {actual}' in the profile "
+                     f"('piflash profile check {self.name}' prints the actual digest)")
+        return actual
+
+    def with_overrides(self, **overrides: Any) -> "Profile":
+        """A copy with every override that is not None applied (e.g. from command-line options).
+
+        Values are normalised as in a file: ``frequency`` may be a string like "4MHz",
+        ``firmware`` a str/path (relative to the current directory), ``sha256`` any case.
+        Overriding ``firmware`` drops the profile's ``sha256`` (it pinned the old file)
+        unless ``sha256`` is overridden too, and drops ``base_address`` if the new file
+        is not a .bin.
+
+        :raises ProfileError: (with ``path`` None, as no file is at fault) an override is
+            invalid: bad frequency, erase mode, sha256 or firmware extension, or a .bin
+            firmware without a base address (or a base address for a non-.bin firmware).
+        :raises TypeError: an override names no field of :class:`Profile`.
+        """
+        changes = {k: v for k, v in overrides.items() if v is not None}
+        if "frequency" in changes:
+            changes["frequency"] = parse_frequency(changes["frequency"])
+        if "erase" in changes and changes["erase"] not in ERASE_MODES:
+            raise ProfileError(f"must be one of {', '.join(ERASE_MODES)}, got {changes['erase']!r}",
+                               key="erase")
+        if "sha256" in changes:
+            changes["sha256"] = _check_sha256(changes["sha256"], None, None)
+        if "firmware" in changes:
+            changes["firmware"] = Path(changes["firmware"]).expanduser().resolve()
+            if _firmware_format(changes["firmware"], None, None) != "bin":
+                changes.setdefault("base_address", None)
+            changes.setdefault("sha256", None)
+        new = dataclasses.replace(self, **changes)
+        if (new.firmware_format == "bin") != (new.base_address is not None):
+            raise ProfileError(f"a base address is needed for a .bin firmware and only for one; "
+                               f"got {new.firmware.name} with base address {new.base_address}",
+                               key="base_address")
+        return new
+
+
+def parse_frequency(value: Any, path: Optional[str] = None, line: Optional[int] = None) -> int:
+    """Convert a clock frequency to whole Hz.
+
+    :param value: a positive int (Hz) or a string such as "4000000", "4MHz", "400 kHz",
+        "1.5M" (k/M prefixes, "Hz" optional, case-insensitive).
+    :returns: frequency in Hz (int > 0).
+    :raises ProfileError: (key "frequency") anything else, including bools, floats and 0.
+    """
+    hz: Optional[Decimal] = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        hz = Decimal(value)
+    elif isinstance(value, str):
+        m = _FREQ_RE.fullmatch(value.strip())
+        if m:
+            hz = Decimal(m.group(1)) * {"": 1, "k": 1000, "m": 1000000}[m.group(2).lower()]
+    if hz is None:
+        raise ProfileError(f"expected a frequency in Hz (an integer, or a string like '4MHz' "
+                           f"or '400kHz'), got {_describe(value)}", path=path, line=line,
+                           key="frequency")
+    if hz <= 0 or hz != hz.to_integral_value():
+        raise ProfileError(f"must be a positive whole number of Hz, got {_describe(value)}",
+                           path=path, line=line, key="frequency")
+    return int(hz)
+
+
+def load_profile(path: PathLike) -> Profile:
+    """Read and validate one profile file.
+
+    :param path: the YAML file (str or path-like).
+    :returns: a :class:`Profile`; the firmware file itself is not opened.
+    :raises ProfileError: unreadable file, YAML syntax error, empty file, top level not a
+        mapping, unknown/duplicate/missing key or bad value; the error's ``path``, ``line``
+        (1-based) and ``key`` say where.
+    """
+    import yaml
+
+    src = os.fspath(path)
+    try:
+        text = Path(src).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ProfileError(f"cannot read profile: {reason}", path=src) from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        what = e.problem or e.context
+        if e.context and e.problem and e.problem.startswith("but "):
+            what = f"{e.context}, {e.problem}"  # e.g. a second document in the file
+        raise ProfileError(f"YAML syntax error: {what}", path=src,
+                           line=mark.line + 1 if mark else None) from None
+    except yaml.YAMLError as e:
+        raise ProfileError(f"YAML error: {e}", path=src) from None
+    if root is None or root.tag == "tag:yaml.org,2002:null":
+        raise ProfileError("profile is empty; it needs at least 'target' and 'firmware'", path=src)
+    if not isinstance(root, yaml.MappingNode):
+        raise ProfileError(f"top level must be a mapping of keys to values, not a "
+                           f"{'list' if isinstance(root, yaml.SequenceNode) else 'single value'}",
+                           path=src, line=root.start_mark.line + 1)
+
+    constructor = yaml.SafeLoader("")
+    values, lines = {}, {}
+    for knode, vnode in root.value:
+        kline = knode.start_mark.line + 1
+        if not isinstance(knode, yaml.ScalarNode) or knode.tag != "tag:yaml.org,2002:str":
+            raise ProfileError(f"keys must be plain words, got {knode.value!r}"
+                               if isinstance(knode, yaml.ScalarNode) else "keys must be plain words",
+                               path=src, line=kline)
+        key = knode.value
+        if key not in ALLOWED_KEYS:
+            close = difflib.get_close_matches(key, ALLOWED_KEYS, n=1)
+            guess = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ProfileError(f"unknown key{guess}; allowed keys: {', '.join(ALLOWED_KEYS)}",
+                               path=src, line=kline, key=key)
+        if key in lines:
+            raise ProfileError(f"duplicate key (first given on line {lines[key]})",
+                               path=src, line=kline, key=key)
+        lines[key] = kline
+        try:
+            value = constructor.construct_object(vnode, deep=True)
+        except yaml.MarkedYAMLError as e:
+            raise ProfileError(f"bad value: {e.problem}", path=src, line=kline, key=key) from None
+        # IDs and digests may look like numbers to YAML: keep their text as written.
+        if key in ("probe", "sha256") and isinstance(vnode, yaml.ScalarNode) and value is not None:
+            value = vnode.value
+        if value is not None:
+            values[key] = value
+
+    def fail(key: str, message: str, hint: Optional[str] = None) -> NoReturn:
+        raise ProfileError(message, path=src, line=lines.get(key, root.start_mark.line + 1),
+                           key=key, hint=hint)
+
+    for key in REQUIRED_KEYS:
+        if key not in values:
+            fail(key, "required key is missing" if key not in lines else "must not be empty")
+
+    def text(key: str, default: Optional[str] = None, blank_ok: bool = False) -> Optional[str]:
+        value = values.get(key, default)
+        if value is not None and not isinstance(value, str):
+            scalar = isinstance(value, (int, float, bool))
+            fail(key, f"expected a string, got {_describe(value)}",
+                 hint=f'quote it: {key}: "{value}"' if scalar else None)
+        if value is not None and not blank_ok and not value.strip():
+            fail(key, "must not be empty")
+        return value
+
+    def flag(key: str) -> bool:
+        value = values.get(key, True)
+        if not isinstance(value, bool):
+            fail(key, f"expected true or false, got {_describe(value)}",
+                 hint="write true or false, without quotes")
+        return value
+
+    pfile = Path(src).resolve()
+    target, probe, description = text("target"), text("probe"), text("description", blank_ok=True)
+    firmware = (pfile.parent / Path(text("firmware")).expanduser()).resolve()
+    fmt = _firmware_format(firmware, src, lines["firmware"])
+    erase = text("erase", "auto")
+    if erase not in ERASE_MODES:
+        close = difflib.get_close_matches(erase, ERASE_MODES, n=1)
+        fail("erase", f"must be one of {', '.join(ERASE_MODES)}, got {erase!r}"
+             + (f" (did you mean '{close[0]}'?)" if close else ""))
+    frequency = None
+    if "frequency" in values:
+        frequency = parse_frequency(values["frequency"], path=src, line=lines["frequency"])
+    sha256 = None
+    if "sha256" in values:
+        sha256 = _check_sha256(text("sha256"), src, lines["sha256"])
+    base = values.get("base_address")
+    if base is not None:
+        if not isinstance(base, int) or isinstance(base, bool):
+            fail("base_address", f"expected an integer address such as 0x08000000, got {_describe(base)}")
+        if not 0 <= base <= 0xFFFFFFFF:
+            fail("base_address", f"must be a 32-bit address (0 to 0xFFFFFFFF), got {base:#x}")
+        if fmt != "bin":
+            fail("base_address", f"only a .bin firmware takes a base address; {firmware.name} "
+                 "carries its own addresses", hint="remove base_address from the profile")
+    elif fmt == "bin":
+        fail("firmware", f"a .bin firmware needs 'base_address' (where {firmware.name} goes in flash)",
+             hint="add e.g. 'base_address: 0x08000000'")
+    return Profile(name=pfile.stem, path=pfile, target=target, probe=probe, frequency=frequency,
+                   erase=erase, firmware=firmware, sha256=sha256, base_address=base,
+                   verify=flag("verify"), reset=flag("reset"), description=description)
+
+
+def profile_dirs(cwd: Optional[PathLike] = None) -> List[Path]:
+    """The directories searched for profiles, in order.
+
+    ``$PIFLASH_PROFILE_PATH`` (``os.pathsep``-separated; relative entries are taken
+    from *cwd*) replaces the default list when set and non-empty.  Otherwise:
+    ``<cwd>/piflash.d``, ``$XDG_CONFIG_HOME/piflash/profiles`` (``~/.config`` when
+    unset or not absolute) and :data:`SYSTEM_PROFILE_DIR`.
+
+    :param cwd: directory to take relative paths from; default the current directory.
+    """
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    env = os.environ.get(PROFILE_PATH_ENV)
+    if env:
+        return [base / Path(p).expanduser() for p in env.split(os.pathsep) if p]
+    xdg = os.environ.get("XDG_CONFIG_HOME", "")
+    config = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".config"
+    return [base / "piflash.d", config / "piflash" / "profiles", Path(SYSTEM_PROFILE_DIR)]
+
+
+def find_profile(name_or_path: PathLike, cwd: Optional[PathLike] = None) -> Path:
+    """Locate a profile by name or path.
+
+    An existing file, or anything containing a path separator or ending in .yaml/.yml,
+    is taken as a path (relative to *cwd*).  Otherwise ``<name>.yaml`` then
+    ``<name>.yml`` is looked for in each of :func:`profile_dirs`, first match wins.
+
+    :returns: the profile file's path (not loaded or validated).
+    :raises ProfileError: the path does not exist, or the name is in no directory
+        (the message lists the directories searched).
+    """
+    arg = os.fspath(name_or_path)
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    candidate = base / Path(arg).expanduser()
+    if arg and (candidate.is_file() or "/" in arg or os.sep in arg
+                or arg.lower().endswith((".yaml", ".yml"))):
+        if not candidate.is_file():
+            raise ProfileError("profile file not found", path=arg)
+        return candidate
+    if not arg:
+        raise ProfileError("no profile name given")
+    dirs = profile_dirs(cwd)
+    for d in dirs:
+        for ext in (".yaml", ".yml"):
+            if (d / (arg + ext)).is_file():
+                return d / (arg + ext)
+    raise ProfileError(f"profile '{arg}' not found; searched: {', '.join(map(str, dirs))}",
+                       hint="'piflash profile list' shows the profiles available")
+
+
+def list_profiles(cwd: Optional[PathLike] = None) -> List[Tuple[str, Path, Optional[str]]]:
+    """Every profile visible in :func:`profile_dirs`, sorted by name.
+
+    Where a name appears more than once, the first in search order wins (as for
+    :func:`find_profile`).  Broken profiles are listed too.
+
+    :returns: ``(name, path, error)`` tuples; ``error`` is the ProfileError message
+        (str) for a profile that does not load, else None.  Never raises ProfileError.
+    """
+    found = {}
+    for d in profile_dirs(cwd):
+        for ext in (".yaml", ".yml"):
+            try:
+                files = sorted(d.glob("*" + ext))
+            except OSError:
+                continue
+            for f in files:
+                if f.name.startswith(".") or f.stem in found or not f.is_file():
+                    continue
+                try:
+                    load_profile(f)
+                    found[f.stem] = (f.stem, f, None)
+                except ProfileError as e:
+                    found[f.stem] = (f.stem, f, e.message)
+    return [found[name] for name in sorted(found)]
+
+
+def profile_to_dict(profile: Profile) -> dict:
+    """The profile as a JSON-friendly dict: one entry per field, paths as str, ints as int."""
+    out = dataclasses.asdict(profile)
+    out["path"], out["firmware"] = str(profile.path), str(profile.firmware)
+    return out
+
+
+def _firmware_format(firmware: Path, src: Optional[str], line: Optional[int]) -> str:
+    fmt = FIRMWARE_FORMATS.get(firmware.suffix.lower())
+    if fmt is None:
+        raise ProfileError(f"firmware file name must end in {', '.join(FIRMWARE_FORMATS)}, got "
+                           f"'{firmware.name}'", path=src, line=line, key="firmware")
+    return fmt
+
+
+def _check_sha256(value: Any, src: Optional[str], line: Optional[int]) -> str:
+    if not isinstance(value, str) or not _SHA256_RE.fullmatch(value.strip()):
+        raise ProfileError(f"expected 64 hexadecimal digits (a SHA-256 digest), got "
+                           f"{_describe(value)}", path=src, line=line, key="sha256")
+    return value.strip().lower()
+
+
+def _describe(value: Any) -> str:
+    """"integer 5", "string 'yes'", ... for error messages (long values shortened)."""
+    shown = repr(value)
+    if len(shown) > 40:
+        shown = shown[:37] + "..."
+    kind = {bool: "boolean", int: "integer", float: "number", str: "string",
+            list: "list", dict: "mapping"}.get(type(value), type(value).__name__)
+    return f"{kind} {shown}"
