@@ -1,0 +1,199 @@
+"""Find debug probes and open a pyOCD session on a target, with errors that say what to do.
+
+pyOCD is imported inside the functions. A probe is named by its pyOCD unique ID
+(a USB serial number, ``sim:<board>`` for a simulated board, or
+``remote:HOST:PORT`` for pyOCD's remote probe protocol); as in pyOCD, a partial
+unique ID matches every probe whose ID contains it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Optional
+
+from piflash.errors import (ConnectError, FlashError, NoProbeError, PiflashError, ProbeLostError,
+                            ProbePermissionError, SeveralProbesError)
+
+LOG = logging.getLogger(__name__)
+
+#: Session options piflash always sets (pyOCD's names, see pyocd/core/options.py).
+BASE_SESSION_OPTIONS: Dict[str, object] = {
+    "hide_programming_progress": True,   # piflash draws its own progress
+    "smart_flash": True,
+}
+
+
+@dataclass(frozen=True)
+class ProbeInfo:
+    """A debug probe as listed by :func:`list_probes`.
+
+    :ivar unique_id: pyOCD unique ID (str), what ``--probe`` takes.
+    :ivar description: vendor and product (str).
+    :ivar target: target type the probe says its board carries (str), or None.
+    """
+
+    unique_id: str
+    description: str
+    target: Optional[str] = None
+
+    def to_dict(self) -> dict:
+        """The probe as a JSON-friendly dict."""
+        return {"unique_id": self.unique_id, "description": self.description, "target": self.target}
+
+
+def _probe_target(probe) -> Optional[str]:
+    info = getattr(probe, "associated_board_info", None)
+    return getattr(info, "target", None) if info else None
+
+
+def _find_probes(unique_id: Optional[str]) -> list:
+    from pyocd.core.helpers import ConnectHelper
+
+    try:
+        return ConnectHelper.get_all_connected_probes(blocking=False, unique_id=unique_id,
+                                                      print_wait_message=False)
+    except Exception as exc:  # pyOCD lets USB and socket errors through from enumeration
+        raise translate_error(exc, "list probes") from exc
+
+
+def list_probes(unique_id: Optional[str] = None) -> List[ProbeInfo]:
+    """Probes pyOCD can see now, sorted by description and unique ID.
+
+    :param unique_id: keep only probes whose unique ID contains this (str), or all.
+    :raises ConnectError: when a remote probe named by ``unique_id`` does not answer.
+    """
+    return [ProbeInfo(p.unique_id, p.description, _probe_target(p)) for p in _find_probes(unique_id)]
+
+
+def select_probe(unique_id: Optional[str] = None):
+    """Return the one pyOCD ``DebugProbe`` the unique ID (or the lack of one) designates.
+
+    :raises NoProbeError: nothing matches.
+    :raises SeveralProbesError: several match and ``unique_id`` does not pick one.
+    """
+    probes = _find_probes(unique_id)
+    if not probes:
+        if unique_id:
+            raise NoProbeError(f"no debug probe with unique ID '{unique_id}' found",
+                               hint="'piflash probes' lists the probes piflash can see")
+        raise NoProbeError("no debug probe found",
+                           hint="plug in a probe; 'piflash probes' lists what is visible, "
+                                "'piflash doctor' explains probes that cannot be opened")
+    if len(probes) > 1:
+        exact = [p for p in probes if unique_id and p.unique_id.lower() == unique_id.lower()]
+        if len(exact) == 1:
+            return exact[0]
+        ids = [p.unique_id for p in probes]
+        raise SeveralProbesError(f"{len(probes)} debug probes found: {', '.join(ids)}", ids,
+                                 hint="choose one with --probe UNIQUE_ID (or 'probe:' in the profile)")
+    return probes[0]
+
+
+def translate_error(exc: BaseException, phase: str) -> PiflashError:
+    """Turn a pyOCD (or USB/socket) exception raised during ``phase`` into a :class:`PiflashError`.
+
+    :param phase: what was being done (``"connect"``, ``"erase"``, ``"program"``, ``"verify"``...).
+    """
+    from pyocd.core import exceptions as pe
+
+    if isinstance(exc, PiflashError):
+        return exc
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, pe.ProbeDisconnected) or isinstance(exc, (ConnectionError, BrokenPipeError)):
+        return ProbeLostError(f"the probe disconnected during {phase}: {text}",
+                              hint="check the USB cable and power, then run the command again")
+    if getattr(exc, "errno", None) in (errno.EACCES, errno.EPERM) or "Access denied" in text \
+            or "insufficient permissions" in text.lower():
+        return ProbePermissionError(f"permission denied opening the probe: {text}",
+                                    hint="run 'piflash doctor' (the fix is udev rules and the plugdev "
+                                         "group, not root)")
+    if isinstance(exc, pe.FlashFailure):
+        addr = getattr(exc, "address", None)
+        where = f" at {addr:#010x}" if addr is not None else ""
+        code = getattr(exc, "result_code", None)
+        extra = f" (algorithm result {code:#x})" if code is not None else ""
+        return FlashError(f"{phase} failed{where}: {text}{extra}", address=addr,
+                          hint="the sector may be write-protected or the flash worn; "
+                               "'piflash erase --chip' clears protection on many targets")
+    if isinstance(exc, pe.TargetSupportError):
+        return ConnectError(f"target support problem during {phase}: {text}",
+                            hint="check --target ('piflash targets' lists them)")
+    if phase in ("connect", "list probes"):
+        if isinstance(exc, OSError):
+            return ConnectError(f"cannot reach the probe: {text}",
+                                hint="for remote:HOST:PORT, is the probe server running?")
+        return ConnectError(f"cannot connect to the target: {text}",
+                            hint="is the board powered and seated, SWD wired (SWDIO, SWCLK, GND), "
+                                 "and --target right? A lower --frequency can help")
+    if isinstance(exc, (pe.TransferError, pe.TimeoutError)):
+        return FlashError(f"{phase} failed: {text}",
+                          address=getattr(exc, "fault_address", None),
+                          hint="the target stopped answering: check power and wiring, then flash again")
+    if isinstance(exc, pe.Error):
+        return FlashError(f"{phase} failed: {text}")
+    return PiflashError(f"unexpected error during {phase}: {type(exc).__name__}: {text}")
+
+
+@contextlib.contextmanager
+def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
+                 frequency: Optional[int] = None, options: Optional[dict] = None) -> Iterator:
+    """Open a pyOCD ``Session`` on the selected probe and connect to its target.
+
+    The session is closed (probe released) when the ``with`` block ends, whatever happens.
+
+    :param unique_id: probe unique ID or part of one (str), or None for the only probe.
+    :param target: pyOCD target type (str); None uses what the probe reports, which
+        only works for probes that know their board (DAPLink, simulated boards).
+    :param frequency: SWD clock in Hz (int), or pyOCD's default (1 MHz).
+    :param options: extra pyOCD session options (dict).
+    :raises NoProbeError, SeveralProbesError, ProbePermissionError, ConnectError, ProbeLostError:
+    """
+    from pyocd.core.session import Session
+
+    probe = select_probe(unique_id)
+    opts = dict(BASE_SESSION_OPTIONS)
+    opts.update(options or {})
+    if target:
+        opts["target_override"] = target
+    elif not _probe_target(probe):
+        raise ConnectError(f"probe {probe.unique_id} does not say which target it is wired to",
+                           hint="give the target type with --target (or 'target:' in a profile)")
+    if frequency:
+        opts["frequency"] = int(frequency)
+    session = Session(probe, auto_open=False, options=opts)
+    try:
+        session.open()
+    except BaseException as exc:
+        with contextlib.suppress(Exception):
+            session.close()
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise translate_error(exc, "connect") from exc
+    try:
+        yield session
+    finally:
+        with contextlib.suppress(Exception):
+            session.close()
+
+
+def read_target_uid(session) -> Optional[str]:
+    """Read the target's factory unique ID as lower-case hex (str), or None if unknown or unreadable."""
+    from piflash.target import uid_location
+
+    loc = uid_location(session.target.part_number or session.options.get("target_override") or "")
+    if loc is None:
+        loc = uid_location(session.options.get("target_override") or "")
+    if loc is None:
+        return None
+    try:
+        return bytes(session.target.read_memory_block8(loc.address, loc.size)).hex()
+    except Exception:  # a locked or odd part: the ID is a nicety, not a reason to fail
+        LOG.debug("could not read target unique ID", exc_info=True)
+        return None
+
+
+__all__ = ["ProbeInfo", "list_probes", "select_probe", "open_session", "translate_error",
+           "read_target_uid", "FlashError"]

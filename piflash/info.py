@@ -1,0 +1,52 @@
+"""Read-only questions: which targets pyOCD knows, and what a connected target is."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from piflash.target import check_target, known_targets
+
+
+def list_targets(pattern: Optional[str] = None) -> List[dict]:
+    """pyOCD's builtin target types as dicts ``name``, ``vendor``, ``part``, sorted by name.
+
+    :param pattern: keep only names, vendors or parts containing this (case-insensitive).
+    """
+    rows = []
+    for name, cls in sorted(known_targets().items()):
+        vendor = getattr(cls, "VENDOR", "") or ""
+        part = getattr(cls, "PART_NUMBER", "") or ""
+        if not pattern or any(pattern.lower() in str(v).lower() for v in (name, vendor, part)):
+            rows.append({"name": name, "vendor": vendor, "part": part})
+    return rows
+
+
+def target_info(probe: Optional[str] = None, target: Optional[str] = None,
+                frequency: Optional[int] = None) -> dict:
+    """Connect and describe the target.
+
+    :returns: dict with ``target``, ``target_uid`` (hex str or None), ``probe``,
+        ``probe_description``, and ``regions``: a list of dicts ``name``, ``type``
+        (flash/ram/rom/device), ``start``, ``end`` (inclusive), ``size`` (bytes) and, for flash,
+        ``sector_size`` and ``page_size`` (bytes) at the region start.
+    :raises: the connect errors of :func:`piflash.connect.open_session`.
+    """
+    from piflash.connect import open_session, read_target_uid, translate_error
+
+    if target:
+        target = check_target(target)
+    with open_session(probe, target, frequency) as session:
+        try:
+            regions = []
+            for r in session.target.memory_map.regions:
+                row = {"name": r.name or "", "type": r.type.name.lower(), "start": r.start,
+                       "end": r.end, "size": r.length}
+                if r.is_flash and r.flash is not None:
+                    row["sector_size"] = r.flash.get_sector_info(r.start).size
+                    row["page_size"] = r.flash.get_page_info(r.start).size
+                regions.append(row)
+            return {"target": session.options.get("target_override") or session.target.part_number,
+                    "target_uid": read_target_uid(session), "probe": session.probe.unique_id,
+                    "probe_description": session.probe.description, "regions": regions}
+        except Exception as exc:
+            raise translate_error(exc, "connect") from exc

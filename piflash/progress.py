@@ -1,0 +1,45 @@
+"""Progress reporting: the interface the flashing workflow calls, and a no-op default.
+
+The workflow never draws anything itself: it calls a :class:`ProgressSink`.
+The CLI passes a rich progress display (``piflash.cli_progress``); the station
+passes one that feeds systemd's STATUS line; API users can pass their own or none.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+
+class ProgressSink:
+    """Receives phase progress, in bytes. Subclass and override what you need.
+
+    Phases, in order: ``"connect"``, ``"erase"``, ``"program"``, ``"verify"``, ``"reset"``.
+    ``total`` and ``done`` are bytes of the image handled in that phase (0 for
+    phases without a size, such as connect and reset).
+    """
+
+    def phase_start(self, phase: str, total: int) -> None:
+        """A phase begins; ``total`` bytes will be handled (0 if unknown)."""
+
+    def phase_update(self, phase: str, done: int) -> None:
+        """``done`` bytes of the phase are handled so far (monotonic)."""
+
+    def phase_end(self, phase: str, summary: str = "") -> None:
+        """The phase finished; ``summary`` is a short human-readable result."""
+
+    def message(self, text: str) -> None:
+        """A line worth showing the user (a warning, a skipped phase)."""
+
+
+def fraction_callback(sink: ProgressSink, phase: str, total: int) -> Callable[[float], None]:
+    """Adapt pyOCD's progress callback (a fraction 0.0..1.0) to ``sink`` updates in bytes."""
+
+    last = [-1]
+
+    def callback(fraction: float) -> None:
+        done = int(max(0.0, min(1.0, fraction)) * total)
+        if done != last[0]:
+            last[0] = done
+            sink.phase_update(phase, done)
+
+    return callback

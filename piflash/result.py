@@ -1,0 +1,95 @@
+"""Result objects returned by the workflow in :mod:`piflash.flasher` (and recorded by the station)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Dict, Optional
+
+from piflash.image import FirmwareImage
+
+
+@dataclass
+class ProgramStats:
+    """What erase and program did, summed over flash regions (pyOCD's ``ProgrammingInfo``).
+
+    Byte counts are bytes; times are seconds.
+    """
+
+    erase_mode: Optional[str] = None   #: "chip" or "sector" as pyOCD chose
+    erased_bytes: int = 0
+    programmed_bytes: int = 0          #: bytes actually written (whole pages)
+    programmed_pages: int = 0
+    skipped_bytes: int = 0             #: bytes left alone because flash already held them
+    skipped_pages: int = 0
+    erase_seconds: float = 0.0
+    program_seconds: float = 0.0
+
+    def add(self, info) -> None:
+        """Add one region's ``pyocd.flash.builder.ProgrammingInfo``."""
+        from pyocd.flash.builder import FlashBuilder
+
+        chip = info.program_type == FlashBuilder.FLASH_CHIP_ERASE
+        self.erase_mode = "chip" if chip or self.erase_mode == "chip" else "sector"
+        self.erased_bytes += info.erase_byte_count
+        self.programmed_bytes += info.program_byte_count
+        self.programmed_pages += info.program_page_count
+        self.skipped_bytes += info.skipped_byte_count
+        self.skipped_pages += info.skipped_page_count
+
+
+@dataclass
+class OperationResult:
+    """The outcome of one operation (flash, verify, erase, reset) on one board.
+
+    ``durations`` maps each phase run (connect, erase/program, verify, reset) to seconds;
+    ``error`` is the failure as :meth:`PiflashError.to_dict` gives it, and ``phase`` the
+    phase that was running when it happened.
+    """
+
+    operation: str
+    probe: Optional[str] = None
+    target: Optional[str] = None
+    target_uid: Optional[str] = None
+    firmware: Optional[str] = None
+    firmware_sha256: Optional[str] = None
+    firmware_format: Optional[str] = None
+    image_bytes: int = 0
+    ok: bool = False
+    phase: Optional[str] = None
+    program: ProgramStats = field(default_factory=ProgramStats)
+    verify: Optional[object] = None      #: piflash.verify.VerifyStats, or None if not verified
+    reset: bool = False
+    started_at: float = 0.0              #: Unix time
+    duration: float = 0.0                #: seconds, whole operation
+    durations: Dict[str, float] = field(default_factory=dict)
+    error: Optional[dict] = None
+
+    @classmethod
+    def start(cls, operation: str, image: Optional[FirmwareImage], probe: Optional[str],
+              target: Optional[str]) -> "OperationResult":
+        """A result for an operation starting now."""
+        res = cls(operation=operation, probe=probe, target=target, started_at=time.time())
+        if image is not None:
+            res.firmware = str(image.path) if image.path else None
+            res.firmware_sha256 = image.sha256
+            res.firmware_format = image.format
+            res.image_bytes = image.size
+        res._t0 = time.monotonic()  # type: ignore[attr-defined]
+        return res
+
+    def fail(self, exc) -> None:
+        """Record a :class:`~piflash.errors.PiflashError` as this result's error."""
+        self.ok = False
+        self.error = exc.to_dict()
+
+    def finish(self) -> None:
+        """Stamp the total duration."""
+        self.duration = round(time.monotonic() - getattr(self, "_t0", time.monotonic()), 4)
+
+    def to_dict(self) -> dict:
+        """A JSON-friendly dict of everything above."""
+        out = asdict(self)
+        out["verify"] = asdict(self.verify) if self.verify is not None else None
+        out["verified"] = self.verify is not None and self.ok
+        return out
