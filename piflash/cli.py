@@ -1,0 +1,345 @@
+"""The ``piflash`` command: a thin click layer over :mod:`piflash.flasher` and friends.
+
+Only click and piflash's own light modules are imported at start-up; pyOCD,
+rich and the simulator are imported by the commands that use them, so
+``piflash --help`` answers at once even on a Pi Zero 2W.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import signal
+import sys
+from typing import Optional
+
+import click
+
+from piflash import __version__
+from piflash.errors import EXIT_CODE_HELP, ExitCode, PiflashError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+EXIT_CODES_EPILOG = "\b\nExit codes:\n" + "\n".join(
+    f"  {int(code):>3}  {text}" for code, text in EXIT_CODE_HELP.items())
+
+
+def _emit_error(exc: PiflashError, json_mode: bool, result=None) -> None:
+    if json_mode:
+        out = result.to_dict() if result is not None else {"ok": False}
+        out["error"] = exc.to_dict()
+        click.echo(json.dumps(out, indent=2))
+    click.secho(f"error: {exc.message}", fg="red", err=True)
+    if exc.hint:
+        click.echo(f"hint: {exc.hint}", err=True)
+
+
+def handles_errors(func):
+    """Print a PiflashError as 'error:'/'hint:' lines and exit with its code; same for Ctrl-C."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        json_mode = bool(kwargs.get("json_mode"))
+        try:
+            return func(*args, **kwargs)
+        except PiflashError as exc:
+            _emit_error(exc, json_mode, getattr(exc, "result", None))
+            sys.exit(int(exc.exit_code))
+        except KeyboardInterrupt:
+            click.secho("error: interrupted", fg="red", err=True)
+            sys.exit(int(ExitCode.INTERRUPTED))
+    return wrapper
+
+
+def _sigterm_as_interrupt() -> None:
+    """Let SIGTERM take the same clean path as Ctrl-C (disconnect, say what state the board is in)."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _int_auto(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return int(str(value), 0)
+    except ValueError:
+        raise click.BadParameter(f"'{value}' is not a number (use 0x08000000 or 134217728)")
+
+
+def _frequency(ctx, param, value):
+    if value is None:
+        return None
+    from piflash.profiles import parse_frequency
+    try:
+        return parse_frequency(value)
+    except PiflashError as exc:
+        raise click.BadParameter(exc.message.replace("key 'frequency': ", ""))
+
+
+def probe_options(func):
+    """--probe, --target, --frequency and --profile, shared by every command that opens a probe."""
+    func = click.option("--profile", "-p", "profile", metavar="NAME|FILE",
+                        help="Profile: a YAML file, or a name searched in ./piflash.d, "
+                             "$XDG_CONFIG_HOME/piflash/profiles, /etc/piflash/profiles.")(func)
+    func = click.option("--frequency", "-f", callback=_frequency, metavar="HZ",
+                        help="SWD clock, e.g. 4000000 or 4MHz.")(func)
+    func = click.option("--target", "-t", metavar="TYPE",
+                        help="pyOCD target type, e.g. nrf52840, stm32f103rc ('piflash targets').")(func)
+    func = click.option("--probe", "-u", metavar="UID",
+                        help="Probe unique ID (or part of one), e.g. a serial number, "
+                             "sim:nrf52840, remote:HOST:PORT.")(func)
+    return func
+
+
+def output_options(func):
+    func = click.option("--json", "json_mode", is_flag=True,
+                        help="Print one JSON result object on stdout.")(func)
+    func = click.option("--quiet", "-q", is_flag=True, help="No progress display.")(func)
+    return func
+
+
+class Settings(dict):
+    """Resolved settings of one command: the profile's values overridden by the command line."""
+
+
+def resolve(profile: Optional[str], **cli_values) -> Settings:
+    """Merge a profile (if any) with command-line values; the command line wins when given."""
+    from piflash import profiles
+
+    out = Settings(profile=None, firmware=None, sha256=None, target=None, probe=None,
+                   frequency=None, erase="auto", base_address=None, verify=True, reset=True)
+    if profile:
+        prof = profiles.load_profile(profiles.find_profile(profile))
+        out.update(profile=prof.name, firmware=str(prof.firmware), sha256=prof.sha256,
+                   target=prof.target, probe=prof.probe, frequency=prof.frequency,
+                   erase=prof.erase, base_address=prof.base_address, verify=prof.verify,
+                   reset=prof.reset, profile_obj=prof)
+    for key, value in cli_values.items():
+        if value is not None:
+            out[key] = value
+    if profile and cli_values.get("firmware") not in (None, out.get("firmware")):
+        out["sha256"] = None  # the profile pins its own firmware's digest, not another file's
+    return out
+
+
+def _load(settings: Settings):
+    from piflash.image import load_image
+    from piflash.errors import ChecksumError
+
+    if not settings.get("firmware"):
+        raise click.UsageError("no firmware given (a FIRMWARE argument or a profile with 'firmware:')")
+    image = load_image(settings["firmware"], settings.get("base_address"))
+    if settings.get("sha256") and image.sha256 != settings["sha256"]:
+        raise ChecksumError(
+            f"{settings['firmware']}: SHA-256 is {image.sha256}, the profile pins {settings['sha256']}",
+            hint="the file changed since the profile was written: check the build, then update "
+                 "'sha256:' ('piflash profile check' prints the digest)")
+    return image
+
+
+def _run_with_progress(quiet: bool, json_mode: bool, call):
+    from piflash.cli_progress import RichProgress, make_progress
+
+    display = make_progress(quiet, json_mode)
+    if isinstance(display, RichProgress):
+        with display:
+            return call(display)
+    return call(display)
+
+
+def _report(result, json_mode: bool, quiet: bool, line: str) -> None:
+    if json_mode:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    elif not quiet:
+        click.secho(line, fg="green")
+
+
+@click.group(context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
+@click.version_option(__version__, prog_name="piflash")
+@click.option("--verbose", "-v", count=True, help="Show pyOCD's log (-vv for debug).")
+def cli(verbose: int) -> None:
+    """Flash Arm Cortex-M microcontrollers through pyOCD: connect, erase, program,
+    read-back verify, reset.
+
+    \b
+    Examples:
+      piflash flash firmware.hex --target nrf52840
+      piflash flash app.bin --base-address 0x08000000 -t stm32f103rc -u 066DFF49
+      piflash flash --profile my-board
+      piflash probes
+    """
+    level = {0: logging.CRITICAL, 1: logging.INFO}.get(verbose, logging.DEBUG)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    logging.getLogger("pyocd").setLevel(level)
+    logging.getLogger("piflash").setLevel(min(level, logging.WARNING))
+
+
+@cli.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
+@click.argument("firmware", required=False, type=click.Path(dir_okay=False))
+@probe_options
+@click.option("--base-address", "-a", callback=_int_auto, metavar="ADDR",
+              help="Load address of a .bin file, e.g. 0x08000000.")
+@click.option("--erase", "-e", type=click.Choice(["auto", "sector", "chip"]), default=None,
+              help="Erase mode [default: auto, the faster of the two].")
+@click.option("--no-verify", is_flag=True, help="Skip the read-back verify.")
+@click.option("--no-reset", is_flag=True, help="Leave the target halted instead of resetting it.")
+@output_options
+@handles_errors
+def flash(firmware, probe, target, frequency, profile, base_address, erase, no_verify, no_reset,
+          quiet, json_mode):
+    """Flash FIRMWARE (.hex, .elf, or .bin with --base-address), verify it and reset the target."""
+    from piflash.flasher import flash_firmware
+
+    _sigterm_as_interrupt()
+    s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
+                erase=erase, base_address=base_address,
+                verify=False if no_verify else None, reset=False if no_reset else None)
+    image = _load(s)
+    result = _run_with_progress(quiet, json_mode, lambda display: flash_firmware(
+        image, probe=s["probe"], target=s["target"], frequency=s["frequency"], erase=s["erase"],
+        verify=s["verify"], reset=s["reset"], progress=display))
+    p = result.program
+    verified = "verified" if result.verify else "NOT verified"
+    _report(result, json_mode, quiet,
+            f"Flashed {image.size:,} bytes to {result.target} ({result.probe}): {p.programmed_bytes:,} "
+            f"programmed, {p.skipped_bytes:,} unchanged, {verified}, in {result.duration:.2f} s")
+
+
+@cli.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
+@click.argument("firmware", required=False, type=click.Path(dir_okay=False))
+@probe_options
+@click.option("--base-address", "-a", callback=_int_auto, metavar="ADDR",
+              help="Load address of a .bin file.")
+@output_options
+@handles_errors
+def verify(firmware, probe, target, frequency, profile, base_address, quiet, json_mode):
+    """Compare the target's flash with FIRMWARE without writing anything."""
+    from piflash.flasher import verify_firmware
+
+    _sigterm_as_interrupt()
+    s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
+                base_address=base_address)
+    image = _load(s)
+    result = _run_with_progress(quiet, json_mode, lambda display: verify_firmware(
+        image, probe=s["probe"], target=s["target"], frequency=s["frequency"], progress=display))
+    _report(result, json_mode, quiet, f"Verified: all {image.size:,} bytes match on {result.target}")
+
+
+def _range(text: str):
+    try:
+        if "+" in text:
+            start, length = (int(v, 0) for v in text.split("+", 1))
+            return start, start + length
+        if "-" in text:
+            start, end = (int(v, 0) for v in text.split("-", 1))
+            return start, end
+        start = int(text, 0)
+        return start, start + 1
+    except ValueError:
+        raise click.BadParameter(f"'{text}' is not ADDR, START-END or START+LENGTH")
+
+
+@cli.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
+@probe_options
+@click.option("--chip", "mode", flag_value="chip", help="Erase the whole chip (the default).")
+@click.option("--sector", "sectors", multiple=True, metavar="RANGE",
+              help="Erase the sectors covering RANGE: ADDR, START-END (end exclusive) or START+LENGTH. Repeatable.")
+@output_options
+@handles_errors
+def erase(probe, target, frequency, profile, mode, sectors, quiet, json_mode):
+    """Erase the chip, or the sectors covering the given ranges."""
+    from piflash.flasher import erase_target
+
+    _sigterm_as_interrupt()
+    s = resolve(profile, probe=probe, target=target, frequency=frequency)
+    ranges = [_range(r) for r in sectors]
+    result = _run_with_progress(quiet, json_mode, lambda display: erase_target(
+        s["probe"], s["target"], "sector" if ranges else "chip", ranges, s["frequency"], display))
+    _report(result, json_mode, quiet, f"Erased {result.program.erased_bytes:,} bytes on {result.target}")
+
+
+@cli.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
+@probe_options
+@click.option("--halt", is_flag=True, help="Halt at the reset vector instead of running.")
+@output_options
+@handles_errors
+def reset(probe, target, frequency, profile, halt, quiet, json_mode):
+    """Reset the target."""
+    from piflash.flasher import reset_board
+
+    s = resolve(profile, probe=probe, target=target, frequency=frequency)
+    result = reset_board(s["probe"], s["target"], halt, s["frequency"])
+    _report(result, json_mode, quiet, f"Reset {result.target}" + (" (halted)" if halt else ""))
+
+
+@cli.command(context_settings=CONTEXT)
+@probe_options
+@click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
+@handles_errors
+def info(probe, target, frequency, profile, json_mode):
+    """Connect and show the target: type, unique ID, probe, flash regions."""
+    from piflash.info import target_info
+
+    s = resolve(profile, probe=probe, target=target, frequency=frequency)
+    data = target_info(s["probe"], s["target"], s["frequency"])
+    if json_mode:
+        click.echo(json.dumps(data, indent=2))
+        return
+    click.echo(f"Target:     {data['target']}")
+    click.echo(f"Target UID: {data['target_uid'] or 'unknown'}")
+    click.echo(f"Probe:      {data['probe']} ({data['probe_description']})")
+    click.echo("Memory:")
+    for r in data["regions"]:
+        sizes = f"sector {r['sector_size']:,} B, page {r['page_size']:,} B" if r.get("sector_size") else ""
+        click.echo(f"  {r['type']:<6} {r['name']:<12} {r['start']:#010x}-{r['end']:#010x} "
+                   f"{r['size']:>10,} B  {sizes}")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
+@handles_errors
+def probes(json_mode):
+    """List the debug probes pyOCD can see (simulated ones included)."""
+    from piflash.connect import list_probes
+
+    found = list_probes()
+    if json_mode:
+        click.echo(json.dumps([p.to_dict() for p in found], indent=2))
+        return
+    if not found:
+        click.echo("No debug probes found. 'piflash doctor' explains probes that cannot be opened.")
+        return
+    for p in found:
+        click.echo(f"{p.unique_id:<32} {p.description}" + (f"  [{p.target}]" if p.target else ""))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("pattern", required=False)
+@click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
+def targets(pattern, json_mode):
+    """List the target types pyOCD knows (PATTERN filters by substring)."""
+    from piflash.info import list_targets
+
+    rows = list_targets(pattern)
+    if json_mode:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        click.echo(f"{row['name']:<24} {row['vendor']:<22} {row['part']}")
+
+
+def _register_subgroups() -> None:
+    from piflash.cli_profile import profile
+    from piflash.cli_sim import sim
+
+    cli.add_command(profile)
+    cli.add_command(sim)
+
+
+_register_subgroups()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="piflash")

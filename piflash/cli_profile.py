@@ -1,0 +1,70 @@
+"""``piflash profile list|show|check``: the click layer over :mod:`piflash.profiles`."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from piflash.cli import CONTEXT, handles_errors
+
+
+@click.group(context_settings=CONTEXT)
+def profile():
+    """Target/firmware profiles (YAML): list, show, check."""
+
+
+@profile.command("list")
+@click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
+def list_cmd(json_mode):
+    """List the profiles found on the search path (broken ones marked)."""
+    from piflash.profiles import list_profiles, profile_dirs
+
+    rows = list_profiles()
+    if json_mode:
+        click.echo(json.dumps([{"name": n, "path": str(p), "error": e} for n, p, e in rows], indent=2))
+        return
+    if not rows:
+        click.echo("No profiles found. Searched: " + ", ".join(str(d) for d in profile_dirs()))
+        return
+    for name, path, error in rows:
+        status = click.style("BROKEN", fg="red") + f"  {error}" if error else ""
+        click.echo(f"{name:<24} {path}  {status}".rstrip())
+
+
+@profile.command()
+@click.argument("name")
+@click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
+@handles_errors
+def show(name, json_mode):
+    """Show the profile NAME (or FILE) with every value resolved."""
+    from piflash.profiles import find_profile, load_profile, profile_to_dict
+
+    data = profile_to_dict(load_profile(find_profile(name)))
+    if json_mode:
+        click.echo(json.dumps(data, indent=2))
+        return
+    for key, value in data.items():
+        if key == "base_address" and value is not None:
+            value = f"{value:#010x}"
+        click.echo(f"{key + ':':<14} {value if value is not None else '-'}")
+
+
+@profile.command()
+@click.argument("name")
+@handles_errors
+def check(name, json_mode=False):
+    """Validate NAME: its keys and types, the firmware file, its SHA-256 and its place in flash."""
+    from piflash.image import check_fits, load_image
+    from piflash.profiles import find_profile, load_profile
+    from piflash.target import builtin_flash_regions, check_target
+
+    prof = load_profile(find_profile(name))
+    target = check_target(prof.target)
+    image = load_image(prof.firmware, prof.base_address)
+    regions = builtin_flash_regions(target)
+    if regions is not None:
+        check_fits(image, regions, prof.target)
+    click.echo(f"firmware sha256: {image.sha256}")
+    prof.check_firmware()
+    click.secho(f"{prof.path}: OK ({image.describe()})", fg="green")

@@ -1,0 +1,169 @@
+"""``piflash sim ...``: the click layer over :mod:`piflash.sim` (needs the ``piflash[sim]`` extra)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from piflash.cli import CONTEXT, handles_errors
+from piflash.errors import PiflashError
+
+
+class SimUnavailable(PiflashError):
+    """The simulator's optional dependency (unicorn) is not installed."""
+
+
+def _store():
+    try:
+        import unicorn  # noqa: F401  (the simulator's CPU)
+    except ImportError:
+        raise SimUnavailable("the simulated board needs the 'sim' extra (unicorn)",
+                             hint="pip install 'piflash[sim]'") from None
+    from piflash.sim.store import SimStore
+
+    return SimStore()
+
+
+def _name(board: str) -> str:
+    return board[4:] if board.startswith("sim:") else board
+
+
+def _store_call(func, *args, **kwargs):
+    try:
+        return func(*args, **kwargs)
+    except (KeyError, ValueError) as exc:
+        raise click.UsageError(str(exc.args[0] if exc.args else exc))
+
+
+@click.group(context_settings=CONTEXT)
+def sim():
+    """Simulated boards (probe unique IDs sim:NAME), for trying piflash and for tests.
+
+    \b
+    A board is created on first use of an ID that starts with a target type
+    (sim:nrf51, sim:nrf52840-2, sim:stm32f103rc-a) and keeps its flash between runs.
+    """
+
+
+@sim.command("list")
+@click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
+@handles_errors
+def list_cmd(json_mode):
+    """List the simulated boards."""
+    boards = _store().list()
+    if json_mode:
+        click.echo(json.dumps([b.to_dict() for b in boards], indent=2))
+        return
+    if not boards:
+        click.echo("No simulated boards. Create one with 'piflash sim create NAME --target TYPE'.")
+    for b in boards:
+        flags = ", ".join(f"{k}={v}" for k, v in sorted(b.faults.items())) or "no faults"
+        state = "present" if b.present else "ejected"
+        click.echo(f"sim:{b.name:<24} {b.target:<12} uid {b.target_uid}  {state}  {flags}")
+
+
+@sim.command()
+@click.argument("board")
+@click.option("--target", "-t", required=True, help="nrf51, nrf52840 or stm32f103rc.")
+@handles_errors
+def create(board, target):
+    """Create the simulated board BOARD (erased flash)."""
+    info = _store_call(_store().create, _name(board), target)
+    click.echo(f"created sim:{info.name} ({info.target}, target unique ID {info.target_uid})")
+
+
+@sim.command()
+@click.argument("board")
+@handles_errors
+def remove(board):
+    """Delete the simulated board BOARD and its flash."""
+    _store_call(_store().remove, _name(board))
+    click.echo(f"removed sim:{_name(board)}")
+
+
+@sim.command()
+@click.argument("board")
+@click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="Output .bin file.")
+@handles_errors
+def dump(board, out):
+    """Write BOARD's whole flash (erased bytes 0xFF) to a binary file."""
+    data = _store_call(_store().read_flash, _name(board))
+    with open(out, "wb") as fh:
+        fh.write(data)
+    click.echo(f"wrote {len(data):,} bytes of sim:{_name(board)} flash to {out}")
+
+
+@sim.command()
+@click.argument("board")
+@click.option("--write-protect", multiple=True, metavar="ADDR", help="Protect the sector at ADDR (repeatable).")
+@click.option("--stuck-busy", is_flag=True, help="Flash controller never becomes ready.")
+@click.option("--bit-flip", metavar="ADDR:BIT", help="After programming, bit BIT of byte ADDR reads wrong.")
+@click.option("--disconnect-after", type=int, metavar="N", help="Probe vanishes after N DAP transfers.")
+@click.option("--absent", is_flag=True, help="No target on the probe (DP does not answer).")
+@click.option("--clear", is_flag=True, help="Remove every fault first.")
+@handles_errors
+def fault(board, write_protect, stuck_busy, bit_flip, disconnect_after, absent, clear):
+    """Inject faults into BOARD (they persist until --clear)."""
+    store, name = _store(), _name(board)
+    if clear:
+        _store_call(store.clear_faults, name)
+    faults = {}
+    if write_protect:
+        faults["write_protect"] = [int(a, 0) for a in write_protect]
+    if stuck_busy:
+        faults["stuck_busy"] = True
+    if bit_flip:
+        addr, _, bit = bit_flip.partition(":")
+        faults["bit_flip"] = {"address": int(addr, 0), "bit": int(bit or "0", 0)}
+    if disconnect_after is not None:
+        faults["disconnect_after"] = disconnect_after
+    if absent:
+        faults["absent"] = True
+    if faults:
+        _store_call(store.set_faults, name, **faults)
+    info = _store_call(store.get, name)
+    click.echo(f"sim:{name} faults: {json.dumps(info.faults) if info.faults else 'none'}")
+
+
+@sim.command()
+@click.argument("board")
+@handles_errors
+def insert(board):
+    """Put BOARD on its fixture (the probe sees a target again)."""
+    _store_call(_store().insert, _name(board))
+    click.echo(f"sim:{_name(board)} inserted")
+
+
+@sim.command()
+@click.argument("board")
+@handles_errors
+def eject(board):
+    """Take BOARD off its fixture (the probe stays, the target is gone)."""
+    _store_call(_store().eject, _name(board))
+    click.echo(f"sim:{_name(board)} ejected")
+
+
+@sim.command()
+@click.option("--target", "-t", help="Target type of a board created on the fly.")
+@click.option("--board", "-b", help="Board name [default: the target type].")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", "-p", type=int, default=5555, show_default=True, help="TCP port (0: any free port).")
+@handles_errors
+def serve(target, board, host, port):
+    """Serve a simulated board over pyOCD's remote probe protocol (-u remote:HOST:PORT).
+
+    Runs until Ctrl-C or SIGTERM.
+    """
+    if not (target or board):
+        raise click.UsageError("give --target or --board")
+    _store()
+    from piflash.sim.server import serve as run_server
+
+    name = _name(board) if board else target
+    def ready(bound_port):
+        click.echo(f"serving sim:{name} on {host}:{bound_port} "
+                   f"(use: -u remote:{host}:{bound_port} -t {target or '<target>'})")
+        sys.stdout.flush()
+    run_server(name, host=host, port=port, target=target, on_ready=ready)
