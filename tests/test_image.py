@@ -1,0 +1,114 @@
+"""Firmware loading and the flash-region check: every bad input gets its own clear error."""
+
+import pytest
+from intelhex import IntelHex
+
+from piflash.errors import ExitCode, FirmwareError, ImageRangeError
+from piflash.image import check_fits, load_image, merge_segments
+from piflash.target import builtin_flash_regions
+
+
+def write_hex(path, chunks):
+    ih = IntelHex()
+    for addr, data in chunks:
+        ih.frombytes(data, offset=addr)
+    ih.write_hex_file(str(path))
+    return path
+
+
+def test_hex_segments_are_merged_and_sorted(tmp_path):
+    path = write_hex(tmp_path / "a.hex", [(0x2000, b"\x02" * 16), (0x1000, b"\x01" * 0x1000)])
+    image = load_image(path)
+    assert image.format == "hex"
+    # 0x1000..0x1fff and 0x2000..0x200f are adjacent: one segment.
+    assert [(s.address, len(s.data)) for s in image.segments] == [(0x1000, 0x1010)]
+    assert image.size == 0x1010
+
+
+def test_bin_needs_base_address(tmp_path):
+    path = tmp_path / "a.bin"
+    path.write_bytes(b"\x00" * 64)
+    with pytest.raises(FirmwareError, match="--base-address") as err:
+        load_image(path)
+    assert err.value.exit_code == ExitCode.FIRMWARE
+    image = load_image(path, base_address=0x08000000)
+    assert image.start == 0x08000000 and image.end == 0x08000040
+
+
+def test_base_address_refused_for_hex(tmp_path):
+    path = write_hex(tmp_path / "a.hex", [(0, b"\x01" * 4)])
+    with pytest.raises(FirmwareError, match="only to .bin"):
+        load_image(path, base_address=0)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "truncated"),
+    ("hello\n", "truncated"),
+    (":10000000FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF01\n:00000001FF\n", "corrupt"),  # bad checksum
+    (":1000000\n:00000001FF\n", "corrupt"),                                   # short record
+    (":00000001FF\n", "no data"),                                            # empty but valid
+])
+def test_bad_hex(tmp_path, content, message):
+    path = tmp_path / "bad.hex"
+    path.write_text(content)
+    with pytest.raises(FirmwareError, match=message):
+        load_image(path)
+
+
+def test_hex_truncated_at_line_boundary(tmp_path):
+    good = write_hex(tmp_path / "good.hex", [(0, bytes(range(256)) * 8)])
+    lines = good.read_text().splitlines()
+    cut = tmp_path / "cut.hex"
+    cut.write_text("\n".join(lines[: len(lines) // 2]) + "\n")
+    with pytest.raises(FirmwareError, match="truncated"):
+        load_image(cut)
+
+
+def test_missing_and_directory(tmp_path):
+    with pytest.raises(FirmwareError, match="no such firmware file"):
+        load_image(tmp_path / "nope.hex")
+    with pytest.raises(FirmwareError, match="directory"):
+        load_image(tmp_path)
+
+
+def test_unknown_extension_sniffs_content(tmp_path):
+    path = write_hex(tmp_path / "fw.ihx.txt", [(0, b"\x01\x02")])
+    assert load_image(path).format == "hex"
+    junk = tmp_path / "fw.dat"
+    junk.write_bytes(b"\x00\x01")
+    with pytest.raises(FirmwareError, match="unknown firmware format"):
+        load_image(junk)
+
+
+def test_corrupt_elf(tmp_path):
+    path = tmp_path / "fw.elf"
+    path.write_bytes(b"\x7fELF" + b"\x01" * 40)
+    with pytest.raises(FirmwareError, match="corrupt ELF"):
+        load_image(path)
+
+
+def test_overlap_is_an_error():
+    with pytest.raises(FirmwareError, match="overlaps"):
+        merge_segments([(0, b"\x00" * 8), (4, b"\x00" * 8)])
+
+
+def test_image_outside_flash(tmp_path):
+    regions = builtin_flash_regions("nrf52840")
+    path = write_hex(tmp_path / "a.hex", [(0, b"\x01" * 16), (0x20000000, b"\x02" * 16)])
+    with pytest.raises(ImageRangeError) as err:
+        check_fits(load_image(path), regions, "nrf52840")
+    assert err.value.address == 0x20000000
+    assert err.value.exit_code == ExitCode.IMAGE_RANGE
+    assert "0x20000000" in err.value.message
+
+
+def test_bin_past_end_of_flash(tmp_path):
+    # pyOCD's stm32f103rc map (pyocd/target/builtin/target_STM32F103RC.py) has 512 KiB at 0x08000000.
+    regions = builtin_flash_regions("stm32f103rc")
+    end = max(e for s, e, n in regions)
+    path = tmp_path / "a.bin"
+    path.write_bytes(b"\x00" * 0x100)
+    image = load_image(path, base_address=end - 0x80)
+    with pytest.raises(ImageRangeError) as err:
+        check_fits(image, regions, "stm32f103rc")
+    assert err.value.address == end
