@@ -59,7 +59,7 @@ def list_cmd(json_mode):
     if not boards:
         click.echo("No simulated boards. Create one with 'piflash sim create NAME --target TYPE'.")
     for b in boards:
-        flags = ", ".join(f"{k}={v}" for k, v in sorted(b.faults.items())) or "no faults"
+        flags = ", ".join(f"{k}={v}" for k, v in sorted(b.faults.to_dict().items())) or "no faults"
         state = "present" if b.present else "ejected"
         click.echo(f"sim:{b.name:<24} {b.target:<12} uid {b.target_uid}  {state}  {flags}")
 
@@ -124,14 +124,15 @@ def fault(board, write_protect, stuck_busy, bit_flip, disconnect_after, absent, 
     if faults:
         _store_call(store.set_faults, name, **faults)
     info = _store_call(store.get, name)
-    click.echo(f"sim:{name} faults: {json.dumps(info.faults) if info.faults else 'none'}")
+    faults = info.faults.to_dict()
+    click.echo(f"sim:{name} faults: {json.dumps(faults) if faults else 'none'}")
 
 
 @sim.command()
 @click.argument("board")
 @handles_errors
 def insert(board):
-    """Put BOARD on its fixture (the probe sees a target again)."""
+    """Plug BOARD's probe back in (it is listed again)."""
     _store_call(_store().insert, _name(board))
     click.echo(f"sim:{_name(board)} inserted")
 
@@ -140,7 +141,7 @@ def insert(board):
 @click.argument("board")
 @handles_errors
 def eject(board):
-    """Take BOARD off its fixture (the probe stays, the target is gone)."""
+    """Unplug BOARD's probe (it is no longer listed and cannot be opened)."""
     _store_call(_store().eject, _name(board))
     click.echo(f"sim:{_name(board)} ejected")
 
@@ -162,8 +163,8 @@ def serve(target, board, host, port):
     from piflash.sim.server import serve as run_server
 
     name = _name(board) if board else target
-    def ready(bound_port):
-        click.echo(f"serving sim:{name} on {host}:{bound_port} "
-                   f"(use: -u remote:{host}:{bound_port} -t {target or '<target>'})")
+    def ready(server):
+        click.echo(f"serving sim:{name} on {host}:{server.port} "
+                   f"(use: -u remote:{host}:{server.port} -t {target or '<target>'})")
         sys.stdout.flush()
     run_server(name, host=host, port=port, target=target, on_ready=ready)

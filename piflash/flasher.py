@@ -116,12 +116,15 @@ class _Offset(ProgressSink):
         self._sink.phase_update(phase, self._offset + done)
 
 
-def reset_target(session, halt: bool = False) -> None:
+def reset_target(session, halt: bool = False, progress: Optional[ProgressSink] = None) -> None:
     """Reset the target (pyOCD's default reset type for it), optionally halting at the reset vector."""
+    sink = progress or ProgressSink()
+    sink.phase_start("reset", 0)
     if halt:
         session.target.reset_and_halt()
     else:
         session.target.reset()
+    sink.phase_end("reset", "halted at the reset vector" if halt else "running")
 
 
 def erase(session, mode: str = "chip", ranges: Sequence[Tuple[int, int]] = ()) -> int:
@@ -187,7 +190,8 @@ def _prepare(image: Optional[FirmwareImage], target: Optional[str]) -> Optional[
 
 
 def _run(operation: str, image: Optional[FirmwareImage], probe: Optional[str], target: Optional[str],
-         frequency: Optional[int], progress: Optional[ProgressSink], body, **session_options) -> OperationResult:
+         frequency: Optional[int], progress: Optional[ProgressSink], body,
+         options: Optional[dict] = None) -> OperationResult:
     sink = progress or ProgressSink()
     result = OperationResult.start(operation, image, probe, target)
     try:
@@ -195,7 +199,7 @@ def _run(operation: str, image: Optional[FirmwareImage], probe: Optional[str], t
         with _phase(result, sink, "connect"):
             sink.phase_start("connect", 0)
             with contextlib.ExitStack() as stack:
-                session = stack.enter_context(open_session(probe, target, frequency, session_options))
+                session = stack.enter_context(open_session(probe, target, frequency, options))
                 result.probe = session.probe.unique_id
                 result.target = session.options.get("target_override") or session.target.part_number
                 result.target_uid = read_target_uid(session)
@@ -215,7 +219,8 @@ def _run(operation: str, image: Optional[FirmwareImage], probe: Optional[str], t
 
 def flash_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
                    frequency: Optional[int] = None, erase: str = "auto", verify: bool = True,
-                   reset: bool = True, progress: Optional[ProgressSink] = None) -> OperationResult:
+                   reset: bool = True, progress: Optional[ProgressSink] = None,
+                   options: Optional[dict] = None) -> OperationResult:
     """Flash ``image``: connect, erase, program, read-back verify, reset.
 
     :param image: from :func:`piflash.image.load_image`.
@@ -225,6 +230,7 @@ def flash_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Op
     :param erase: ``"auto"``, ``"sector"`` or ``"chip"``.
     :param verify: read back and compare every programmed byte (see :mod:`piflash.verify`).
     :param reset: reset the target afterwards so the new firmware runs; if False it stays halted.
+    :param options: extra pyOCD session options (dict), e.g. ``{"flash.timeout.erase_sector": 2.0}``.
     :returns: the :class:`~piflash.result.OperationResult` (``ok`` True).
     :raises UnknownTargetError, ImageRangeError, NoProbeError, SeveralProbesError, ProbePermissionError,
         ConnectError, FlashError, VerifyError, ProbeLostError, OperationInterrupted:
@@ -240,17 +246,17 @@ def flash_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Op
                 result.verify = verify_image(session, image, sink)
         if reset:
             with _phase(result, sink, "reset"):
-                reset_target(session)
+                reset_target(session, progress=sink)
                 result.reset = True
         else:
             session.options["resume_on_disconnect"] = False
 
-    return _run("flash", image, probe, target, frequency, progress, body)
+    return _run("flash", image, probe, target, frequency, progress, body, options)
 
 
 def verify_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
                     frequency: Optional[int] = None, progress: Optional[ProgressSink] = None,
-                    reset: bool = False) -> OperationResult:
+                    reset: bool = False, options: Optional[dict] = None) -> OperationResult:
     """Compare the target's flash with ``image`` without writing (the ``verify`` phase of a flash).
 
     :raises VerifyError: and the connect errors of :func:`flash_firmware`.
@@ -260,15 +266,15 @@ def verify_firmware(image: FirmwareImage, probe: Optional[str] = None, target: O
             result.verify = verify_image(session, image, sink)
         if reset:
             with _phase(result, sink, "reset"):
-                reset_target(session)
+                reset_target(session, progress=sink)
                 result.reset = True
 
-    return _run("verify", image, probe, target, frequency, progress, body)
+    return _run("verify", image, probe, target, frequency, progress, body, options)
 
 
 def erase_target(probe: Optional[str] = None, target: Optional[str] = None, mode: str = "chip",
                  ranges: Sequence[Tuple[int, int]] = (), frequency: Optional[int] = None,
-                 progress: Optional[ProgressSink] = None) -> OperationResult:
+                 progress: Optional[ProgressSink] = None, options: Optional[dict] = None) -> OperationResult:
     """Erase the whole chip (``mode="chip"``) or the sectors covering ``ranges`` (bytes, end exclusive)."""
     def body(session, result, sink):
         with _phase(result, sink, "erase"):
@@ -276,11 +282,11 @@ def erase_target(probe: Optional[str] = None, target: Optional[str] = None, mode
             result.program.erased_bytes = erase(session, mode, ranges)
             sink.phase_end("erase", f"{result.program.erased_bytes:,} bytes erased")
 
-    return _run("erase", None, probe, target, frequency, progress, body)
+    return _run("erase", None, probe, target, frequency, progress, body, options)
 
 
 def reset_board(probe: Optional[str] = None, target: Optional[str] = None, halt: bool = False,
-                frequency: Optional[int] = None) -> OperationResult:
+                frequency: Optional[int] = None, options: Optional[dict] = None) -> OperationResult:
     """Reset the target (and leave it halted at the reset vector if ``halt``)."""
     def body(session, result, sink):
         with _phase(result, sink, "reset"):
@@ -289,7 +295,7 @@ def reset_board(probe: Optional[str] = None, target: Optional[str] = None, halt:
         if halt:
             session.options["resume_on_disconnect"] = False
 
-    return _run("reset", None, probe, target, frequency, None, body)
+    return _run("reset", None, probe, target, frequency, None, body, options)
 
 
 __all__ = ["flash_firmware", "verify_firmware", "erase_target", "reset_board", "program_image",

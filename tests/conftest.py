@@ -1,0 +1,125 @@
+"""Shared fixtures: an isolated simulator state per test, the test firmware, a CLI runner.
+
+Everything runs the real pyOCD stack against piflash.sim; the CLI is run as a
+subprocess so exit codes, stdout/stderr and persistence across processes are real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIRMWARE_BUILD = Path(os.environ.get("PIFLASH_TEST_FIRMWARE", REPO / "tests" / "firmware" / "build"))
+#: Released MicroPython for the BBC micro:bit v1 (nRF51822), from Debian's firmware-microbit-micropython.
+MICROBIT_HEX = Path("/usr/share/firmware-microbit-micropython/firmware.hex")
+
+
+@pytest.fixture(autouse=True)
+def sim_dir(tmp_path, monkeypatch):
+    """Each test gets its own simulated boards (and no profiles from the machine)."""
+    d = tmp_path / "sim"
+    monkeypatch.setenv("PIFLASH_SIM_DIR", str(d))
+    monkeypatch.setenv("PIFLASH_PROFILE_PATH", str(tmp_path / "profiles"))
+    return d
+
+
+@pytest.fixture(scope="session")
+def firmware_dir():
+    """Build directory of tests/firmware (built by scripts/build-test-firmware.sh)."""
+    if not (FIRMWARE_BUILD / "stm32f103rc" / "firmware.hex").exists():
+        subprocess.run(["make", "-s", "-C", str(REPO / "tests" / "firmware")], check=True)
+    return FIRMWARE_BUILD
+
+
+@pytest.fixture(scope="session")
+def microbit_hex():
+    assert MICROBIT_HEX.exists(), ("apt-get install firmware-microbit-micropython "
+                                  "(scripts/test.sh does it)")
+    return MICROBIT_HEX
+
+
+def firmware_for(target: str, firmware_dir: Path, microbit: Path, ext: str = "hex") -> Path:
+    """The real image each simulated target is flashed with."""
+    if target == "nrf51":
+        return microbit
+    return firmware_dir / target / f"firmware.{ext}"
+
+
+class Cli:
+    """Runs ``python -m piflash`` in a subprocess with the test's environment."""
+
+    def __call__(self, *args, timeout=120, check=None):
+        proc = subprocess.run([sys.executable, "-m", "piflash", *map(str, args)],
+                              capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+        if check is not None:
+            assert proc.returncode == check, (
+                f"exit {proc.returncode} != {check}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+        return proc
+
+    def json(self, *args, check=0, **kw):
+        proc = self(*args, "--json", check=check, **kw)
+        return json.loads(proc.stdout)
+
+
+@pytest.fixture
+def cli():
+    return Cli()
+
+
+class SimServer:
+    """``piflash sim serve`` in a subprocess, on a free port of 127.0.0.1."""
+
+    def __init__(self, board: str, target: str):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "piflash", "sim", "serve", "--board", board, "--target", target,
+             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=os.environ.copy())
+        line = self.proc.stdout.readline()
+        m = re.search(r"127\.0\.0\.1:(\d+)", line)
+        if not m:
+            self.proc.kill()
+            raise AssertionError(f"server did not start: {line!r} {self.proc.stderr.read()}")
+        self.uid = f"remote:127.0.0.1:{m.group(1)}"
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def sim_server():
+    servers = []
+
+    def start(board, target):
+        server = SimServer(board, target)
+        servers.append(server)
+        return server
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+def expected_flash(image_path: Path, flash_size: int, base: int = 0, base_address=None) -> bytes:
+    """The whole flash as it must be after flashing only ``image_path`` into erased flash."""
+    from piflash.image import load_image
+
+    image = load_image(image_path, base_address)
+    buf = bytearray(b"\xff" * flash_size)
+    for seg in image.segments:
+        if base <= seg.address < base + flash_size:
+            buf[seg.address - base: seg.end - base] = seg.data
+    return bytes(buf)

@@ -1,0 +1,87 @@
+"""The Python API without the CLI: result objects, verify details, errors with partial results."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from piflash.errors import FlashError, NoProbeError, VerifyError
+from piflash.flasher import flash_firmware, verify_firmware
+from piflash.image import image_from_bytes, load_image
+from piflash.progress import ProgressSink
+
+
+class Recorder(ProgressSink):
+    def __init__(self):
+        self.events = []
+
+    def phase_start(self, phase, total):
+        self.events.append(("start", phase, total))
+
+    def phase_update(self, phase, done):
+        self.events.append(("update", phase, done))
+
+    def phase_end(self, phase, summary=""):
+        self.events.append(("end", phase, summary))
+
+
+def test_flash_result_and_progress(firmware_dir):
+    image = load_image(firmware_dir / "stm32f103rc" / "firmware.hex")
+    rec = Recorder()
+    result = flash_firmware(image, probe="sim:stm32f103rc", target="stm32f103rc", progress=rec)
+    assert result.ok and result.reset and result.target == "stm32f103rc"
+    assert len(result.target_uid) == 24  # 96-bit unique ID, hex
+    assert result.program.programmed_bytes >= image.size
+    assert result.verify.verified_bytes == image.size
+    assert set(result.durations) == {"connect", "program", "verify", "reset"}
+    phases = [e[1] for e in rec.events if e[0] == "start"]
+    assert phases == ["connect", "erase", "program", "verify", "reset"]
+    for phase in ("erase", "program", "verify"):
+        updates = [e[2] for e in rec.events if e[0] == "update" and e[1] == phase]
+        assert updates == sorted(updates) and updates[-1] == image.size, phase
+    json.dumps(result.to_dict())  # JSON-friendly
+
+
+def test_partial_pages_are_read_back_not_crc(tmp_path):
+    # 3 full 4 KiB pages plus 100 bytes of a fourth, at an odd offset into the first page.
+    data = os.urandom(3 * 4096 + 100)
+    image = image_from_bytes(data, 0x10010)
+    result = flash_firmware(image, probe="sim:nrf52840", target="nrf52840")
+    stats = result.verify
+    assert stats.verified_bytes == len(data)
+    assert stats.crc_pages == 2          # pages 0x11000 and 0x12000 are fully covered
+    assert stats.readback_bytes == len(data) - 2 * 4096
+
+
+def test_verify_reports_first_bad_address_and_count(tmp_path):
+    from piflash.sim.store import SimStore
+
+    SimStore().create("nrf52840", "nrf52840")
+    SimStore().set_faults("nrf52840", bit_flip={"address": 0x2345, "bit": 0})
+    image = image_from_bytes(bytes(range(256)) * 64, 0)
+    with pytest.raises(VerifyError) as err:
+        flash_firmware(image, probe="sim:nrf52840", target="nrf52840")
+    assert err.value.first_address == 0x2345 and err.value.differing_bytes == 1
+    result = err.value.result
+    assert result.ok is False and result.phase == "verify" and result.error["exit_code"] == 12
+    # verify alone (no write) sees the same thing
+    with pytest.raises(VerifyError):
+        verify_firmware(image, probe="sim:nrf52840", target="nrf52840")
+
+
+def test_write_protect_raises_flash_error_with_address():
+    from piflash.sim.store import SimStore
+
+    SimStore().create("stm32f103rc", "stm32f103rc")
+    SimStore().set_faults("stm32f103rc", write_protect=[0x08000800])
+    image = image_from_bytes(os.urandom(8192), 0x08000000)
+    with pytest.raises(FlashError) as err:
+        flash_firmware(image, probe="sim:stm32f103rc", target="stm32f103rc", erase="sector")
+    assert err.value.result.phase == "program"
+
+
+def test_no_probe_is_raised_before_anything():
+    with pytest.raises(NoProbeError):
+        flash_firmware(image_from_bytes(b"\x00" * 4, 0), probe="sim-nothing-here", target="nrf52840")

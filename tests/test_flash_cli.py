@@ -1,0 +1,104 @@
+"""`piflash flash` end to end: real firmware, real pyOCD, simulated boards, in-process and remote."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import expected_flash, firmware_for
+
+#: (target, flash base, flash size in bytes) of the simulated parts (main flash only).
+TARGETS = [("nrf51", 0x0, 256 * 1024), ("nrf52840", 0x0, 1024 * 1024),
+           ("stm32f103rc", 0x08000000, 512 * 1024)]
+
+
+def dump(cli, board, tmp_path):
+    out = tmp_path / f"{board}.bin"
+    cli("sim", "dump", board, "--out", out, check=0)
+    return out.read_bytes()
+
+
+@pytest.mark.parametrize("target, base, size", TARGETS)
+@pytest.mark.parametrize("route", ["plugin", "remote"])
+def test_flash_real_firmware(cli, sim_server, tmp_path, firmware_dir, microbit_hex,
+                             target, base, size, route):
+    board = f"{target}-t"
+    cli("sim", "create", board, "--target", target, check=0)
+    fw = firmware_for(target, firmware_dir, microbit_hex)
+    uid = sim_server(board, target).uid if route == "remote" else f"sim:{board}"
+
+    first = cli.json("flash", fw, "--target", target, "--probe", uid)
+    assert first["ok"] and first["verified"] and first["reset"]
+    assert first["program"]["programmed_bytes"] >= first["image_bytes"] > 0
+    assert first["verify"]["verified_bytes"] >= first["image_bytes"]
+
+    if route == "remote":  # the server holds the board; stop it so the state is saved
+        pass
+    second = cli.json("flash", fw, "--target", target, "--probe", uid)
+    assert second["ok"] and second["verified"]
+    assert second["program"]["programmed_pages"] == 0, second["program"]
+    assert second["program"]["skipped_pages"] > 0
+
+
+@pytest.mark.parametrize("target, base, size", TARGETS)
+def test_flash_is_byte_exact(cli, tmp_path, firmware_dir, microbit_hex, target, base, size):
+    board = f"{target}-x"
+    fw = firmware_for(target, firmware_dir, microbit_hex)
+    cli("flash", fw, "--target", target, "--probe", f"sim:{board}", check=0)
+    assert dump(cli, board, tmp_path) == expected_flash(fw, size, base)
+
+
+def test_bin_and_elf(cli, tmp_path, firmware_dir):
+    fw = firmware_dir / "stm32f103rc"
+    cli("flash", fw / "firmware.bin", "-t", "stm32f103rc", "-u", "sim:stm32f103rc",
+        "--base-address", "0x08000000", check=0)
+    want = expected_flash(fw / "firmware.hex", 512 * 1024, 0x08000000)
+    assert dump(cli, "stm32f103rc", tmp_path) == want
+    cli("erase", "-t", "stm32f103rc", "-u", "sim:stm32f103rc", check=0)
+    assert dump(cli, "stm32f103rc", tmp_path) == b"\xff" * (512 * 1024)
+    cli("flash", fw / "firmware.elf", "-t", "stm32f103rc", "-u", "sim:stm32f103rc", check=0)
+    assert dump(cli, "stm32f103rc", tmp_path) == want
+
+
+def test_verify_command(cli, firmware_dir, tmp_path):
+    fw = firmware_dir / "nrf52840" / "firmware.hex"
+    cli("flash", fw, "-t", "nrf52840", "-u", "sim:nrf52840", check=0)
+    res = cli.json("verify", fw, "-t", "nrf52840", "-u", "sim:nrf52840")
+    assert res["ok"] and res["program"]["programmed_bytes"] == 0
+    other = tmp_path / "other.bin"
+    other.write_bytes(b"\x5a" * 4096)  # the firmware starts with the stack pointer, no 0x5a byte
+    proc = cli("verify", other, "-a", "0", "-t", "nrf52840", "-u", "sim:nrf52840", check=12)
+    assert "differ, first at 0x00000000" in proc.stderr
+
+
+def test_sector_erase(cli, tmp_path, firmware_dir):
+    fw = firmware_dir / "nrf52840" / "firmware.hex"
+    cli("flash", fw, "-t", "nrf52840", "-u", "sim:nrf52840", check=0)
+    cli("erase", "--sector", "0x1000+0x1000", "-t", "nrf52840", "-u", "sim:nrf52840", check=0)
+    flash = dump(cli, "nrf52840", tmp_path)
+    want = expected_flash(fw, 1024 * 1024)
+    assert flash[0x1000:0x2000] == b"\xff" * 0x1000
+    assert flash[:0x1000] == want[:0x1000] and flash[0x2000:] == want[0x2000:]
+    cli("erase", "--sector", "0x20000000", "-t", "nrf52840", "-u", "sim:nrf52840", check=4)
+
+
+def test_info_reset_probes(cli):
+    cli("sim", "create", "a", "--target", "nrf52840", check=0)
+    cli("sim", "create", "b", "--target", "nrf52840", check=0)
+    probes = cli.json("probes")
+    assert {p["unique_id"] for p in probes} >= {"sim:a", "sim:b"}
+    a = cli.json("info", "-u", "sim:a", "-t", "nrf52840")
+    b = cli.json("info", "-u", "sim:b", "-t", "nrf52840")
+    assert a["target_uid"] and b["target_uid"] and a["target_uid"] != b["target_uid"]
+    assert any(r["type"] == "flash" and r["start"] == 0 and r["sector_size"] == 4096
+               for r in a["regions"])
+    cli("reset", "-u", "sim:a", "-t", "nrf52840", check=0)
+    cli("reset", "--halt", "-u", "sim:a", "-t", "nrf52840", check=0)
+
+
+def test_plain_progress_when_not_a_terminal(cli, firmware_dir):
+    proc = cli("flash", firmware_dir / "nrf52840" / "firmware.hex", "-t", "nrf52840",
+               "-u", "sim:nrf52840", check=0)
+    for phase in ("Connecting", "Erasing", "Programming", "Verifying", "Resetting"):
+        assert f"{phase} done" in proc.stdout, proc.stdout
+    assert "\x1b[" not in proc.stdout  # no terminal escapes in a pipe
+    assert "Flashed 12," in proc.stdout
