@@ -77,8 +77,31 @@ def _frequency(ctx, param, value):
         raise click.BadParameter(exc.message.replace("key 'frequency': ", ""))
 
 
+def _pyocd_options(ctx, param, values):
+    out = {}
+    for item in values:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"'{item}' is not NAME=VALUE")
+        value: object = raw
+        if raw.lower() in ("true", "false"):
+            value = raw.lower() == "true"
+        else:
+            for conv in (lambda v: int(v, 0), float):
+                try:
+                    value = conv(raw)
+                    break
+                except ValueError:
+                    pass
+        out[name] = value
+    return out
+
+
 def probe_options(func):
-    """--probe, --target, --frequency and --profile, shared by every command that opens a probe."""
+    """--probe, --target, --frequency, --profile and -O, shared by every command that opens a probe."""
+    func = click.option("--option", "-O", "pyocd_options", multiple=True, callback=_pyocd_options,
+                        metavar="NAME=VALUE",
+                        help="A pyOCD session option, e.g. -O flash.timeout.erase_sector=2 (repeatable).")(func)
     func = click.option("--profile", "-p", "profile", metavar="NAME|FILE",
                         help="Profile: a YAML file, or a name searched in ./piflash.d, "
                              "$XDG_CONFIG_HOME/piflash/profiles, /etc/piflash/profiles.")(func)
@@ -186,7 +209,7 @@ def cli(verbose: int) -> None:
 @click.option("--no-reset", is_flag=True, help="Leave the target halted instead of resetting it.")
 @output_options
 @handles_errors
-def flash(firmware, probe, target, frequency, profile, base_address, erase, no_verify, no_reset,
+def flash(firmware, probe, target, frequency, profile, pyocd_options, base_address, erase, no_verify, no_reset,
           quiet, json_mode):
     """Flash FIRMWARE (.hex, .elf, or .bin with --base-address), verify it and reset the target."""
     from piflash.flasher import flash_firmware
@@ -198,7 +221,7 @@ def flash(firmware, probe, target, frequency, profile, base_address, erase, no_v
     image = _load(s)
     result = _run_with_progress(quiet, json_mode, lambda display: flash_firmware(
         image, probe=s["probe"], target=s["target"], frequency=s["frequency"], erase=s["erase"],
-        verify=s["verify"], reset=s["reset"], progress=display))
+        verify=s["verify"], reset=s["reset"], progress=display, options=pyocd_options))
     p = result.program
     verified = "verified" if result.verify else "NOT verified"
     _report(result, json_mode, quiet,
@@ -211,9 +234,11 @@ def flash(firmware, probe, target, frequency, profile, base_address, erase, no_v
 @probe_options
 @click.option("--base-address", "-a", callback=_int_auto, metavar="ADDR",
               help="Load address of a .bin file.")
+@click.option("--no-reset", is_flag=True, help="Leave the target halted instead of resetting it.")
 @output_options
 @handles_errors
-def verify(firmware, probe, target, frequency, profile, base_address, quiet, json_mode):
+def verify(firmware, probe, target, frequency, profile, pyocd_options, base_address, no_reset, quiet,
+           json_mode):
     """Compare the target's flash with FIRMWARE without writing anything."""
     from piflash.flasher import verify_firmware
 
@@ -222,7 +247,8 @@ def verify(firmware, probe, target, frequency, profile, base_address, quiet, jso
                 base_address=base_address)
     image = _load(s)
     result = _run_with_progress(quiet, json_mode, lambda display: verify_firmware(
-        image, probe=s["probe"], target=s["target"], frequency=s["frequency"], progress=display))
+        image, probe=s["probe"], target=s["target"], frequency=s["frequency"], progress=display,
+        reset=not no_reset, options=pyocd_options))
     _report(result, json_mode, quiet, f"Verified: all {image.size:,} bytes match on {result.target}")
 
 
@@ -247,7 +273,7 @@ def _range(text: str):
               help="Erase the sectors covering RANGE: ADDR, START-END (end exclusive) or START+LENGTH. Repeatable.")
 @output_options
 @handles_errors
-def erase(probe, target, frequency, profile, mode, sectors, quiet, json_mode):
+def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, quiet, json_mode):
     """Erase the chip, or the sectors covering the given ranges."""
     from piflash.flasher import erase_target
 
@@ -255,7 +281,8 @@ def erase(probe, target, frequency, profile, mode, sectors, quiet, json_mode):
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
     ranges = [_range(r) for r in sectors]
     result = _run_with_progress(quiet, json_mode, lambda display: erase_target(
-        s["probe"], s["target"], "sector" if ranges else "chip", ranges, s["frequency"], display))
+        s["probe"], s["target"], "sector" if ranges else "chip", ranges, s["frequency"], display,
+        pyocd_options))
     _report(result, json_mode, quiet, f"Erased {result.program.erased_bytes:,} bytes on {result.target}")
 
 
@@ -264,12 +291,12 @@ def erase(probe, target, frequency, profile, mode, sectors, quiet, json_mode):
 @click.option("--halt", is_flag=True, help="Halt at the reset vector instead of running.")
 @output_options
 @handles_errors
-def reset(probe, target, frequency, profile, halt, quiet, json_mode):
+def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mode):
     """Reset the target."""
     from piflash.flasher import reset_board
 
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
-    result = reset_board(s["probe"], s["target"], halt, s["frequency"])
+    result = reset_board(s["probe"], s["target"], halt, s["frequency"], pyocd_options)
     _report(result, json_mode, quiet, f"Reset {result.target}" + (" (halted)" if halt else ""))
 
 
@@ -277,12 +304,12 @@ def reset(probe, target, frequency, profile, halt, quiet, json_mode):
 @probe_options
 @click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
 @handles_errors
-def info(probe, target, frequency, profile, json_mode):
+def info(probe, target, frequency, profile, pyocd_options, json_mode):
     """Connect and show the target: type, unique ID, probe, flash regions."""
     from piflash.info import target_info
 
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
-    data = target_info(s["probe"], s["target"], s["frequency"])
+    data = target_info(s["probe"], s["target"], s["frequency"], pyocd_options)
     if json_mode:
         click.echo(json.dumps(data, indent=2))
         return

@@ -217,6 +217,20 @@ def _run(operation: str, image: Optional[FirmwareImage], probe: Optional[str], t
     return result
 
 
+def _verify_and_reset(session, result: OperationResult, sink: ProgressSink,
+                      image: Optional[FirmwareImage], reset: bool) -> None:
+    """The tail of flash and verify: verify ``image`` (if given), then reset or leave halted."""
+    if image is not None:
+        with _phase(result, sink, "verify"):
+            result.verify = verify_image(session, image, sink)
+    if reset:
+        with _phase(result, sink, "reset"):
+            reset_target(session, progress=sink)
+            result.reset = True
+    else:
+        session.options["resume_on_disconnect"] = False
+
+
 def flash_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
                    frequency: Optional[int] = None, erase: str = "auto", verify: bool = True,
                    reset: bool = True, progress: Optional[ProgressSink] = None,
@@ -241,33 +255,23 @@ def flash_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Op
     def body(session, result, sink):
         with _phase(result, sink, "program"):
             result.program = program_image(session, image, erase, progress=sink)
-        if verify:
-            with _phase(result, sink, "verify"):
-                result.verify = verify_image(session, image, sink)
-        if reset:
-            with _phase(result, sink, "reset"):
-                reset_target(session, progress=sink)
-                result.reset = True
-        else:
-            session.options["resume_on_disconnect"] = False
+        _verify_and_reset(session, result, sink, image if verify else None, reset)
 
     return _run("flash", image, probe, target, frequency, progress, body, options)
 
 
 def verify_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
                     frequency: Optional[int] = None, progress: Optional[ProgressSink] = None,
-                    reset: bool = False, options: Optional[dict] = None) -> OperationResult:
+                    reset: bool = True, options: Optional[dict] = None) -> OperationResult:
     """Compare the target's flash with ``image`` without writing (the ``verify`` phase of a flash).
+
+    The on-target CRC32 runs code on the core, so the target is reset afterwards (``reset=True``)
+    to leave it running its firmware; with ``reset=False`` it stays halted.
 
     :raises VerifyError: and the connect errors of :func:`flash_firmware`.
     """
     def body(session, result, sink):
-        with _phase(result, sink, "verify"):
-            result.verify = verify_image(session, image, sink)
-        if reset:
-            with _phase(result, sink, "reset"):
-                reset_target(session, progress=sink)
-                result.reset = True
+        _verify_and_reset(session, result, sink, image, reset)
 
     return _run("verify", image, probe, target, frequency, progress, body, options)
 
