@@ -22,7 +22,7 @@ def list_targets(pattern: Optional[str] = None) -> List[dict]:
 
 
 def target_info(probe: Optional[str] = None, target: Optional[str] = None,
-                frequency: Optional[int] = None) -> dict:
+                frequency: Optional[int] = None, options: Optional[dict] = None) -> dict:
     """Connect and describe the target.
 
     :returns: dict with ``target``, ``target_uid`` (hex str or None), ``probe``,
@@ -35,7 +35,7 @@ def target_info(probe: Optional[str] = None, target: Optional[str] = None,
 
     if target:
         target = check_target(target)
-    with open_session(probe, target, frequency) as session:
+    with open_session(probe, target, frequency, options) as session:
         try:
             regions = []
             for r in session.target.memory_map.regions:
