@@ -34,6 +34,14 @@ LOG = logging.getLogger(__name__)
 #: below the smallest page buffer of a builtin algorithm (256 bytes = 64 words).
 CRC_BATCH_PAGES = 64
 
+#: The analyzer takes each page as one 32-bit word, ``(addr // size) << 16 | log2(size)``
+#: (``Flash.compute_crcs`` in pyocd/flash/flash.py), so only a page index below 2**16 reaches
+#: the target intact. Above it the index is truncated on the wire and the CRC is computed over
+#: other memory (an alias, or nothing related: nRF UICR at 0x10001000 becomes 0x1000; STM32 flash
+#: at 0x08000000 becomes the boot alias at 0, which is flash only when BOOT0 selects it). Such
+#: pages are read back instead: a verify must not depend on a boot pin.
+MAX_CRC_PAGE_INDEX = 0xFFFF
+
 #: Bytes read back per debug-port block read (pyOCD splits further as the probe needs).
 READBACK_BLOCK = 16 * 1024
 
@@ -104,7 +112,8 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance) -> List[_Page]:
     for page in pages:
         flash = getattr(page.region, "flash", None)
         full = page.covered == page.size and page.size & (page.size - 1) == 0
-        if flash is not None and full and getattr(flash, "use_analyzer", False):
+        encodable = page.address // page.size <= MAX_CRC_PAGE_INDEX
+        if flash is not None and full and encodable and getattr(flash, "use_analyzer", False):
             by_flash.setdefault(id(flash), (flash, []))[1].append(page)
         else:
             todo.append(page)

@@ -31,11 +31,11 @@ def test_flash_real_firmware(cli, sim_server, tmp_path, firmware_dir, microbit_h
     assert first["program"]["programmed_bytes"] >= first["image_bytes"] > 0
     assert first["verify"]["verified_bytes"] >= first["image_bytes"]
 
-    if route == "remote":  # the server holds the board; stop it so the state is saved
-        pass
     second = cli.json("flash", fw, "--target", target, "--probe", uid)
     assert second["ok"] and second["verified"]
-    assert second["program"]["programmed_pages"] == 0, second["program"]
+    # pyOCD's CRC analyzer cannot address the nRF UICR page (0x10001000: see verify.py), so smart
+    # flash rewrites the micro:bit image's 28-byte UICR record every time; all else is skipped.
+    assert second["program"]["programmed_pages"] == (1 if target == "nrf51" else 0), second["program"]
     assert second["program"]["skipped_pages"] > 0
 
 
