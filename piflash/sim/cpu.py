@@ -1,0 +1,336 @@
+"""The emulated Cortex-M CPU, on the ``unicorn`` engine (UC_ARCH_ARM, UC_MODE_THUMB|UC_MODE_MCLASS).
+
+Memory: RAM is ordinary unicorn memory. Main flash (and the STM32 boot alias) is ordinary
+unicorn memory mapped read/execute-only (unicorn cannot execute from MMIO), kept equal to the
+flash array by the array's mirror callback; a CPU store into it raises unicorn's
+write-protection hook, which hands the store to the flash controller and returns True, which in
+unicorn 2.1.4 suppresses the raw write and continues after the instruction (verified for STR,
+STRH, STRB and STM with writeback) -- so the controller alone decides what the cells hold, and a
+load right after the store sees the controller's result. Peripheral / PPB / info-page ranges are
+MMIO routed to the board's :class:`~piflash.sim.memory.Bus`.
+
+Execution is synchronous: :meth:`Cpu.run` executes until a stop condition or a budget of
+instructions and wall time, and reports why it stopped. A BKPT arrives as unicorn interrupt 7
+with PC on the BKPT instruction (what pyOCD's flash-algorithm runner expects). Any other
+exception (undefined instruction, unmapped access, bad state) is reported as a fault: the model
+has no exception entry, so the core behaves as if HardFault had locked it up.
+"""
+
+from __future__ import annotations
+
+import enum
+import signal
+import threading
+import time
+from typing import Callable, Dict, List, Optional, Tuple
+
+from unicorn import (UC_ARCH_ARM, UC_HOOK_INTR, UC_HOOK_MEM_WRITE_PROT, UC_MODE_MCLASS, UC_MODE_THUMB,
+                     UC_PROT_ALL, UC_PROT_EXEC, UC_PROT_READ, Uc, UcError)
+from unicorn import arm_const as A
+
+from .memory import BusError, Region
+
+__all__ = ["Cpu", "StopReason", "CpuMemoryRegion", "UC_MODELS"]
+
+#: unicorn CPU model per core key of :data:`piflash.sim.scs.CORES`.
+UC_MODELS = {"cortex-m0": A.UC_CPU_ARM_CORTEX_M0, "cortex-m3": A.UC_CPU_ARM_CORTEX_M3,
+             "cortex-m4f": A.UC_CPU_ARM_CORTEX_M4}
+
+#: QEMU/unicorn ARM exception number of BKPT (target/arm/cpu.h EXCP_BKPT).
+EXCP_BKPT = 7
+
+# DCRSR REGSEL values (ARMv7-M ARM DDI 0403E C1.6.3, ARMv6-M ARM DDI 0419E C1.6.3).
+_REGSEL: Dict[int, int] = {i: getattr(A, "UC_ARM_REG_R%d" % i) for i in range(13)}
+_REGSEL.update({13: A.UC_ARM_REG_SP, 14: A.UC_ARM_REG_LR, 16: A.UC_ARM_REG_XPSR,
+                17: A.UC_ARM_REG_MSP, 18: A.UC_ARM_REG_PSP})
+_FP_REGSEL: Dict[int, int] = {0x40 + i: getattr(A, "UC_ARM_REG_S%d" % i) for i in range(32)}
+_FP_REGSEL[33] = A.UC_ARM_REG_FPSCR
+REGSEL_PC = 15
+REGSEL_CFBP = 20          # CONTROL[31:24] FAULTMASK[23:16] BASEPRI[15:8] PRIMASK[7:0]
+XPSR_T = 1 << 24
+
+_WFI, _WFE = 0xBF30, 0xBF20   # Thumb encodings (ARMv7-M ARM A7.7.189 / A7.7.188)
+
+
+class StopReason(enum.Enum):
+    """Why :meth:`Cpu.run` returned."""
+    BKPT = "bkpt"        #: a BKPT instruction; PC is on it
+    FAULT = "fault"      #: an exception the model does not take (see :attr:`Cpu.fault`)
+    SLEEP = "sleep"      #: WFI/WFE with nothing to wake the core
+    BUDGET = "budget"    #: instruction or time budget used up; still running
+
+
+class _DeferSignals:
+    """Hold back SIGINT/SIGTERM while the emulator runs, then deliver them to the previous
+    Python handler once emulation has stopped between two instructions.
+
+    A Python signal handler runs at the next bytecode of the main thread, which during emulation
+    is inside a unicorn callback; if it raises there (KeyboardInterrupt), unicorn's or ctypes'
+    callback guard may swallow the exception and the interrupted flash store is lost. Only
+    Python-level handlers are deferred (SIG_DFL/SIG_IGN act in C and are left alone), and only
+    in the main thread (the only one that receives Python signal handlers).
+    """
+
+    SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if s)
+
+    def __init__(self) -> None:
+        self.pending: Optional[Tuple[int, object]] = None
+        self._saved: Dict[int, Callable[..., object]] = {}
+
+    def __enter__(self) -> "_DeferSignals":
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                previous = signal.getsignal(sig)
+                if callable(previous):
+                    self._saved[sig] = previous
+                    signal.signal(sig, self._record)
+        return self
+
+    def _record(self, signum: int, frame: object) -> None:
+        if self.pending is None:
+            self.pending = (signum, frame)
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, previous in self._saved.items():
+            signal.signal(sig, previous)
+        if self.pending is not None:
+            signum, frame = self.pending
+            self._saved[signum](signum, frame)      # e.g. raises KeyboardInterrupt here
+
+
+class CpuMemoryRegion(Region):
+    """Bus view of emulator-backed RAM for the debugger.
+
+    :param on_write: Called after every debugger write (the board flushes the translation cache
+        before the next run when RAM that may hold code has changed).
+    """
+
+    def __init__(self, cpu: "Cpu", start: int, size: int, on_write: Callable[[], None]) -> None:
+        super().__init__(start, size, "ram")
+        self._uc = cpu.uc
+        self._on_write = on_write
+
+    def read(self, addr: int, size: int) -> int:
+        return int.from_bytes(self._uc.mem_read(addr, size), "little")
+
+    def write(self, addr: int, size: int, value: int) -> None:
+        self._uc.mem_write(addr, (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little"))
+        self._on_write()
+
+    def read_block(self, addr: int, length: int) -> bytes:
+        return bytes(self._uc.mem_read(addr, length))
+
+    def write_block(self, addr: int, data: bytes) -> None:
+        self._uc.mem_write(addr, bytes(data))
+        self._on_write()
+
+
+class Cpu:
+    """One emulated core.
+
+    :param core: Core key (``"cortex-m0"``, ``"cortex-m3"``, ``"cortex-m4f"``).
+    :param has_fpu: Whether S0-S31/FPSCR are accessible through DCRSR.
+    :param bus: The board bus, used for MMIO ranges.
+    """
+
+    def __init__(self, core: str, has_fpu: bool, bus: "object") -> None:
+        self.uc = Uc(UC_ARCH_ARM, UC_MODE_THUMB | UC_MODE_MCLASS)
+        self.uc.ctl_set_cpu_model(UC_MODELS[core])
+        self.has_fpu = has_fpu
+        self._bus = bus
+        self._stop: Optional[StopReason] = None
+        self._interrupt: Optional[BaseException] = None
+        #: Text describing the last fault (for logs and tests).
+        self.fault: str = ""
+        self._flash_ranges: List[Tuple[int, int, Callable[[int, int, int], None]]] = []
+        self._hooks: List[object] = [self.uc.hook_add(UC_HOOK_INTR, self._on_intr),
+                                     self.uc.hook_add(UC_HOOK_MEM_WRITE_PROT, self._on_write_prot)]
+        self.uc.reg_write(A.UC_ARM_REG_XPSR, XPSR_T)
+
+    # -- memory map --------------------------------------------------------------------------
+    def map_ram(self, start: int, size: int) -> None:
+        """Map zero-filled RAM at ``start`` (4 KiB multiple)."""
+        self.uc.mem_map(start, size, UC_PROT_ALL)
+
+    def map_flash(self, start: int, size: int, on_store: Callable[[int, int, int], None]) -> Callable[[int, bytes], None]:
+        """Map read/execute-only memory for a flash array at ``start``; every CPU store into it
+        calls ``on_store(addr, size, value)`` instead of writing. Returns the mirror callback
+        ``write(offset, data)`` that keeps the mapping equal to the array."""
+        self.uc.mem_map(start, size, UC_PROT_READ | UC_PROT_EXEC)
+        self._flash_ranges.append((start, start + size, on_store))
+        uc = self.uc
+        return lambda offset, data: uc.mem_write(start + offset, data)
+
+    def _on_write_prot(self, uc: Uc, access: int, addr: int, size: int, value: int, _ud: object) -> bool:
+        for start, end, on_store in self._flash_ranges:
+            if start <= addr < end:
+                try:
+                    on_store(addr, size, value & ((1 << (8 * size)) - 1))
+                except Exception as err:     # never let an exception escape into unicorn
+                    self._raise_fault("flash store at 0x%08x: %s" % (addr, err))
+                except BaseException as exc:
+                    self._interrupted(exc)
+                return True                  # handled: the raw write is suppressed
+        return False
+
+    def _interrupted(self, exc: BaseException) -> None:
+        # KeyboardInterrupt/SystemExit inside a callback: stop, and re-raise from run(). (unicorn's
+        # own guard would lose it when the callback's return value then signals an error.)
+        if self._interrupt is None:
+            self._interrupt = exc
+        self.uc.emu_stop()
+
+    def map_mmio(self, start: int, size: int) -> None:
+        """Route CPU accesses to ``[start, start+size)`` through the bus."""
+
+        def read(uc: Uc, offset: int, size: int, _ud: object) -> int:
+            try:
+                return self._bus.read(start + offset, size)
+            except BusError as err:
+                self._raise_fault("bus error reading 0x%08x" % err.address)
+            except Exception as err:
+                self._raise_fault("MMIO read at 0x%08x: %s" % (start + offset, err))
+            except BaseException as exc:
+                self._interrupted(exc)
+            return 0
+
+        def write(uc: Uc, offset: int, size: int, value: int, _ud: object) -> None:
+            try:
+                self._bus.write(start + offset, size, value & ((1 << (8 * size)) - 1))
+            except BusError as err:
+                self._raise_fault("bus error writing 0x%08x" % err.address)
+            except Exception as err:
+                self._raise_fault("MMIO write at 0x%08x: %s" % (start + offset, err))
+            except BaseException as exc:
+                self._interrupted(exc)
+
+        self.uc.mmio_map(start, size, read, None, write, None)
+
+    def flush_translation_cache(self) -> None:
+        """Drop unicorn's translated blocks (needed after code memory changed behind it)."""
+        self.uc.ctl_flush_tb()
+
+    # -- registers ---------------------------------------------------------------------------
+    def read_reg(self, regsel: int) -> int:
+        """Value of the core register with DCRSR selector ``regsel`` (0 for reserved ones)."""
+        uc = self.uc
+        if regsel == REGSEL_PC:
+            return uc.reg_read(A.UC_ARM_REG_PC) & ~1
+        if regsel in _REGSEL:
+            return uc.reg_read(_REGSEL[regsel]) & 0xFFFFFFFF
+        if regsel == REGSEL_CFBP:
+            return ((uc.reg_read(A.UC_ARM_REG_CONTROL) & 0xFF) << 24
+                    | (uc.reg_read(A.UC_ARM_REG_FAULTMASK) & 0xFF) << 16
+                    | (uc.reg_read(A.UC_ARM_REG_BASEPRI) & 0xFF) << 8
+                    | (uc.reg_read(A.UC_ARM_REG_PRIMASK) & 0xFF))
+        if self.has_fpu and regsel in _FP_REGSEL:
+            return uc.reg_read(_FP_REGSEL[regsel]) & 0xFFFFFFFF
+        return 0
+
+    def write_reg(self, regsel: int, value: int) -> None:
+        """Write core register ``regsel`` (writes to reserved selectors are ignored)."""
+        uc = self.uc
+        value &= 0xFFFFFFFF
+        if regsel == REGSEL_PC:
+            uc.reg_write(A.UC_ARM_REG_PC, value | 1)      # M-profile: always Thumb
+        elif regsel in _REGSEL:
+            uc.reg_write(_REGSEL[regsel], value)
+        elif regsel == REGSEL_CFBP:
+            uc.reg_write(A.UC_ARM_REG_PRIMASK, value & 1)
+            uc.reg_write(A.UC_ARM_REG_BASEPRI, (value >> 8) & 0xFF)
+            uc.reg_write(A.UC_ARM_REG_FAULTMASK, (value >> 16) & 1)
+            uc.reg_write(A.UC_ARM_REG_CONTROL, (value >> 24) & 0x7)
+        elif self.has_fpu and regsel in _FP_REGSEL:
+            uc.reg_write(_FP_REGSEL[regsel], value)
+
+    @property
+    def pc(self) -> int:
+        """Current program counter (Thumb bit clear)."""
+        return self.uc.reg_read(A.UC_ARM_REG_PC) & ~1
+
+    def reset(self, sp: int, pc: int) -> None:
+        """Core reset (ARMv7-M ARM B1.5.5 TakeReset): MSP from the vector table, PC from the
+        reset vector, EPSR.T from its bit 0, LR = 0xFFFFFFFF, CONTROL and the masks cleared."""
+        uc = self.uc
+        uc.reg_write(A.UC_ARM_REG_CONTROL, 0)
+        uc.reg_write(A.UC_ARM_REG_PRIMASK, 0)
+        uc.reg_write(A.UC_ARM_REG_BASEPRI, 0)
+        uc.reg_write(A.UC_ARM_REG_FAULTMASK, 0)
+        uc.reg_write(A.UC_ARM_REG_MSP, sp & 0xFFFFFFFC)
+        uc.reg_write(A.UC_ARM_REG_PSP, 0)
+        uc.reg_write(A.UC_ARM_REG_LR, 0xFFFFFFFF)
+        uc.reg_write(A.UC_ARM_REG_XPSR, XPSR_T if pc & 1 else 0)
+        uc.reg_write(A.UC_ARM_REG_PC, pc | 1)
+
+    # -- execution ---------------------------------------------------------------------------
+    def _on_intr(self, uc: Uc, intno: int, _ud: object) -> None:
+        if intno == EXCP_BKPT:
+            self._stop = StopReason.BKPT
+        else:
+            self._stop = StopReason.FAULT
+            self.fault = "exception %d at 0x%08x" % (intno, self.pc)
+        uc.emu_stop()
+
+    def _raise_fault(self, text: str) -> None:
+        if self._stop is None:
+            self._stop = StopReason.FAULT
+            self.fault = text
+        self.uc.emu_stop()
+
+    def step(self) -> StopReason:
+        """Execute one instruction."""
+        return self.run(max_instructions=1, max_seconds=1.0)
+
+    def run(self, max_instructions: int, max_seconds: float, chunk: int = 200_000) -> StopReason:
+        """Run from the current PC until BKPT, a fault, WFI/WFE, or the budget is used up.
+
+        :param max_instructions: Instruction budget (int).
+        :param max_seconds: Wall-clock budget in seconds (checked between chunks).
+        :param chunk: Instructions per ``emu_start`` call.
+        """
+        if not self.uc.reg_read(A.UC_ARM_REG_XPSR) & XPSR_T:
+            # Executing with EPSR.T == 0 is an INVSTATE UsageFault (ARMv7-M ARM B1.4.2).
+            self.fault = "EPSR.T is 0 (INVSTATE)"
+            return StopReason.FAULT
+        with _DeferSignals() as signals:
+            return self._run(max_instructions, max_seconds, chunk, signals)
+
+    def _run(self, max_instructions: int, max_seconds: float, chunk: int, signals: _DeferSignals) -> StopReason:
+        deadline = time.monotonic() + max_seconds
+        left = max_instructions
+        while left > 0:
+            n = min(chunk, left)
+            self._stop = None
+            start = self.pc
+            try:
+                self.uc.emu_start(start | 1, 0xFFFFFFFF, count=n)
+            except UcError as err:
+                lost = getattr(self.uc, "_hook_exception", None)    # see _interrupted()
+                if self._interrupt is None and lost is not None and not isinstance(lost, Exception):
+                    self._interrupt = lost
+                if self._stop is None:
+                    self._stop = StopReason.FAULT
+                    self.fault = "%s at 0x%08x" % (err, self.pc)
+            if self._interrupt is not None:
+                exc, self._interrupt = self._interrupt, None
+                raise exc
+            if self._stop is not None:
+                return self._stop
+            if self._just_slept():
+                return StopReason.SLEEP
+            left -= n
+            if time.monotonic() >= deadline or signals.pending is not None:
+                break
+        return StopReason.BUDGET
+
+    def _just_slept(self) -> bool:
+        # unicorn returns from emu_start right after WFI (the core "halts" waiting for an
+        # interrupt); nothing in the model ever interrupts, so the core sleeps for good.
+        pc = self.pc
+        if pc < 2:
+            return False
+        try:
+            prev = int.from_bytes(self.uc.mem_read(pc - 2, 2), "little")
+        except UcError:
+            return False
+        return prev in (_WFI, _WFE)

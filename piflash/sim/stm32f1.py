@@ -1,0 +1,210 @@
+"""STM32F1 specifics: the flash program/erase controller (FPEC), DBGMCU and system memory.
+
+Sources: RM0008 rev 21 (STM32F10x reference manual) sections 3.3 (embedded flash), 30 (device
+electronic signature) and 31.6 (DBGMCU); PM0075 (STM32F10x flash programming manual) sections
+2.3-2.4 and 3. pyOCD writes DBGMCU_CR on connect (``target_STM32F103RC.py``) and its flash
+algorithm drives KEYR/SR/CR/AR and reads every programmed half-word back.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .faults import Faults
+from .memory import DeviceRegion, RegisterDevice
+from .nvm import NvmArray
+
+if TYPE_CHECKING:
+    from .boards import SimBoard
+
+__all__ = ["Fpec", "Dbgmcu", "SystemMemory", "attach", "FLASH_IF_BASE", "KEY1", "KEY2"]
+
+FLASH_IF_BASE = 0x40022000
+DBGMCU_BASE = 0xE0042000
+SYSMEM_BASE = 0x1FFFF000
+
+#: FLASH_KEYR unlock keys (RM0008 3.3.5 / PM0075 2.3.1).
+KEY1 = 0x45670123
+KEY2 = 0xCDEF89AB
+
+ACR, KEYR, OPTKEYR, SR, CR, AR, OBR, WRPR = 0x00, 0x04, 0x08, 0x0C, 0x10, 0x14, 0x1C, 0x20
+
+SR_BSY = 1 << 0
+SR_PGERR = 1 << 2
+SR_WRPRTERR = 1 << 4
+SR_EOP = 1 << 5
+SR_W1C = SR_PGERR | SR_WRPRTERR | SR_EOP
+
+CR_PG = 1 << 0
+CR_PER = 1 << 1
+CR_MER = 1 << 2
+CR_STRT = 1 << 6
+CR_LOCK = 1 << 7
+CR_RW_MASK = 0x1677      # PG PER MER OPTPG OPTER STRT OPTWRE ERRIE EOPIE
+
+
+class Fpec(RegisterDevice):
+    """FLASH interface registers and the programming path of the main flash.
+
+    Behaviour modelled (PM0075): LOCK set at reset, cleared by KEY1 then KEY2 in KEYR (a wrong
+    key locks the FPEC until the next reset); page erase (PER + AR + STRT), mass erase (MER +
+    STRT); half-word programming with PG set; PGERR when the half-word is not erased (0xFFFF)
+    unless 0x0000 is written; WRPRTERR for protected pages; EOP after each completed operation;
+    SR.PGERR/WRPRTERR/EOP write-1-to-clear. Operations complete instantly; with ``stuck_busy``
+    SR.BSY reads 1 and nothing completes.
+
+    :param flash: Main flash array; :param faults: shared fault settings.
+    """
+
+    def __init__(self, flash: NvmArray, faults: Faults) -> None:
+        self.flash = flash
+        self.faults = faults
+        self.reset()
+
+    def reset(self) -> None:
+        """System reset: locked, status clear."""
+        self.cr = CR_LOCK
+        self.sr = 0
+        self.ar = 0
+        self.acr = 0x30
+        self._key_stage = 0
+        self._key_error = False
+
+    # -- registers ---------------------------------------------------------------------------
+    def read32(self, offset: int) -> int:
+        if offset == SR:
+            return self.sr | (SR_BSY if self.faults.stuck_busy else 0)
+        if offset == CR:
+            return self.cr
+        if offset == AR:
+            return self.ar
+        if offset == ACR:
+            return self.acr
+        if offset == OBR:
+            return 0x03FFFFFC           # RDPRT off, USER option bytes at default (RM0008 3.4.6)
+        if offset == WRPR:
+            return self._wrpr()
+        return 0
+
+    def write32(self, offset: int, value: int) -> None:
+        if offset == KEYR:
+            self._unlock_step(value)
+        elif offset == SR:
+            self.sr &= ~(value & SR_W1C)
+        elif offset == CR:
+            if self.cr & CR_LOCK:
+                return                  # CR is write-protected while locked
+            self.cr = (value & CR_RW_MASK) | (value & CR_LOCK)
+            if value & CR_STRT:
+                self._start()
+        elif offset == AR:
+            if not self.cr & CR_LOCK:
+                self.ar = value
+        elif offset == ACR:
+            self.acr = value & 0x3F
+
+    def _unlock_step(self, value: int) -> None:
+        if self._key_error or not self.cr & CR_LOCK:
+            return
+        if self._key_stage == 0 and value == KEY1:
+            self._key_stage = 1
+        elif self._key_stage == 1 and value == KEY2:
+            self._key_stage = 0
+            self.cr &= ~CR_LOCK
+        else:
+            self._key_error = True      # locked until reset (PM0075 2.3.1)
+
+    def _wrpr(self) -> int:
+        # High-density WRP mapping: bit n protects pages 2n, 2n+1 (4 KiB) for n < 31, bit 31
+        # protects page 62 and up (PM0075 2.5, table 3). A protected page clears its bit.
+        value = 0xFFFFFFFF
+        for addr in self.faults.write_protect:
+            if self.flash.contains(addr):
+                page = (addr - self.flash.start) // self.flash.page_size
+                value &= ~(1 << min(page // 2, 31))
+        return value
+
+    # -- operations --------------------------------------------------------------------------
+    def _start(self) -> None:
+        if self.faults.stuck_busy:
+            return
+        if self.cr & CR_MER:
+            if self.flash.any_protected():
+                self.sr |= SR_WRPRTERR
+            else:
+                self.flash.erase_all()
+                self.sr |= SR_EOP
+        elif self.cr & CR_PER:
+            if self.flash.contains(self.ar):
+                if self.flash.is_protected(self.ar):
+                    self.sr |= SR_WRPRTERR
+                else:
+                    self.flash.erase_page(self.ar)
+                    self.sr |= SR_EOP
+        self.cr &= ~CR_STRT
+
+    def store(self, addr: int, size: int, value: int) -> None:
+        """A bus write into main flash: programs half-words while CR.PG is set; a byte write
+        sets PGERR; writes without PG (or while locked) are ignored."""
+        if not self.cr & CR_PG or self.cr & CR_LOCK or self.faults.stuck_busy:
+            return
+        if size == 1:
+            self.sr |= SR_PGERR
+            return
+        for i in range(0, size, 2):
+            self._program_halfword(addr + i, (value >> (8 * i)) & 0xFFFF)
+
+    def _program_halfword(self, addr: int, half: int) -> None:
+        if self.flash.is_protected(addr):
+            self.sr |= SR_WRPRTERR
+            return
+        if self.flash.read_int(addr, 2) != 0xFFFF and half != 0:
+            self.sr |= SR_PGERR
+            return
+        self.flash.program(addr, half.to_bytes(2, "little"))
+        self.sr |= SR_EOP
+
+
+class Dbgmcu(RegisterDevice):
+    """DBGMCU_IDCODE (read-only) and DBGMCU_CR (read/write, not acted upon)."""
+
+    def __init__(self, idcode: int) -> None:
+        self.idcode = idcode
+        self.cr = 0
+
+    def read32(self, offset: int) -> int:
+        if offset == 0:
+            return self.idcode
+        return self.cr if offset == 4 else 0
+
+    def write32(self, offset: int, value: int) -> None:
+        if offset == 4:
+            self.cr = value
+
+
+class SystemMemory(RegisterDevice):
+    """0x1FFFF000-0x1FFFFFFF: boot ROM area (reads 0), F_SIZE at 0x7E0 (flash size in KiB,
+    16 bits), the 96-bit unique ID at 0x7E8 (RM0008 30.1-30.2) and the option bytes at 0x800
+    (RDP 0xA5 = unprotected, other bytes 0xFF with their complements; PM0075 2.5)."""
+
+    def __init__(self, flash_kib: int, uid: bytes) -> None:
+        self._words = {0x7E0: 0xFFFF0000 | flash_kib}
+        for i in range(0, 12, 4):
+            self._words[0x7E8 + i] = int.from_bytes(uid[i:i + 4], "little")
+        self._words.update({0x800: 0x00FF5AA5, 0x804: 0x00FF00FF, 0x808: 0x00FF00FF, 0x80C: 0x00FF00FF})
+
+    def read32(self, offset: int) -> int:
+        return self._words.get(offset, 0)
+
+
+def attach(board: "SimBoard") -> None:
+    """Add the FPEC, DBGMCU and system memory to ``board``."""
+    flash = board.nvm["flash"]
+    fpec = Fpec(flash, board.faults)
+    board.set_flash_controller(flash, fpec)
+    board.bus.add(DeviceRegion(FLASH_IF_BASE, 0x400, fpec, "flash-if"))
+    board.bus.add(DeviceRegion(DBGMCU_BASE, 0x1000, Dbgmcu(board.spec.extra["dbgmcu_idcode"]), "dbgmcu"))
+    board.bus.add(DeviceRegion(SYSMEM_BASE, 0x1000, SystemMemory(flash.size // 1024, board.target_uid),
+                               "system-memory"))
+    board.cpu.map_mmio(SYSMEM_BASE, 0x1000)
+    board.add_reset_hook(fpec.reset)
