@@ -1,0 +1,73 @@
+"""pyOCD probe plugin entry point (``pyocd.probe`` group, name ``sim``).
+
+pyOCD imports this module every time it enumerates probes, so it imports nothing heavy: the
+probe class is loaded by ``SimProbePlugin.load()``, the emulator only when a probe is opened.
+
+``SimProbePlugin`` is built on first attribute access (PEP 562 module ``__getattr__``) rather
+than at import time, because importing pyOCD runs its plugin scan, which imports this module:
+defining the class eagerly would make ``import piflash.sim.plugin`` before ``import pyocd`` a
+circular import.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+__all__ = ["SimProbePlugin"]
+
+#: Set by :mod:`piflash.sim.probe` while it imports pyOCD: a plugin scan triggered by that
+#: import skips the plugin (the probe class does not exist yet) and the probe module registers
+#: itself once defined.
+_probe_module_importing = False
+
+
+def unicorn_available() -> bool:
+    """Whether the optional ``unicorn`` package is installed (checked without importing it)."""
+    try:
+        return importlib.util.find_spec("unicorn") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _build_plugin_class() -> type:
+    from pyocd.core.plugin import Plugin
+
+    cached = globals().get("SimProbePlugin")
+    if cached is not None:          # built by a re-entrant call during the pyOCD import
+        return cached
+
+    class SimProbePlugin(Plugin):
+        """Registers :class:`piflash.sim.probe.SimProbe` as probe type ``sim`` (``-u sim:NAME``).
+
+        Loaded only when the optional ``unicorn`` package is installed (``piflash[sim]``); on a
+        Raspberry Pi install without it, pyOCD sees no ``sim`` probe type at all.
+        """
+
+        def should_load(self) -> bool:
+            """True when ``unicorn`` is importable."""
+            return unicorn_available() and not _probe_module_importing
+
+        def load(self) -> type:
+            """Return the probe class."""
+            from .probe import SimProbe
+            return SimProbe
+
+        @property
+        def name(self) -> str:
+            return "sim"
+
+        @property
+        def description(self) -> str:
+            return "piflash simulated Cortex-M boards"
+
+    SimProbePlugin.__module__ = __name__
+    SimProbePlugin.__qualname__ = "SimProbePlugin"
+    globals()["SimProbePlugin"] = SimProbePlugin
+    return SimProbePlugin
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SimProbePlugin":
+        return _build_plugin_class()
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
