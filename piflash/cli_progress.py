@@ -16,7 +16,8 @@ _LABELS = {"connect": "Connecting", "erase": "Erasing", "program": "Programming"
 
 
 def _rate(nbytes: int, seconds: float) -> str:
-    return f"{nbytes / 1024 / seconds:,.1f} KiB/s" if seconds > 0 and nbytes else ""
+    # Under 50 ms the phase skipped most of its bytes: a rate would only mislead.
+    return f"{nbytes / 1024 / seconds:,.1f} KiB/s" if seconds >= 0.05 and nbytes else ""
 
 
 class PlainProgress(ProgressSink):
@@ -53,13 +54,25 @@ class RichProgress(ProgressSink):
         from rich.console import Console
         from rich.progress import (BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn,
                                    TimeElapsedColumn, TransferSpeedColumn)
+        from rich.table import Column
+        from rich.text import Text
+
+        def sized(column_cls, **kw):
+            # Connect and reset have no byte count: leave their byte columns empty.
+            class Sized(column_cls):
+                def render(self, task):
+                    return super().render(task) if task.fields.get("sized") else Text("")
+            return Sized(**kw)
 
         self.console = Console(file=stream)
-        self._progress = Progress(SpinnerColumn(finished_text="[green]✓"),
-                                  TextColumn("{task.description:<12}"), BarColumn(),
-                                  DownloadColumn(binary_units=True), TransferSpeedColumn(),
-                                  TimeElapsedColumn(), TextColumn("{task.fields[summary]}"),
-                                  console=self.console, transient=False)
+        self._progress = Progress(
+            SpinnerColumn(finished_text="[green]✓", table_column=Column(no_wrap=True, min_width=1)), TextColumn("{task.description}", table_column=Column(no_wrap=True, min_width=11)),
+            sized(BarColumn, bar_width=24, table_column=Column(no_wrap=True, min_width=24)),
+            sized(DownloadColumn, binary_units=True, table_column=Column(no_wrap=True, min_width=19)),
+            sized(TransferSpeedColumn, table_column=Column(no_wrap=True, min_width=10)),
+            TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
+            TextColumn("{task.fields[summary]}", table_column=Column(no_wrap=True, overflow="ellipsis")),
+            console=self.console, transient=False)
         self._tasks: Dict[str, int] = {}
 
     def __enter__(self) -> "RichProgress":
@@ -71,7 +84,7 @@ class RichProgress(ProgressSink):
 
     def phase_start(self, phase: str, total: int) -> None:
         self._tasks[phase] = self._progress.add_task(_LABELS.get(phase, phase), total=total or None,
-                                                     summary="")
+                                                     summary="", sized=bool(total))
 
     def phase_update(self, phase: str, done: int) -> None:
         task: Optional[int] = self._tasks.get(phase)

@@ -101,8 +101,7 @@ def program_image(session, image: FirmwareImage, erase: str = "auto", smart_flas
     sink.phase_end("erase", "chip erase" if any(b.last_erase_was_chip for _, b in builders)
                    else "sector erase")
     stats.program_seconds = run_phase("program", do_program)
-    sink.phase_end("program", f"{stats.programmed_bytes:,} bytes programmed, "
-                   f"{stats.skipped_bytes:,} unchanged")
+    sink.phase_end("program", f"{stats.programmed_bytes:,} B written, {stats.skipped_bytes:,} B unchanged")
     return stats
 
 

@@ -184,6 +184,6 @@ def verify_image(session, image: FirmwareImage, progress: Optional[ProgressSink]
             f"verify failed: {stats.mismatched_bytes:,} byte(s) differ, first at "
             f"{stats.first_mismatch:#010x}", stats.first_mismatch, stats.mismatched_bytes,
             hint="flash again; if the same address fails again the flash is worn or protected")
-    sink.phase_end("verify", f"{stats.verified_bytes:,} bytes match "
-                   f"({stats.crc_pages} pages by CRC32, {stats.readback_bytes:,} bytes read back)")
+    sink.phase_end("verify", f"all match: {stats.crc_pages} pages by CRC32, "
+                   f"{stats.readback_bytes:,} B read back")
     return stats
