@@ -353,7 +353,8 @@ def targets(pattern, json_mode):
         click.echo(json.dumps(rows, indent=2))
         return
     for row in rows:
-        click.echo(f"{row['name']:<24} {row['vendor']:<22} {row['part']}")
+        flash = f"{row['flash_bytes'] // 1024:,} KiB flash" if row["flash_bytes"] else ""
+        click.echo(f"{row['name']:<24} {row['vendor']:<24} {flash}".rstrip())
 
 
 def _register_subgroups() -> None:

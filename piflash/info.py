@@ -4,20 +4,23 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from piflash.target import check_target, known_targets
+from piflash.target import builtin_flash_regions, check_target, known_targets
 
 
 def list_targets(pattern: Optional[str] = None) -> List[dict]:
-    """pyOCD's builtin target types as dicts ``name``, ``vendor``, ``part``, sorted by name.
+    """pyOCD's builtin target types, sorted by name.
 
-    :param pattern: keep only names, vendors or parts containing this (case-insensitive).
+    :param pattern: keep only names or vendors containing this (case-insensitive).
+    :returns: dicts ``name``, ``vendor``, ``flash_bytes`` (total of the static flash regions,
+        0 when the class has no static memory map).
     """
     rows = []
     for name, cls in sorted(known_targets().items()):
         vendor = getattr(cls, "VENDOR", "") or ""
-        part = getattr(cls, "PART_NUMBER", "") or ""
-        if not pattern or any(pattern.lower() in str(v).lower() for v in (name, vendor, part)):
-            rows.append({"name": name, "vendor": vendor, "part": part})
+        if not pattern or any(pattern.lower() in v.lower() for v in (name, vendor)):
+            regions = builtin_flash_regions(name) or []
+            rows.append({"name": name, "vendor": vendor,
+                         "flash_bytes": sum(end - start for start, end, _ in regions)})
     return rows
 
 
