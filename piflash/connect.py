@@ -149,7 +149,8 @@ def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
         only works for probes that know their board (DAPLink, simulated boards).
     :param frequency: SWD clock in Hz (int), or pyOCD's default (1 MHz).
     :param options: extra pyOCD session options (dict).
-    :raises NoProbeError, SeveralProbesError, ProbePermissionError, ConnectError, ProbeLostError:
+    :raises NoProbeError, SeveralProbesError, ProbePermissionError, ConnectError, ProbeLostError,
+        TargetRequiredError:
     """
     from pyocd.core.session import Session
 
@@ -159,8 +160,10 @@ def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
     if target:
         opts["target_override"] = target
     elif not _probe_target(probe):
-        raise ConnectError(f"probe {probe.unique_id} does not say which target it is wired to",
-                           hint="give the target type with --target (or 'target:' in a profile)")
+        from piflash.target import TargetRequiredError
+
+        raise TargetRequiredError(f"probe {probe.unique_id} does not say which target it is wired to",
+                                  hint="give the target type with --target (or 'target:' in a profile)")
     if frequency:
         opts["frequency"] = int(frequency)
     session = Session(probe, auto_open=False, options=opts)

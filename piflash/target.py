@@ -19,6 +19,12 @@ class UnknownTargetError(PiflashError):
     exit_code = ExitCode.USAGE
 
 
+class TargetRequiredError(PiflashError):
+    """No target type was given and the probe does not know which target it is wired to."""
+
+    exit_code = ExitCode.USAGE
+
+
 @dataclass(frozen=True)
 class TargetUidLocation:
     """Where a target type keeps its factory-programmed unique ID.

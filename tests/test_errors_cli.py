@@ -183,3 +183,9 @@ def test_exit_codes_documented(cli):
     for code, text in EXIT_CODE_HELP.items():
         assert f"| {int(code)} | `{code.name}` |" in doc, code
         assert f"{int(code):>3}  {text}" in help_text
+
+
+def test_target_required_for_a_probe_that_does_not_know_it(cli, sim_server, app_hex):
+    server = sim_server("nrf52840", "nrf52840")  # a remote probe cannot report its target
+    proc = cli("flash", app_hex, "-u", server.uid, check=ExitCode.USAGE)
+    assert "--target" in proc.stderr
