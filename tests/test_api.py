@@ -35,7 +35,8 @@ def test_flash_result_and_progress(firmware_dir):
     assert len(result.target_uid) == 24  # 96-bit unique ID, hex
     assert result.program.programmed_bytes >= image.size
     assert result.verify.verified_bytes == image.size
-    assert set(result.durations) == {"connect", "program", "verify", "reset"}
+    assert set(result.durations) == {"connect", "erase", "program", "verify", "reset"}
+    assert result.durations["connect"] < result.duration - result.durations["program"]
     phases = [e[1] for e in rec.events if e[0] == "start"]
     assert phases == ["connect", "erase", "program", "verify", "reset"]
     for phase in ("erase", "program", "verify"):

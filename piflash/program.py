@@ -1,0 +1,187 @@
+"""Session-level building blocks: program an image, erase, reset.
+
+Each works on an open pyOCD ``Session`` (from :func:`piflash.connect.open_session`) and raises
+pyOCD's own exceptions, which the caller translates with
+:func:`piflash.connect.translate_error`. :mod:`piflash.flasher` strings them into whole jobs;
+a long-running caller such as the station can use them directly.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import List, Optional, Sequence, Tuple
+
+from piflash.errors import FlashError, ImageRangeError
+from piflash.image import FirmwareImage
+from piflash.progress import ProgressSink, fraction_callback
+from piflash.result import ProgramStats
+from piflash.target import flash_regions
+
+#: Accepted values of the erase mode: pyOCD's ``chip_erase`` option (pyocd/core/options.py).
+ERASE_MODES = ("auto", "sector", "chip")
+
+
+class _Offset(ProgressSink):
+    """Shifts a region's byte counts by the bytes of the regions before it."""
+
+    def __init__(self, sink: ProgressSink, offset: int) -> None:
+        self._sink, self._offset = sink, offset
+
+    def phase_update(self, phase: str, done: int) -> None:
+        self._sink.phase_update(phase, self._offset + done)
+
+
+class ImageProgrammer:
+    """Erase then program one image, region by region, with pyOCD's ``FlashBuilder``.
+
+    This is what pyOCD's ``MemoryLoader`` does, split so that erase and program are separate
+    phases with their own progress and the ``ProgrammingInfo`` statistics come back.
+
+    :param session: an open pyOCD ``Session``.
+    :param image: the image; every byte must be in a flash region with an algorithm.
+    :param erase: ``"auto"`` (pyOCD picks the faster), ``"sector"`` or ``"chip"``.
+    :param smart_flash: compare before writing and skip identical pages (pyOCD's smart flash).
+    :param progress: receives the ``"erase"`` and ``"program"`` phases, in image bytes.
+    :raises ValueError: unknown erase mode.
+    :raises FlashError: part of the image is in memory without a flash algorithm.
+    """
+
+    def __init__(self, session, image: FirmwareImage, erase: str = "auto", smart_flash: bool = True,
+                 progress: Optional[ProgressSink] = None) -> None:
+        if erase not in ERASE_MODES:
+            raise ValueError(f"erase mode must be one of {ERASE_MODES}, not {erase!r}")
+        self._erase_mode, self._smart = erase, smart_flash
+        self._sink = progress or ProgressSink()
+        self._total = image.size
+        self._builders = self._make_builders(session, image)
+        self.stats = ProgramStats()
+
+    @staticmethod
+    def _make_builders(session, image: FirmwareImage) -> List[object]:
+        memory_map = session.target.memory_map
+        builders = {}
+        for seg in image.segments:
+            addr = seg.address
+            while addr < seg.end:
+                region = memory_map.get_region_for_address(addr)
+                if region is None or not region.is_flash or region.flash is None:
+                    raise FlashError(f"no flash algorithm for address {addr:#010x}", address=addr)
+                stop = min(seg.end, region.end + 1)
+                if region.start not in builders:
+                    builders[region.start] = region.flash.get_flash_builder()
+                    builders[region.start].log_performance = False
+                builders[region.start].add_data(addr, seg.data[addr - seg.address: stop - seg.address])
+                addr = stop
+        return [builders[k] for k in sorted(builders)]
+
+    def _each(self, phase: str, action) -> float:
+        start = time.monotonic()
+        self._sink.phase_start(phase, self._total)
+        offset = 0
+        for i, builder in enumerate(self._builders):
+            part = builder.buffered_data_size
+            action(i, builder, fraction_callback(_Offset(self._sink, offset), phase, part))
+            offset += part
+        return time.monotonic() - start
+
+    def erase(self) -> None:
+        """Erase what the image needs (smart flash first decides which sectors already match).
+
+        :raises pyocd.core.exceptions.FlashFailure: and other pyOCD errors.
+        """
+        def one(i, builder, cb):
+            # Chip erase once at most: the first region erases the chip, later ones use sectors.
+            mode = self._erase_mode if (self._erase_mode != "chip" or i == 0) else "sector"
+            builder.erase(chip_erase=mode, progress_cb=cb, smart_flash=self._smart, keep_unwritten=True)
+
+        self.stats.erase_seconds = self._each("erase", one)
+        chip = any(b.last_erase_was_chip for b in self._builders)
+        self._sink.phase_end("erase", "chip erase" if chip else "sector erase")
+
+    def program(self) -> ProgramStats:
+        """Program the pages that differ; call after :meth:`erase`.
+
+        :returns: :attr:`stats`, now complete.
+        :raises pyocd.core.exceptions.FlashFailure: and other pyOCD errors.
+        """
+        def one(i, builder, cb):
+            self.stats.add(builder.program(progress_cb=cb, smart_flash=self._smart, keep_unwritten=True))
+
+        self.stats.program_seconds = self._each("program", one)
+        self._sink.phase_end("program", f"{self.stats.programmed_bytes:,} B written, "
+                             f"{self.stats.skipped_bytes:,} B unchanged")
+        return self.stats
+
+
+def program_image(session, image: FirmwareImage, erase: str = "auto", smart_flash: bool = True,
+                  progress: Optional[ProgressSink] = None) -> ProgramStats:
+    """Erase what ``image`` needs and program it: :class:`ImageProgrammer` in one call.
+
+    :returns: :class:`~piflash.result.ProgramStats` summed over the flash regions.
+    :raises ValueError, FlashError: as :class:`ImageProgrammer`; pyOCD's errors while working.
+    """
+    programmer = ImageProgrammer(session, image, erase, smart_flash, progress)
+    programmer.erase()
+    return programmer.program()
+
+
+def reset_target(session, halt: bool = False, progress: Optional[ProgressSink] = None) -> None:
+    """Reset the target with pyOCD's default reset type for it.
+
+    :param halt: stop at the reset vector instead of running the firmware.
+    :param progress: receives a ``"reset"`` phase (no byte count).
+    :raises pyocd.core.exceptions.Error: the target did not come out of reset.
+    """
+    sink = progress or ProgressSink()
+    sink.phase_start("reset", 0)
+    if halt:
+        session.target.reset_and_halt()
+    else:
+        session.target.reset()
+    sink.phase_end("reset", "halted at the reset vector" if halt else "running")
+
+
+def _check_erase_range(start: int, end: int, regions) -> None:
+    if end <= start:
+        raise ValueError(f"empty erase range {start:#010x}-{end:#010x} (end is exclusive)")
+    addr = start
+    while addr < end:
+        region = next((r for r in regions if r[0] <= addr < r[1]), None)
+        if region is None:
+            listing = ", ".join(f"{n} {s:#010x}-{e - 1:#010x}" for s, e, n in regions)
+            raise ImageRangeError(f"cannot erase at {addr:#010x}: not in flash (flash: {listing})",
+                                  address=addr, hint="'piflash info' shows the flash regions")
+        addr = region[1]
+
+
+def erase_flash(session, mode: str = "chip", ranges: Sequence[Tuple[int, int]] = ()) -> int:
+    """Erase the whole chip, or the sectors that cover ``ranges``.
+
+    :param mode: ``"chip"``, or ``"sector"`` with ``ranges``.
+    :param ranges: (start, end_exclusive) address pairs in bytes, for sector mode.
+    :returns: bytes erased (int): every flash region's size for chip erase, the sectors' sizes otherwise.
+    :raises ValueError: unknown mode, sector mode without ranges, an empty range.
+    :raises piflash.errors.ImageRangeError: a range outside flash.
+    :raises pyocd.core.exceptions.Error: from pyOCD.
+    """
+    from pyocd.flash.eraser import FlashEraser
+
+    regions = flash_regions(session.target.memory_map)
+    if mode == "chip":
+        FlashEraser(session, FlashEraser.Mode.CHIP).erase()
+        return sum(end - start for start, end, _ in regions)
+    if mode != "sector":
+        raise ValueError(f"erase mode must be 'chip' or 'sector', not {mode!r}")
+    if not ranges:
+        raise ValueError("sector erase needs at least one address range")
+    erased = 0
+    for start, end in ranges:
+        _check_erase_range(start, end, regions)
+        addr = start
+        while addr < end:
+            region = session.target.memory_map.get_region_for_address(addr)
+            sector = region.flash.get_sector_info(addr)
+            erased += sector.size
+            addr = sector.base_addr + sector.size
+    FlashEraser(session, FlashEraser.Mode.SECTOR).erase(list(ranges))
+    return erased
