@@ -127,37 +127,41 @@ class Settings(dict):
 
 
 def resolve(profile: Optional[str], **cli_values) -> Settings:
-    """Merge a profile (if any) with command-line values; the command line wins when given."""
-    from piflash import profiles
+    """Merge a profile (if any) with command-line values; the command line wins when given.
 
+    Overriding the profile's firmware drops its pinned SHA-256 (and its base address unless the
+    new file is a .bin), as :meth:`piflash.profiles.Profile.with_overrides` does.
+    """
+    from piflash import profiles
+    from piflash.errors import ProfileError
+    from piflash.target import check_target
+
+    given = {k: v for k, v in cli_values.items() if v is not None}
     out = Settings(profile=None, firmware=None, sha256=None, target=None, probe=None,
                    frequency=None, erase="auto", base_address=None, verify=True, reset=True)
-    if profile:
-        prof = profiles.load_profile(profiles.find_profile(profile))
-        out.update(profile=prof.name, firmware=str(prof.firmware), sha256=prof.sha256,
-                   target=prof.target, probe=prof.probe, frequency=prof.frequency,
-                   erase=prof.erase, base_address=prof.base_address, verify=prof.verify,
-                   reset=prof.reset, profile_obj=prof)
-    for key, value in cli_values.items():
-        if value is not None:
-            out[key] = value
-    if profile and cli_values.get("firmware") not in (None, out.get("firmware")):
-        out["sha256"] = None  # the profile pins its own firmware's digest, not another file's
+    if not profile:
+        out.update(given)
+        return out
+    prof = profiles.load_profile(profiles.find_profile(profile), check_target=check_target)
+    try:
+        prof = prof.with_overrides(**given)
+    except ProfileError as exc:  # the command line contradicts the profile: a usage error
+        raise click.UsageError(f"{exc.message} (with profile {prof.path})") from None
+    out.update(profile=prof.name, firmware=str(prof.firmware), sha256=prof.sha256,
+               target=prof.target, probe=prof.probe, frequency=prof.frequency, erase=prof.erase,
+               base_address=prof.base_address, verify=prof.verify, reset=prof.reset,
+               profile_obj=prof)
     return out
 
 
 def _load(settings: Settings):
     from piflash.image import load_image
-    from piflash.errors import ChecksumError
 
     if not settings.get("firmware"):
         raise click.UsageError("no firmware given (a FIRMWARE argument or a profile with 'firmware:')")
     image = load_image(settings["firmware"], settings.get("base_address"))
-    if settings.get("sha256") and image.sha256 != settings["sha256"]:
-        raise ChecksumError(
-            f"{settings['firmware']}: SHA-256 is {image.sha256}, the profile pins {settings['sha256']}",
-            hint="the file changed since the profile was written: check the build, then update "
-                 "'sha256:' ('piflash profile check' prints the digest)")
+    if settings.get("profile_obj") is not None:
+        settings["profile_obj"].check_digest(image.sha256)
     return image
 
 
@@ -205,19 +209,20 @@ def cli(verbose: int) -> None:
               help="Load address of a .bin file, e.g. 0x08000000.")
 @click.option("--erase", "-e", type=click.Choice(["auto", "sector", "chip"]), default=None,
               help="Erase mode [default: auto, the faster of the two].")
-@click.option("--no-verify", is_flag=True, help="Skip the read-back verify.")
-@click.option("--no-reset", is_flag=True, help="Leave the target halted instead of resetting it.")
+@click.option("--verify/--no-verify", default=None,
+              help="Read back and compare every programmed byte [default: on, or the profile's].")
+@click.option("--reset/--no-reset", default=None,
+              help="Reset the target afterwards; --no-reset leaves it halted [default: reset].")
 @output_options
 @handles_errors
-def flash(firmware, probe, target, frequency, profile, pyocd_options, base_address, erase, no_verify, no_reset,
-          quiet, json_mode):
+def flash(firmware, probe, target, frequency, profile, pyocd_options, base_address, erase, verify,
+          reset, quiet, json_mode):
     """Flash FIRMWARE (.hex, .elf, or .bin with --base-address), verify it and reset the target."""
     from piflash.flasher import flash_firmware
 
     _sigterm_as_interrupt()
     s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
-                erase=erase, base_address=base_address,
-                verify=False if no_verify else None, reset=False if no_reset else None)
+                erase=erase, base_address=base_address, verify=verify, reset=reset)
     image = _load(s)
     result = _run_with_progress(quiet, json_mode, lambda display: flash_firmware(
         image, probe=s["probe"], target=s["target"], frequency=s["frequency"], erase=s["erase"],
@@ -234,21 +239,22 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
 @probe_options
 @click.option("--base-address", "-a", callback=_int_auto, metavar="ADDR",
               help="Load address of a .bin file.")
-@click.option("--no-reset", is_flag=True, help="Leave the target halted instead of resetting it.")
+@click.option("--reset/--no-reset", default=None,
+              help="Reset the target afterwards; --no-reset leaves it halted [default: reset].")
 @output_options
 @handles_errors
-def verify(firmware, probe, target, frequency, profile, pyocd_options, base_address, no_reset, quiet,
+def verify(firmware, probe, target, frequency, profile, pyocd_options, base_address, reset, quiet,
            json_mode):
     """Compare the target's flash with FIRMWARE without writing anything."""
     from piflash.flasher import verify_firmware
 
     _sigterm_as_interrupt()
     s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
-                base_address=base_address)
+                base_address=base_address, reset=reset)
     image = _load(s)
     result = _run_with_progress(quiet, json_mode, lambda display: verify_firmware(
         image, probe=s["probe"], target=s["target"], frequency=s["frequency"], progress=display,
-        reset=not no_reset, options=pyocd_options))
+        reset=s["reset"], options=pyocd_options))
     _report(result, json_mode, quiet, f"Verified: all {image.size:,} bytes match on {result.target}")
 
 
@@ -256,14 +262,17 @@ def _range(text: str):
     try:
         if "+" in text:
             start, length = (int(v, 0) for v in text.split("+", 1))
-            return start, start + length
-        if "-" in text:
+            start, end = start, start + length
+        elif "-" in text:
             start, end = (int(v, 0) for v in text.split("-", 1))
-            return start, end
-        start = int(text, 0)
-        return start, start + 1
+        else:
+            start = int(text, 0)
+            end = start + 1
     except ValueError:
-        raise click.BadParameter(f"'{text}' is not ADDR, START-END or START+LENGTH")
+        raise click.BadParameter(f"'{text}' is not ADDR, START-END or START+LENGTH") from None
+    if end <= start:
+        raise click.BadParameter(f"'{text}' is an empty range (END is exclusive, LENGTH must be > 0)")
+    return start, end
 
 
 @cli.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
@@ -278,6 +287,8 @@ def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, quiet
     from piflash.flasher import erase_target
 
     _sigterm_as_interrupt()
+    if mode == "chip" and sectors:
+        raise click.UsageError("--chip and --sector exclude each other")
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
     ranges = [_range(r) for r in sectors]
     result = _run_with_progress(quiet, json_mode, lambda display: erase_target(
@@ -335,7 +346,7 @@ def probes(json_mode):
         click.echo(json.dumps([p.to_dict() for p in found], indent=2))
         return
     if not found:
-        click.echo("No debug probes found. 'piflash doctor' explains probes that cannot be opened.")
+        click.echo("No debug probes found.")
         return
     for p in found:
         click.echo(f"{p.unique_id:<32} {p.description}" + (f"  [{p.target}]" if p.target else ""))
@@ -369,5 +380,22 @@ _register_subgroups()
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli(prog_name="piflash")
+    """Console-script entry point.
+
+    With ``--json`` anywhere on the command line, a usage error also prints its result object
+    (``{"ok": false, "error": {...}}``) on stdout, so a script always gets one JSON object.
+    """
+    try:
+        cli.main(prog_name="piflash", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted!", err=True)
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except click.exceptions.ClickException as exc:
+        if "--json" in sys.argv[1:]:
+            click.echo(json.dumps({"ok": False, "error": {
+                "kind": "UsageError", "message": exc.format_message(), "hint": None,
+                "exit_code": exc.exit_code}}, indent=2))
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)

@@ -31,10 +31,30 @@ def _name(board: str) -> str:
 
 
 def _store_call(func, *args, **kwargs):
+    """Call into the simulator, turning its bad-argument and OS errors into clear CLI errors."""
     try:
         return func(*args, **kwargs)
     except (KeyError, ValueError) as exc:
-        raise click.UsageError(str(exc.args[0] if exc.args else exc))
+        raise click.UsageError(str(exc.args[0] if exc.args else exc)) from None
+    except OSError as exc:
+        raise click.UsageError(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": ")) from None
+
+
+def _addresses(ctx, param, values):
+    try:
+        return [int(v, 0) for v in values]
+    except ValueError as exc:
+        raise click.BadParameter(f"not an address: {exc}") from None
+
+
+def _bit_flip(ctx, param, value):
+    if value is None:
+        return None
+    addr, sep, bit = value.partition(":")
+    try:
+        return {"address": int(addr, 0), "bit": int(bit, 0) if sep else 0}
+    except ValueError:
+        raise click.BadParameter(f"'{value}' is not ADDR:BIT, e.g. 0x1234:3") from None
 
 
 @click.group(context_settings=CONTEXT)
@@ -90,16 +110,22 @@ def remove(board):
 def dump(board, out):
     """Write BOARD's whole flash (erased bytes 0xFF) to a binary file."""
     data = _store_call(_store().read_flash, _name(board))
-    with open(out, "wb") as fh:
-        fh.write(data)
+
+    def write():
+        with open(out, "wb") as fh:
+            fh.write(data)
+
+    _store_call(write)
     click.echo(f"wrote {len(data):,} bytes of sim:{_name(board)} flash to {out}")
 
 
 @sim.command()
 @click.argument("board")
-@click.option("--write-protect", multiple=True, metavar="ADDR", help="Protect the sector at ADDR (repeatable).")
+@click.option("--write-protect", multiple=True, metavar="ADDR", callback=_addresses,
+              help="Protect the sector at ADDR (repeatable).")
 @click.option("--stuck-busy", is_flag=True, help="Flash controller never becomes ready.")
-@click.option("--bit-flip", metavar="ADDR:BIT", help="After programming, bit BIT of byte ADDR reads wrong.")
+@click.option("--bit-flip", metavar="ADDR:BIT", callback=_bit_flip,
+              help="After programming, bit BIT of byte ADDR reads wrong.")
 @click.option("--disconnect-after", type=int, metavar="N", help="Probe vanishes after N DAP transfers.")
 @click.option("--absent", is_flag=True, help="No target on the probe (DP does not answer).")
 @click.option("--clear", is_flag=True, help="Remove every fault first.")
@@ -111,12 +137,11 @@ def fault(board, write_protect, stuck_busy, bit_flip, disconnect_after, absent, 
         _store_call(store.clear_faults, name)
     faults = {}
     if write_protect:
-        faults["write_protect"] = [int(a, 0) for a in write_protect]
+        faults["write_protect"] = write_protect
     if stuck_busy:
         faults["stuck_busy"] = True
     if bit_flip:
-        addr, _, bit = bit_flip.partition(":")
-        faults["bit_flip"] = {"address": int(addr, 0), "bit": int(bit or "0", 0)}
+        faults["bit_flip"] = bit_flip
     if disconnect_after is not None:
         faults["disconnect_after"] = disconnect_after
     if absent:
@@ -167,4 +192,4 @@ def serve(target, board, host, port):
         click.echo(f"serving sim:{name} on {host}:{server.port} "
                    f"(use: -u remote:{host}:{server.port} -t {target or '<target>'})")
         sys.stdout.flush()
-    run_server(name, host=host, port=port, target=target, on_ready=ready)
+    _store_call(run_server, name, host=host, port=port, target=target, on_ready=ready)

@@ -14,8 +14,8 @@ import logging
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional
 
-from piflash.errors import (ConnectError, FlashError, NoProbeError, PiflashError, ProbeLostError,
-                            ProbePermissionError, SeveralProbesError)
+from piflash.errors import (ConnectError, ExitCode, FlashError, NoProbeError, PiflashError,
+                            ProbeLostError, ProbePermissionError, SeveralProbesError)
 
 LOG = logging.getLogger(__name__)
 
@@ -80,8 +80,8 @@ def select_probe(unique_id: Optional[str] = None):
             raise NoProbeError(f"no debug probe with unique ID '{unique_id}' found",
                                hint="'piflash probes' lists the probes piflash can see")
         raise NoProbeError("no debug probe found",
-                           hint="plug in a probe; 'piflash probes' lists what is visible, "
-                                "'piflash doctor' explains probes that cannot be opened")
+                           hint="plug in a probe; 'piflash probes' lists what pyOCD can see. A probe "
+                                "that is plugged in but not listed is often a permissions problem")
     if len(probes) > 1:
         exact = [p for p in probes if unique_id and p.unique_id.lower() == unique_id.lower()]
         if len(exact) == 1:
@@ -90,6 +90,36 @@ def select_probe(unique_id: Optional[str] = None):
         raise SeveralProbesError(f"{len(probes)} debug probes found: {', '.join(ids)}", ids,
                                  hint="choose one with --probe UNIQUE_ID (or 'probe:' in the profile)")
     return probes[0]
+
+
+class UnknownOptionError(PiflashError):
+    """A pyOCD session option that pyOCD does not know, or a value of the wrong type."""
+
+    exit_code = ExitCode.USAGE
+
+
+def check_session_options(options: Dict[str, object]) -> None:
+    """Check option names and value types against pyOCD's table (pyocd/core/options.py).
+
+    :raises UnknownOptionError: an unknown name (with close matches) or a wrongly typed value.
+    """
+    import difflib
+
+    from pyocd.core.options import OPTIONS_INFO
+
+    for name, value in options.items():
+        info = OPTIONS_INFO.get(name)
+        if info is None:
+            close = difflib.get_close_matches(name, OPTIONS_INFO, n=3)
+            raise UnknownOptionError(f"unknown pyOCD option '{name}'",
+                                     hint=("did you mean " + ", ".join(close) + "?") if close else
+                                     "see pyOCD's docs/options.md for the list")
+        types = info.type if isinstance(info.type, tuple) else (info.type,)
+        if float in types and isinstance(value, int) and not isinstance(value, bool):
+            continue
+        if not isinstance(value, types):
+            raise UnknownOptionError(f"pyOCD option '{name}' takes {' or '.join(t.__name__ for t in types)}, "
+                                     f"not {value!r}")
 
 
 def translate_error(exc: BaseException, phase: str) -> PiflashError:
@@ -102,22 +132,27 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
     if isinstance(exc, PiflashError):
         return exc
     text = str(exc) or type(exc).__name__
+    if not isinstance(exc, pe.Error) and not isinstance(exc, OSError):
+        text = f"{type(exc).__name__}: {text}"  # e.g. a KeyError from a target's connect sequence
     if isinstance(exc, pe.ProbeDisconnected) or isinstance(exc, (ConnectionError, BrokenPipeError)):
         return ProbeLostError(f"the probe disconnected during {phase}: {text}",
                               hint="check the USB cable and power, then run the command again")
     if getattr(exc, "errno", None) in (errno.EACCES, errno.EPERM) or "Access denied" in text \
             or "insufficient permissions" in text.lower():
         return ProbePermissionError(f"permission denied opening the probe: {text}",
-                                    hint="run 'piflash doctor' (the fix is udev rules and the plugdev "
-                                         "group, not root)")
+                                    hint="the fix is udev rules and the plugdev group, not root")
     if isinstance(exc, pe.FlashFailure):
         addr = getattr(exc, "address", None)
         where = f" at {addr:#010x}" if addr is not None else ""
         code = getattr(exc, "result_code", None)
         extra = f" (algorithm result {code:#x})" if code is not None else ""
-        return FlashError(f"{phase} failed{where}: {text}{extra}", address=addr,
-                          hint="the sector may be write-protected or the flash worn; "
-                               "'piflash erase --chip' clears protection on many targets")
+        if "timed out" in text:
+            hint = ("the flash controller did not finish: power-cycle the board and try again; "
+                    "if it keeps timing out the part may be locked or damaged")
+        else:
+            hint = ("the sector may be write-protected or the flash worn; "
+                    "'piflash erase --chip' clears protection on many targets")
+        return FlashError(f"{phase} failed{where}: {text}{extra}", address=addr, hint=hint)
     if isinstance(exc, pe.TargetSupportError):
         return ConnectError(f"target support problem during {phase}: {text}",
                             hint="check --target ('piflash targets' lists them)")
@@ -154,6 +189,7 @@ def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
     """
     from pyocd.core.session import Session
 
+    check_session_options(options or {})
     probe = select_probe(unique_id)
     opts = dict(BASE_SESSION_OPTIONS)
     opts.update(options or {})

@@ -19,7 +19,7 @@ import contextlib
 import time
 from typing import Iterator, Optional, Sequence, Tuple
 
-from piflash.connect import open_session, read_target_uid, translate_error
+from piflash.connect import check_session_options, open_session, read_target_uid, translate_error
 from piflash.errors import OperationInterrupted, PiflashError
 from piflash.image import FirmwareImage, check_fits
 from piflash.program import ERASE_MODES, ImageProgrammer, erase_flash, reset_target
@@ -74,6 +74,7 @@ def _run(operation: str, image: Optional[FirmwareImage], probe: Optional[str], t
     result = OperationResult.start(operation, image, probe, target)
     try:
         target = _prepare(image, target)
+        check_session_options(options or {})
         with contextlib.ExitStack() as stack:  # the session outlives the connect phase
             with _phase(result, sink, "connect"):
                 sink.phase_start("connect", 0)

@@ -35,18 +35,21 @@ import os
 import re
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, List, NoReturn, Optional, Tuple, Union
+from typing import Any, Callable, List, NoReturn, Optional, Tuple, Union
 
-from piflash.errors import ChecksumError, FirmwareError, ProfileError
+from piflash.errors import ChecksumError, FirmwareError, PiflashError, ProfileError
+from piflash.image import FORMAT_SUFFIXES
+from piflash.program import ERASE_MODES
 
 #: System-wide profile directory, searched last (tests may monkeypatch it).
 SYSTEM_PROFILE_DIR = Path("/etc/piflash/profiles")
 #: Environment variable that, when set, replaces the profile search list.
 PROFILE_PATH_ENV = "PIFLASH_PROFILE_PATH"
+
+#: Firmware file endings and their formats, as piflash.image reads them.
+FIRMWARE_FORMATS = {suffix: fmt for fmt, suffixes in FORMAT_SUFFIXES.items() for suffix in suffixes}
 #: Accepted values of ``erase``.
-ERASE_MODES = ("auto", "sector", "chip")
 #: Firmware file extension -> format; ``base_address`` is needed exactly for "bin".
-FIRMWARE_FORMATS = {".hex": "hex", ".ihex": "hex", ".elf": "elf", ".axf": "elf", ".bin": "bin"}
 #: Every key a profile may contain.
 ALLOWED_KEYS = ("target", "probe", "frequency", "erase", "firmware", "sha256",
                 "base_address", "verify", "reset", "description")
@@ -98,7 +101,14 @@ class Profile:
                                 hint=f"build it, or fix 'firmware' in {self.path}") from None
         except OSError as e:
             raise FirmwareError(f"cannot read firmware file {self.firmware}: {e.strerror or e}") from None
-        actual = digest.hexdigest()
+        return self.check_digest(digest.hexdigest())
+
+    def check_digest(self, actual: str) -> str:
+        """Compare a firmware SHA-256 (64 hex digits) with :attr:`sha256`, if set.
+
+        :returns: ``actual``.
+        :raises ChecksumError: :attr:`sha256` is set and differs.
+        """
         if self.sha256 is not None and actual != self.sha256:
             raise ChecksumError(
                 f"firmware {self.firmware} has SHA-256 {actual}, but profile {self.path} "
@@ -167,10 +177,13 @@ def parse_frequency(value: Any, path: Optional[str] = None, line: Optional[int] 
     return int(hz)
 
 
-def load_profile(path: PathLike) -> Profile:
+def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = None) -> Profile:
     """Read and validate one profile file.
 
     :param path: the YAML file (str or path-like).
+    :param check_target: optional validator of the target type (e.g.
+        :func:`piflash.target.check_target`, which imports pyOCD): returns the normalised name
+        or raises a PiflashError, reported at the 'target' key's line.
     :returns: a :class:`Profile`; the firmware file itself is not opened.
     :raises ProfileError: unreadable file, YAML syntax error, empty file, top level not a
         mapping, unknown/duplicate/missing key or bad value; the error's ``path``, ``line``
@@ -257,6 +270,11 @@ def load_profile(path: PathLike) -> Profile:
 
     pfile = Path(src).resolve()
     target, probe, description = text("target"), text("probe"), text("description", blank_ok=True)
+    if check_target is not None:
+        try:
+            target = check_target(target)
+        except PiflashError as e:
+            fail("target", e.message, e.hint)
     firmware = (pfile.parent / Path(text("firmware")).expanduser()).resolve()
     fmt = _firmware_format(firmware, src, lines["firmware"])
     erase = text("erase", "auto")

@@ -112,7 +112,8 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance) -> List[_Page]:
     for page in pages:
         flash = getattr(page.region, "flash", None)
         full = page.covered == page.size and page.size & (page.size - 1) == 0
-        encodable = page.address // page.size <= MAX_CRC_PAGE_INDEX
+        # compute_crcs asserts page alignment; the index must fit its 16-bit field.
+        encodable = page.address % page.size == 0 and page.address // page.size <= MAX_CRC_PAGE_INDEX
         if flash is not None and full and encodable and getattr(flash, "use_analyzer", False):
             by_flash.setdefault(id(flash), (flash, []))[1].append(page)
         else:
@@ -144,6 +145,7 @@ def verify_image(session, image: FirmwareImage, progress: Optional[ProgressSink]
     """Compare the target's memory with ``image``, without writing anything.
 
     :param session: an open pyOCD ``Session``.
+    :param image: the :class:`~piflash.image.FirmwareImage` whose bytes must be in memory.
     :param progress: receives the ``"verify"`` phase in bytes.
     :param use_crc: use the on-target CRC32 analyzer where the flash algorithm has one;
         False reads every byte back.

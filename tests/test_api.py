@@ -72,6 +72,24 @@ def test_verify_reports_first_bad_address_and_count(tmp_path):
         verify_firmware(image, probe="sim:nrf52840", target="nrf52840")
 
 
+@pytest.mark.parametrize("target, base, flip", [
+    ("nrf52840", 0x0, 0x3010),            # inside the partial last page: read back, not CRC
+    ("stm32f103rc", 0x08000000, 0x08000801),  # page index too large for the analyzer: read back
+])
+def test_bit_flip_on_read_back_pages(target, base, flip):
+    from piflash.sim.store import SimStore
+
+    SimStore().create(target, target)
+    SimStore().set_faults(target, bit_flip={"address": flip, "bit": 7})
+    image = image_from_bytes(bytes([0x00]) * (0x3020), base)  # 0x00 everywhere: any set bit is wrong
+    with pytest.raises((VerifyError, FlashError)) as err:
+        flash_firmware(image, probe=f"sim:{target}", target=target)
+    if isinstance(err.value, VerifyError):
+        assert err.value.first_address == flip and err.value.differing_bytes == 1
+    else:  # STM32: pyOCD's own algorithm reads back each half-word and already fails
+        assert err.value.result.phase == "program"
+
+
 def test_write_protect_raises_flash_error_with_address():
     from piflash.sim.store import SimStore
 

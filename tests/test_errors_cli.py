@@ -90,10 +90,20 @@ def test_profiles(cli, tmp_path, app_hex):
     proc = cli("flash", "--profile", "unknown", check=ExitCode.PROFILE)
     assert "unknown.yaml:3: key 'verfy'" in proc.stderr and "verify" in proc.stderr
 
+    write_profile(profiles, "badtarget", f"# board\ntarget: nrf5284\nfirmware: {app_hex}\n")
+    proc = cli("flash", "--profile", "badtarget", check=ExitCode.PROFILE)
+    assert "badtarget.yaml:2: key 'target': unknown target type" in proc.stderr
+    assert "nrf52840" in proc.stderr  # the close match
+
     write_profile(profiles, "badsum", f"target: nrf52840\nprobe: sim:nrf52840\nfirmware: {app_hex}\n"
                                       f"sha256: {'0' * 64}\n")
     proc = cli("flash", "--profile", "badsum", check=ExitCode.CHECKSUM)
     assert digest in proc.stderr
+    # Another firmware on the command line is not held to the profile's pinned digest.
+    other = tmp_path / "other.bin"
+    other.write_bytes(b"\x00" * 64)
+    res = cli.json("flash", "--profile", "badsum", other, "--base-address", "0")
+    assert res["ok"] and res["firmware"] == str(other)
 
 
 def test_no_probe(cli, app_hex):
@@ -131,7 +141,7 @@ def test_stuck_busy_controller_times_out(cli, app_hex):
     cli("sim", "create", "nrf52840", "-t", "nrf52840", check=0)
     cli("sim", "fault", "nrf52840", "--stuck-busy", check=0)
     proc = cli("flash", app_hex, *NRF, "-O", "flash.timeout.erase_sector=0.5",
-               "-O", "flash.timeout.program_page=0.5", "-O", "flash.timeout.erase_all=0.5",
+               "-O", "flash.timeout.program=0.5", "-O", "flash.timeout.erase_all=0.5",
                "-O", "flash.timeout.init=0.5", "--json", check=ExitCode.FLASH)
     res = json.loads(proc.stdout)
     assert res["phase"] == "erase" and "timed out" in res["error"]["message"]

@@ -61,9 +61,13 @@ def test_bin_and_elf(cli, tmp_path, firmware_dir):
 
 def test_verify_command(cli, firmware_dir, tmp_path):
     fw = firmware_dir / "nrf52840" / "firmware.hex"
+    from piflash.sim.store import SimStore
+
     cli("flash", fw, "-t", "nrf52840", "-u", "sim:nrf52840", check=0)
+    before = SimStore().get("nrf52840").stats
     res = cli.json("verify", fw, "-t", "nrf52840", "-u", "sim:nrf52840")
-    assert res["ok"] and res["program"]["programmed_bytes"] == 0
+    assert res["ok"] and res["verify"]["verified_bytes"] == res["image_bytes"]
+    assert SimStore().get("nrf52840").stats == before  # no erase, no program: verify only reads
     other = tmp_path / "other.bin"
     other.write_bytes(b"\x5a" * 4096)  # the firmware starts with the stack pointer, no 0x5a byte
     proc = cli("verify", other, "-a", "0", "-t", "nrf52840", "-u", "sim:nrf52840", check=12)
