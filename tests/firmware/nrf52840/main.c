@@ -17,18 +17,7 @@
 #define LED_PIN      13u
 #define IRQ_COUNT    48
 
-__attribute__((section(".isr_vector"), used))
-const vector_t vectors[16 + IRQ_COUNT] = {
-    [0] = (vector_t)&_estack,
-    [1] = Reset_Handler,
-    [2] = NMI_Handler,
-    [3] = HardFault_Handler,
-    [4 ... 6] = Default_Handler,    /* MemManage, BusFault, UsageFault */
-    [11] = Default_Handler,         /* SVCall */
-    [12] = Default_Handler,         /* DebugMonitor */
-    [14 ... 15] = Default_Handler,  /* PendSV, SysTick */
-    [16 ... 16 + IRQ_COUNT - 1] = Default_Handler,
-};
+CORTEX_M_VECTORS(IRQ_COUNT);
 
 __attribute__((section(".firmware_id"), used))
 const char firmware_id[] = "piflash test firmware: nrf52840";
