@@ -18,6 +18,7 @@ import click
 
 from piflash import __version__
 from piflash.errors import EXIT_CODE_HELP, ExitCode, PiflashError
+from piflash.program import ERASE_MODES
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -115,6 +116,18 @@ def probe_options(func):
     return func
 
 
+def firmware_options(func):
+    """The FIRMWARE argument and --base-address, shared by flash and verify."""
+    func = click.option("--base-address", "-a", callback=_int_auto, metavar="ADDR",
+                        help="Load address of a .bin file, e.g. 0x08000000.")(func)
+    return click.argument("firmware", required=False, type=click.Path(dir_okay=False))(func)
+
+
+reset_option = click.option("--reset/--no-reset", default=None,
+                            help="Reset the target afterwards; --no-reset leaves it halted "
+                                 "[default: reset, or the profile's].")
+
+
 def output_options(func):
     func = click.option("--json", "json_mode", is_flag=True,
                         help="Print one JSON result object on stdout.")(func)
@@ -203,16 +216,13 @@ def cli(verbose: int) -> None:
 
 
 @cli.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
-@click.argument("firmware", required=False, type=click.Path(dir_okay=False))
+@firmware_options
 @probe_options
-@click.option("--base-address", "-a", callback=_int_auto, metavar="ADDR",
-              help="Load address of a .bin file, e.g. 0x08000000.")
-@click.option("--erase", "-e", type=click.Choice(["auto", "sector", "chip"]), default=None,
+@click.option("--erase", "-e", type=click.Choice(ERASE_MODES), default=None,
               help="Erase mode [default: auto, the faster of the two].")
 @click.option("--verify/--no-verify", default=None,
               help="Read back and compare every programmed byte [default: on, or the profile's].")
-@click.option("--reset/--no-reset", default=None,
-              help="Reset the target afterwards; --no-reset leaves it halted [default: reset].")
+@reset_option
 @output_options
 @handles_errors
 def flash(firmware, probe, target, frequency, profile, pyocd_options, base_address, erase, verify,
@@ -235,12 +245,9 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
 
 
 @cli.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
-@click.argument("firmware", required=False, type=click.Path(dir_okay=False))
+@firmware_options
 @probe_options
-@click.option("--base-address", "-a", callback=_int_auto, metavar="ADDR",
-              help="Load address of a .bin file.")
-@click.option("--reset/--no-reset", default=None,
-              help="Reset the target afterwards; --no-reset leaves it halted [default: reset].")
+@reset_option
 @output_options
 @handles_errors
 def verify(firmware, probe, target, frequency, profile, pyocd_options, base_address, reset, quiet,
