@@ -204,7 +204,7 @@ def check_rules(ctx: Context) -> List[Check]:
     packaged = probetable.packaged_rules_path().read_text()
     installed = [Path(ctx.sysroot, d, probetable.RULES_NAME) for d in RULES_DIRS]
     in_effect = next((p for p in installed if p.exists()), None)
-    fix = permissions.setup_command()
+    fix = permissions.setup_command(None if os.geteuid() == 0 else _user())
     if in_effect is None:
         out = [Check("udev rules", WARN, f"{probetable.RULES_NAME} not installed: probes can be opened "
                      "by root only (or by the desktop user if another rule tags them)", fix)]
@@ -258,7 +258,7 @@ def check_probes(ctx: Context) -> List[Check]:
     found = usbscan.scan(ctx.sysfs_root, ctx.dev_root, ctx.sysroot)
     if not found:
         return [Check("USB probes", OK, "no USB debug probe attached")]
-    return [Check(f"probe {p.name}", OK if p.accessible else FAIL,
+    return [Check(f"probe {p.vid_pid}", OK if p.accessible else FAIL,
                   f"{p.label}: " + (f"{p.node} can be opened" if p.accessible else p.reason), p.fix)
             for p in found]
 
@@ -318,7 +318,8 @@ def verdict(results: Sequence[Check]) -> Tuple[bool, str]:
     fails = [c.name for c in results if c.status == FAIL]
     warns = [c.name for c in results if c.status == WARN]
     if fails:
-        return False, f"{len(fails)} problem{'s' if len(fails) > 1 else ''} block flashing: {', '.join(fails)}"
+        many = len(fails) > 1
+        return False, f"{len(fails)} problem{'s block' if many else ' blocks'} flashing: {', '.join(fails)}"
     if warns:
         return True, f"ready to flash, with {len(warns)} warning{'s' if len(warns) > 1 else ''}: {', '.join(warns)}"
     return True, "ready to flash"

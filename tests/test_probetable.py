@@ -174,3 +174,14 @@ def test_udevadm_verify():
     proc = subprocess.run([exe, "verify", "--resolve-names=never", str(PACKAGED)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_setup_modules_need_only_the_standard_library():
+    """scripts/setup-probe-permissions.sh runs these with the system python3, piflash not installed."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
+            "import piflash.permissions, piflash.usbscan, piflash.probetable, piflash.doctor; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'click', 'rich', 'yaml', 'pyocd', 'usb', 'libusb_package'}))")
+    proc = subprocess.run([sys.executable, "-I", "-c", code, str(REPO)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
