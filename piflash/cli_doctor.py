@@ -51,11 +51,14 @@ def _print_table(results, ok: bool, text: str) -> None:
     with console.capture() as captured:  # rich pads table rows to the full width: trim them
         console.print(table)
     click.echo("\n".join(line.rstrip() for line in captured.get().splitlines()))
-    fixes = [c for c in results if c.fix and c.status != "ok"]
+    fixes: dict = {}  # one line per distinct fix, naming the rows it fixes
+    for c in results:
+        if c.fix and c.status != "ok":
+            fixes.setdefault(c.fix, []).append(c.name)
     if fixes:
         console.print()
-    for c in fixes:
-        console.print(Text(f"fix {c.name}: ", style="bold") + Text(c.fix), soft_wrap=True)
+    for fix, names in fixes.items():
+        console.print(Text(f"fix {', '.join(names)}: ", style="bold") + Text(fix), soft_wrap=True)
     console.print()
     console.print(Text(("OK: " if ok else "NOT READY: ") + text, style="green" if ok else "bold red"),
                   soft_wrap=True)

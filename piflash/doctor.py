@@ -204,13 +204,14 @@ def check_rules(ctx: Context) -> List[Check]:
     packaged = probetable.packaged_rules_path().read_text()
     installed = [Path(ctx.sysroot, d, probetable.RULES_NAME) for d in RULES_DIRS]
     in_effect = next((p for p in installed if p.exists()), None)
-    fix = permissions.setup_command(None if os.geteuid() == 0 else _user())
     if in_effect is None:
         out = [Check("udev rules", WARN, f"{probetable.RULES_NAME} not installed: probes can be opened "
-                     "by root only (or by the desktop user if another rule tags them)", fix)]
+                     "by root only (or by the desktop user if another rule tags them)",
+                     permissions.fix_text(None if os.geteuid() == 0 else _user()))]
     elif in_effect.read_text() != packaged:
         out = [Check("udev rules", WARN, f"{in_effect} differs from this piflash's copy "
-                     f"({probetable.packaged_rules_path()}): an older or edited version", fix)]
+                     f"({probetable.packaged_rules_path()}): an older or edited version",
+                     permissions.setup_command())]
     else:
         out = [Check("udev rules", OK, f"{in_effect} is current")]
     vids = {f"{vid:04x}" for vid, _ in probetable.all_ids()}
@@ -238,8 +239,7 @@ def check_group(ctx: Context) -> Check:
         return Check(f"{group} group", OK, "running as root: no group needed")
     groups = permissions.read_groups(ctx.sysroot)
     if group not in groups:
-        return Check(f"{group} group", WARN, f"group {group} does not exist",
-                     permissions.setup_command(user))
+        return Check(f"{group} group", WARN, f"group {group} does not exist", permissions.fix_text(user))
     gid, members = groups[group]
     in_session = gid in set(os.getgroups()) | {os.getegid()}
     listed = user in members
@@ -248,7 +248,7 @@ def check_group(ctx: Context) -> Check:
     if listed:
         return Check(f"{group} group", WARN, f"{user} is in {group} in /etc/group, but this session "
                      "started before that", f"log out and back in (or run: newgrp {group})")
-    return Check(f"{group} group", WARN, f"{user} is not in {group}", permissions.setup_command(user))
+    return Check(f"{group} group", WARN, f"{user} is not in {group}", permissions.fix_text(user))
 
 
 def check_probes(ctx: Context) -> List[Check]:

@@ -70,6 +70,13 @@ def setup_command(user: Optional[str] = None) -> str:
     return f"sudo {base} setup permissions" + (f" --user {shlex.quote(user)}" if user else "")
 
 
+def fix_text(user: Optional[str]) -> str:
+    """The fix for a user who cannot open probes: :func:`setup_command`, then a new login (str)."""
+    if not user or user == "root":
+        return setup_command()
+    return f"{setup_command(user)}, then log out and back in"
+
+
 def read_groups(root: str) -> Dict[str, Tuple[int, List[str]]]:
     """Every group in ``<root>/etc/group``: ``{name: (gid, members)}`` (empty when unreadable)."""
     path = Path(root, "etc/group")
@@ -123,13 +130,23 @@ def _inside(root: str, rel: str) -> Path:
     return path
 
 
-def _run(cmd: List[str], dry_run: bool, echo: Echo, what: str) -> None:
-    echo(("would " if dry_run else "") + what + f"  [{' '.join(shlex.quote(c) for c in cmd)}]")
-    if dry_run:
-        return
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SetupError(f"{cmd[0]} failed (exit {proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
+def _say(echo: Echo, dry_run: bool, would: str, did: str, cmd: Optional[List[str]] = None) -> None:
+    """Print one change: ``would ...`` in a dry run, else what was done; with the command run."""
+    shown = f"  [{' '.join(shlex.quote(c) for c in cmd)}]" if cmd else ""
+    echo((f"would {would}" if dry_run else did) + shown)
+
+
+def _run(cmd: List[str], dry_run: bool, echo: Echo, would: str, did: str) -> None:
+    """Run ``cmd`` (an argument list, no shell) unless ``dry_run``, then say what it did.
+
+    :raises SetupError: the command failed (its stderr is in the message).
+    """
+    if not dry_run:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SetupError(f"{cmd[0]} failed (exit {proc.returncode}): "
+                             f"{proc.stderr.strip() or proc.stdout.strip()}")
+    _say(echo, dry_run, would, did, cmd)
 
 
 def _root_opt(root: str) -> List[str]:
@@ -183,9 +200,10 @@ def reload_udev(root: str, dry_run: bool, echo: Echo) -> bool:
         echo("udev reload skipped: udev is not running here (a container?); "
              "the rules apply when udev next starts")
         return False
-    _run([udevadm, "control", "--reload"], dry_run, echo, "reload udev rules")
+    _run([udevadm, "control", "--reload"], dry_run, echo, "reload udev rules", "reloaded udev rules")
     _run([udevadm, "trigger", "--action=change", "--subsystem-match=usb", "--subsystem-match=hidraw",
-          "--subsystem-match=tty"], dry_run, echo, "re-apply rules to attached USB devices")
+          "--subsystem-match=tty"], dry_run, echo, "re-apply the rules to attached USB devices",
+         "re-applied the rules to attached USB devices")
     return True
 
 
@@ -216,7 +234,8 @@ def setup_permissions(root: str = "/", user: Optional[str] = None, dry_run: bool
     opt = _root_opt(root)
 
     if read_group(root, GROUP) is None:
-        _run(["groupadd", "--system", *opt, GROUP], dry_run, echo, f"create group {GROUP}")
+        _run(["groupadd", "--system", *opt, GROUP], dry_run, echo, f"create group {GROUP}",
+             f"created group {GROUP}")
         changes.append(f"created group {GROUP}")
         state["group_created"] = True
     else:
@@ -229,7 +248,8 @@ def setup_permissions(root: str = "/", user: Optional[str] = None, dry_run: bool
     elif is_member(root, user, GROUP):
         echo(f"user {user} is already in {GROUP}")
     else:
-        _run(["gpasswd", "--add", user, *opt, GROUP], dry_run, echo, f"add user {user} to {GROUP}")
+        _run(["gpasswd", "--add", user, *opt, GROUP], dry_run, echo, f"add user {user} to {GROUP}",
+             f"added user {user} to {GROUP}")
         changes.append(f"added {user} to {GROUP}")
         state["users_added"] = sorted(set(state.get("users_added", [])) | {user})
 
@@ -240,7 +260,6 @@ def setup_permissions(root: str = "/", user: Optional[str] = None, dry_run: bool
         echo(f"rules {target} are current")
     else:
         verb = "install" if previous is None else "update"
-        echo(("would " if dry_run else "") + f"{verb} rules {target}")
         changes.append(f"{verb}d rules {target}")
         if not dry_run:
             new_dirs = _missing_dirs(root, RULES_DIR)
@@ -252,6 +271,7 @@ def setup_permissions(root: str = "/", user: Optional[str] = None, dry_run: bool
             if "rules" not in state:  # keep what the first run found
                 state["rules"] = {"path": f"/{RULES_DIR}/{RULES_NAME}", "created": previous is None,
                                   "previous": previous}
+        _say(echo, dry_run, f"{verb} rules {target}", f"{verb}d rules {target}")
 
     if changes and not dry_run:
         new_dirs += [d for d in _missing_dirs(root, str(Path(STATE_FILE).parent))
@@ -286,7 +306,8 @@ def uninstall_permissions(root: str = "/", dry_run: bool = False, echo: Echo = p
     opt = _root_opt(root)
     for user in state.get("users_added", []):
         if user in (read_group(root, GROUP) or (0, []))[1]:
-            _run(["gpasswd", "--delete", user, *opt, GROUP], dry_run, echo, f"remove user {user} from {GROUP}")
+            _run(["gpasswd", "--delete", user, *opt, GROUP], dry_run, echo,
+                 f"remove user {user} from {GROUP}", f"removed user {user} from {GROUP}")
             changes.append(f"removed {user} from {GROUP}")
     if state.get("group_created"):
         entry = read_group(root, GROUP)
@@ -296,20 +317,21 @@ def uninstall_permissions(root: str = "/", dry_run: bool = False, echo: Echo = p
         elif left:
             echo(f"group {GROUP} kept: {', '.join(left)} joined it after the setup")
         else:
-            _run(["groupdel", *opt, GROUP], dry_run, echo, f"delete group {GROUP}")
+            _run(["groupdel", *opt, GROUP], dry_run, echo, f"delete group {GROUP}",
+                 f"deleted group {GROUP}")
             changes.append(f"deleted group {GROUP}")
     record = state.get("rules")
     if record:
         target = _inside(root, record["path"].lstrip("/"))
         if record.get("previous") is not None:
-            echo(("would " if dry_run else "") + f"restore the previous rules {target}")
             if not dry_run:
                 target.write_text(record["previous"])
+            _say(echo, dry_run, f"restore the previous rules {target}", f"restored the previous rules {target}")
             changes.append(f"restored rules {target}")
         elif record.get("created") and target.exists():
-            echo(("would " if dry_run else "") + f"remove rules {target}")
             if not dry_run:
                 target.unlink()
+            _say(echo, dry_run, f"remove rules {target}", f"removed rules {target}")
             changes.append(f"removed rules {target}")
     if not dry_run:
         _inside(root, STATE_FILE).unlink()
@@ -339,6 +361,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             uninstall_permissions(args.root, args.dry_run)
         else:
             setup_permissions(args.root, args.user, args.dry_run)
+    except NeedsRootError as exc:
+        script = os.environ.get("PIFLASH_SETUP_SCRIPT", "python3 -m piflash.permissions")
+        again = " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+        print(f"error: {exc.message}", file=sys.stderr)
+        print(f"hint: run it with sudo: sudo {script} {again}".rstrip(), file=sys.stderr)
+        return int(exc.exit_code)
     except PiflashError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         if exc.hint:

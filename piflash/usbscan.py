@@ -128,14 +128,14 @@ def explain_access(node: Path, sysroot: str = "/") -> Tuple[Optional[str], Optio
             return (f"{where}; {user} was added to {gname} in /etc/group, but this session "
                     "started before that", f"log out and back in (or run: newgrp {gname}), then try again")
         return (f"{where} and {user} is not in group {gname}",
-                f"{permissions.setup_command(user)}, then log out and back in")
+                permissions.fix_text(user))
     rules = Path(sysroot, permissions.RULES_DIR, probetable.RULES_NAME)
     if rules.exists():
         return (f"{where}: piflash's rules are installed ({rules}) but were not applied to this "
                 "probe", "unplug and replug the probe, or: sudo udevadm control --reload && "
                      "sudo udevadm trigger --subsystem-match=usb")
     return (f"{where}: no udev rule gives the {probetable.GROUP} group access",
-            f"{permissions.setup_command(user)}, then log out and back in")
+            permissions.fix_text(user))
 
 
 def scan(sysfs_root: str = "/sys", dev_root: str = "/dev", sysroot: str = "/") -> List[UsbProbe]:

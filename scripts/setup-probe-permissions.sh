@@ -10,4 +10,5 @@
 # works on another root file system (image builders). See docs/permissions.md.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export PIFLASH_SETUP_SCRIPT=$0  # named in the "needs root" hint
 PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" exec python3 -m piflash.permissions "$@"

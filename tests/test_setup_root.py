@@ -112,7 +112,7 @@ def test_setup_is_idempotent_and_uninstall_restores(root):
 
     undo = cli("--root", root, "--uninstall")
     assert undo.returncode == 0, undo.stderr
-    assert "remove user alice from plugdev" in undo.stdout and "delete group plugdev" in undo.stdout
+    assert "removed user alice from plugdev" in undo.stdout and "deleted group plugdev" in undo.stdout
     assert snapshot(root) == original
 
     again = script("--root", root, "--uninstall")
@@ -132,13 +132,13 @@ def test_existing_group_and_older_rules_are_kept(root):
 
     proc = script("--root", root, "--user", "bob")
     assert proc.returncode == 0, proc.stderr
-    assert "group plugdev exists" in proc.stdout and "update rules" in proc.stdout
+    assert "group plugdev exists" in proc.stdout and "updated rules" in proc.stdout
     assert group_line(root) == "plugdev:x:46:alice,bob"
     assert (root / RULES).read_text() == probetable.packaged_rules_path().read_text()
 
     undo = script("--root", root, "--uninstall")
     assert undo.returncode == 0, undo.stderr
-    assert "delete group" not in undo.stdout  # it was not ours
+    assert "deleted group" not in undo.stdout  # it was not ours
     assert snapshot(root) == original
 
 
@@ -151,5 +151,7 @@ def test_unknown_user_and_not_root(root):
                                 "--root", str(root), "--user", "alice"],
                                capture_output=True, text=True, env={"PATH": SYSTEM_PATH})
     assert as_nobody.returncode == ExitCode.PERMISSION, as_nobody.stderr
-    assert "needs root" in as_nobody.stderr and "hint: run it with sudo" in as_nobody.stderr
+    assert "needs root" in as_nobody.stderr
+    assert f"hint: run it with sudo: sudo {REPO / 'scripts/setup-probe-permissions.sh'} --root {root} --user alice" \
+        in as_nobody.stderr
     assert snapshot(root) == before
