@@ -127,8 +127,11 @@ def explain_access(node: Path, sysroot: str = "/") -> Tuple[Optional[str], Optio
         if listed:
             return (f"{where}; {user} was added to {gname} in /etc/group, but this session "
                     "started before that", f"log out and back in (or run: newgrp {gname}), then try again")
-        return (f"{where} and {user} is not in group {gname}",
-                permissions.fix_text(user))
+        if gname != probetable.GROUP:  # another rule file chose this group
+            return (f"{where} and {user} is not in group {gname} (a udev rule other than piflash's "
+                    "sets that group)", f"sudo gpasswd --add {user} {gname} and log in again, or "
+                                        "remove the rule that sets it")
+        return f"{where} and {user} is not in group {gname}", permissions.fix_text(user)
     rules = Path(sysroot, permissions.RULES_DIR, probetable.RULES_NAME)
     if rules.exists():
         return (f"{where}: piflash's rules are installed ({rules}) but were not applied to this "

@@ -93,6 +93,15 @@ def test_not_in_plugdev(bench):
     assert "setup permissions --user nobody" in st["fix"] and "log out" in st["fix"]
 
 
+def test_another_rule_chose_another_group(bench):
+    bench.add_device("1-4", 0x2e8a, 0x000c, 1, 5, product="Debugprobe on Pico (CMSIS-DAP)", group=20,
+                     mode=0o660)  # e.g. a serial-port rule that sets dialout
+    rows = json.loads(bench.piflash("probes", "--json", groups=[plugdev_gid()]).stdout)
+    pico = next(r for r in rows if r["vid_pid"] == "2e8a:000c")
+    assert "root:dialout mode 0660 and nobody is not in group dialout (a udev rule other than" in pico["reason"]
+    assert pico["fix"].startswith("sudo gpasswd --add nobody dialout")
+
+
 def test_added_to_plugdev_but_not_logged_in_again(bench):
     bench.set_plugdev_members(["alice", "nobody"])
     rows = json.loads(bench.piflash("probes", "--json").stdout)

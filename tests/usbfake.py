@@ -52,6 +52,7 @@ class FakeSystem:
     def set_plugdev_members(self, members: Sequence[str]) -> None:
         (self.sysroot / "etc/group").write_text(
             "root:x:0:\n"
+            "dialout:x:20:\n"
             f"plugdev:x:{plugdev_gid()}:{','.join(members)}\n"
             f"nogroup:x:{NOBODY}:\n")
 
