@@ -90,6 +90,19 @@ def _user() -> str:
         return str(os.geteuid())
 
 
+#: Where scripts/install.sh puts a user's venv, relative to the user's home.
+USER_VENV = ".local/share/piflash/venv"
+
+
+def _user_venv(user: Optional[str]) -> Optional[Path]:
+    """``user``'s own piflash venv (scripts/install.sh's user location), if it exists."""
+    try:
+        path = Path(pwd.getpwnam(user).pw_dir, USER_VENV) if user else None
+    except KeyError:
+        return None
+    return path if path is not None and path.is_dir() else None
+
+
 def check_python(ctx: Context) -> List[Check]:
     """Which Python environment runs piflash, as whom, and whether ``pyocd``/``piflash`` on PATH
     belong to it (root's and a user's environments differ: the confusion of field notes 1)."""
@@ -101,6 +114,9 @@ def check_python(ctx: Context) -> List[Check]:
     if os.geteuid() == 0:
         sudo_user = os.environ.get("SUDO_USER")
         by = f" via sudo from {sudo_user}" if sudo_user else ""
+        theirs = _user_venv(sudo_user)
+        if theirs is not None and theirs.resolve() != Path(sys.prefix).resolve():
+            by += f"; {sudo_user}'s own piflash is another environment, {theirs}"
         out.append(Check("Python environment", WARN,
                          f"{detail}{by}: root's environment is not the user's, and flashing does "
                          "not need root once permissions are set up",

@@ -284,7 +284,9 @@ def setup_permissions(root: str = "/", user: Optional[str] = None, dry_run: bool
     if any(c.startswith("added ") for c in changes):
         echo(f"{user} must log out and back in (or reboot) for the new group to apply; "
              "then check with: piflash doctor")
-    elif not changes:
+    elif changes:
+        echo("check with: piflash doctor")
+    else:
         echo("nothing to change")
     return changes
 

@@ -115,3 +115,19 @@ def test_adding_a_check_is_one_function_and_a_crash_is_a_row(fake):
     ok, text = doctor.verdict(results)
     assert not ok and text == "1 problem blocks flashing: broken"
     assert doctor.verdict(results[:-1])[0] is True
+
+
+def test_root_is_told_the_sudo_users_environment_differs(fake, monkeypatch):
+    """The confusion of field notes 1: `sudo piflash` runs root's Python, not the user's."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("checks what root sees")
+    home = fake.base / "alice"
+    (home / doctor.USER_VENV).mkdir(parents=True)
+    monkeypatch.setenv("SUDO_USER", "alice")
+    monkeypatch.setattr(doctor.pwd, "getpwnam", lambda name: type("pw", (), {"pw_dir": str(home)})())
+    row = doctor.check_python(ctx_for(fake))[0]
+    assert row.status == "warn" and "running as root via sudo from alice" in row.detail
+    assert f"alice's own piflash is another environment, {home / doctor.USER_VENV}" in row.detail
+    assert row.fix.startswith("run piflash as alice")
