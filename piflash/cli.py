@@ -372,18 +372,30 @@ def info(probe, target, frequency, profile, pyocd_options, json_mode):
 @click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
 @handles_errors
 def probes(json_mode):
-    """List the debug probes pyOCD can see (simulated ones included)."""
+    """List the debug probes pyOCD can see (simulated ones included), and the USB probes
+    attached that cannot be opened, each with the reason and the fix."""
     from piflash.connect import list_probes
+    from piflash.usbscan import blocked_probes
 
     found = list_probes()
+    seen = {p.unique_id for p in found}
+    blocked = [b for b in blocked_probes() if not b.serial or b.serial not in seen]
     if json_mode:
-        click.echo(json.dumps([p.to_dict() for p in found], indent=2))
+        rows = [dict(p.to_dict(), accessible=True) for p in found]
+        rows += [{"unique_id": b.serial, "description": b.name, "target": None, "accessible": False,
+                  "vid_pid": b.vid_pid, "node": b.node, "reason": b.reason, "fix": b.fix}
+                 for b in blocked]
+        click.echo(json.dumps(rows, indent=2))
         return
-    if not found:
+    if not found and not blocked:
         click.echo("No debug probes found.")
         return
     for p in found:
         click.echo(f"{p.unique_id:<32} {p.description}" + (f"  [{p.target}]" if p.target else ""))
+    for b in blocked:
+        click.echo(f"{b.serial or b.vid_pid:<32} {b.name}  " + click.style("[cannot open]", fg="red"))
+        click.echo(f"{'':<4}reason: {b.reason}")
+        click.echo(f"{'':<4}fix:    {b.fix}")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -403,12 +415,16 @@ def targets(pattern, json_mode):
 
 
 def _register_subgroups() -> None:
+    from piflash.cli_doctor import doctor
     from piflash.cli_history import history
     from piflash.cli_profile import profile
+    from piflash.cli_setup import setup
     from piflash.cli_sim import sim
 
+    cli.add_command(doctor)
     cli.add_command(history)
     cli.add_command(profile)
+    cli.add_command(setup)
     cli.add_command(sim)
 
 

@@ -34,6 +34,7 @@ class ExitCode(enum.IntEnum):
     VERIFY = 12           #: read-back verify found bytes that differ
     PROBE_LOST = 13       #: the probe disconnected during the operation
     MEMORY = 14           #: not enough free memory for the operation
+    DOCTOR = 15           #: ``piflash doctor`` found a problem that blocks flashing
     INTERRUPTED = 130     #: Ctrl-C or SIGTERM (128 + SIGINT)
 
 
@@ -54,6 +55,7 @@ EXIT_CODE_HELP = {
     ExitCode.VERIFY: "verify mismatch",
     ExitCode.PROBE_LOST: "probe disconnected during the operation",
     ExitCode.MEMORY: "not enough free memory",
+    ExitCode.DOCTOR: "doctor found a problem that blocks flashing",
     ExitCode.INTERRUPTED: "interrupted",
 }
 
