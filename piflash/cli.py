@@ -128,6 +128,27 @@ reset_option = click.option("--reset/--no-reset", default=None,
                                  "[default: reset, or the profile's].")
 
 
+def memory_guarded(operation: str):
+    """--force, and the memory guard (piflash/memguard.py) run before the command imports pyOCD.
+
+    Place it below ``handles_errors`` so a refusal exits with code 14. The guard reads
+    ``$PIFLASH_PROC_ROOT`` (default ``/``), ``$PIFLASH_MEMORY_GUARD`` and the profile's
+    ``memory_guard``; a tight verdict is printed as a warning on stderr.
+    """
+    def decorate(func):
+        @functools.wraps(func)
+        def wrapper(*args, force=False, **kwargs):
+            from piflash.memguard import check_job
+
+            check_job(operation, kwargs.get("firmware"), kwargs.get("profile"),
+                      kwargs.get("pyocd_options"), force=force,
+                      warn=lambda text: click.secho(text, fg="yellow", err=True))
+            return func(*args, **kwargs)
+        return click.option("--force", is_flag=True,
+                            help="Go on even when the memory guard says it will not fit.")(wrapper)
+    return decorate
+
+
 def output_options(func):
     func = click.option("--json", "json_mode", is_flag=True,
                         help="Print one JSON result object on stdout.")(func)
@@ -225,6 +246,7 @@ def cli(verbose: int) -> None:
 @reset_option
 @output_options
 @handles_errors
+@memory_guarded("flash")
 def flash(firmware, probe, target, frequency, profile, pyocd_options, base_address, erase, verify,
           reset, quiet, json_mode):
     """Flash FIRMWARE (.hex, .elf, or .bin with --base-address), verify it and reset the target."""
@@ -250,6 +272,7 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
 @reset_option
 @output_options
 @handles_errors
+@memory_guarded("verify")
 def verify(firmware, probe, target, frequency, profile, pyocd_options, base_address, reset, quiet,
            json_mode):
     """Compare the target's flash with FIRMWARE without writing anything."""
@@ -289,6 +312,7 @@ def _range(text: str):
               help="Erase the sectors covering RANGE: ADDR, START-END (end exclusive) or START+LENGTH. Repeatable.")
 @output_options
 @handles_errors
+@memory_guarded("erase")
 def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, quiet, json_mode):
     """Erase the chip, or the sectors covering the given ranges."""
     from piflash.flasher import erase_target
@@ -322,6 +346,7 @@ def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mo
 @probe_options
 @click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
 @handles_errors
+@memory_guarded("info")
 def info(probe, target, frequency, profile, pyocd_options, json_mode):
     """Connect and show the target: type, unique ID, probe, flash regions."""
     from piflash.info import target_info
