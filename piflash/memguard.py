@@ -39,6 +39,8 @@ from piflash.errors import ExitCode, MemoryGuardError, PiflashError
 
 MIB = 1024 * 1024
 
+#: Operations that load a firmware image (the others ignore one).
+IMAGE_OPERATIONS = ("flash", "verify", "station")
 #: Environment variable selecting the guard's mode.
 MODE_ENV = "PIFLASH_MEMORY_GUARD"
 #: Accepted modes: refuse (the default), warn (never refuse), off (do not check).
@@ -340,8 +342,9 @@ def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Opti
               warn: Optional[Callable[[str], None]] = None) -> Optional[MemoryVerdict]:
     """:func:`check_memory` for a job described as the CLI and the station describe it.
 
-    Works out the sizes without parsing anything heavy: the firmware file's size and format
-    (``firmware``, else the profile's ``firmware``), the pack from pyOCD session ``options``
+    Works out the sizes without parsing anything heavy: for the operations that load an image
+    (:data:`IMAGE_OPERATIONS`) the firmware file's size and format (``firmware``, else the
+    profile's ``firmware``), the pack from pyOCD session ``options``
     (``{"pack": path or [paths]}``), and the mode (``$PIFLASH_MEMORY_GUARD``, else the profile's
     ``memory_guard``). ``PIFLASH_MEMORY_GUARD=off`` returns at once, before any file is read.
 
@@ -353,13 +356,17 @@ def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Opti
     mode = guard_mode()
     if mode == "off":
         return None
-    if profile and not os.environ.get(MODE_ENV) or profile and not firmware:
+    loads_image = operation in IMAGE_OPERATIONS
+    if not loads_image:
+        firmware = None
+    if profile and (not os.environ.get(MODE_ENV) or (loads_image and not firmware)):
         from piflash import profiles
 
         prof = profiles.load_profile(profiles.find_profile(profile))
         if not os.environ.get(MODE_ENV):
             mode = guard_mode(prof.memory_guard)
-        firmware = firmware or prof.firmware
+        if loads_image:
+            firmware = firmware or prof.firmware
     image_bytes, image_format = 0, None
     if firmware:
         try:

@@ -282,6 +282,12 @@ def test_check_job_reads_sizes_and_profile(tmp_path, monkeypatch):
     assert check_job("flash", profile="board", root=root) is None
     monkeypatch.setenv("PIFLASH_MEMORY_GUARD", "refuse")  # the environment beats the profile
     assert check_job("flash", profile="board", root=root, warn=lambda s: None).image == v.image
+    assert check_job("erase", fw, profile="board", root=root).image == 0  # erase loads no image
+    pack = tmp_path / "x.pack"
+    with zipfile.ZipFile(pack, "w") as z:
+        z.writestr("x.pdsc", b"<package/>" * 100)
+    v = check_job("info", options={"pack": str(pack)}, root=root)
+    assert v.pack == memguard.PACK_FIXED + int(memguard.PACK_SLOPE * 1000)
 
 
 # --- through the CLI ---------------------------------------------------------------------------
