@@ -50,14 +50,14 @@ GUARD_MODES = ("refuse", "warn", "off")
 #: 16 KiB image (or none), plus about 10 % and rounded up to a whole MiB.
 #:
 #: Measured by ``benchmarks/memory_baseline.py`` on the development machine, x86-64 (2 cores,
-#: Linux 6.18, Python 3.11.7, pyOCD 0.46.0), 2026-11-21: info 57.2 MiB, erase 65.1, flash 65.3,
-#: verify 65.0 (docs/benchmarks.md). The simulated board was served by ``piflash sim serve`` in
+#: Linux 6.18, Python 3.11.7, pyOCD 0.46.0), 2026-11-21, highest of 4 runs: info 60.8 MiB, erase
+#: 65.1, flash 65.4, verify 65.2 (docs/benchmarks.md). The simulated board was served by ``piflash sim serve`` in
 #: another process, so its CPU emulator (about 14 MiB more in-process) is not counted: a real
 #: probe has none. x86-64 uses 8-byte pointers; on 32-bit armv7l Raspberry Pi OS CPython's
 #: objects are smaller, so these figures overstate a 32-bit Pi's need (conservative); on
 #: aarch64 they are about right. ``station`` (a long-running flash + verify) takes flash's.
 BASELINE = {
-    "info": 63 * MIB,
+    "info": 67 * MIB,
     "erase": 72 * MIB,
     "flash": 72 * MIB,
     "verify": 72 * MIB,
@@ -66,10 +66,11 @@ BASELINE = {
 
 #: Extra peak RSS per byte of firmware *file*, by format (bytes per byte): the largest of the
 #: flash and verify slopes of the same benchmark (images of 16 KiB to 1 MiB of data), rounded up
-#: with room to spare: measured bin 10.1, elf 9.4, hex 26.0 (a 1 MiB image as a 2.75 MiB .hex
+#: with room to spare: measured bin 10.0, elf 9.6, hex 26.1 (a 1 MiB image as a 2.75 MiB .hex
 #: peaked at 133.8 MiB). Intel HEX costs most: ``piflash.image`` parses it with intelhex, which
 #: keeps a dict entry per data byte and grows it by doubling, so the cost per byte rises with
-#: size; 32 covers the measured range. The .bin/.elf cost is mostly pyOCD's flash builder, which
+#: size (41 bytes per byte between the two largest images); 32 covers the measured range and,
+#: extrapolating that steepest step, a 2 MiB image. The .bin/.elf cost is mostly pyOCD's flash builder, which
 #: holds page data as lists of ints (a pointer per byte: 8 bytes on x86-64, 4 on armv7l). An
 #: unknown format takes the largest slope.
 IMAGE_SLOPE = {
@@ -81,11 +82,12 @@ IMAGE_SLOPE = {
 #: Extra peak RSS per byte of a CMSIS pack's ``.pdsc`` description (the XML pyOCD parses when
 #: ``-O pack=FILE`` is given; the rest of a pack, SVD files and headers, is not read to list
 #: its parts), from the same benchmark with synthetic packs of 10 to 4000 parts (5.9 KB to
-#: 2.2 MB of .pdsc): measured 11.9 bytes per byte, rounded up to 16.
-PACK_SLOPE = 16.0
+#: 2.2 MB of .pdsc): fitted 14.7 bytes per byte, 18 between the two largest packs; rounded up
+#: to 20.
+PACK_SLOPE = 20.0
 #: Fixed extra peak RSS in bytes when any pack is given: pyOCD's pack support (ElementTree,
-#: the pack target builder) loads only then. Measured 6.8 MiB (``info`` with a 10-part pack vs
-#: none), rounded up.
+#: the pack target builder) loads only then. Measured 4.3 to 6.8 MiB (``info`` with a 10-part
+#: pack vs none), rounded up.
 PACK_FIXED = 8 * MIB
 
 #: Safety margin in bytes kept free on top of the need. ``MemAvailable`` is the kernel's
