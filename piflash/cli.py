@@ -17,6 +17,7 @@ from typing import Optional
 import click
 
 from piflash import __version__
+from piflash.cli_guard import memory_guarded
 from piflash.errors import EXIT_CODE_HELP, ExitCode, PiflashError
 from piflash.program import ERASE_MODES
 
@@ -126,27 +127,6 @@ def firmware_options(func):
 reset_option = click.option("--reset/--no-reset", default=None,
                             help="Reset the target afterwards; --no-reset leaves it halted "
                                  "[default: reset, or the profile's].")
-
-
-def memory_guarded(operation: str):
-    """--force, and the memory guard (piflash/memguard.py) run before the command imports pyOCD.
-
-    Place it below ``handles_errors`` so a refusal exits with code 14. The guard reads
-    ``$PIFLASH_PROC_ROOT`` (default ``/``), ``$PIFLASH_MEMORY_GUARD`` and the profile's
-    ``memory_guard``; a tight verdict is printed as a warning on stderr.
-    """
-    def decorate(func):
-        @functools.wraps(func)
-        def wrapper(*args, force=False, **kwargs):
-            from piflash.memguard import check_job
-
-            check_job(operation, kwargs.get("firmware"), kwargs.get("profile"),
-                      kwargs.get("pyocd_options"), force=force,
-                      warn=lambda text: click.secho(text, fg="yellow", err=True))
-            return func(*args, **kwargs)
-        return click.option("--force", is_flag=True,
-                            help="Go on even when the memory guard says it will not fit.")(wrapper)
-    return decorate
 
 
 def output_options(func):
