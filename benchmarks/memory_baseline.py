@@ -32,7 +32,6 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 import zipfile
 from pathlib import Path
 
