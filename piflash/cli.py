@@ -17,6 +17,7 @@ from typing import Optional
 import click
 
 from piflash import __version__
+from piflash.cli_guard import memory_guarded
 from piflash.errors import EXIT_CODE_HELP, ExitCode, PiflashError
 from piflash.program import ERASE_MODES
 
@@ -251,6 +252,7 @@ def cli(verbose: int) -> None:
 @reset_option
 @output_options
 @handles_errors
+@memory_guarded("flash")
 def flash(firmware, probe, target, frequency, profile, pyocd_options, base_address, erase, verify,
           reset, quiet, json_mode):
     """Flash FIRMWARE (.hex, .elf, or .bin with --base-address), verify it and reset the target."""
@@ -276,6 +278,7 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
 @reset_option
 @output_options
 @handles_errors
+@memory_guarded("verify")
 def verify(firmware, probe, target, frequency, profile, pyocd_options, base_address, reset, quiet,
            json_mode):
     """Compare the target's flash with FIRMWARE without writing anything."""
@@ -315,6 +318,7 @@ def _range(text: str):
               help="Erase the sectors covering RANGE: ADDR, START-END (end exclusive) or START+LENGTH. Repeatable.")
 @output_options
 @handles_errors
+@memory_guarded("erase")
 def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, quiet, json_mode):
     """Erase the chip, or the sectors covering the given ranges."""
     from piflash.flasher import erase_target
@@ -349,6 +353,7 @@ def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mo
 @probe_options
 @click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
 @handles_errors
+@memory_guarded("info")
 def info(probe, target, frequency, profile, pyocd_options, json_mode):
     """Connect and show the target: type, unique ID, probe, flash regions."""
     from piflash.info import target_info
