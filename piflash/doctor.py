@@ -302,9 +302,33 @@ def check_station(ctx: Context) -> Optional[Check]:
     return Check("station service", OK, f"{unit} installed, {state or 'state unknown'}")
 
 
+def check_memory(ctx: Context) -> Check:
+    """Memory and swap: would a flash of a 1 MiB .bin fit now (:func:`piflash.memguard.assess_memory`)?
+
+    ``refuse`` is a fail (the guard would stop a flash), ``tight`` a warning. The proc root is
+    ``$PIFLASH_PROC_ROOT`` (default ``/``), as for the guard itself.
+    """
+    from piflash.memguard import MIB, assess_memory
+
+    verdict = assess_memory("flash", image_bytes=MIB, image_format="bin")
+    facts = verdict.facts
+    mib = lambda n: f"{n / MIB:,.0f} MiB"  # noqa: E731
+    detail = (f"{facts.short_model if facts.model else 'this machine'}: RAM {mib(facts.mem_total)}, available {mib(verdict.available)}, "
+              f"swap {mib(facts.swap_free)} free of {mib(facts.swap_total)}; "
+              f"a 1 MiB flash needs about {mib(verdict.need)}")
+    swap_fix = "raise CONF_SWAPSIZE in /etc/dphys-swapfile, then: sudo systemctl restart dphys-swapfile"
+    if verdict.status == "refuse":
+        return Check("memory", FAIL, detail + ": the memory guard would refuse it",
+                     "close other programs, or " + swap_fix)
+    if verdict.status == "tight":
+        return Check("memory", WARN, detail + ": tight, it would swap", swap_fix)
+    return Check("memory", OK, detail)
+
+
 #: The checks :func:`run_checks` runs, in display order. Add a check by adding a function.
 CHECKS: List[CheckFunction] = [check_python, check_install, check_pyocd, check_optional,
-                               check_libusb, check_rules, check_group, check_probes, check_station]
+                               check_libusb, check_rules, check_group, check_probes, check_memory,
+                               check_station]
 
 
 def run_checks(ctx: Optional[Context] = None,

@@ -386,3 +386,25 @@ def test_profile_key(cli, starved, tmp_path, firmware_dir, monkeypatch):
     monkeypatch.delenv("PIFLASH_MEMORY_GUARD")
     assert "key 'memory_guard': must be one of refuse, warn, off" in \
         cli("flash", "--profile", "board", check=5).stderr
+
+
+# --- doctor's memory row ---------------------------------------------------------------------
+
+def _memory_row(cli, root, monkeypatch, check):
+    monkeypatch.setenv("PIFLASH_PROC_ROOT", str(root))
+    proc = cli("doctor", "--json", check=check)
+    rows = [r for r in json.loads(proc.stdout)["checks"] if r["name"] == "memory"]
+    assert len(rows) == 1
+    return rows[0]
+
+
+def test_doctor_memory_row(cli, pi4, tmp_path, monkeypatch):
+    row = _memory_row(cli, pi4, monkeypatch, None)
+    assert row["status"] == "ok" and row["detail"].startswith("Raspberry Pi 4 Model B: RAM 3,794 MiB")
+    starved = fake_root(tmp_path / "starved", meminfo(40 * MIB), "Raspberry Pi Zero 2 W Rev 1.0")
+    row = _memory_row(cli, starved, monkeypatch, ExitCode.DOCTOR)
+    assert row["status"] == "fail" and "would refuse" in row["detail"] and "CONF_SWAPSIZE" in row["fix"]
+    tight = fake_root(tmp_path / "tight", meminfo(60 * MIB, swap_free=200 * MIB),
+                      "Raspberry Pi Zero 2 W Rev 1.0")
+    row = _memory_row(cli, tight, monkeypatch, None)
+    assert row["status"] == "warn" and "it would swap" in row["detail"]
