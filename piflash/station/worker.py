@@ -48,6 +48,9 @@ REMOVAL_READS = 2
 class StationSink(ProgressSink):
     """Turns one board's phase progress into the probe's status ("flashing 42%") and heartbeats.
 
+    With a ``label`` other than "flashing" (the skip check: "checking firmware") the label is
+    shown alone.
+
     The percentage covers the whole job: erase 0-20 %, program 20-85 %, verify 85-98 %,
     reset 98-100 % (rough shares of the time each takes on an nRF52840 with a 64 KiB image).
     When the station is asked to abort (a second SIGTERM/SIGINT), the next progress update
@@ -71,8 +74,8 @@ class StationSink(ProgressSink):
         pct = lo + (hi - lo) * done // self._total if self._total else lo
         if pct != self._last:
             self._last = pct
-            self.worker.station.status.set(self.worker.uid, "flashing", f"{self.label} {pct}%",
-                                           self.target_uid, pct)
+            text = f"{self.label} {pct}%" if self.label == "flashing" else self.label
+            self.worker.station.status.set(self.worker.uid, "flashing", text, self.target_uid, pct)
 
     def phase_start(self, phase: str, total: int) -> None:
         self._total = total
@@ -204,7 +207,7 @@ class ProbeWorker(threading.Thread):
                     raise error
                 if cfg.on_same_firmware == "skip":
                     try:
-                        verify_session(session, image, result, StationSink(self, uid, "checking"),
+                        verify_session(session, image, result, StationSink(self, uid, "checking firmware"),
                                        reset=prof.reset, quick=True)
                         outcome = "skip"
                     except VerifyError:          # not there yet: flash it
