@@ -12,7 +12,8 @@ The loop of :class:`ProbeWorker`, for probe ``P`` and the station's current conf
    resets per the profile: the same code path as ``piflash flash``.
 3. **record** the result in the history and show PASS / SKIP / FAIL.
 4. **wait for removal**, the session kept open: every ``poll_interval`` read the DP's DPIDR and
-   the target unique ID; the board is gone when two reads in a row fail or the ID changes. A
+   the target unique ID; the board is gone when two reads in a row (10 ms apart) fail or the
+   ID changes. A
    board left on the fixture is therefore flashed once, not in a loop. If the probe itself is
    lost, removal cannot be seen: a board found later with the same target unique ID is taken
    for the same board and not flashed again (remove it while the probe is connected).
@@ -40,9 +41,11 @@ from piflash.result import OperationResult
 
 LOG = logging.getLogger(__name__)
 
-#: Consecutive failed presence reads before a board counts as removed (one failed read can be
-#: a glitch on a long SWD cable).
+#: Failed presence reads in a row before a board counts as removed (one failed read can be a
+#: glitch on a long SWD cable); the confirming reads follow the first after CONFIRM_DELAY seconds,
+#: not a whole poll interval later.
 REMOVAL_READS = 2
+CONFIRM_DELAY = 0.01
 
 
 class StationSink(ProgressSink):
@@ -259,7 +262,7 @@ class ProbeWorker(threading.Thread):
         """Poll until the board is removed (True) or the probe is lost or we stop (False)."""
         misses = 0
         while not self.stopping():
-            self._sleep(loaded.config.poll_interval)
+            self._sleep(CONFIRM_DELAY if misses else loaded.config.poll_interval)
             answer = self._answers(session, uid, loaded)
             if answer is None:
                 LOG.info("probe %s lost while board %s was on the fixture", self.uid, uid)
