@@ -207,3 +207,21 @@ def test_config_example_in_docs_loads(tmp_path, firmware, monkeypatch):
     cfg = load_config(tmp_path / "station.yaml")
     assert cfg.profile.name == "nrf52-app" and cfg.probes and cfg.on_same_firmware in ("skip", "reflash")
     assert set(cfg.gpio) == {"pass_led", "fail_led", "busy_led", "buzzer", "button"}
+
+
+def test_station_over_the_remote_probe_protocol(tmp_path, store, firmware, stations, sim_server):
+    """A board served by 'piflash sim serve' (as a host serves one to a station in a container):
+    boards swapped on the serving side are flashed through pyOCD's remote probe."""
+    history = tmp_path / "history.sqlite3"
+    first = store.create("remote-bay", "nrf52840")
+    server = sim_server("remote-bay", "nrf52840")
+    config = write_config(tmp_path, write_profile(tmp_path, firmware), [server.uid], history)
+    station = stations(config, tmp_path / "station.log")
+    wait_rows(history, 1, station)
+    second = store.swap("remote-bay")
+    got = wait_rows(history, 2, station)
+    assert [(r["probe_uid"], r["target_uid"], r["outcome"]) for r in got] == \
+        [(server.uid, first.target_uid.lower(), "pass"), (server.uid, second.target_uid.lower(), "pass")]
+    store.pull("remote-bay")
+    station.wait_output("waiting for board")
+    assert station.stop() == 0 and len(rows(history)) == 2

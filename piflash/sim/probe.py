@@ -243,6 +243,10 @@ class SimProbe(DebugProbe):
         with self._guard:
             if self._is_open:
                 return
+            # A closed probe is locked by nobody. pyOCD's DP code can leave its lock() held when a
+            # transfer fails (a board pulled mid-session); over the remote protocol that lock was
+            # taken by the server thread of a client now gone, and would block every later client.
+            self._lock = threading.RLock()
             self._resolve_pending()
             stack = ExitStack()
             try:

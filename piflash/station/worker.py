@@ -26,6 +26,7 @@ and the worker starts over after a pause, so one probe's fault never stops the o
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import threading
 import time
@@ -158,6 +159,10 @@ class ProbeWorker(threading.Thread):
                 self._serve(session, result, loaded, error)
             self._last_uid = uid
             self._unobserved = not self._wait_for_removal(session, uid, loaded)
+        # A closed session leaves reference cycles (pyOCD's target graph, exception tracebacks)
+        # holding little Python memory but much native memory (USB buffers; the simulator's
+        # emulator); CPython's collector counts objects, not bytes, and would reach them late.
+        gc.collect()
         if not self.stopping():
             self._set("waiting", "waiting for board")
 
