@@ -100,8 +100,8 @@ if ((uninstall)); then
         say "removed $link"
     fi
     ((system)) || rmdir "$(dirname "$venv")" 2>/dev/null || true
-    installed=()
-    for p in $(printf '%s\n' "${apt_all[@]}" | sort -u); do
+    installed=()   # the Python modules from Debian; libusb-1.0-0 and python3-venv are base packages
+    for p in $(printf '%s\n' "${apt_all[@]}" | grep '^python3-' | grep -vx python3-venv | sort -u); do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" && installed+=("$p")
     done
     if ((${#installed[@]})); then
@@ -121,7 +121,7 @@ python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
 need_mem=200 need_tmp=150 need_disk=200
 [[ $profile == full ]] && need_disk=260
 mib() { echo $(($1 / 1048576)); }
-read -r mem_avail swap_free < <(awk '/^MemAvailable:/ {m=$2} /^SwapFree:/ {s=$2} END {print m*1024, s*1024}' /proc/meminfo)
+read -r mem_avail swap_free < <(awk '/^MemAvailable:/ {m=$2} /^SwapFree:/ {s=$2} END {printf "%d %d\n", m*1024, s*1024}' /proc/meminfo)
 avail=$((mem_avail + swap_free))
 # A memory cgroup limit (systemd slice, container, the ARM test's cap) counts too.
 cg_limit="" cg_usage=""
@@ -175,11 +175,15 @@ if ((${#missing[@]})); then
             "install them, then run this script again:" \
             "sudo apt-get update && sudo apt-get install -y --no-install-recommends ${missing[*]}"
     fi
-    say "apt-get install ${missing[*]}"
-    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq ||
-        die 1 "apt-get update failed"
-    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" ||
-        die 1 "apt-get install ${missing[*]} failed"
+    say "${as_root[*]:+${as_root[*]} }apt-get install ${missing[*]}"
+    aptlog=$(mktemp)
+    if ! { "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+           "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+               apt-get install -y -qq --no-install-recommends "${missing[@]}"; } > "$aptlog" 2>&1; then
+        tail -n 20 "$aptlog" >&2
+        die 1 "apt-get install ${missing[*]} failed (output above)"
+    fi
+    rm -f "$aptlog"
 fi
 
 # The venv; reused when it is healthy (the upgrade path), rebuilt when its Python is gone.
