@@ -56,6 +56,10 @@ if [[ -n $wheelhouse ]]; then
     [[ -d $wheelhouse ]] || die 2 "wheelhouse '$wheelhouse' is not a directory" \
         "build one on a Pi 4/5 of the same architecture: bash scripts/build-wheelhouse.sh DIR"
     wheelhouse=$(cd "$wheelhouse" && pwd)
+    built_for=$(sed -n 's/^machine=//p' "$wheelhouse/piflash-wheelhouse.txt" 2>/dev/null || true)
+    [[ -z $built_for || $built_for == "$(uname -m)" ]] ||
+        die 2 "the wheelhouse was built on $built_for, this machine is $(uname -m)" \
+            "build it where uname -m says $(uname -m) (armv7l: 32-bit Raspberry Pi OS, aarch64: 64-bit)"
 fi
 
 # Where: root's own ~/.local would be invisible to the user who runs piflash (field notes 1.3),
