@@ -78,10 +78,11 @@ fi
 marker=$venv/piflash-install.json link=$bindir/piflash
 
 # The Debian packages and pip requirements of this profile, from the one list.
-apt_pkgs=(python3-venv) pip_reqs=() apt_all=(python3-venv)
+apt_pkgs=(python3-venv) pip_reqs=() apt_all=(python3-venv) full_only=()
 while read -r name version source prof _; do
     [[ -z $name || $name == \#* ]] && continue
     [[ $source == debian:* ]] && apt_all+=("${source#debian:}")
+    [[ $source == pip && $prof == full ]] && full_only+=("$name")
     [[ $prof == all || $prof == "$profile" ]] || continue
     case $source in
         pip) pip_reqs+=("$name==$version") ;;
@@ -218,6 +219,19 @@ if ! "${pip[@]}" --no-deps --only-binary :all: "${src[@]}" -r "$work/requirement
         "(bash scripts/build-wheelhouse.sh --profile full DIR) and install with --wheelhouse DIR,"
         "or use the minimal profile")
     die 1 "pip install of the pinned packages failed" "${hints[@]}"
+fi
+
+# Going from full back to minimal: the venv must then hold what the marker says.
+if [[ $profile == minimal ]]; then
+    drop=()
+    while IFS== read -r name _; do
+        name=$(sed 's/[_.]/-/g' <<< "${name,,}")
+        [[ " ${full_only[*]} " == *" $name "* ]] && drop+=("$name")
+    done < <("$py" -m pip --disable-pip-version-check list --local --format=freeze 2>/dev/null)
+    if ((${#drop[@]})); then
+        say "minimal profile: removing ${drop[*]}"
+        "$py" -m pip --disable-pip-version-check uninstall -q -y "${drop[@]}" || die 1 "pip uninstall ${drop[*]} failed"
+    fi
 fi
 
 # piflash itself, from a copy of this checkout (the build leaves nothing in it), with the
