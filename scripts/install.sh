@@ -147,7 +147,7 @@ disk_free=$(($(df -Pk "$vparent" | awk 'NR==2 {print $4}') * 1024))
 problems=()
 if (($(mib "$avail") < need_mem)); then
     problems+=("only $(mib "$avail") MiB of memory is available (RAM $(mib "$mem_avail") MiB + swap $(mib "$swap_free") MiB); installing needs about $need_mem MiB"
-        "  stop what you can (e.g. a running station: sudo systemctl stop piflash), or add swap: set"
+        "  stop what you can (other services, a running station), or add swap: set"
         "  CONF_SWAPSIZE=512 in /etc/dphys-swapfile, then: sudo dphys-swapfile setup && sudo dphys-swapfile swapon")
 fi
 if (($(mib "$tmp_free") < need_tmp)); then
