@@ -126,7 +126,9 @@ python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
 need_mem=200 need_tmp=150 need_disk=200
 [[ $profile == full ]] && need_disk=260
 mib() { echo $(($1 / 1048576)); }
-read -r mem_avail swap_free < <(awk '/^MemAvailable:/ {m=$2} /^SwapFree:/ {s=$2} END {printf "%d %d\n", m*1024, s*1024}' /proc/meminfo)
+# (KiB from awk: mawk's printf %d stops at 2^31, so no bytes there)
+read -r mem_avail swap_free < <(awk '/^MemAvailable:/ {m=$2} /^SwapFree:/ {s=$2} END {print m, s}' /proc/meminfo)
+mem_avail=$((mem_avail * 1024)) swap_free=$((swap_free * 1024))
 avail=$((mem_avail + swap_free))
 # A memory cgroup limit (systemd slice, container, the ARM test's cap) counts too.
 cg_limit="" cg_usage=""
