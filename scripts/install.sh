@@ -19,7 +19,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 deps=$repo/scripts/install-deps.txt
-profile=minimal system=0 wheelhouse="" uninstall=0 force=0
+profile=minimal system=0 wheelhouse="" uninstall=0 force=0 args=("$@")
 
 say() { printf 'install: %s\n' "$*" >&2; }
 # die CODE MESSAGE [HINT LINE...]
@@ -67,10 +67,10 @@ fi
 uid=$(id -u)
 if ((system)); then
     ((uid == 0)) || die 3 "--system installs into /opt/piflash and needs root" \
-        "run: sudo bash scripts/install.sh --system $([[ $profile == full ]] && echo '--profile full')"
+        "run: sudo bash scripts/install.sh ${args[*]}"
     venv=/opt/piflash bindir=/usr/local/bin
 else
-    ((uid != 0)) || die 3 "run as root without --system, this would install into root's own home, which your user never sees" \
+    ((uid != 0)) || die 3 "as root without --system this would install into root's own home, which your user never sees" \
         "as your user: bash scripts/install.sh   (it asks sudo only for apt)" \
         "machine-wide (the station service): sudo bash scripts/install.sh --system"
     venv=$HOME/.local/share/piflash/venv bindir=$HOME/.local/bin
