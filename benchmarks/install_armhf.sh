@@ -92,6 +92,7 @@ capped "$work/b.json" "$timeout" chroot "$ROOT" su - pi -c \
     'python3 -m venv ~/plain && ~/plain/bin/pip install --log ~/plain-pip.log pyocd==0.46.0' \
     > "$work/b.log" 2>&1 || true
 cp "$ROOT/home/pi/plain-pip.log" "$work/b-pip.log" 2>/dev/null || : > "$work/b-pip.log"
+cp "$work/b-pip.log" "$repo/benchmarks/results/install_armhf-$stamp-plain-pip.log"
 chroot "$ROOT" su - pi -c '~/plain/bin/python -c "import capstone"' 2>/dev/null &&
     echo yes > "$work/b-capstone" || echo no > "$work/b-capstone"
 root_down
@@ -103,9 +104,12 @@ def route(key, label):
     r = json.load(open(f"{work}/{key}.json"))
     pip_log = open(f"{work}/{key}-pip.log", errors="replace").read()
     console = open(f"{work}/{key}.log", errors="replace").read()
-    built = sorted(set(re.findall(r"Building wheel for (\S+)", pip_log)))
-    failed = sorted(set(re.findall(r"Failed to build (.+)", console + pip_log)))
-    last = [l for l in console.strip().splitlines() if l.strip()][-1:] or [""]
+    started = sorted(set(re.findall(r"Building wheel for (\S+)", pip_log)))
+    built = sorted(set(re.findall(r"Created wheel for ([^:\s]+)", pip_log)))
+    failed = sorted(set(" ".join(re.findall(r"Failed to build (.+)", console)).split()))
+    lines = [l for l in console.splitlines() if l.strip() and not l.startswith("capped-run:")]
+    errors = [l.strip()[:200] for l in lines
+              if re.search(r"error:|Error|Killed|fatal|signal|No such file", l)][:12]
     if r["timed_out"]:
         outcome = f"stopped at the {timeout} s limit"
     elif r["oom_kills"]:
@@ -114,10 +118,11 @@ def route(key, label):
         outcome = "succeeded"
     else:
         outcome = f"failed (exit {r['rc']})"
-    return {"route": label, **r, "outcome": outcome, "wheels_built": built, "failed_to_build": failed,
-            "capstone_compiled": "capstone" in built,
+    return {"route": label, **r, "outcome": outcome, "builds_started": started,
+            "wheels_built": built, "failed_to_build": failed,
+            "capstone_build_started": "capstone" in started,
             "capstone_importable": open(f"{work}/{key}-capstone").read().strip() == "yes",
-            "last_output": last[0][-200:]}
+            "errors": errors, "last_output": (lines or [""])[-1][-200:]}
 rows = [route("a", "scripts/install.sh (minimal)"), route("b", "pip install pyocd, compiler present")]
 report = {"machine": f"{platform.machine()} host, {os.cpu_count()} CPUs, Linux {platform.release()}; "
                      "armhf root under qemu-user", "limit_mib": limit, "timeout_s": timeout, "routes": rows}
@@ -129,9 +134,11 @@ print(f"{'route':38} {'wall s':>7} {'cg peak':>8} {'cg anon':>8} {'max RSS':>8} 
 for r in rows:
     print(f"{r['route']:38} {r['wall_s']:7.1f} {r['cgroup_peak_mib']:8.1f} {r['cgroup_peak_rss_mib']:8.1f} "
           f"{r['max_rss_mib']:8.1f}  {r['outcome']}")
-    print(f"{'':38} built: {', '.join(r['wheels_built']) or 'nothing'}; "
-          f"failed: {', '.join(r['failed_to_build']) or 'nothing'}; capstone compiled: "
-          f"{'yes' if r['capstone_compiled'] else 'no'}")
+    print(f"{'':38} compiling started: {', '.join(r['builds_started']) or 'nothing'}; "
+          f"built: {', '.join(r['wheels_built']) or 'nothing'}; "
+          f"failed: {', '.join(r['failed_to_build']) or 'nothing'}")
+    for e in r["errors"][:6]:
+        print(f"{'':38} | {e}")
 print(f"\nscripts/install.sh's steps run one by one (same cap; max RSS includes qemu-user)")
 print(f"{'step':14} {'wall s':>7} {'cg peak':>8} {'cg anon':>8} {'max RSS':>8}")
 for n, r in report["phases"].items():
