@@ -37,6 +37,7 @@ stamp=$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$repo/benchmarks/results"
 work=$(mktemp -d /var/tmp/piflash-bench-install.XXXXXX)
 cleanup() {
+    set +e
     root_down
     if grep -qF " $work/" /proc/self/mounts; then echo "install_armhf: mounts left under $work" >&2
     elif ((keep)); then echo "install_armhf: kept $work" >&2

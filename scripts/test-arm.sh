@@ -45,6 +45,7 @@ mkdir -p "$repo/benchmarks/results"
 work=$(mktemp -d /var/tmp/piflash-test-arm.XXXXXX)
 server_pid=""
 cleanup() {
+    set +e   # clean up everything, whatever fails
     [[ -n $server_pid ]] && kill -TERM "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
     root_down
     if grep -qF " $work/" /proc/self/mounts; then
