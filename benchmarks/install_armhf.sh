@@ -109,8 +109,9 @@ def route(key, label):
     built = sorted(set(re.findall(r"Created wheel for ([^:\s]+)", pip_log)))
     failed = sorted(set(" ".join(re.findall(r"Failed to build (.+)", console)).split()))
     lines = [l for l in console.splitlines() if l.strip() and not l.startswith("capped-run:")]
-    errors = [l.strip()[:200] for l in lines
-              if re.search(r"error:|Error|Killed|fatal|signal|No such file", l)][:12]
+    # The causes, from pip's log: compiler errors, OOM kills, the final verdict.
+    errors = [l.split(None, 1)[-1].strip()[:200] for l in pip_log.splitlines()
+              if re.search(r"fatal error|Killed signal|MemoryError|Could not build wheels", l)][:12]
     if r["timed_out"]:
         outcome = f"stopped at the {timeout} s limit"
     elif r["oom_kills"]:
