@@ -39,14 +39,21 @@ if ((${#need[@]})); then
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-# A foreign architecture runs through binfmt_misc + qemu-user-static (field notes, section 6).
+# A foreign architecture runs through binfmt_misc + qemu-user-static (field notes, section 6),
+# registered with the C flag (credentials from the binary) so that setuid programs such as
+# sudo work inside the root, as they do on a Pi.
 if [[ $arch != "$(dpkg --print-architecture)" ]]; then
     case $arch in armhf) qemu=arm ;; arm64) qemu=aarch64 ;; *) qemu=$arch ;; esac
-    [[ -e /proc/sys/fs/binfmt_misc/register ]] ||
-        mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
-    if [[ ! -e /proc/sys/fs/binfmt_misc/qemu-$qemu ]]; then
+    binfmt=/proc/sys/fs/binfmt_misc
+    [[ -e $binfmt/register ]] || mount -t binfmt_misc binfmt_misc "$binfmt"
+    if [[ -e $binfmt/qemu-$qemu ]] && ! grep -q '^flags: .*C' "$binfmt/qemu-$qemu"; then
+        echo -1 > "$binfmt/qemu-$qemu"
+    fi
+    if [[ ! -e $binfmt/qemu-$qemu ]]; then
         line=$(grep -v '^#' "/usr/lib/binfmt.d/qemu-$qemu.conf" | head -n 1)
-        echo "$line" > /proc/sys/fs/binfmt_misc/register
+        flags=${line##*:}
+        [[ $flags == *C* ]] || line=${line%:*}:${flags}C
+        echo "$line" > "$binfmt/register"
     fi
 fi
 

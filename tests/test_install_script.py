@@ -1,0 +1,134 @@
+"""scripts/install.sh's refusals: usage errors, root without --system, the pre-flight memory
+check under a real cgroup cap, and --uninstall's care with directories it did not make.
+
+The full install runs in scripts/test-arm.sh (armhf and arm64 roots, network, minutes); these
+are the paths that stop before downloading anything, so they run here in milliseconds. Run as
+root (CI), the script is run as the unprivileged user nobody with a throw-away HOME.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+INSTALL = REPO / "scripts" / "install.sh"
+CAPPED = REPO / "scripts" / "capped-run.py"
+NOBODY = 65534
+ROOT = os.geteuid() == 0
+
+
+def as_user(cmd: list[str]) -> list[str]:
+    """cmd, run as nobody when we are root (install.sh refuses a root user install)."""
+    if not ROOT:
+        return cmd
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--", *cmd]
+
+
+@pytest.fixture
+def home():
+    """A HOME the user running install.sh owns, outside pytest's root-only tmp dirs."""
+    d = Path(tempfile.mkdtemp(prefix="piflash-install-test-", dir="/var/tmp"))
+    if ROOT:
+        os.chown(d, NOBODY, NOBODY)
+        probe = subprocess.run(as_user(["test", "-r", str(INSTALL)]))
+        if probe.returncode != 0:
+            shutil.rmtree(d)
+            pytest.skip("the checkout is not readable by user nobody")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def run(args, home: Path, limit_mib: int | None = None) -> subprocess.CompletedProcess:
+    cmd = as_user(["bash", str(INSTALL), *args])
+    if limit_mib is not None:
+        cmd = [sys.executable, str(CAPPED), "--limit-mib", str(limit_mib), "--", *cmd]
+    env = {"HOME": str(home), "PATH": os.environ["PATH"], "LANG": "C.UTF-8"}
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_help_is_the_header():
+    proc = subprocess.run(["bash", str(INSTALL), "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0
+    assert "--wheelhouse DIR" in proc.stdout and "Exit status" in proc.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--profile", "huge"], "unknown profile 'huge'"),
+    (["--bogus"], "unknown argument '--bogus'"),
+    (["--wheelhouse", "/nonexistent/wheels"], "is not a directory"),
+    (["--profile"], "--profile needs a value"),
+])
+def test_usage_errors_exit_2(home, args, message):
+    proc = run(args, home)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+
+
+@pytest.mark.skipif(not ROOT, reason="needs root")
+def test_root_without_system_is_refused_with_the_two_ways_out(tmp_path):
+    proc = subprocess.run(["bash", str(INSTALL)], capture_output=True, text=True,
+                          env={"HOME": str(tmp_path), "PATH": os.environ["PATH"]})
+    assert proc.returncode == 3, proc.stderr
+    assert "bash scripts/install.sh" in proc.stderr and "--system" in proc.stderr
+    assert not (tmp_path / ".local").exists()
+
+
+@pytest.mark.skipif(ROOT, reason="needs a non-root user")
+def test_system_install_needs_root(home):
+    proc = run(["--system"], home)
+    assert proc.returncode == 3
+    assert "sudo bash scripts/install.sh --system" in proc.stderr
+
+
+@pytest.mark.skipif(not (ROOT and Path("/sys/fs/cgroup/memory").is_dir()),
+                    reason="needs root and the cgroup v1 memory controller")
+def test_preflight_refuses_under_a_small_memory_cap(home):
+    """Under a 120 MiB cgroup cap (the kind a Zero 2W's free memory looks like), it stops
+    before apt or pip with the numbers and the swap advice, and creates nothing."""
+    proc = run([], home, limit_mib=120)
+    assert proc.returncode == 4, proc.stderr
+    assert "memory cgroup limit 120 MiB" in proc.stderr
+    assert "installing needs about 200 MiB" in proc.stderr
+    assert "CONF_SWAPSIZE" in proc.stderr and "/etc/dphys-swapfile" in proc.stderr
+    assert not (home / ".local").exists()
+
+
+def test_uninstall_leaves_a_directory_it_did_not_install(home):
+    venv = home / ".local" / "share" / "piflash" / "venv"
+    venv.mkdir(parents=True)
+    (venv / "precious.txt").write_text("not ours")
+    if ROOT:
+        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(home)], check=True)
+    proc = run(["--uninstall"], home)
+    assert proc.returncode == 1
+    assert "has no piflash-install.json" in proc.stderr
+    assert (venv / "precious.txt").exists()
+
+
+def test_uninstall_removes_venv_link_and_marker(home):
+    venv = home / ".local" / "share" / "piflash" / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "piflash").write_text("#!/bin/sh\n")
+    (venv / "piflash-install.json").write_text(json.dumps({
+        "profile": "minimal", "venv": str(venv), "system": False,
+        "installed_at": "2026-11-21T00:00:00+00:00", "wheelhouse": None}))
+    link = home / ".local" / "bin" / "piflash"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(venv / "bin" / "piflash")
+    other = home / ".local" / "bin" / "other-tool"
+    other.write_text("keep")
+    if ROOT:
+        subprocess.run(["chown", "-R", "-h", f"{NOBODY}:{NOBODY}", str(home)], check=True)
+    proc = run(["--uninstall"], home)
+    assert proc.returncode == 0, proc.stderr
+    assert not venv.exists() and not link.is_symlink()
+    assert not venv.parent.exists()  # ~/.local/share/piflash, empty now
+    assert other.exists()
