@@ -34,6 +34,7 @@ class ExitCode(enum.IntEnum):
     VERIFY = 12           #: read-back verify found bytes that differ
     PROBE_LOST = 13       #: the probe disconnected during the operation
     MEMORY = 14           #: not enough free memory for the operation
+    SERVICE = 15          #: installing or removing the systemd unit failed (not root, systemctl)
     INTERRUPTED = 130     #: Ctrl-C or SIGTERM (128 + SIGINT)
 
 
@@ -54,6 +55,7 @@ EXIT_CODE_HELP = {
     ExitCode.VERIFY: "verify mismatch",
     ExitCode.PROBE_LOST: "probe disconnected during the operation",
     ExitCode.MEMORY: "not enough free memory",
+    ExitCode.SERVICE: "installing or removing the station service failed",
     ExitCode.INTERRUPTED: "interrupted",
 }
 
@@ -206,3 +208,9 @@ class OperationInterrupted(PiflashError):
     """The operation was interrupted (Ctrl-C or SIGTERM)."""
 
     exit_code = ExitCode.INTERRUPTED
+
+
+class ServiceError(PiflashError):
+    """Installing or removing the station's systemd unit failed (not root, systemctl failed)."""
+
+    exit_code = ExitCode.SERVICE
