@@ -178,14 +178,40 @@ def _load(settings: Settings):
     return image
 
 
-def _run_with_progress(quiet: bool, json_mode: bool, call):
+def _run_with_progress(settings: Settings, quiet: bool, json_mode: bool, call):
     from piflash.cli_progress import RichProgress, make_progress
 
     display = make_progress(quiet, json_mode)
     if isinstance(display, RichProgress):
         with display:
-            return call(display)
-    return call(display)
+            return _recorded(settings, lambda: call(display))
+    return _recorded(settings, lambda: call(display))
+
+
+def _recorded(settings: Settings, call):
+    """Run one workflow call and record its result, passed or failed, in the history."""
+    try:
+        result = call()
+    except PiflashError as exc:
+        if getattr(exc, "result", None) is not None:
+            _record(exc.result, settings)
+        raise
+    _record(result, settings)
+    return result
+
+
+def _record(result, settings: Settings) -> None:
+    """Append ``result`` to the history; a history that cannot be written warns, never fails the job."""
+    from piflash.history import History, HistoryError, default_path
+
+    path = default_path()
+    if path is None:
+        return
+    try:
+        with History(path) as db:
+            db.record(result, profile=settings.get("profile"))
+    except HistoryError as exc:
+        click.secho(f"warning: not recorded in the history: {exc}", fg="yellow", err=True)
 
 
 def _report(result, json_mode: bool, quiet: bool, line: str) -> None:
@@ -234,7 +260,7 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
     s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
                 erase=erase, base_address=base_address, verify=verify, reset=reset)
     image = _load(s)
-    result = _run_with_progress(quiet, json_mode, lambda display: flash_firmware(
+    result = _run_with_progress(s, quiet, json_mode, lambda display: flash_firmware(
         image, probe=s["probe"], target=s["target"], frequency=s["frequency"], erase=s["erase"],
         verify=s["verify"], reset=s["reset"], progress=display, options=pyocd_options))
     p = result.program
@@ -259,7 +285,7 @@ def verify(firmware, probe, target, frequency, profile, pyocd_options, base_addr
     s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
                 base_address=base_address, reset=reset)
     image = _load(s)
-    result = _run_with_progress(quiet, json_mode, lambda display: verify_firmware(
+    result = _run_with_progress(s, quiet, json_mode, lambda display: verify_firmware(
         image, probe=s["probe"], target=s["target"], frequency=s["frequency"], progress=display,
         reset=s["reset"], options=pyocd_options))
     _report(result, json_mode, quiet, f"Verified: all {image.size:,} bytes match on {result.target}")
@@ -298,7 +324,7 @@ def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, quiet
         raise click.UsageError("--chip and --sector exclude each other")
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
     ranges = [_range(r) for r in sectors]
-    result = _run_with_progress(quiet, json_mode, lambda display: erase_target(
+    result = _run_with_progress(s, quiet, json_mode, lambda display: erase_target(
         s["probe"], s["target"], "sector" if ranges else "chip", ranges, s["frequency"], display,
         pyocd_options))
     _report(result, json_mode, quiet, f"Erased {result.program.erased_bytes:,} bytes on {result.target}")
@@ -314,7 +340,8 @@ def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mo
     from piflash.flasher import reset_board
 
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
-    result = reset_board(s["probe"], s["target"], halt, s["frequency"], pyocd_options)
+    result = _recorded(s, lambda: reset_board(s["probe"], s["target"], halt, s["frequency"],
+                                              pyocd_options))
     _report(result, json_mode, quiet, f"Reset {result.target}" + (" (halted)" if halt else ""))
 
 
@@ -376,9 +403,11 @@ def targets(pattern, json_mode):
 
 
 def _register_subgroups() -> None:
+    from piflash.cli_history import history
     from piflash.cli_profile import profile
     from piflash.cli_sim import sim
 
+    cli.add_command(history)
     cli.add_command(profile)
     cli.add_command(sim)
 

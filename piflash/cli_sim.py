@@ -80,7 +80,7 @@ def list_cmd(json_mode):
         click.echo("No simulated boards. Create one with 'piflash sim create NAME --target TYPE'.")
     for b in boards:
         flags = ", ".join(f"{k}={v}" for k, v in sorted(b.faults.to_dict().items())) or "no faults"
-        state = "present" if b.present else "ejected"
+        state = ("present" if b.present else "ejected") + ("" if b.seated else ", fixture empty")
         click.echo(f"sim:{b.name:<24} {b.target:<12} uid {b.target_uid}  {state}  {flags}")
 
 
@@ -127,10 +127,12 @@ def dump(board, out):
 @click.option("--bit-flip", metavar="ADDR:BIT", callback=_bit_flip,
               help="After programming, bit BIT of byte ADDR reads wrong.")
 @click.option("--disconnect-after", type=int, metavar="N", help="Probe vanishes after N DAP transfers.")
+@click.option("--remove-after", type=int, metavar="N",
+              help="Board pulled off the fixture after N DAP transfers (once).")
 @click.option("--absent", is_flag=True, help="No target on the probe (DP does not answer).")
 @click.option("--clear", is_flag=True, help="Remove every fault first.")
 @handles_errors
-def fault(board, write_protect, stuck_busy, bit_flip, disconnect_after, absent, clear):
+def fault(board, write_protect, stuck_busy, bit_flip, disconnect_after, remove_after, absent, clear):
     """Inject faults into BOARD (they persist until --clear)."""
     store, name = _store(), _name(board)
     if clear:
@@ -144,6 +146,8 @@ def fault(board, write_protect, stuck_busy, bit_flip, disconnect_after, absent, 
         faults["bit_flip"] = bit_flip
     if disconnect_after is not None:
         faults["disconnect_after"] = disconnect_after
+    if remove_after is not None:
+        faults["remove_after"] = remove_after
     if absent:
         faults["absent"] = True
     if faults:
@@ -169,6 +173,52 @@ def eject(board):
     """Unplug BOARD's probe (it is no longer listed and cannot be opened)."""
     _store_call(_store().eject, _name(board))
     click.echo(f"sim:{_name(board)} ejected")
+
+
+@sim.group("board")
+def board_group():
+    """The board on a simulated probe's fixture: remove it, insert it, swap it for another.
+
+    \b
+    The probe sim:NAME stays plugged in throughout, as on a flashing fixture:
+      piflash sim board remove NAME     the debug port stops answering
+      piflash sim board insert NAME     the same board (same unique ID and flash) is back
+      piflash sim board swap NAME       a fresh board: new target unique ID, erased flash
+    """
+
+
+@board_group.command("remove")
+@click.argument("board")
+@handles_errors
+def board_remove(board):
+    """Take the board off BOARD's fixture (the probe stays plugged in)."""
+    _store_call(_store().pull, _name(board))
+    click.echo(f"sim:{_name(board)}: fixture empty")
+
+
+@board_group.command("insert")
+@click.argument("board")
+@handles_errors
+def board_insert(board):
+    """Put the same board back on BOARD's fixture."""
+    info = _store_call(_store().seat, _name(board))
+    click.echo(f"sim:{info.name}: board {info.target_uid} seated")
+
+
+@board_group.command("swap")
+@click.argument("board")
+@click.option("--uid", metavar="HEX", help="Target unique ID of the new board [default: random].")
+@click.option("--flash", "flash_file", type=click.Path(exists=True, dir_okay=False),
+              help="Raw image of the new board's flash, from the flash base [default: erased].")
+@handles_errors
+def board_swap(board, uid, flash_file):
+    """Replace the board on BOARD's fixture with a fresh one (new unique ID, no faults)."""
+    data = None
+    if flash_file:
+        with open(flash_file, "rb") as fh:
+            data = fh.read()
+    info = _store_call(_store().swap, _name(board), target_uid=uid, flash=data)
+    click.echo(f"sim:{info.name}: board {info.target_uid} seated (board #{info.generation})")
 
 
 @sim.command()

@@ -5,9 +5,11 @@ Plain functions over a pyOCD session, usable without the CLI:
 - :func:`flash_firmware`, :func:`verify_firmware`, :func:`erase_target`, :func:`reset_board`
   do a whole job from a probe unique ID and return a :class:`~piflash.result.OperationResult`,
   timing each phase (connect, erase, program, verify, reset);
-- the session-level pieces they are made of live in :mod:`piflash.program` and
-  :mod:`piflash.verify`, for long-running callers such as the station that reuse one
-  imported pyOCD for many boards.
+- :func:`flash_session`, :func:`verify_session`, :func:`describe_session`, :func:`phase` and
+  :func:`tracking` are the same jobs on a session the caller opened: the one code path that
+  both the one-shot functions above and long-running callers such as the station
+  (:mod:`piflash.station`) use, one imported pyOCD serving many boards. The pieces below them
+  live in :mod:`piflash.program` and :mod:`piflash.verify`.
 
 Every failure is raised as a :class:`~piflash.errors.PiflashError` subclass; the
 partial result is attached to it as ``exc.result``.
@@ -39,8 +41,14 @@ _STATE_AFTER_INTERRUPT = {
 
 
 @contextlib.contextmanager
-def _phase(result: OperationResult, sink: ProgressSink, name: str) -> Iterator[None]:
-    """Time a phase into ``result.durations`` and turn its failures into PiflashErrors."""
+def phase(result: OperationResult, sink: ProgressSink, name: str) -> Iterator[None]:
+    """Time phase ``name`` into ``result.durations`` (seconds) and set ``result.phase``.
+
+    :raises OperationInterrupted: on KeyboardInterrupt inside the phase, saying what state the
+        board is left in.
+    :raises PiflashError: any other failure, pyOCD's translated by
+        :func:`piflash.connect.translate_error`.
+    """
     start = time.monotonic()
     result.phase = name
     try:
@@ -67,25 +75,13 @@ def _prepare(image: Optional[FirmwareImage], target: Optional[str]) -> Optional[
     return target
 
 
-def _run(operation: str, image: Optional[FirmwareImage], probe: Optional[str], target: Optional[str],
-         frequency: Optional[int], progress: Optional[ProgressSink], body,
-         options: Optional[dict] = None) -> OperationResult:
-    sink = progress or ProgressSink()
-    result = OperationResult.start(operation, image, probe, target)
+@contextlib.contextmanager
+def tracking(result: OperationResult) -> Iterator[OperationResult]:
+    """Run one operation's phases: on success ``result.ok`` becomes True; a PiflashError is
+    recorded in ``result.error``, attached to the exception as ``exc.result`` and re-raised;
+    either way the total duration is stamped."""
     try:
-        target = _prepare(image, target)
-        check_session_options(options or {})
-        with contextlib.ExitStack() as stack:  # the session outlives the connect phase
-            with _phase(result, sink, "connect"):
-                sink.phase_start("connect", 0)
-                session = stack.enter_context(open_session(probe, target, frequency, options))
-                result.probe = session.probe.unique_id
-                result.target = session.options.get("target_override") or session.target.part_number
-                result.target_uid = read_target_uid(session)
-                if image is not None:
-                    check_fits(image, flash_regions(session.target.memory_map), result.target)
-                sink.phase_end("connect", f"{result.target} on {result.probe}")
-            body(session, result, sink)
+        yield result
         result.ok = True
     except PiflashError as exc:
         result.fail(exc)
@@ -93,17 +89,47 @@ def _run(operation: str, image: Optional[FirmwareImage], probe: Optional[str], t
         raise
     finally:
         result.finish()
+
+
+def describe_session(session, result: OperationResult, image: Optional[FirmwareImage] = None) -> None:
+    """Fill ``result``'s probe, target type and target unique ID from an open session, and check
+    that ``image`` (if given) fits the connected target's flash.
+
+    :raises ImageRangeError: part of the image is outside the target's flash regions.
+    """
+    result.probe = session.probe.unique_id
+    result.target = session.options.get("target_override") or session.target.part_number
+    result.target_uid = read_target_uid(session)
+    if image is not None:
+        check_fits(image, flash_regions(session.target.memory_map), result.target)
+
+
+def _run(operation: str, image: Optional[FirmwareImage], probe: Optional[str], target: Optional[str],
+         frequency: Optional[int], progress: Optional[ProgressSink], body,
+         options: Optional[dict] = None) -> OperationResult:
+    sink = progress or ProgressSink()
+    result = OperationResult.start(operation, image, probe, target)
+    with tracking(result):
+        target = _prepare(image, target)
+        check_session_options(options or {})
+        with contextlib.ExitStack() as stack:  # the session outlives the connect phase
+            with phase(result, sink, "connect"):
+                sink.phase_start("connect", 0)
+                session = stack.enter_context(open_session(probe, target, frequency, options))
+                describe_session(session, result, image)
+                sink.phase_end("connect", f"{result.target} on {result.probe}")
+            body(session, result, sink)
     return result
 
 
 def _verify_and_reset(session, result: OperationResult, sink: ProgressSink,
-                      image: Optional[FirmwareImage], reset: bool) -> None:
+                      image: Optional[FirmwareImage], reset: bool, quick: bool = False) -> None:
     """The tail of flash and verify: verify ``image`` (if given), then reset or leave halted."""
     if image is not None:
-        with _phase(result, sink, "verify"):
-            result.verify = verify_image(session, image, sink)
+        with phase(result, sink, "verify"):
+            result.verify = verify_image(session, image, sink, quick=quick)
     if reset:
-        with _phase(result, sink, "reset"):
+        with phase(result, sink, "reset"):
             reset_target(session, progress=sink)
             result.reset = True
     else:
@@ -132,15 +158,41 @@ def flash_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Op
         raise ValueError(f"erase mode must be one of {ERASE_MODES}, not {erase!r}")
 
     def body(session, result, sink):
-        with _phase(result, sink, "erase"):
-            programmer = ImageProgrammer(session, image, erase, progress=sink)
-            result.program = programmer.stats
-            programmer.erase()
-        with _phase(result, sink, "program"):
-            programmer.program()
-        _verify_and_reset(session, result, sink, image if verify else None, reset)
+        flash_session(session, image, result, sink, erase, verify, reset)
 
     return _run("flash", image, probe, target, frequency, progress, body, options)
+
+
+def flash_session(session, image: FirmwareImage, result: OperationResult,
+                  progress: Optional[ProgressSink] = None, erase: str = "auto", verify: bool = True,
+                  reset: bool = True) -> None:
+    """The erase, program, verify and reset phases of :func:`flash_firmware` on an open session.
+
+    Each phase is timed into ``result`` and ``result.program`` / ``result.verify`` are filled;
+    the caller opened the session (and timed its connect) and wraps this in :func:`tracking`.
+
+    :raises FlashError, VerifyError, ProbeLostError, OperationInterrupted:
+    """
+    sink = progress or ProgressSink()
+    with phase(result, sink, "erase"):
+        programmer = ImageProgrammer(session, image, erase, progress=sink)
+        result.program = programmer.stats
+        programmer.erase()
+    with phase(result, sink, "program"):
+        programmer.program()
+    _verify_and_reset(session, result, sink, image if verify else None, reset)
+
+
+def verify_session(session, image: FirmwareImage, result: OperationResult,
+                   progress: Optional[ProgressSink] = None, reset: bool = True,
+                   quick: bool = False) -> None:
+    """The verify (and reset) phases of :func:`verify_firmware` on an open session.
+
+    :param quick: stop at the first page that differs, without reading it back (see
+        :func:`piflash.verify.verify_image`): a cheap "does the board already carry it?".
+    :raises VerifyError: and the errors of :func:`flash_session`.
+    """
+    _verify_and_reset(session, result, progress or ProgressSink(), image, reset, quick)
 
 
 def verify_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
@@ -154,7 +206,7 @@ def verify_firmware(image: FirmwareImage, probe: Optional[str] = None, target: O
     :raises VerifyError: and the connect errors of :func:`flash_firmware`.
     """
     def body(session, result, sink):
-        _verify_and_reset(session, result, sink, image, reset)
+        verify_session(session, image, result, sink, reset)
 
     return _run("verify", image, probe, target, frequency, progress, body, options)
 
@@ -177,7 +229,7 @@ def erase_target(probe: Optional[str] = None, target: Optional[str] = None, mode
             raise ValueError(f"empty erase range {start:#010x}-{end:#010x} (end is exclusive)")
 
     def body(session, result, sink):
-        with _phase(result, sink, "erase"):
+        with phase(result, sink, "erase"):
             sink.phase_start("erase", 0)
             result.program.erased_bytes = erase_flash(session, mode, ranges)
             sink.phase_end("erase", f"{result.program.erased_bytes:,} bytes erased")
@@ -194,7 +246,7 @@ def reset_board(probe: Optional[str] = None, target: Optional[str] = None, halt:
     :raises: the connect errors of :func:`flash_firmware`; FlashError if the reset fails.
     """
     def body(session, result, sink):
-        with _phase(result, sink, "reset"):
+        with phase(result, sink, "reset"):
             reset_target(session, halt)
             result.reset = True
         if halt:
@@ -203,4 +255,5 @@ def reset_board(probe: Optional[str] = None, target: Optional[str] = None, halt:
     return _run("reset", None, probe, target, frequency, None, body, options)
 
 
-__all__ = ["flash_firmware", "verify_firmware", "erase_target", "reset_board", "ERASE_MODES"]
+__all__ = ["flash_firmware", "verify_firmware", "erase_target", "reset_board", "ERASE_MODES",
+           "flash_session", "verify_session", "describe_session", "phase", "tracking"]

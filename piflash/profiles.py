@@ -177,39 +177,44 @@ def parse_frequency(value: Any, path: Optional[str] = None, line: Optional[int] 
     return int(hz)
 
 
-def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = None) -> Profile:
-    """Read and validate one profile file.
+def read_yaml_mapping(src: str, allowed_keys: Tuple[str, ...], what: str = "profile",
+                      text_keys: Tuple[str, ...] = (), empty: Optional[str] = None
+                      ) -> Tuple[dict, dict, int]:
+    """Read a YAML file whose top level is a mapping of known keys, keeping each key's line.
 
-    :param path: the YAML file (str or path-like).
-    :param check_target: optional validator of the target type (e.g.
-        :func:`piflash.target.check_target`, which imports pyOCD): returns the normalised name
-        or raises a PiflashError, reported at the 'target' key's line.
-    :returns: a :class:`Profile`; the firmware file itself is not opened.
+    Shared by profiles and the station config (:mod:`piflash.station.config`).
+
+    :param src: the file's path (str), as it should appear in messages.
+    :param allowed_keys: the keys the file may contain (others are refused, with a suggestion).
+    :param what: what the file is, for messages ("profile", "station config").
+    :param text_keys: keys whose scalar value is kept as written (IDs and digests that YAML
+        would otherwise read as numbers).
+    :param empty: the message for an empty file.
+    :returns: ``(values, lines, root_line)``: values by key (a null value counts as absent),
+        the 1-based line of each key given, and the line where the mapping starts.
     :raises ProfileError: unreadable file, YAML syntax error, empty file, top level not a
-        mapping, unknown/duplicate/missing key or bad value; the error's ``path``, ``line``
-        (1-based) and ``key`` say where.
+        mapping, a key that is unknown, duplicated or not a plain word, or a bad value.
     """
     import yaml
 
-    src = os.fspath(path)
     try:
         text = Path(src).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise ProfileError(f"cannot read profile: {reason}", path=src) from None
+        raise ProfileError(f"cannot read {what}: {reason}", path=src) from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        what = e.problem or e.context
+        problem = e.problem or e.context
         if e.context and e.problem and e.problem.startswith("but "):
-            what = f"{e.context}, {e.problem}"  # e.g. a second document in the file
-        raise ProfileError(f"YAML syntax error: {what}", path=src,
+            problem = f"{e.context}, {e.problem}"  # e.g. a second document in the file
+        raise ProfileError(f"YAML syntax error: {problem}", path=src,
                            line=mark.line + 1 if mark else None) from None
     except yaml.YAMLError as e:
         raise ProfileError(f"YAML error: {e}", path=src) from None
     if root is None or root.tag == "tag:yaml.org,2002:null":
-        raise ProfileError("profile is empty; it needs at least 'target' and 'firmware'", path=src)
+        raise ProfileError(empty or f"{what} is empty", path=src)
     if not isinstance(root, yaml.MappingNode):
         raise ProfileError(f"top level must be a mapping of keys to values, not a "
                            f"{'list' if isinstance(root, yaml.SequenceNode) else 'single value'}",
@@ -224,10 +229,10 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
                                if isinstance(knode, yaml.ScalarNode) else "keys must be plain words",
                                path=src, line=kline)
         key = knode.value
-        if key not in ALLOWED_KEYS:
-            close = difflib.get_close_matches(key, ALLOWED_KEYS, n=1)
+        if key not in allowed_keys:
+            close = difflib.get_close_matches(key, allowed_keys, n=1)
             guess = f" (did you mean '{close[0]}'?)" if close else ""
-            raise ProfileError(f"unknown key{guess}; allowed keys: {', '.join(ALLOWED_KEYS)}",
+            raise ProfileError(f"unknown key{guess}; allowed keys: {', '.join(allowed_keys)}",
                                path=src, line=kline, key=key)
         if key in lines:
             raise ProfileError(f"duplicate key (first given on line {lines[key]})",
@@ -238,13 +243,33 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
         except yaml.MarkedYAMLError as e:
             raise ProfileError(f"bad value: {e.problem}", path=src, line=kline, key=key) from None
         # IDs and digests may look like numbers to YAML: keep their text as written.
-        if key in ("probe", "sha256") and isinstance(vnode, yaml.ScalarNode) and value is not None:
+        if key in text_keys and isinstance(vnode, yaml.ScalarNode) and value is not None:
             value = vnode.value
         if value is not None:
             values[key] = value
 
+    return values, lines, root.start_mark.line + 1
+
+
+def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = None) -> Profile:
+    """Read and validate one profile file.
+
+    :param path: the YAML file (str or path-like).
+    :param check_target: optional validator of the target type (e.g.
+        :func:`piflash.target.check_target`, which imports pyOCD): returns the normalised name
+        or raises a PiflashError, reported at the 'target' key's line.
+    :returns: a :class:`Profile`; the firmware file itself is not opened.
+    :raises ProfileError: unreadable file, YAML syntax error, empty file, top level not a
+        mapping, unknown/duplicate/missing key or bad value; the error's ``path``, ``line``
+        (1-based) and ``key`` say where.
+    """
+    src = os.fspath(path)
+    values, lines, root_line = read_yaml_mapping(
+        src, ALLOWED_KEYS, "profile", text_keys=("probe", "sha256"),
+        empty="profile is empty; it needs at least 'target' and 'firmware'")
+
     def fail(key: str, message: str, hint: Optional[str] = None) -> NoReturn:
-        raise ProfileError(message, path=src, line=lines.get(key, root.start_mark.line + 1),
+        raise ProfileError(message, path=src, line=lines.get(key, root_line),
                            key=key, hint=hint)
 
     for key in REQUIRED_KEYS:

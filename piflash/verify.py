@@ -105,8 +105,14 @@ def _pages_of(image: FirmwareImage, memory_map) -> List[_Page]:
     return [pages[a] for a in sorted(pages)]
 
 
-def _crc_check(pages: List[_Page], stats: VerifyStats, advance) -> List[_Page]:
-    """Run the analyzer over fully covered pages; return the pages still to read back."""
+def _differs(page: _Page) -> None:
+    raise VerifyError(f"flash differs from the image in the page at {page.address:#010x}",
+                      page.address, page.covered)
+
+
+def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = False) -> List[_Page]:
+    """Run the analyzer over fully covered pages; return the pages still to read back.
+    With ``quick``, the first page whose CRC differs raises VerifyError at once."""
     todo: List[_Page] = []
     by_flash: Dict[int, Tuple[object, List[_Page]]] = {}
     for page in pages:
@@ -131,6 +137,8 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance) -> List[_Page]:
                     if (crc & 0xFFFFFFFF) == (binascii.crc32(page.expected()) & 0xFFFFFFFF):
                         stats.crc_pages += 1
                         stats.verified_bytes += page.size
+                    elif quick:
+                        _differs(page)
                     else:
                         page.crc_failed = True
                         todo.append(page)
@@ -141,7 +149,7 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance) -> List[_Page]:
 
 
 def verify_image(session, image: FirmwareImage, progress: Optional[ProgressSink] = None,
-                 use_crc: bool = True) -> VerifyStats:
+                 use_crc: bool = True, quick: bool = False) -> VerifyStats:
     """Compare the target's memory with ``image``, without writing anything.
 
     :param session: an open pyOCD ``Session``.
@@ -149,6 +157,9 @@ def verify_image(session, image: FirmwareImage, progress: Optional[ProgressSink]
     :param progress: receives the ``"verify"`` phase in bytes.
     :param use_crc: use the on-target CRC32 analyzer where the flash algorithm has one;
         False reads every byte back.
+    :param quick: stop at the first page that differs (its CRC, or the first read-back block)
+        and raise VerifyError naming that page, with ``differing_bytes`` the bytes of the image
+        in it (not counted exactly): a cheap "is this image already there?" check.
     :returns: :class:`VerifyStats` when every byte matches.
     :raises VerifyError: with the first differing address and the number of differing bytes.
     :raises pyocd.core.exceptions.Error: transfer or probe errors (the caller translates them).
@@ -164,7 +175,7 @@ def verify_image(session, image: FirmwareImage, progress: Optional[ProgressSink]
     target = session.target
     pages = _pages_of(image, target.memory_map)
     sink.phase_start("verify", sum(p.covered for p in pages))
-    todo = _crc_check(pages, stats, advance) if use_crc else pages
+    todo = _crc_check(pages, stats, advance, quick) if use_crc else pages
     for page in todo:
         for addr, data in page.chunks:
             for off in range(0, len(data), READBACK_BLOCK):
@@ -177,6 +188,8 @@ def verify_image(session, image: FirmwareImage, progress: Optional[ProgressSink]
                     first = addr + off + diff[0]
                     if stats.first_mismatch is None or first < stats.first_mismatch:
                         stats.first_mismatch = first
+                if diff and quick:
+                    _differs(page)
                 stats.verified_bytes += len(want) - len(diff)
                 if not page.crc_failed:
                     advance(len(want))

@@ -25,10 +25,11 @@ MICROBIT_HEX = Path("/usr/share/firmware-microbit-micropython/firmware.hex")
 
 @pytest.fixture(autouse=True)
 def sim_dir(tmp_path, monkeypatch):
-    """Each test gets its own simulated boards (and no profiles from the machine)."""
+    """Each test gets its own simulated boards and history (and no profiles from the machine)."""
     d = tmp_path / "sim"
     monkeypatch.setenv("PIFLASH_SIM_DIR", str(d))
     monkeypatch.setenv("PIFLASH_PROFILE_PATH", str(tmp_path / "profiles"))
+    monkeypatch.setenv("PIFLASH_HISTORY", str(tmp_path / "history.sqlite3"))
     return d
 
 

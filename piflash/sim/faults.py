@@ -39,6 +39,13 @@ open). The faults:
     that probe object raises ``ProbeDisconnected`` too. The setting stays until cleared, so each
     new session is cut off after N transfers again.
 
+``remove_after`` -- int N >= 0.
+    The board is pulled off the fixture once N DAP transfers have been made in the current
+    session (:meth:`piflash.sim.store.SimStore.pull`): writes up to the limit take effect, the
+    board's flash is saved, and from then on the debug port does not answer (pyOCD's
+    ``TransferError``, no ACK) while the probe stays plugged in. One-shot: pulling the board
+    spends the fault, so seating the same board again does not pull it again.
+
 ``absent`` -- bool.
     The probe is there but no target answers: every DP/AP access raises pyOCD's
     ``TransferError`` (no ACK). pyOCD's connect fails at once with "Target not detected".
@@ -52,7 +59,8 @@ from typing import Any, Dict, List, Optional, Tuple
 __all__ = ["FAULT_NAMES", "Faults"]
 
 #: Names accepted by :meth:`Faults.from_dict` and ``SimStore.set_faults``.
-FAULT_NAMES: Tuple[str, ...] = ("write_protect", "stuck_busy", "bit_flip", "disconnect_after", "absent")
+FAULT_NAMES: Tuple[str, ...] = ("write_protect", "stuck_busy", "bit_flip", "disconnect_after",
+                                "remove_after", "absent")
 
 
 @dataclass
@@ -67,6 +75,7 @@ class Faults:
     stuck_busy: bool = False
     bit_flip: Optional[Dict[str, int]] = None
     disconnect_after: Optional[int] = None
+    remove_after: Optional[int] = None
     absent: bool = False
 
     # -- conversion -------------------------------------------------------------------------
@@ -81,6 +90,8 @@ class Faults:
             out["bit_flip"] = dict(self.bit_flip)
         if self.disconnect_after is not None:
             out["disconnect_after"] = self.disconnect_after
+        if self.remove_after is not None:
+            out["remove_after"] = self.remove_after
         if self.absent:
             out["absent"] = True
         return out
@@ -111,10 +122,10 @@ class Faults:
             setattr(self, name, bool(value))
         elif name == "bit_flip":
             self.bit_flip = _bit_flip(value, spec)
-        elif name == "disconnect_after":
+        elif name in ("disconnect_after", "remove_after"):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise ValueError("disconnect_after takes a transfer count >= 0")
-            self.disconnect_after = value
+                raise ValueError("%s takes a transfer count >= 0" % name)
+            setattr(self, name, value)
 
     def update_from(self, other: "Faults") -> None:
         """Copy every setting of ``other`` into this object (in place)."""
@@ -122,6 +133,7 @@ class Faults:
         self.stuck_busy = other.stuck_busy
         self.bit_flip = dict(other.bit_flip) if other.bit_flip is not None else None
         self.disconnect_after = other.disconnect_after
+        self.remove_after = other.remove_after
         self.absent = other.absent
 
     # -- queries used by the models ---------------------------------------------------------

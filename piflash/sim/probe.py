@@ -66,7 +66,13 @@ class SimProbe(DebugProbe):
     :param target: Target type if already known (saves a file read).
 
     DAP methods raise pyOCD's ``TransferFaultError`` (SWD FAULT, with ``fault_address`` for AHB
-    errors), ``TransferError`` (fault ``absent``: no ACK) and ``ProbeDisconnected``.
+    errors), ``TransferError`` (fault ``absent``, or no board on the fixture: no ACK) and
+    ``ProbeDisconnected``.
+
+    A board pulled off the fixture or swapped for another (:meth:`SimStore.pull`,
+    :meth:`SimStore.swap`, possibly by another process) is noticed within about 0.25 s: the
+    session's target is gone for good (its debug port stopped answering, as a real one loses
+    power), and only a new session sees the board that is seated now.
     """
 
     # -- enumeration -------------------------------------------------------------------------
@@ -135,6 +141,9 @@ class SimProbe(DebugProbe):
         self._exit_stack: Optional[ExitStack] = None
         self._transfers = 0
         self._lost = False
+        self._target_gone = False       # no board on the fixture (for the rest of this session)
+        self._generation = 0            # the store's board generation this session loaded
+        self._cut: Optional[str] = None  # which transfer-count fault fired ("disconnect_after"...)
         self._reset_asserted = False
         self._clock = 1_000_000.0
         self._info_version = (0, 0)
@@ -241,7 +250,9 @@ class SimProbe(DebugProbe):
                 info, images = self._store.load_state(self._name)
                 if not info.present:
                     raise exceptions.ProbeDisconnected("simulated board %r is not present" % self._name)
-                self._board = SimBoard(info.spec, bytes.fromhex(info.target_uid), images, info.faults)
+                # An empty fixture opens at once: no emulator is built for a board that is not there.
+                self._board = SimBoard(info.spec, bytes.fromhex(info.target_uid), images, info.faults) \
+                    if info.seated else None
             except BoardBusyError as err:
                 stack.close()
                 raise exceptions.ProbeError(str(err)) from None
@@ -254,9 +265,11 @@ class SimProbe(DebugProbe):
             self._exit_stack = stack
             self._info_version = self._store.info_version(self._name)
             self._next_check = time.monotonic() + _RELOAD_INTERVAL
-            self._saved_version = self._board.nvm_version
+            self._saved_version = self._board.nvm_version if self._board is not None else 0
+            self._generation = info.generation
             self._transfers = 0
             self._lost = False
+            self._target_gone = self._board is None
             self._is_open = True
 
     def close(self) -> None:
@@ -283,7 +296,7 @@ class SimProbe(DebugProbe):
         if version == self._saved_version:
             return          # nothing changed since the last save (read-only session)
         stats = dict(board.stats)
-        if self._store.save_state(self._name, board.nvm_images(), stats):
+        if self._store.save_state(self._name, board.nvm_images(), stats, self._generation):
             for key in board.stats:
                 board.stats[key] = 0
         self._saved_version = version
@@ -295,7 +308,8 @@ class SimProbe(DebugProbe):
         if protocol not in (None, DebugProbe.Protocol.DEFAULT, DebugProbe.Protocol.SWD):
             raise exceptions.ProbeError("simulated probe supports SWD only")
         self._protocol = DebugProbe.Protocol.SWD
-        self._board.dp.line_reset()
+        if self._board is not None:
+            self._board.dp.line_reset()
 
     def disconnect(self) -> None:
         """Release the wire and save the board state."""
@@ -314,15 +328,17 @@ class SimProbe(DebugProbe):
         """Pulse nRESET (system reset of the board)."""
         with self._guard:
             self._check_alive()
-            self._board.set_reset_pin(True)
-            self._board.set_reset_pin(False)
+            if self._board is not None:       # nRESET of an empty fixture goes nowhere
+                self._board.set_reset_pin(True)
+                self._board.set_reset_pin(False)
 
     def assert_reset(self, asserted: bool) -> None:
         """Drive nRESET low (True) or release it (False)."""
         with self._guard:
             self._check_alive()
             self._reset_asserted = bool(asserted)
-            self._board.set_reset_pin(bool(asserted))
+            if self._board is not None:
+                self._board.set_reset_pin(bool(asserted))
 
     def is_reset_asserted(self) -> bool:
         return self._reset_asserted
@@ -367,14 +383,14 @@ class SimProbe(DebugProbe):
             if allowed < len(values):
                 if allowed:
                     self._board.dp.write_ap_multiple(addr, list(values)[:allowed])
-                self._lose("disconnect_after")
+                self._fire_cut()
             self._board.dp.write_ap_multiple(addr, values)
 
     # -- fault handling ----------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._lost:
             raise exceptions.ProbeDisconnected("simulated probe %s was disconnected" % self.unique_id)
-        if not self._is_open or self._board is None:
+        if not self._is_open:
             raise exceptions.ProbeError("simulated probe %s is not open" % self.unique_id)
 
     def _check_alive(self) -> None:
@@ -395,25 +411,57 @@ class SimProbe(DebugProbe):
             self._lose("board removed")
         if not info.present:
             self._lose("board ejected")
-        self._board.apply_faults(info.faults)
+        if self._board is None:
+            return
+        if info.generation != self._generation:
+            self._drop_target("board swapped", save=False)   # the old board left with its flash
+        elif not info.seated:
+            self._drop_target("board pulled", save=True)
+        else:
+            self._board.apply_faults(info.faults)
 
     def _transfer(self, count: int, partial: bool = False) -> int:
         """Account for ``count`` DAP transfers; returns how many may proceed (only < count when
         ``partial``; otherwise the limit raises at once)."""
         self._check_alive()
-        faults = self._board.faults
-        if faults.absent:
+        if self._target_gone or self._board.faults.absent:
             raise exceptions.TransferError("no ACK from target (no board connected to simulated probe %s)"
                                            % self.unique_id)
-        limit = faults.disconnect_after
-        if limit is not None and self._transfers + count > limit:
+        faults = self._board.faults
+        limits = [(n, getattr(faults, n)) for n in ("disconnect_after", "remove_after")]
+        limits = [(lim, n) for n, lim in limits if lim is not None and self._transfers + count > lim]
+        if limits:
+            limit, self._cut = min(limits)
             allowed = max(0, limit - self._transfers)
             self._transfers = limit
             if partial:
                 return allowed
-            self._lose("disconnect_after")
+            self._fire_cut()
         self._transfers += count
         return count
+
+    def _fire_cut(self) -> None:
+        """A transfer-count fault fired: lose the probe or the board (raises either way)."""
+        if self._cut == "remove_after":
+            self._cut = None
+            self._board.faults.remove_after = None
+            self._drop_target("remove_after", save=True)
+            with _suppress_store_errors(self._name):
+                self._store.pull(self._name)
+            raise exceptions.TransferError("no ACK from target (board pulled from simulated probe %s)"
+                                           % self.unique_id)
+        self._lose("disconnect_after")
+
+    def _drop_target(self, why: str, save: bool) -> None:
+        """The board left the fixture: keep its flash (``save``) and answer nothing from now on."""
+        if self._target_gone:
+            return
+        LOG.debug("simulated probe %s: target gone (%s)", self.unique_id, why)
+        if save:
+            with _suppress_store_errors(self._name):
+                self._save()
+        self._target_gone = True
+        self._board = None
 
     def _lose(self, why: str) -> None:
         """The probe vanishes: save what the board holds, then raise ProbeDisconnected."""
@@ -426,6 +474,22 @@ class SimProbe(DebugProbe):
             self._lost = True
             self._protocol = None
         raise exceptions.ProbeDisconnected("simulated probe %s was disconnected (%s)" % (self.unique_id, why))
+
+
+class _suppress_store_errors:
+    """Log (not raise) a failure to write the store while a board or probe goes away."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is not None and isinstance(exc, Exception):
+            LOG.warning("could not update simulated board %r: %s", self._name, exc)
+            return True
+        return False
 
 
 def _partial_match(store: SimStore, text: str) -> bool:

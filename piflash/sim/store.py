@@ -2,7 +2,8 @@
 
 Layout under the state root (see :func:`default_root`)::
 
-    <root>/<name>/board.json     target type, target unique ID, present flag, faults, stats
+    <root>/<name>/board.json     target type, target unique ID, present and seated flags,
+                                 board generation, faults, stats
     <root>/<name>/flash.bin      raw main flash image (erased bytes are 0xFF)
     <root>/<name>/uicr.bin       nRF UICR image (nRF targets only)
     <root>/.locks/<name>.lock    fcntl lock taken for every read/modify/write of the files
@@ -98,6 +99,10 @@ class BoardInfo:
         12 bytes at 0x1FFFF7E8).
     :param present: False after :meth:`SimStore.eject`: the probe is not listed and cannot be
         opened, like an unplugged USB probe.
+    :param seated: False after :meth:`SimStore.pull`: the probe stays plugged in but no board
+        sits on its fixture, so the debug port does not answer (as with the ``absent`` fault).
+    :param generation: How many times the board on the fixture has been swapped for another
+        (:meth:`SimStore.swap`); a probe session never writes one board's flash into another's.
     :param faults: Injected faults, see :mod:`piflash.sim.faults`.
     :param stats: Cumulative flash-controller operation counts over all sessions:
         ``erase_ops`` (page or mass erases carried out), ``program_ops`` (word/half-word program
@@ -110,6 +115,8 @@ class BoardInfo:
     target: str
     target_uid: str
     present: bool = True
+    seated: bool = True
+    generation: int = 0
     faults: Faults = field(default_factory=Faults)
     stats: Dict[str, int] = field(default_factory=dict)
     created: str = ""
@@ -129,6 +136,7 @@ class BoardInfo:
         """The JSON form written to ``board.json``."""
         return {"format": _FORMAT, "name": self.name, "target": self.target,
                 "target_uid": self.target_uid, "present": self.present,
+                "seated": self.seated, "generation": self.generation,
                 "faults": self.faults.to_dict(), "stats": dict(self.stats), "created": self.created}
 
 
@@ -272,6 +280,65 @@ class SimStore:
         open session gets ``ProbeDisconnected`` within about 0.25 s. :raises UnknownBoardError:"""
         return self._set_present(name, False)
 
+    # -- the board on the probe's fixture ----------------------------------------------------
+    def pull(self, name: str) -> BoardInfo:
+        """Take the board off the fixture: the probe stays listed and opens, but its debug port
+        does not answer (SWD no ACK), and an open session loses the target within about 0.25 s.
+        The board keeps its flash; a pending ``remove_after`` fault is spent.
+        :raises UnknownBoardError:"""
+        _check_name(name)
+        with self._lock(name):
+            info = self._read_info(name)
+            info.seated = False
+            info.faults.remove_after = None
+            self._write_info(info)
+            return info
+
+    def seat(self, name: str) -> BoardInfo:
+        """Put the same board (same target unique ID and flash) back on the fixture.
+        :raises UnknownBoardError:"""
+        _check_name(name)
+        with self._lock(name):
+            info = self._read_info(name)
+            info.seated = True
+            self._write_info(info)
+            return info
+
+    def swap(self, name: str, target_uid: Optional[str] = None, flash: Optional[bytes] = None,
+             faults: Optional[Dict[str, object]] = None) -> BoardInfo:
+        """Replace the board on the fixture with another one of the same target type, seated.
+
+        The new board has its own target unique ID, its own flash (erased, or ``flash``: the
+        first bytes of main flash, the rest erased; other arrays such as nRF UICR erased), zeroed
+        operation counts and only the given faults (faults belong to the board; set probe
+        faults such as ``disconnect_after`` again after a swap). ``generation`` goes up by one, so
+        a session still open on the old board never saves its flash into the new one.
+
+        :param target_uid: hex digits of the new factory unique ID; random if None.
+        :param flash: initial main-flash contents (bytes, at most the flash size).
+        :param faults: fault settings of the new board (see :mod:`piflash.sim.faults`).
+        :raises UnknownBoardError: :raises ValueError: bad unique ID, flash too large, bad fault.
+        """
+        _check_name(name)
+        with self._lock(name):
+            info = self._read_info(name)
+            spec = info.spec
+            uid = _normalise_uid(target_uid, spec) if target_uid is not None \
+                else secrets.token_bytes(spec.uid_length).hex().upper()
+            new_faults = Faults.from_dict(faults, spec)
+            if flash is not None and len(flash) > spec.flash.size:
+                raise ValueError("data does not fit in the %d-byte flash" % spec.flash.size)
+            for nvm in spec.nvm:
+                data = b"\xff" * nvm.size
+                if nvm.name == spec.flash.name and flash:
+                    data = bytes(flash) + data[len(flash):]
+                _atomic_write(self._nvm_path(name, nvm.name), data)
+            info.target_uid, info.faults, info.seated = uid, new_faults, True
+            info.generation += 1
+            info.stats = {key: 0 for key in info.stats}
+            self._write_info(info)
+            return info
+
     # -- interface used by the probe --------------------------------------------------------
     def info_version(self, name: str) -> "tuple[int, int]":
         """A value that changes whenever the board's JSON is rewritten (inode and mtime; every
@@ -291,14 +358,18 @@ class SimStore:
             images = {nvm.name: self._read_nvm_file(name, nvm) for nvm in info.spec.nvm}
             return info, images
 
-    def save_state(self, name: str, images: Dict[str, bytes], stats_delta: Dict[str, int]) -> bool:
+    def save_state(self, name: str, images: Dict[str, bytes], stats_delta: Dict[str, int],
+                   generation: Optional[int] = None) -> bool:
         """Write NVM images and add ``stats_delta`` to the stored counters, leaving the
         present flag and faults as they are on disk. Returns False if the board has been removed
-        meanwhile (nothing written)."""
+        meanwhile, or (when ``generation`` is given) swapped for another board: nothing is
+        written then."""
         with self._lock(name):
             if not self._json_path(name).exists():
                 return False
             info = self._read_info(name)
+            if generation is not None and generation != info.generation:
+                return False
             for key, value in images.items():
                 _atomic_write(self._nvm_path(name, key), value)
             if any(stats_delta.values()):
@@ -365,6 +436,8 @@ class SimStore:
         spec = get_target(data["target"])
         return BoardInfo(name=name, target=spec.name, target_uid=str(data["target_uid"]),
                          present=bool(data.get("present", True)),
+                         seated=bool(data.get("seated", True)),
+                         generation=int(data.get("generation", 0)),
                          faults=Faults.from_dict(data.get("faults"), spec),
                          stats={k: int(v) for k, v in (data.get("stats") or {}).items()},
                          created=str(data.get("created", "")), path=self._dir(name))
