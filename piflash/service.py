@@ -223,6 +223,9 @@ def plan_install(root: Path = Path("/"), executable: Optional[str] = None,
     elif not _under(root, CONFIG_PATH).exists():
         steps.append(Step(f"note: {_shown(root, '/' + CONFIG_PATH)} does not exist yet: "
                           "the station will not start until it does (--config FILE)"))
+    if not any(_under(root, k).exists() for k in ("/bin/kill", "/usr/bin/kill")):
+        steps.append(Step("note: no /bin/kill on this root: 'systemctl reload piflash-station' "
+                          "(ExecReload=) needs it: apt-get install procps"))
     if live:
         steps.append(_systemctl_step(["daemon-reload"], runner))
         if enable:
