@@ -406,10 +406,12 @@ def _register_subgroups() -> None:
     from piflash.cli_history import history
     from piflash.cli_profile import profile
     from piflash.cli_sim import sim
+    from piflash.cli_station import station
 
     cli.add_command(history)
     cli.add_command(profile)
     cli.add_command(sim)
+    cli.add_command(station)
 
 
 _register_subgroups()

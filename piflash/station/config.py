@@ -1,0 +1,181 @@
+"""The station config: a YAML file saying what a flashing station does (docs/station.md).
+
+::
+
+    # piflash station config
+    station: line-1-bay-2      # name recorded in the history (default: the host name)
+    profile: nrf52-app         # profile name or path (relative to this file); required
+    probes: any                # "any", or a list of probe unique IDs
+    on_same_firmware: skip     # skip | reflash (default skip)
+    poll_interval: 0.5         # seconds between looks for a probe, a board, its removal
+    history: /var/lib/piflash/history.sqlite3   # optional; default piflash.history.default_path()
+    gpio:                      # optional; needs the 'gpio' extra (gpiozero); BCM pin numbers
+      pass_led: 17
+      fail_led: 27
+      busy_led: 22
+      buzzer: 23
+      button: 24
+
+Loading is as strict as for profiles (it uses the same loader,
+:func:`piflash.profiles.read_yaml_mapping`): an unknown key, a wrong type or broken YAML raises
+:class:`~piflash.errors.ProfileError` (exit code 5) naming the file, the line and the key. The
+profile is loaded and validated too; its own errors name the profile's file. Loading does not
+import pyOCD and does not read the firmware; :func:`load_station` does both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from pathlib import Path
+from typing import Any, Dict, NoReturn, Optional, Tuple, Union
+
+from piflash.errors import ProfileError
+from piflash.profiles import Profile, find_profile, load_profile, read_yaml_mapping
+
+ALLOWED_KEYS = ("station", "profile", "probes", "on_same_firmware", "poll_interval", "history", "gpio")
+#: What to do with a board whose flash already matches the image.
+ON_SAME_FIRMWARE = ("skip", "reflash")
+#: GPIO roles and what they drive (gpiozero classes, see piflash.station.status).
+GPIO_ROLES = ("pass_led", "fail_led", "busy_led", "buzzer", "button")
+#: Bounds of poll_interval, seconds: faster than 20 Hz only loads the probe; slower than a
+#: minute makes an operator wait.
+POLL_MIN, POLL_MAX = 0.05, 60.0
+DEFAULT_POLL = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class StationConfig:
+    """One validated station config.
+
+    :ivar path: the config file, resolved.
+    :ivar station: station name (str) for the history and the log.
+    :ivar profile: the :class:`~piflash.profiles.Profile` every board is flashed with.
+    :ivar probes: None for any probe, else a tuple of unique IDs (str).
+    :ivar on_same_firmware: ``"skip"`` or ``"reflash"``.
+    :ivar poll_interval: seconds (float).
+    :ivar history: path of the history database, or None for the default.
+    :ivar gpio: role -> BCM pin number (int); empty when GPIO is off.
+    """
+
+    path: Path
+    station: str
+    profile: Profile
+    probes: Optional[Tuple[str, ...]]
+    on_same_firmware: str = "skip"
+    poll_interval: float = DEFAULT_POLL
+    history: Optional[Path] = None
+    gpio: Dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> StationConfig:
+    """Read and validate a station config and the profile it names.
+
+    :param path: the YAML file.
+    :param check_target: passed to :func:`piflash.profiles.load_profile` (validates the target type).
+    :raises ProfileError: anything wrong in the config (its file:line:key) or in the profile.
+    """
+    src = os.fspath(path)
+    values, lines, root_line = read_yaml_mapping(
+        src, ALLOWED_KEYS, "station config", text_keys=("station",),
+        empty="station config is empty; it needs at least 'profile'")
+    cfile = Path(src).resolve()
+
+    def fail(key: str, message: str, hint: Optional[str] = None) -> NoReturn:
+        raise ProfileError(message, path=src, line=lines.get(key.split(".")[0], root_line),
+                           key=key, hint=hint)
+
+    if "profile" not in values:
+        fail("profile", "required key is missing" if "profile" not in lines else "must not be empty",
+             hint="name a profile (piflash profile list) or give a path to one")
+    prof = values["profile"]
+    if not isinstance(prof, str) or not prof.strip():
+        fail("profile", f"expected a profile name or path, got {prof!r}")
+    try:
+        profile_path = find_profile(prof, cwd=cfile.parent)
+    except ProfileError as exc:
+        fail("profile", exc.message, exc.hint)
+    profile = load_profile(profile_path, check_target=check_target)
+
+    station = values.get("station", socket.gethostname())
+    if not isinstance(station, str) or not station.strip():
+        fail("station", f"expected a name, got {station!r}")
+
+    probes = values.get("probes", profile.probe or "any")
+    if probes == "any":
+        probes = None
+    elif isinstance(probes, str):
+        probes = (probes,)
+    elif isinstance(probes, list) and probes and all(isinstance(p, str) and p.strip() for p in probes):
+        if len(set(probes)) != len(probes):
+            fail("probes", "a probe is listed twice")
+        probes = tuple(probes)
+    else:
+        fail("probes", f"expected 'any' or a list of probe unique IDs (quoted strings), got {probes!r}",
+             hint='e.g. probes: ["0240000032044e45", "sim:bay-2"]')
+
+    same = values.get("on_same_firmware", "skip")
+    if same not in ON_SAME_FIRMWARE:
+        fail("on_same_firmware", f"must be one of {', '.join(ON_SAME_FIRMWARE)}, got {same!r}")
+
+    poll = values.get("poll_interval", DEFAULT_POLL)
+    if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not POLL_MIN <= poll <= POLL_MAX:
+        fail("poll_interval", f"expected seconds from {POLL_MIN} to {POLL_MAX:g}, got {poll!r}")
+
+    history = values.get("history")
+    if history is not None:
+        if not isinstance(history, str) or not history.strip():
+            fail("history", f"expected a file path, got {history!r}")
+        history = (cfile.parent / Path(history).expanduser()).resolve()
+
+    gpio = values.get("gpio") or {}
+    if not isinstance(gpio, dict):
+        fail("gpio", f"expected a mapping of role to pin number, got {gpio!r}")
+    pins: Dict[str, int] = {}
+    for role, pin in gpio.items():
+        if role not in GPIO_ROLES:
+            fail(f"gpio.{role}", f"unknown GPIO role; known: {', '.join(GPIO_ROLES)}")
+        if isinstance(pin, bool) or not isinstance(pin, int) or not 0 <= pin <= 27:
+            fail(f"gpio.{role}", f"expected a BCM GPIO number 0..27, got {pin!r}")
+        if pin in pins.values():
+            fail(f"gpio.{role}", f"GPIO {pin} is used twice")
+        pins[role] = pin
+
+    return StationConfig(path=cfile, station=station.strip(), profile=profile, probes=probes,
+                         on_same_firmware=same, poll_interval=float(poll), history=history, gpio=pins)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedStation:
+    """A station config with its firmware image loaded and checked.
+
+    :ivar config: the :class:`StationConfig`.
+    :ivar image: the :class:`~piflash.image.FirmwareImage` every board gets.
+    """
+
+    config: StationConfig
+    image: Any
+
+
+def load_station(path: Union[str, "os.PathLike[str]"]) -> LoadedStation:
+    """Load the config, validate the profile's target type (imports pyOCD), load the firmware
+    and check it against the profile's SHA-256 and the target's flash.
+
+    :raises ProfileError: (exit 5), FirmwareError (3), ChecksumError (6), ImageRangeError (4).
+    """
+    from piflash.image import check_fits, load_image
+    from piflash.target import builtin_flash_regions, check_target
+
+    config = load_config(path, check_target=check_target)
+    profile = config.profile
+    image = load_image(profile.firmware, profile.base_address)
+    profile.check_digest(image.sha256)
+    regions = builtin_flash_regions(profile.target)
+    if regions is not None:
+        check_fits(image, regions, profile.target)
+    return LoadedStation(config, image)
+
+
+__all__ = ["StationConfig", "LoadedStation", "load_config", "load_station", "ALLOWED_KEYS",
+           "ON_SAME_FIRMWARE", "GPIO_ROLES"]

@@ -1,0 +1,267 @@
+"""The station: load the config, run a worker per probe, reload on SIGHUP, stop cleanly.
+
+:class:`Station` is usable without the CLI::
+
+    from piflash.station.loop import Station
+    Station("station.yaml").run()        # returns 0 after SIGTERM/SIGINT
+
+Signals (installed by :meth:`Station.run`, which must run in the main thread):
+
+- SIGTERM / SIGINT: take no new board; a board being flashed is finished and recorded; then
+  exit 0. A second SIGTERM/SIGINT aborts that board at its next progress step (recorded as
+  ``fail``, "station stopped during program").
+- SIGHUP: reload the config. The new one is validated first (profile, firmware, checksum); if
+  it is broken the error is logged and the old config stays. A board being flashed finishes
+  with the config it started with.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+import time
+from typing import Dict, Optional, TextIO
+
+from piflash.station.config import LoadedStation, load_station
+from piflash.station.sdnotify import Notifier
+from piflash.station.status import LogOutput, NotifyOutput, StatusBoard
+
+LOG = logging.getLogger(__name__)
+
+
+def memory_guard() -> None:
+    """MEMGUARD CALL SITE: the station must pass piflash's memory guard before pyOCD is imported.
+
+    ``piflash.memguard`` is written on another branch; when it is merged, call its check here
+    (this is the only place the station needs it). Until then this does nothing.
+    """
+    return None
+
+
+class Station:
+    """A running flashing station.
+
+    :param config_path: the station config (YAML, see :mod:`piflash.station.config`).
+    :param interactive: draw a rich live view (default: stdout is a terminal and we do not run
+        under systemd); otherwise plain log lines on ``stream``.
+    :param notifier: systemd notifier (default: from the environment; a no-op outside systemd).
+    :param stream: where plain status lines go (default stdout).
+    :ivar stop: set when the station stops taking boards. :ivar abort: set to abort boards
+        being flashed. :ivar loaded: the current :class:`LoadedStation`.
+    """
+
+    def __init__(self, config_path, interactive: Optional[bool] = None,
+                 notifier: Optional[Notifier] = None, stream: TextIO = sys.stdout) -> None:
+        self.config_path = config_path
+        self.notifier = notifier or Notifier()
+        if interactive is None:
+            interactive = stream.isatty() and not self.notifier.enabled
+        self.interactive = interactive
+        self.stream = stream
+        self.stop = threading.Event()
+        self.abort = threading.Event()
+        self.loaded: Optional[LoadedStation] = None
+        self.status = StatusBoard()
+        self.gpio = None
+        self.workers: Dict[str, object] = {}
+        self._retired: list = []            # workers finishing a board after a reload
+        self._history = None
+        self._history_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._reload_requested = False
+        self._signals = 0
+
+    # -- start-up -----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Load the config and firmware, open the history, start the workers, send READY=1.
+
+        :raises ProfileError: (exit 5) a broken config or profile; FirmwareError (3),
+            ChecksumError (6), ImageRangeError (4); HistoryError when the history cannot be opened.
+        """
+        memory_guard()
+        self.loaded = load_station(self.config_path)     # imports pyOCD (target check)
+        cfg = self.loaded.config
+        self._open_history()
+        outputs = [NotifyOutput(self.notifier)]
+        if self.interactive:
+            from piflash.station.status import RichOutput
+
+            outputs.append(RichOutput(self.status, cfg.station))
+        else:
+            outputs.append(LogOutput(self.stream))
+        if cfg.gpio:
+            from piflash.station.status import GpioOutput
+
+            self.gpio = GpioOutput(cfg.gpio)
+            outputs.append(self.gpio)
+        self.status.outputs = outputs
+        self._log(f"station {cfg.station}: profile {cfg.profile.name} ({cfg.profile.target}, "
+                  f"{cfg.profile.firmware.name}, {self.loaded.image.size:,} bytes), probes "
+                  f"{', '.join(cfg.probes) if cfg.probes else 'any'}, on same firmware: "
+                  f"{cfg.on_same_firmware}, history {self._history.path}")
+        self._reconcile_workers()
+        self.notifier.ready(self.status.line())
+
+    def _open_history(self) -> None:
+        from piflash.history import History
+
+        path = self.loaded.config.history
+        if self._history is not None and (path is None or path == self._history.path):
+            return
+        new = History(path)
+        with self._history_lock:
+            old, self._history = self._history, new
+        if old is not None:
+            old.close()
+
+    def _log(self, text: str) -> None:
+        if not self.interactive:
+            print(text, file=self.stream, flush=True)
+        LOG.info("%s", text)
+
+    # -- workers ------------------------------------------------------------------------------
+    def _reconcile_workers(self) -> None:
+        """Start a worker for each configured (or, with ``probes: any``, listed) probe that has
+        none; retire those no longer configured."""
+        from piflash.station.worker import ProbeWorker
+
+        wanted = self.loaded.config.probes
+        if wanted is None:
+            wanted = tuple(self.workers) + tuple(u for u in self._listed_probes() if u not in self.workers)
+        for uid, worker in list(self.workers.items()):
+            if uid not in wanted:
+                worker.retire()
+                self._retired.append(worker)
+                del self.workers[uid]
+                self.status.forget(uid)
+                self._log(f"{uid}: no longer served")
+        for uid in wanted:
+            if uid not in self.workers:
+                worker = ProbeWorker(self, uid)
+                self.workers[uid] = worker
+                self.status.set(uid, "waiting_probe", "waiting for probe")
+                worker.start()
+        self._retired = [w for w in self._retired if w.is_alive()]
+
+    def _listed_probes(self):
+        from piflash.connect import list_probes
+        from piflash.errors import PiflashError
+
+        try:
+            return [p.unique_id for p in list_probes()]
+        except PiflashError as exc:
+            LOG.debug("listing probes failed: %s", exc.message)
+            return []
+
+    def healthy(self) -> bool:
+        """Whether every worker thread is alive and showed life within the watchdog interval
+        (or 60 s without a watchdog)."""
+        limit = self.notifier.watchdog_interval or 60.0
+        now = time.monotonic()
+        return all(w.is_alive() and now - w.beat < limit for w in self.workers.values())
+
+    def record(self, result, outcome: str) -> Optional[int]:
+        """Record one board in the history; returns the row id, or None if it could not be written."""
+        from piflash.history import HistoryError
+
+        cfg = self.loaded.config
+        try:
+            with self._history_lock:
+                return self._history.record(result, outcome=outcome, station=cfg.station,
+                                            profile=cfg.profile.name)
+        except HistoryError as exc:
+            LOG.error("board %s not recorded: %s", result.target_uid, exc)
+            return None
+
+    # -- reload, signals, stop ----------------------------------------------------------------
+    def reload(self) -> bool:
+        """Load the config again; keep the old one if the new one is broken. Returns True if applied."""
+        from piflash.errors import PiflashError
+        from piflash.history import HistoryError
+
+        self.notifier.reloading()
+        try:
+            new = load_station(self.config_path)
+            old, self.loaded = self.loaded, new
+            try:
+                self._open_history()
+            except HistoryError:
+                self.loaded = old
+                raise
+        except (PiflashError, HistoryError) as exc:
+            message = getattr(exc, "message", str(exc))
+            self._log(f"reload failed, keeping the previous config: {message}")
+            self.notifier.ready(self.status.line())
+            return False
+        self._reconcile_workers()
+        self._log(f"config reloaded: profile {new.config.profile.name}, "
+                  f"{new.image.size:,} bytes, sha256 {new.image.sha256[:12]}")
+        self.notifier.ready(self.status.line())
+        return True
+
+    def request_stop(self) -> None:
+        """Stop taking boards (the first call) or abort the boards being flashed (the second)."""
+        self._signals += 1
+        if self._signals > 1:
+            self.abort.set()
+        self.stop.set()
+        for w in list(self.workers.values()):
+            w.wake()
+        self._wake.set()
+
+    def request_reload(self) -> None:
+        """Reload the config at the next turn of the main loop."""
+        self._reload_requested = True
+        self._wake.set()
+
+    def _watchdog(self, interval: float) -> None:
+        while not self.stop.wait(interval / 2):
+            if self.healthy():
+                self.notifier.watchdog()
+            else:
+                LOG.error("a worker is stuck or dead: not pinging the systemd watchdog")
+
+    def run(self) -> int:
+        """Start, serve until SIGTERM/SIGINT, stop cleanly. Returns the exit code (0).
+
+        :raises: the errors of :meth:`start` (before any board is touched).
+        """
+        signal.signal(signal.SIGTERM, lambda *a: self.request_stop())
+        signal.signal(signal.SIGINT, lambda *a: self.request_stop())
+        signal.signal(signal.SIGHUP, lambda *a: self.request_reload())
+        self.start()
+        if self.notifier.watchdog_interval:
+            threading.Thread(target=self._watchdog, args=(self.notifier.watchdog_interval,),
+                             name="watchdog", daemon=True).start()
+        try:
+            while not self.stop.is_set():
+                self._wake.wait(self.loaded.config.poll_interval)
+                self._wake.clear()
+                if self._reload_requested:
+                    self._reload_requested = False
+                    self.reload()
+                elif self.loaded.config.probes is None and not self.stop.is_set():
+                    self._reconcile_workers()
+        finally:
+            self.shutdown()
+        return 0
+
+    def shutdown(self) -> None:
+        """Stop: wait for every worker to finish its board, then close the history and outputs."""
+        self.stop.set()
+        self.notifier.stopping("stopping")
+        for uid in list(self.workers):
+            self.status.set(uid, "stopping", "stopping")
+        for w in list(self.workers.values()) + self._retired:
+            w.wake()
+            while w.is_alive():
+                w.join(0.5)
+        self._log(f"station stopped: {self.status.summary()}")
+        self.status.close()
+        if self._history is not None:
+            self._history.close()
+
+
+__all__ = ["Station", "memory_guard"]

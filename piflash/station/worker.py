@@ -1,0 +1,271 @@
+"""One worker thread per probe: wait for a board, flash it, record it, wait until it is removed.
+
+The loop of :class:`ProbeWorker`, for probe ``P`` and the station's current config:
+
+1. **wait for a board**: every ``poll_interval`` seconds open a pyOCD session on ``P``
+   (:func:`piflash.connect.open_session`). No probe: "waiting for probe". The probe answers but
+   the target does not (connect error): "waiting for board". A session opens: a board is there;
+   the connect phase is timed into its result and its target unique ID read.
+2. **flash**: with ``on_same_firmware: skip`` a quick verify first (on-target CRC32, stopping at
+   the first page that differs); if the board already carries the image it is recorded as
+   ``skip``. Otherwise :func:`piflash.flasher.flash_session` erases, programs, verifies and
+   resets per the profile: the same code path as ``piflash flash``.
+3. **record** the result in the history and show PASS / SKIP / FAIL.
+4. **wait for removal**, the session kept open: every ``poll_interval`` read the DP's DPIDR and
+   the target unique ID; the board is gone when two reads in a row fail or the ID changes. A
+   board left on the fixture is therefore flashed once, not in a loop. If the probe itself is
+   lost, removal cannot be seen: a board found later with the same target unique ID is taken
+   for the same board and not flashed again (remove it while the probe is connected).
+
+Every failure of a board (write protection, verify mismatch, board pulled or probe unplugged
+mid-flash) is recorded as ``fail`` and the loop carries on; an unexpected exception is logged
+and the worker starts over after a pause, so one probe's fault never stops the others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from typing import Optional, Tuple
+
+from piflash.connect import open_session
+from piflash.errors import (ConnectError, ImageRangeError, NoProbeError, OperationInterrupted,
+                            PiflashError, ProbeLostError, ProbePermissionError, SeveralProbesError,
+                            VerifyError)
+from piflash.flasher import describe_session, flash_session, phase, tracking, verify_session
+from piflash.progress import ProgressSink
+from piflash.result import OperationResult
+
+LOG = logging.getLogger(__name__)
+
+#: Consecutive failed presence reads before a board counts as removed (one failed read can be
+#: a glitch on a long SWD cable).
+REMOVAL_READS = 2
+
+
+class StationSink(ProgressSink):
+    """Turns one board's phase progress into the probe's status ("flashing 42%") and heartbeats.
+
+    The percentage covers the whole job: erase 0-20 %, program 20-85 %, verify 85-98 %,
+    reset 98-100 % (rough shares of the time each takes on an nRF52840 with a 64 KiB image).
+    When the station is asked to abort (a second SIGTERM/SIGINT), the next progress update
+    raises :class:`~piflash.errors.OperationInterrupted`.
+    """
+
+    SPANS = {"connect": (0, 0), "erase": (0, 20), "program": (20, 85), "verify": (85, 98),
+             "reset": (98, 100)}
+
+    def __init__(self, worker: "ProbeWorker", target_uid: Optional[str], label: str = "flashing") -> None:
+        self.worker, self.target_uid, self.label = worker, target_uid, label
+        self._total = 0
+        self._last = -1
+
+    def _show(self, phase: str, done: int) -> None:
+        self.worker.beat = time.monotonic()
+        if self.worker.station.abort.is_set():
+            raise OperationInterrupted(f"station stopped during {phase}",
+                                       hint="flash the board again")
+        lo, hi = self.SPANS.get(phase, (0, 100))
+        pct = lo + (hi - lo) * done // self._total if self._total else lo
+        if pct != self._last:
+            self._last = pct
+            self.worker.station.status.set(self.worker.uid, "flashing", f"{self.label} {pct}%",
+                                           self.target_uid, pct)
+
+    def phase_start(self, phase: str, total: int) -> None:
+        self._total = total
+        self._show(phase, 0)
+
+    def phase_update(self, phase: str, done: int) -> None:
+        self._show(phase, done)
+
+
+class _ContactLost(Exception):
+    """The probe went away while we watched a board: its removal cannot be observed."""
+
+
+class ProbeWorker(threading.Thread):
+    """Serves one probe until the station stops or the worker is retired.
+
+    :param station: the running :class:`piflash.station.loop.Station` (config, status, history,
+        stop and abort events).
+    :param uid: the probe's unique ID (str).
+    :ivar beat: ``time.monotonic()`` of the last sign of life (for the systemd watchdog).
+    """
+
+    def __init__(self, station, uid: str) -> None:
+        super().__init__(name=f"probe {uid}", daemon=True)
+        self.station, self.uid = station, uid
+        self.beat = time.monotonic()
+        self.retired = threading.Event()
+        self._wake = threading.Event()
+        self._last_uid: Optional[str] = None   # the last board handled on this probe
+        self._unobserved = False               # ...and we lost contact before it was removed
+
+    # -- control ------------------------------------------------------------------------------
+    def stopping(self) -> bool:
+        """Whether to take no new board (the station stops, or this worker was retired)."""
+        return self.station.stop.is_set() or self.retired.is_set()
+
+    def retire(self) -> None:
+        """Finish the current board, then end (the probe left the config on a reload)."""
+        self.retired.set()
+        self.wake()
+
+    def wake(self) -> None:
+        """Cut the current pause short (to notice a stop or retirement at once)."""
+        self._wake.set()
+
+    def _sleep(self, seconds: float) -> None:
+        self._wake.wait(seconds)
+        self._wake.clear()
+        self.beat = time.monotonic()
+
+    def _set(self, state: str, text: str, target_uid: Optional[str] = None) -> None:
+        self.station.status.set(self.uid, state, text, target_uid)
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self) -> None:
+        while not self.stopping():
+            self.beat = time.monotonic()
+            try:
+                self._one_board()
+            except Exception:                   # a bug must not end this probe's service
+                LOG.exception("probe %s: unexpected error; starting over", self.uid)
+                self._sleep(max(1.0, self.station.loaded.config.poll_interval))
+
+    def _one_board(self) -> None:
+        loaded = self.station.loaded            # one config for the whole board, even over a reload
+        with contextlib.ExitStack() as stack:
+            found = self._wait_for_board(stack, loaded)
+            if found is None:
+                return
+            session, result, error = found
+            uid = result.target_uid
+            if uid is not None and uid == self._last_uid and self._unobserved and error is None:
+                LOG.info("probe %s: board %s is the one handled before the probe was lost", self.uid, uid)
+            else:
+                if not self._wait_for_button(uid):
+                    return
+                self._serve(session, result, loaded, error)
+            self._last_uid = uid
+            self._unobserved = not self._wait_for_removal(session, uid, loaded)
+        if not self.stopping():
+            self._set("waiting", "waiting for board")
+
+    def _wait_for_board(self, stack: contextlib.ExitStack, loaded) -> Optional[Tuple[object, OperationResult,
+                                                                                        Optional[PiflashError]]]:
+        prof = loaded.config.profile
+        while not self.stopping():
+            self.beat = time.monotonic()
+            result = OperationResult.start("flash", loaded.image, self.uid, prof.target)
+            try:
+                with phase(result, ProgressSink(), "connect"):
+                    session = stack.enter_context(open_session(self.uid, prof.target, prof.frequency))
+                    try:
+                        describe_session(session, result, loaded.image)
+                    except ImageRangeError as exc:   # a board is there, but the image cannot go on it
+                        return session, result, exc
+                return session, result, None
+            except (NoProbeError, ProbeLostError, SeveralProbesError) as exc:
+                self._set("waiting_probe", "waiting for probe")
+                LOG.debug("probe %s: %s", self.uid, exc.message)
+            except ProbePermissionError as exc:
+                self._set("waiting_probe", f"probe not accessible: {exc.message}")
+            except ConnectError:
+                self._set("waiting", "waiting for board")
+            except PiflashError as exc:         # e.g. a transfer fault while connecting
+                LOG.debug("probe %s: connect failed: %s", self.uid, exc.message)
+                self._set("waiting", "waiting for board")
+            self._sleep(loaded.config.poll_interval)
+        return None
+
+    def _wait_for_button(self, target_uid: Optional[str]) -> bool:
+        gpio = self.station.gpio
+        if gpio is None or not gpio.has_button:
+            return True
+        presses = gpio.presses()
+        self._set("button", "waiting for start button", target_uid)
+        return gpio.wait_for_press(presses, self._stop_event())
+
+    def _stop_event(self) -> threading.Event:
+        return self.retired if self.retired.is_set() else self.station.stop
+
+    def _serve(self, session, result: OperationResult, loaded, error: Optional[PiflashError]) -> None:
+        cfg, image = loaded.config, loaded.image
+        prof = cfg.profile
+        uid = result.target_uid
+        outcome, precheck_s = "fail", 0.0
+        try:
+            with tracking(result):
+                if error is not None:
+                    raise error
+                if cfg.on_same_firmware == "skip":
+                    try:
+                        verify_session(session, image, result, StationSink(self, uid, "checking"),
+                                       reset=prof.reset, quick=True)
+                        outcome = "skip"
+                    except VerifyError:          # not there yet: flash it
+                        precheck_s = result.durations.pop("verify", 0.0)
+                        result.verify = None
+                if outcome != "skip":
+                    try:
+                        flash_session(session, image, result, StationSink(self, uid), prof.erase,
+                                      prof.verify, prof.reset)
+                    finally:
+                        if precheck_s:
+                            result.durations["verify"] = round(result.durations.get("verify", 0.0)
+                                                               + precheck_s, 4)
+                    outcome = "pass"
+        except PiflashError as exc:
+            outcome = "fail"
+            if not isinstance(exc, (ProbeLostError, OperationInterrupted, ImageRangeError)) \
+                    and self._answers(session, uid, loaded) is False:
+                result.error["message"] = f"board removed during {result.phase}: {exc.message}"
+        row = self.station.record(result, outcome)
+        number = f"#{row}" if row is not None else "(not recorded)"
+        shown = uid or "unknown"
+        if outcome == "fail":
+            reason = " ".join(str(result.error.get("message", "")).split())
+            self._set("fail", f"FAIL {shown} {reason}", uid)
+        else:
+            self._set(outcome, f"{outcome.upper()} {shown} {number}", uid)
+
+    def _answers(self, session, uid: Optional[str], loaded) -> Optional[bool]:
+        """Whether the board ``uid`` still answers on the open session (True), does not or was
+        replaced (False); None when the probe itself is gone."""
+        from pyocd.core.exceptions import ProbeDisconnected
+
+        from piflash.target import uid_location
+
+        try:
+            session.probe.read_dp(0)              # DPIDR: the debug port answers
+            loc = uid_location(loaded.config.profile.target)
+            if loc is None:
+                session.target.read32(session.target.memory_map.get_boot_memory().start)
+                return True
+            return bytes(session.target.read_memory_block8(loc.address, loc.size)).hex() == uid
+        except ProbeDisconnected:
+            return None
+        except Exception:
+            return False
+
+    def _wait_for_removal(self, session, uid: Optional[str], loaded) -> bool:
+        """Poll until the board is removed (True) or the probe is lost or we stop (False)."""
+        misses = 0
+        while not self.stopping():
+            self._sleep(loaded.config.poll_interval)
+            answer = self._answers(session, uid, loaded)
+            if answer is None:
+                LOG.info("probe %s lost while board %s was on the fixture", self.uid, uid)
+                return False
+            misses = 0 if answer else misses + 1
+            if misses >= REMOVAL_READS:
+                LOG.debug("probe %s: board %s removed", self.uid, uid)
+                return True
+        return False
+
+
+__all__ = ["ProbeWorker", "StationSink", "REMOVAL_READS"]
