@@ -406,11 +406,13 @@ def _register_subgroups() -> None:
     from piflash.cli_history import history
     from piflash.cli_profile import profile
     from piflash.cli_sim import sim
+    from piflash.cli_service import install_service
     from piflash.cli_station import station
 
     cli.add_command(history)
     cli.add_command(profile)
     cli.add_command(sim)
+    station.add_command(install_service)  # piflash/cli_service.py: station install-service
     cli.add_command(station)
 
 
