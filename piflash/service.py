@@ -111,8 +111,13 @@ def _under(root: Path, path: str) -> Path:
     return root / path.lstrip("/")
 
 
-def _write_step(dest: Path, shown: str, data: bytes, mode: int) -> Step:
-    """A step writing ``data`` to ``dest`` (atomically, by rename), or nothing if it is there."""
+def _write_step(dest: Path, shown: str, data: bytes, mode: int,
+                check: Optional[Callable[[Path], object]] = None) -> Step:
+    """A step writing ``data`` to ``dest`` (atomically, by rename), or nothing if it is there.
+
+    ``check`` is called with the new file in place beside ``dest`` (so relative paths in it mean
+    what they will mean) before the rename; if it raises, ``dest`` is left as it was.
+    """
     try:
         if dest.is_file() and dest.read_bytes() == data and (dest.stat().st_mode & 0o777) == mode:
             return Step(f"{shown}: up to date")
@@ -124,6 +129,12 @@ def _write_step(dest: Path, shown: str, data: bytes, mode: int) -> Step:
         tmp = dest.with_name(f".{dest.name}.piflash-tmp")
         tmp.write_bytes(data)
         os.chmod(tmp, mode)
+        try:
+            if check is not None:
+                check(tmp)
+        except BaseException:
+            tmp.unlink()
+            raise
         os.replace(tmp, dest)
 
     return Step(f"write {shown}", run)
@@ -188,6 +199,16 @@ def _check_config(config: Path) -> bytes:
     return data
 
 
+def _check_station(path: Path) -> None:
+    """Validate an installed station config as the station will: profile, firmware, SHA-256.
+
+    :raises ProfileError, FirmwareError, ChecksumError, ImageRangeError: as ``piflash station check``.
+    """
+    from piflash.station.config import load_station
+
+    load_station(path)
+
+
 def plan_install(root: Path = Path("/"), executable: Optional[str] = None,
                  config: Optional[Path] = None, enable: bool = False, now: bool = False,
                  dry_run: bool = False, runner: Runner = _default_runner) -> List[Step]:
@@ -218,8 +239,13 @@ def plan_install(root: Path = Path("/"), executable: Optional[str] = None,
     unit_rel = f"/{UNIT_DIR}/{UNIT_NAME}"
     steps = [_write_step(_under(root, unit_rel), _shown(root, unit_rel), unit.encode(), 0o644)]
     if config is not None:
+        data = _check_config(Path(config))
+        check = _check_station if root.resolve() == Path("/") else None
         steps.append(_write_step(_under(root, CONFIG_PATH), _shown(root, "/" + CONFIG_PATH),
-                                 _check_config(Path(config)), 0o644))
+                                 data, 0o644, check))
+        if check is None:
+            steps.append(Step("note: the config's profile and firmware were not checked (they are "
+                              "inside --root): run 'piflash station check' there"))
     elif not _under(root, CONFIG_PATH).exists():
         steps.append(Step(f"note: {_shown(root, '/' + CONFIG_PATH)} does not exist yet: "
                           "the station will not start until it does (--config FILE)"))

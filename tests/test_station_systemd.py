@@ -171,6 +171,12 @@ def test_station_under_systemd(box, cli, sim_server, firmware_dir, tmp_path):
 
     seen = []
     try:
+        # Inside, installing on / validates the config as the station would, before replacing it.
+        (box.root / "var" / "tmp" / "bad.yaml").write_text("profile: no-such-profile\n")
+        proc = box.run(EXE, "station", "install-service", "--config", "/var/tmp/bad.yaml",
+                       check=False)
+        assert proc.returncode == 5 and "no-such-profile" in proc.stderr, proc.stderr
+        assert (etc / "station.yaml").read_text() == config.read_text()
         # Inside, on a running systemd: daemon-reload, enable --now (the unit file is up to date).
         proc = box.run(EXE, "station", "install-service", "--now", check=False)
         assert proc.returncode == 0 and "systemctl daemon-reload" in proc.stdout \
