@@ -210,14 +210,20 @@ def board_insert(board):
 @click.option("--uid", metavar="HEX", help="Target unique ID of the new board [default: random].")
 @click.option("--flash", "flash_file", type=click.Path(exists=True, dir_okay=False),
               help="Raw image of the new board's flash, from the flash base [default: erased].")
+@click.option("--write-protect", multiple=True, metavar="ADDR", callback=_addresses,
+              help="The new board has the sector at ADDR protected (repeatable).")
+@click.option("--remove-after", type=int, metavar="N",
+              help="The new board will be pulled off after N DAP transfers.")
 @handles_errors
-def board_swap(board, uid, flash_file):
-    """Replace the board on BOARD's fixture with a fresh one (new unique ID, no faults)."""
+def board_swap(board, uid, flash_file, write_protect, remove_after):
+    """Replace the board on BOARD's fixture with a fresh one (new unique ID, no faults unless given)."""
     data = None
     if flash_file:
         with open(flash_file, "rb") as fh:
             data = fh.read()
-    info = _store_call(_store().swap, _name(board), target_uid=uid, flash=data)
+    faults = {"write_protect": write_protect or None, "remove_after": remove_after}
+    info = _store_call(_store().swap, _name(board), target_uid=uid, flash=data,
+                       faults={k: v for k, v in faults.items() if v is not None})
     click.echo(f"sim:{info.name}: board {info.target_uid} seated (board #{info.generation})")
 
 

@@ -172,6 +172,22 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
     return PiflashError(f"unexpected error during {phase}: {type(exc).__name__}: {text}")
 
 
+class _SkipSvd:
+    """pyOCD session delegate that drops the ``load_svd`` step of the target's init sequence.
+
+    At every connect pyOCD parses the target's SVD file (peripheral register descriptions:
+    for the nRF52840 several MB of XML, ~40 MB of Python objects) in a background thread, for its
+    debugger's register views (``CoreSightTarget.load_svd``, pyocd/coresight/coresight_target.py).
+    piflash never reads it; a station connecting once per board and polling an empty fixture
+    would otherwise parse it again and again. ``will_init_target`` is pyOCD's documented hook
+    for changing the init sequence (pyocd/core/target_delegate.py).
+    """
+
+    def will_init_target(self, target, init_sequence) -> None:
+        if init_sequence.has_task("load_svd"):
+            init_sequence.remove_task("load_svd")
+
+
 @contextlib.contextmanager
 def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
                  frequency: Optional[int] = None, options: Optional[dict] = None) -> Iterator:
@@ -203,6 +219,8 @@ def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
     if frequency:
         opts["frequency"] = int(frequency)
     session = Session(probe, auto_open=False, options=opts)
+    if session.delegate is None:  # no pyOCD user script: skip its SVD load (see _SkipSvd)
+        session.delegate = _SkipSvd()
     try:
         session.open()
     except BaseException as exc:

@@ -121,9 +121,12 @@ def test_cli_board_commands(cli, store):
     assert "0102030405060708" in out and "board #1" in out
     cli("sim", "fault", "fx", "--remove-after", "10", check=0)
     assert store.get("fx").faults.remove_after == 10
+    cli("sim", "board", "swap", "fx", "--write-protect", "0x1000", "--remove-after", "7", check=0)
+    faults = store.get("fx").faults
+    assert faults.write_protect == [0x1000] and faults.remove_after == 7
     proc = cli("sim", "board", "swap", "fx", "--uid", "12", check=2)
     assert "16 hex digits" in proc.stderr
-    assert store.get("fx").target_uid == "0102030405060708"
+    assert store.get("fx").generation == 2
 
 
 def test_swap_seen_through_sim_serve(store, sim_server):

@@ -1,7 +1,7 @@
 """Fault injection settings of a simulated board (pure data, stored in the board's JSON).
 
 A fault is set with :meth:`piflash.sim.store.SimStore.set_faults` and takes effect in every
-process that opens the board afterwards (and, within about 0.25 s, in a session that is already
+process that opens the board afterwards (and, within about 0.05 s, in a session that is already
 open). The faults:
 
 ``write_protect`` -- list of sector (erase page) addresses, int.

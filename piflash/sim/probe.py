@@ -47,8 +47,9 @@ LOG = logging.getLogger(__name__)
 
 #: Plugin / unique-ID prefix.
 PLUGIN_NAME = "sim"
-#: Seconds between checks of the board's JSON for fault or present-flag changes.
-_RELOAD_INTERVAL = 0.25
+#: Seconds between checks of the board's JSON (one stat) for fault, present or seated changes:
+#: short, as a real debug port stops answering the moment its board is pulled.
+_RELOAD_INTERVAL = 0.05
 #: Seconds to wait for another session on the same board to end.
 SESSION_LOCK_TIMEOUT = 10.0
 
@@ -70,7 +71,7 @@ class SimProbe(DebugProbe):
     ``ProbeDisconnected``.
 
     A board pulled off the fixture or swapped for another (:meth:`SimStore.pull`,
-    :meth:`SimStore.swap`, possibly by another process) is noticed within about 0.25 s: the
+    :meth:`SimStore.swap`, possibly by another process) is noticed within about 0.05 s: the
     session's target is gone for good (its debug port stopped answering, as a real one loses
     power), and only a new session sees the board that is seated now.
     """
@@ -242,8 +243,11 @@ class SimProbe(DebugProbe):
         with self._guard:
             if self._is_open:
                 return
+            # A closed probe is locked by nobody. pyOCD's DP code can leave its lock() held when a
+            # transfer fails (a board pulled mid-session); over the remote protocol that lock was
+            # taken by the server thread of a client now gone, and would block every later client.
+            self._lock = threading.RLock()
             self._resolve_pending()
-            from .boards import SimBoard      # the emulator is only needed from here on
             stack = ExitStack()
             try:
                 stack.enter_context(self._store.session_lock(self._name, SESSION_LOCK_TIMEOUT))
@@ -251,8 +255,12 @@ class SimProbe(DebugProbe):
                 if not info.present:
                     raise exceptions.ProbeDisconnected("simulated board %r is not present" % self._name)
                 # An empty fixture opens at once: no emulator is built for a board that is not there.
-                self._board = SimBoard(info.spec, bytes.fromhex(info.target_uid), images, info.faults) \
-                    if info.seated else None
+                if info.seated:
+                    from .boards import SimBoard      # the emulator is only needed from here on
+
+                    self._board = SimBoard(info.spec, bytes.fromhex(info.target_uid), images, info.faults)
+                else:
+                    self._board = None
             except BoardBusyError as err:
                 stack.close()
                 raise exceptions.ProbeError(str(err)) from None

@@ -277,13 +277,13 @@ class SimStore:
 
     def eject(self, name: str) -> BoardInfo:
         """Mark the board absent: its probe disappears from enumeration, cannot be opened, and an
-        open session gets ``ProbeDisconnected`` within about 0.25 s. :raises UnknownBoardError:"""
+        open session gets ``ProbeDisconnected`` within about 0.05 s. :raises UnknownBoardError:"""
         return self._set_present(name, False)
 
     # -- the board on the probe's fixture ----------------------------------------------------
     def pull(self, name: str) -> BoardInfo:
         """Take the board off the fixture: the probe stays listed and opens, but its debug port
-        does not answer (SWD no ACK), and an open session loses the target within about 0.25 s.
+        does not answer (SWD no ACK), and an open session loses the target within about 0.05 s.
         The board keeps its flash; a pending ``remove_after`` fault is spent.
         :raises UnknownBoardError:"""
         _check_name(name)

@@ -1,0 +1,115 @@
+"""Helpers for the station tests: write a profile and config, run ``piflash station run`` as a
+real subprocess, read its history with sqlite3, wait on conditions with deadlines."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, List, Optional
+
+#: DAP transfers after which ``remove_after`` pulls an nRF52840 board in the middle of its
+#: program phase with the 12.7 KB test firmware (measured: connect ends at ~160 transfers, the
+#: quick pre-check ~350 more, erase ~1,350, program runs from ~1,850 to ~6,200).
+MID_PROGRAM_TRANSFERS = 3500
+
+
+def wait_for(condition: Callable[[], object], what: str, deadline: float = 60.0, step: float = 0.05):
+    """Poll ``condition`` until it returns something true; fail with ``what`` after ``deadline`` s."""
+    end = time.monotonic() + deadline
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {deadline} s waiting for {what}")
+        time.sleep(step)
+
+
+def write_profile(directory: Path, firmware: Path, name: str = "board", **extra) -> Path:
+    lines = [f"target: {extra.pop('target', 'nrf52840')}", f"firmware: {firmware}"]
+    lines += [f"{k}: {v}" for k, v in extra.items()]
+    path = directory / f"{name}.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def write_config(directory: Path, profile: Path, probes, history: Path, name: str = "station.yaml",
+                 **extra) -> Path:
+    probe_text = probes if probes == "any" else "[" + ", ".join(f'"{p}"' for p in probes) + "]"
+    lines = ["station: test-line", f"profile: {profile}", f"probes: {probe_text}",
+             f"poll_interval: {extra.pop('poll_interval', 0.1)}", f"history: {history}"]
+    lines += [f"{k}: {v}" for k, v in extra.items()]
+    path = directory / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class StationProcess:
+    """``python -m piflash station run --plain --config FILE`` with output in a file."""
+
+    def __init__(self, config: Path, log: Path, env: Optional[dict] = None) -> None:
+        self.log = log
+        self._out = open(log, "w")
+        self.proc = subprocess.Popen([sys.executable, "-m", "piflash", "station", "run", "--plain",
+                                      "--config", str(config)], stdout=self._out,
+                                     stderr=subprocess.STDOUT, env=env or os.environ.copy())
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def wait_output(self, text: str, deadline: float = 60.0, count: int = 1) -> None:
+        wait_for(lambda: self.output().count(text) >= count or self._died(),
+                 f"{text!r} in the station's output", deadline)
+        assert self.proc.poll() is None or self.output().count(text) >= count, self.output()
+
+    def _died(self) -> bool:
+        return self.proc.poll() is not None
+
+    def signal(self, sig=signal.SIGTERM) -> None:
+        self.proc.send_signal(sig)
+
+    def stop(self, deadline: float = 60.0) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(deadline)
+        finally:
+            self._out.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self._out.close()
+
+
+def rows(history: Path) -> List[dict]:
+    """Every history row, oldest first (a plain sqlite3 reader, as any tool would be)."""
+    if not history.exists():
+        return []
+    db = sqlite3.connect(f"file:{history}?mode=ro", uri=True, timeout=30)
+    try:
+        db.row_factory = sqlite3.Row
+        try:
+            return [dict(r) for r in db.execute("SELECT * FROM operations ORDER BY id")]
+        except sqlite3.OperationalError as exc:       # table not created yet
+            if "no such table" in str(exc):
+                return []
+            raise
+    finally:
+        db.close()
+
+
+def wait_rows(history: Path, n: int, station: Optional[StationProcess] = None, deadline: float = 60.0):
+    def enough():
+        if station is not None and station.proc.poll() is not None:
+            raise AssertionError("station exited:\n" + station.output())
+        got = rows(history)
+        return got if len(got) >= n else None
+    return wait_for(enough, f"{n} history rows", deadline)
