@@ -203,10 +203,12 @@ def test_station_under_systemd(box, cli, sim_server, firmware_dir, tmp_path):
         assert [(r[0], r[1], r[2], r[3].lower(), r[4]) for r in rows] == [
             ("pass", "nspawn-test", server.uid, uid.lower(), sha)], rows
 
+        # The board is taken off: the status line follows, and the station polls for the next.
+        cli("sim", "board", "remove", "fixture", check=0)
+        _status_until(box, lambda s: s["StatusText"] == "waiting for board", 30, seen)
+        time.sleep(1.0)  # several connect attempts on the empty fixture (poll_interval 0.2 s)
+
         # Reload is SIGHUP to the main process (RELOADING=1 ... READY=1): same process, active.
-        # The board stays on the fixture: after a board is pulled, the station's connect attempts
-        # can leave pyOCD's remote probe server holding its probe lock (see the report), which
-        # would make the stop below wait for its TimeoutStopSec.
         box.run("systemctl", "reload", UNIT)
         deadline = time.monotonic() + 30
         while "config reloaded" not in box.journal(UNIT):
