@@ -99,7 +99,8 @@ def running_executable() -> str:
     if sibling.is_file():
         return str(sibling)
     raise ServiceError("cannot tell where the piflash executable is",
-                       hint="pass --executable with its absolute path, e.g. /opt/piflash/bin/piflash")
+                       hint="pass --executable with its absolute path, "
+                            "e.g. /opt/piflash/bin/piflash")
 
 
 def systemd_running(root: Path) -> bool:
@@ -195,14 +196,16 @@ def _check_config(config: Path) -> bytes:
         raise ProfileError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}",
                            path=str(config), line=mark.line + 1 if mark else None) from None
     if not isinstance(parsed, dict):
-        raise ProfileError("a station config is a YAML mapping (key: value lines)", path=str(config))
+        raise ProfileError("a station config is a YAML mapping (key: value lines)",
+                           path=str(config))
     return data
 
 
 def _check_station(path: Path) -> None:
     """Validate an installed station config as the station will: profile, firmware, SHA-256.
 
-    :raises ProfileError, FirmwareError, ChecksumError, ImageRangeError: as ``piflash station check``.
+    :raises ProfileError, FirmwareError, ChecksumError, ImageRangeError: as
+        ``piflash station check`` does.
     """
     from piflash.station.config import load_station
 
@@ -255,7 +258,8 @@ def plan_install(root: Path = Path("/"), executable: Optional[str] = None,
     if live:
         steps.append(_systemctl_step(["daemon-reload"], runner))
         if enable:
-            steps.append(_systemctl_step(["enable", *(["--now"] if now else []), UNIT_NAME], runner))
+            now_flag = ["--now"] if now else []
+            steps.append(_systemctl_step(["enable", *now_flag, UNIT_NAME], runner))
     else:
         if enable:
             steps.append(_link_step(root))

@@ -68,7 +68,8 @@ class Container:
         state = ""
         while time.monotonic() < deadline:
             if self.nspawn.poll() is not None:
-                raise BootError(f"systemd-nspawn exited with {self.nspawn.returncode}:\n{self.console()}")
+                raise BootError(f"systemd-nspawn exited with {self.nspawn.returncode}:\n"
+                                f"{self.console()}")
             if self.pid is None:
                 self.pid = next(iter(_children(self.nspawn.pid)), None)
             if self.pid is not None:
@@ -77,9 +78,11 @@ class Container:
                 if state in ("running", "degraded"):
                     return
             time.sleep(0.3)
-        raise BootError(f"the container's systemd is '{state}' after {timeout:.0f} s:\n{self.console()}")
+        raise BootError(f"the container's systemd is '{state}' after {timeout:.0f} s:\n"
+                        f"{self.console()}")
 
-    def run(self, *cmd: str, check: bool = True, timeout: float = 60.0) -> subprocess.CompletedProcess:
+    def run(self, *cmd: str, check: bool = True,
+            timeout: float = 60.0) -> subprocess.CompletedProcess:
         """Run ``cmd`` inside the container (clean environment), capture its output as text."""
         assert self.pid is not None, "container not booted"
         proc = subprocess.run(["nsenter", "-t", str(self.pid), "-a", "env", "-i", *CONTAINER_ENV,

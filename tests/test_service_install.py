@@ -69,7 +69,8 @@ def test_a_changed_executable_rewrites_the_unit(cli, root):
 
 
 def test_dry_run_changes_nothing(cli, root, config):
-    out = install(cli, root, "--executable", EXE, "--config", config, "--enable", "--dry-run").stdout
+    out = install(cli, root, "--executable", EXE, "--config", config, "--enable",
+                  "--dry-run").stdout
     assert "would write" in out and "would enable" in out
     assert not (root / "etc").exists()
 

@@ -97,7 +97,8 @@ def box(tmp_path_factory):
     subprocess.run(["bash", str(REPO / "scripts" / "make-root.sh"), "--include", INCLUDE,
                     str(cached)], check=True, capture_output=True, timeout=1800)
     root = tmp / "root"
-    subprocess.run(["cp", "-a", str(cached), str(root)], check=True)  # the cached root stays pristine
+    # A copy: the cached root stays pristine.
+    subprocess.run(["cp", "-a", str(cached), str(root)], check=True)
     wheel = _wheel(tmp)
     container = Container(root, tmp / "console.log")
     try:
@@ -128,6 +129,11 @@ def test_unit_verify_and_security_score(box):
     m = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", proc.stdout)
     assert m, proc.stdout + proc.stderr
     assert float(m.group(1)) <= MAX_EXPOSURE, proc.stdout
+
+
+def _last_ping(box) -> int:
+    """When systemd last heard WATCHDOG=1 (or armed the watchdog), in µs of CLOCK_MONOTONIC."""
+    return int(box.show(UNIT, "WatchdogTimestampMonotonic")["WatchdogTimestampMonotonic"])
 
 
 def _status_until(box, want, deadline_s, seen):
@@ -183,13 +189,13 @@ def test_station_under_systemd(box, cli, sim_server, firmware_dir, tmp_path):
             and "enable --now" in proc.stdout, f"{proc.stdout}{proc.stderr}"
         show = _status_until(box, lambda s: s["ActiveState"] == "active"
                              and s["StatusText"] == "waiting for board", 60, seen)
-        # Type=notify: "active" only after the station's READY=1. A dynamic user with plugdev (GID 46).
+        # Type=notify: "active" only after the station's READY=1.
+        # A dynamic user with plugdev (GID 46).
         assert box.show(UNIT, "Type", "NotifyAccess") == {"Type": "notify", "NotifyAccess": "main"}
         status = box.run("cat", f"/proc/{show['MainPID']}/status").stdout
         uids = re.search(r"^Uid:\s+(\d+)", status, re.M).group(1)
         groups = re.search(r"^Groups:\s*(.*)$", status, re.M).group(1).split()
         assert uids != "0" and "46" in groups, status
-        ping0 = int(box.show(UNIT, "WatchdogTimestampMonotonic")["WatchdogTimestampMonotonic"])
 
         cli("sim", "board", "insert", "fixture", check=0)
         done = _status_until(box, lambda s: s["StatusText"].startswith(("PASS", "FAIL")), 60, seen)
@@ -216,8 +222,8 @@ def test_station_under_systemd(box, cli, sim_server, firmware_dir, tmp_path):
             time.sleep(0.2)
         after = _status_until(box, lambda s: s["ActiveState"] == "active", 30, seen)
         assert after["MainPID"] == show["MainPID"], (after, show)
-        deadline = time.monotonic() + 10
-        while int(box.show(UNIT, "WatchdogTimestampMonotonic")["WatchdogTimestampMonotonic"]) <= ping0:
+        ping0, deadline = _last_ping(box), time.monotonic() + 10
+        while _last_ping(box) <= ping0:
             assert time.monotonic() < deadline, "no WATCHDOG=1 ping in 10 s (WatchdogSec=3)"
             time.sleep(0.2)
 
