@@ -41,6 +41,13 @@ def _children(pid: int):
             yield int(entry)
 
 
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 class Container:
     """One booted container.
 
@@ -70,12 +77,13 @@ class Container:
             if self.nspawn.poll() is not None:
                 raise BootError(f"systemd-nspawn exited with {self.nspawn.returncode}:\n"
                                 f"{self.console()}")
-            if self.pid is None:
-                self.pid = next(iter(_children(self.nspawn.pid)), None)
+            # nspawn forks helpers too: the container's init is the child running systemd.
+            self.pid = next((pid for pid in _children(self.nspawn.pid)
+                             if _comm(pid) == "systemd"), None)
             if self.pid is not None:
                 proc = self.run("systemctl", "is-system-running", check=False, timeout=10)
-                state = proc.stdout.strip()
-                if state in ("running", "degraded"):
+                state = proc.stdout.strip() or proc.stderr.strip()
+                if proc.stdout.strip() in ("running", "degraded"):
                     return
             time.sleep(0.3)
         raise BootError(f"the container's systemd is '{state}' after {timeout:.0f} s:\n"
