@@ -17,6 +17,7 @@ from typing import Optional
 import click
 
 from piflash import __version__
+from piflash.cli_guard import memory_guarded
 from piflash.errors import EXIT_CODE_HELP, ExitCode, PiflashError
 from piflash.program import ERASE_MODES
 
@@ -251,6 +252,7 @@ def cli(verbose: int) -> None:
 @reset_option
 @output_options
 @handles_errors
+@memory_guarded("flash")
 def flash(firmware, probe, target, frequency, profile, pyocd_options, base_address, erase, verify,
           reset, quiet, json_mode):
     """Flash FIRMWARE (.hex, .elf, or .bin with --base-address), verify it and reset the target."""
@@ -276,6 +278,7 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
 @reset_option
 @output_options
 @handles_errors
+@memory_guarded("verify")
 def verify(firmware, probe, target, frequency, profile, pyocd_options, base_address, reset, quiet,
            json_mode):
     """Compare the target's flash with FIRMWARE without writing anything."""
@@ -315,6 +318,7 @@ def _range(text: str):
               help="Erase the sectors covering RANGE: ADDR, START-END (end exclusive) or START+LENGTH. Repeatable.")
 @output_options
 @handles_errors
+@memory_guarded("erase")
 def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, quiet, json_mode):
     """Erase the chip, or the sectors covering the given ranges."""
     from piflash.flasher import erase_target
@@ -349,6 +353,7 @@ def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mo
 @probe_options
 @click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
 @handles_errors
+@memory_guarded("info")
 def info(probe, target, frequency, profile, pyocd_options, json_mode):
     """Connect and show the target: type, unique ID, probe, flash regions."""
     from piflash.info import target_info
@@ -372,18 +377,30 @@ def info(probe, target, frequency, profile, pyocd_options, json_mode):
 @click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
 @handles_errors
 def probes(json_mode):
-    """List the debug probes pyOCD can see (simulated ones included)."""
+    """List the debug probes pyOCD can see (simulated ones included), and the USB probes
+    attached that cannot be opened, each with the reason and the fix."""
     from piflash.connect import list_probes
+    from piflash.usbscan import blocked_probes
 
     found = list_probes()
+    seen = {p.unique_id for p in found}
+    blocked = [b for b in blocked_probes() if not b.serial or b.serial not in seen]
     if json_mode:
-        click.echo(json.dumps([p.to_dict() for p in found], indent=2))
+        rows = [dict(p.to_dict(), accessible=True) for p in found]
+        rows += [{"unique_id": b.serial, "description": b.name, "target": None, "accessible": False,
+                  "vid_pid": b.vid_pid, "node": b.node, "reason": b.reason, "fix": b.fix}
+                 for b in blocked]
+        click.echo(json.dumps(rows, indent=2))
         return
-    if not found:
+    if not found and not blocked:
         click.echo("No debug probes found.")
         return
     for p in found:
         click.echo(f"{p.unique_id:<32} {p.description}" + (f"  [{p.target}]" if p.target else ""))
+    for b in blocked:
+        click.echo(f"{b.serial or b.vid_pid:<32} {b.name}  " + click.style("[cannot open]", fg="red"))
+        click.echo(f"{'':<4}reason: {b.reason}")
+        click.echo(f"{'':<4}fix:    {b.fix}")
 
 
 @cli.command(context_settings=CONTEXT)
@@ -403,14 +420,18 @@ def targets(pattern, json_mode):
 
 
 def _register_subgroups() -> None:
+    from piflash.cli_doctor import doctor
     from piflash.cli_history import history
     from piflash.cli_profile import profile
+    from piflash.cli_setup import setup
     from piflash.cli_sim import sim
     from piflash.cli_service import install_service
     from piflash.cli_station import station
 
+    cli.add_command(doctor)
     cli.add_command(history)
     cli.add_command(profile)
+    cli.add_command(setup)
     cli.add_command(sim)
     station.add_command(install_service)  # piflash/cli_service.py: station install-service
     cli.add_command(station)

@@ -36,18 +36,19 @@ def station(ctx, config, plain):
     SIGHUP reloads the config.
     """
     if ctx.invoked_subcommand is None:
-        ctx.invoke(run, config=config, plain=plain)
+        ctx.invoke(run, config=config, plain=plain, force=False)
 
 
 @station.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
 @config_option
 @plain_option
+@click.option("--force", is_flag=True, help="Start even when the memory guard says it will not fit.")
 @handles_errors
-def run(config, plain):
+def run(config, plain, force):
     """Run the station until SIGTERM or Ctrl-C (exit 0)."""
     from piflash.station.loop import Station
 
-    raise SystemExit(Station(config, interactive=False if plain else None).run())
+    raise SystemExit(Station(config, interactive=False if plain else None, force=force).run())
 
 
 @station.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)

@@ -76,12 +76,13 @@ def select_probe(unique_id: Optional[str] = None):
     """
     probes = _find_probes(unique_id)
     if not probes:
+        _raise_if_blocked(unique_id)
         if unique_id:
             raise NoProbeError(f"no debug probe with unique ID '{unique_id}' found",
                                hint="'piflash probes' lists the probes piflash can see")
         raise NoProbeError("no debug probe found",
-                           hint="plug in a probe; 'piflash probes' lists what pyOCD can see. A probe "
-                                "that is plugged in but not listed is often a permissions problem")
+                           hint="plug in a probe; 'piflash probes' lists what pyOCD can see, and "
+                                "'piflash doctor' checks USB, udev rules and permissions")
     if len(probes) > 1:
         exact = [p for p in probes if unique_id and p.unique_id.lower() == unique_id.lower()]
         if len(exact) == 1:
@@ -90,6 +91,27 @@ def select_probe(unique_id: Optional[str] = None):
         raise SeveralProbesError(f"{len(probes)} debug probes found: {', '.join(ids)}", ids,
                                  hint="choose one with --probe UNIQUE_ID (or 'probe:' in the profile)")
     return probes[0]
+
+
+def _raise_if_blocked(unique_id: Optional[str]) -> None:
+    """pyOCD found nothing: if a probe is attached but may not be opened, say so (pyOCD #1719).
+
+    :raises ProbePermissionError: with the USB scan's reason and fix.
+    """
+    from piflash.usbscan import blocked_probes
+
+    try:
+        blocked = blocked_probes(unique_id)
+    except OSError:  # an unreadable sysfs must not hide the real "no probe" answer
+        LOG.debug("USB scan failed", exc_info=True)
+        return
+    if not blocked:
+        return
+    first = blocked[0]
+    more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
+    raise ProbePermissionError(
+        f"probe {first.label} is attached but may not be opened{more}: {first.reason}",
+        hint=f"{first.fix}; 'piflash doctor' checks everything (running as root is not the fix)")
 
 
 class UnknownOptionError(PiflashError):
@@ -139,8 +161,11 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
                               hint="check the USB cable and power, then run the command again")
     if getattr(exc, "errno", None) in (errno.EACCES, errno.EPERM) or "Access denied" in text \
             or "insufficient permissions" in text.lower():
+        from piflash.permissions import setup_command
+
         return ProbePermissionError(f"permission denied opening the probe: {text}",
-                                    hint="the fix is udev rules and the plugdev group, not root")
+                                    hint=f"run 'piflash doctor'; the fix is '{setup_command()}' "
+                                         "(udev rules and the plugdev group), not running as root")
     if isinstance(exc, pe.FlashFailure):
         addr = getattr(exc, "address", None)
         where = f" at {addr:#010x}" if addr is not None else ""

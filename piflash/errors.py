@@ -34,7 +34,8 @@ class ExitCode(enum.IntEnum):
     VERIFY = 12           #: read-back verify found bytes that differ
     PROBE_LOST = 13       #: the probe disconnected during the operation
     MEMORY = 14           #: not enough free memory for the operation
-    SERVICE = 15          #: installing or removing the systemd unit failed (not root, systemctl)
+    DOCTOR = 15           #: ``piflash doctor`` found a problem that blocks flashing
+    SERVICE = 16          #: installing or removing the systemd unit failed (not root, systemctl)
     INTERRUPTED = 130     #: Ctrl-C or SIGTERM (128 + SIGINT)
 
 
@@ -55,6 +56,7 @@ EXIT_CODE_HELP = {
     ExitCode.VERIFY: "verify mismatch",
     ExitCode.PROBE_LOST: "probe disconnected during the operation",
     ExitCode.MEMORY: "not enough free memory",
+    ExitCode.DOCTOR: "doctor found a problem that blocks flashing",
     ExitCode.SERVICE: "installing or removing the station service failed",
     ExitCode.INTERRUPTED: "interrupted",
 }

@@ -13,6 +13,7 @@ A profile is a small YAML mapping (``docs/profiles.md`` has the full story)::
     verify: true                # optional bool, default true
     reset: true                 # optional bool, default true
     description: "..."          # optional
+    memory_guard: refuse        # optional: refuse | warn | off (see piflash/memguard.py)
 
 Loading is strict: an unknown key, a value of the wrong type, a missing
 required key or broken YAML raises :class:`~piflash.errors.ProfileError`
@@ -52,7 +53,10 @@ FIRMWARE_FORMATS = {suffix: fmt for fmt, suffixes in FORMAT_SUFFIXES.items() for
 #: Firmware file extension -> format; ``base_address`` is needed exactly for "bin".
 #: Every key a profile may contain.
 ALLOWED_KEYS = ("target", "probe", "frequency", "erase", "firmware", "sha256",
-                "base_address", "verify", "reset", "description")
+                "base_address", "verify", "reset", "description", "memory_guard")
+#: Accepted values of ``memory_guard`` (as piflash.memguard.GUARD_MODES; kept here so loading a
+#: profile does not import the guard).
+MEMORY_GUARD_MODES = ("refuse", "warn", "off")
 REQUIRED_KEYS = ("target", "firmware")
 
 _SHA256_RE = re.compile(r"[0-9a-fA-F]{64}")
@@ -78,6 +82,7 @@ class Profile:
     verify: bool = True            #: read back and compare after programming
     reset: bool = True             #: reset and run the target afterwards
     description: Optional[str] = None
+    memory_guard: Optional[str] = None  #: "refuse", "warn", "off", or None for the default
 
     @property
     def firmware_format(self) -> str:
@@ -307,6 +312,15 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
         close = difflib.get_close_matches(erase, ERASE_MODES, n=1)
         fail("erase", f"must be one of {', '.join(ERASE_MODES)}, got {erase!r}"
              + (f" (did you mean '{close[0]}'?)" if close else ""))
+    memory_guard = values.get("memory_guard")
+    if memory_guard is False:  # YAML 1.1 reads a bare `off` as false
+        memory_guard = "off"
+    if memory_guard is not None and memory_guard not in MEMORY_GUARD_MODES:
+        is_text = isinstance(memory_guard, str)
+        close = difflib.get_close_matches(memory_guard, MEMORY_GUARD_MODES, n=1) if is_text else []
+        fail("memory_guard", f"must be one of {', '.join(MEMORY_GUARD_MODES)}, got "
+             + (repr(memory_guard) if is_text else _describe(memory_guard))
+             + (f" (did you mean '{close[0]}'?)" if close else ""))
     frequency = None
     if "frequency" in values:
         frequency = parse_frequency(values["frequency"], path=src, line=lines["frequency"])
@@ -327,7 +341,8 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
              hint="add e.g. 'base_address: 0x08000000'")
     return Profile(name=pfile.stem, path=pfile, target=target, probe=probe, frequency=frequency,
                    erase=erase, firmware=firmware, sha256=sha256, base_address=base,
-                   verify=flag("verify"), reset=flag("reset"), description=description)
+                   verify=flag("verify"), reset=flag("reset"), description=description,
+                   memory_guard=memory_guard)
 
 
 def profile_dirs(cwd: Optional[PathLike] = None) -> List[Path]:

@@ -27,7 +27,8 @@ def test_probes_empty_then_listed(cli):
     assert "No debug probes found" in cli("probes", check=0).stdout
     cli("sim", "create", "bench", "--target", "stm32f103rc", check=0)
     assert cli.json("probes") == [{"unique_id": "sim:bench", "target": "stm32f103rc",
-                                   "description": "piflash Simulated STM32F103RC board"}]
+                                   "description": "piflash Simulated STM32F103RC board",
+                                   "accessible": True}]
 
 
 def test_command_line_overrides_profile(cli, tmp_path, firmware_dir):

@@ -225,3 +225,19 @@ def test_station_over_the_remote_probe_protocol(tmp_path, store, firmware, stati
     store.pull("remote-bay")
     station.wait_output("waiting for board")
     assert station.stop() == 0 and len(rows(history)) == 2
+
+
+def test_memory_guard_refuses_before_the_station_starts(tmp_path, firmware, cli, monkeypatch):
+    """On a starved Zero 2W the station stops with exit 14 and the numbers, touching nothing."""
+    root = tmp_path / "zero2w"
+    (root / "proc" / "device-tree").mkdir(parents=True)
+    (root / "proc" / "device-tree" / "model").write_bytes(b"Raspberry Pi Zero 2 W Rev 1.0\0")
+    (root / "proc" / "meminfo").write_text("MemTotal: 437228 kB\nMemFree: 20000 kB\n"
+                                           "MemAvailable: 40000 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n")
+    monkeypatch.setenv("PIFLASH_PROC_ROOT", str(root))
+    history = tmp_path / "history.sqlite3"
+    config = write_config(tmp_path, write_profile(tmp_path, firmware, name="board"), ["sim:bay"], history)
+    proc = cli("station", "run", "--config", config, check=14)
+    assert "not enough memory: station needs about" in proc.stderr
+    assert "on Raspberry Pi Zero 2 W" in proc.stderr and "CONF_SWAPSIZE" in proc.stderr
+    assert not history.exists()

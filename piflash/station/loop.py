@@ -31,13 +31,20 @@ from piflash.station.status import LogOutput, NotifyOutput, StatusBoard
 LOG = logging.getLogger(__name__)
 
 
-def memory_guard() -> None:
-    """MEMGUARD CALL SITE: the station must pass piflash's memory guard before pyOCD is imported.
+def memory_guard(config_path, force: bool = False) -> None:
+    """Run piflash's memory guard for the station before pyOCD is imported.
 
-    ``piflash.memguard`` is written on another branch; when it is merged, call its check here
-    (this is the only place the station needs it). Until then this does nothing.
+    Reads the config and its profile without checking the target type (that needs pyOCD), then
+    :func:`piflash.memguard.check_job` with the profile's firmware and ``memory_guard`` key.
+
+    :raises MemoryGuardError: (exit 14) the station would not fit in memory plus swap.
+    :raises ProfileError: (exit 5) the config or its profile is broken.
     """
-    return None
+    from piflash.memguard import check_job
+    from piflash.station.config import load_config
+
+    config = load_config(config_path)
+    check_job("station", profile=str(config.profile.path), force=force, warn=LOG.warning)
 
 
 class Station:
@@ -53,8 +60,10 @@ class Station:
     """
 
     def __init__(self, config_path, interactive: Optional[bool] = None,
-                 notifier: Optional[Notifier] = None, stream: TextIO = sys.stdout) -> None:
+                 notifier: Optional[Notifier] = None, stream: TextIO = sys.stdout,
+                 force: bool = False) -> None:
         self.config_path = config_path
+        self.force = force
         self.notifier = notifier or Notifier()
         if interactive is None:
             interactive = stream.isatty() and not self.notifier.enabled
@@ -80,7 +89,7 @@ class Station:
         :raises ProfileError: (exit 5) a broken config or profile; FirmwareError (3),
             ChecksumError (6), ImageRangeError (4); HistoryError when the history cannot be opened.
         """
-        memory_guard()
+        memory_guard(self.config_path, self.force)
         self.loaded = load_station(self.config_path)     # imports pyOCD (target check)
         cfg = self.loaded.config
         self._open_history()

@@ -1,0 +1,381 @@
+"""The memory guard: refuse an operation that would exhaust memory instead of freezing the board.
+
+A Pi Zero 2W has about 427 MiB of RAM once the GPU has its share, often little swap, and an SD
+card that makes swapping crawl. Every operation that loads pyOCD (``flash``, ``verify``,
+``erase``, ``info``, the station) calls :func:`check_memory` (or :func:`check_job`, which
+works out the sizes from files) first, *before* pyOCD is imported:
+
+- it estimates what the operation needs: a measured peak RSS of piflash + pyOCD for that
+  operation (:data:`BASELINE`), plus a measured slope per byte of firmware file
+  (:data:`IMAGE_SLOPE`, per format: an Intel HEX file costs far more per byte than a .bin)
+  and per byte of CMSIS-pack description (:data:`PACK_SLOPE`);
+- it compares that with what the machine has (:func:`piflash.board.read_board`):
+  ``MemAvailable`` (capped by a cgroup limit) and ``SwapFree``;
+- the verdict is ``"ok"``; ``"tight"`` when ``need > available - MARGIN`` (it only fits by
+  swapping, or with less than :data:`MARGIN` to spare): a warning, then the operation goes on;
+  or ``"refuse"`` when ``need > available + swap_free - MARGIN``: :class:`MemoryGuardError`
+  (exit code 14) with the numbers and advice.
+
+Overrides, strongest first: ``force=True`` (``--force``); the environment variable
+``PIFLASH_MEMORY_GUARD`` = ``refuse`` | ``warn`` | ``off``; a profile's ``memory_guard`` key
+(same values); the default ``refuse``. ``warn`` (and ``--force``) turn a refusal into a
+warning; ``off`` skips the check without reading anything.
+
+All sizes are in bytes. The module imports only the standard library and piflash's light
+modules (never pyOCD, yaml only when a profile is read); a check costs well under a
+millisecond (``benchmarks/memory_baseline.py`` prints the figure).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Optional, Union
+
+from piflash.board import BoardFacts, read_board
+from piflash.errors import ExitCode, MemoryGuardError, PiflashError
+
+MIB = 1024 * 1024
+
+#: Operations that load a firmware image (the others ignore one).
+IMAGE_OPERATIONS = ("flash", "verify", "station")
+#: Environment variable selecting the guard's mode.
+MODE_ENV = "PIFLASH_MEMORY_GUARD"
+#: Accepted modes: refuse (the default), warn (never refuse), off (do not check).
+GUARD_MODES = ("refuse", "warn", "off")
+
+#: Peak RSS in bytes of one ``piflash OPERATION`` process (Python + piflash + pyOCD) with a
+#: 16 KiB image (or none), plus about 10 % and rounded up to a whole MiB.
+#:
+#: Measured by ``benchmarks/memory_baseline.py`` on the development machine, x86-64 (2 cores,
+#: Linux 6.18, Python 3.11.7, pyOCD 0.46.0), 2026-11-21, highest of 4 runs: info 60.8 MiB, erase
+#: 65.1, flash 65.4, verify 65.2 (docs/benchmarks.md). The simulated board was served by ``piflash sim serve`` in
+#: another process, so its CPU emulator (about 14 MiB more in-process) is not counted: a real
+#: probe has none. x86-64 uses 8-byte pointers; on 32-bit armv7l Raspberry Pi OS CPython's
+#: objects are smaller, so these figures overstate a 32-bit Pi's need (conservative); on
+#: aarch64 they are about right. ``station`` (a long-running flash + verify) takes flash's.
+BASELINE = {
+    "info": 67 * MIB,
+    "erase": 72 * MIB,
+    "flash": 72 * MIB,
+    "verify": 72 * MIB,
+    "station": 72 * MIB,
+}
+
+#: Extra peak RSS per byte of firmware *file*, by format (bytes per byte): the largest of the
+#: flash and verify slopes of the same benchmark (images of 16 KiB to 1 MiB of data), rounded up
+#: with room to spare: measured bin 10.0, elf 9.6, hex 26.1 (a 1 MiB image as a 2.75 MiB .hex
+#: peaked at 133.8 MiB). Intel HEX costs most: ``piflash.image`` parses it with intelhex, which
+#: keeps a dict entry per data byte and grows it by doubling, so the cost per byte rises with
+#: size (41 bytes per byte between the two largest images); 32 covers the measured range and,
+#: extrapolating that steepest step, a 2 MiB image. The .bin/.elf cost is mostly pyOCD's flash builder, which
+#: holds page data as lists of ints (a pointer per byte: 8 bytes on x86-64, 4 on armv7l). An
+#: unknown format takes the largest slope.
+IMAGE_SLOPE = {
+    "bin": 12.0,
+    "elf": 12.0,
+    "hex": 32.0,
+}
+
+#: Extra peak RSS per byte of a CMSIS pack's ``.pdsc`` description (the XML pyOCD parses when
+#: ``-O pack=FILE`` is given; the rest of a pack, SVD files and headers, is not read to list
+#: its parts), from the same benchmark with synthetic packs of 10 to 4000 parts (5.9 KB to
+#: 2.2 MB of .pdsc): fitted 14.7 bytes per byte, 18 between the two largest packs; rounded up
+#: to 20.
+PACK_SLOPE = 20.0
+#: Fixed extra peak RSS in bytes when any pack is given: pyOCD's pack support (ElementTree,
+#: the pack target builder) loads only then. Measured 4.3 to 6.8 MiB (``info`` with a 10-part
+#: pack vs none), rounded up.
+PACK_FIXED = 8 * MIB
+
+#: Safety margin in bytes kept free on top of the need. ``MemAvailable`` is the kernel's
+#: *estimate* (it counts half the page cache as reclaimable, including the files of Python
+#: and pyOCD the operation is about to map), other programs keep allocating while we run, and
+#: the measured peaks vary from run to run by a few MiB. 32 MiB is about 7.5 % of a Zero 2W's
+#: 427 MiB and twice the 16 MiB ``vm.min_free_kbytes`` Raspberry Pi OS sets.
+MARGIN = 32 * MIB
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class GuardConfigError(PiflashError):
+    """``PIFLASH_MEMORY_GUARD`` (or a ``mode`` argument) has a value other than refuse|warn|off."""
+
+    exit_code = ExitCode.USAGE
+
+
+@dataclass(frozen=True)
+class MemoryVerdict:
+    """The guard's verdict on one operation.  Sizes in bytes.
+
+    :ivar status: ``"ok"``, ``"tight"`` or ``"refuse"``.
+    :ivar operation: the operation checked (a key of :data:`BASELINE`).
+    :ivar need: estimated peak RSS: ``baseline + image + pack``.
+    :ivar baseline: the operation's :data:`BASELINE` part of ``need``.
+    :ivar image: the firmware's part of ``need``.
+    :ivar pack: the CMSIS pack's part of ``need``.
+    :ivar available: ``MemAvailable``, capped by a cgroup limit (:attr:`BoardFacts.available`).
+    :ivar swap_free: ``SwapFree``.
+    :ivar margin: :data:`MARGIN` (or the margin given).
+    :ivar facts: the :class:`~piflash.board.BoardFacts` the verdict was made from.
+    """
+
+    status: str
+    operation: str
+    need: int
+    baseline: int
+    image: int
+    pack: int
+    available: int
+    swap_free: int
+    margin: int
+    facts: BoardFacts
+
+    @property
+    def ok(self) -> bool:
+        """True unless the verdict is ``"refuse"``."""
+        return self.status != "refuse"
+
+    def describe(self) -> str:
+        """One line with the numbers in MiB, e.g. ``"needs about 73 MiB (...); 40 MiB available ..."``."""
+        parts = [f"pyOCD {_mib(self.baseline)}"]
+        if self.image:
+            parts.append(f"firmware {_mib(self.image)}")
+        if self.pack:
+            parts.append(f"pack {_mib(self.pack)}")
+        where = "available" if self.facts.cgroup_limit is None else "available (cgroup limit)"
+        on = f" on {self.facts.short_model}" if self.facts.model else ""
+        return (f"{self.operation} needs about {_mib(self.need)} ({' + '.join(parts)}); "
+                f"MemAvailable {_mib(self.facts.mem_available)}"
+                + (f", {_mib(self.available)} {where}" if self.facts.cgroup_limit is not None else "")
+                + f", swap free {_mib(self.swap_free)}{on}")
+
+    @property
+    def message(self) -> str:
+        """The refusal or warning sentence."""
+        if self.status == "refuse":
+            return (f"not enough memory: {self.describe()} ({_mib(self.margin)} is kept free "
+                    "as a safety margin)")
+        if self.status == "tight":
+            how = ("it fits only by swapping, which is slow on an SD card"
+                   if self.need > self.available else
+                   f"less than {_mib(self.margin)} would be left")
+            return f"memory is tight: {self.describe()}: {how}"
+        return f"memory ok: {self.describe()}"
+
+    @property
+    def hint(self) -> str:
+        """What to do about a refusal."""
+        advice = ["close other programs",
+                  "add swap (raise CONF_SWAPSIZE in /etc/dphys-swapfile, then "
+                  "'sudo systemctl restart dphys-swapfile')"]
+        if self.image or self.pack:
+            advice.append("use a smaller image (a .bin or .elf costs less than a .hex)"
+                          + (" or no pack" if self.pack else ""))
+        advice.append("or use --force (PIFLASH_MEMORY_GUARD=warn) to try anyway")
+        return "; ".join(advice)
+
+    def to_dict(self) -> dict:
+        """JSON-friendly dict of the fields (``facts`` as :meth:`BoardFacts.to_dict`)."""
+        return {"status": self.status, "operation": self.operation, "need": self.need,
+                "baseline": self.baseline, "image": self.image, "pack": self.pack,
+                "available": self.available, "swap_free": self.swap_free, "margin": self.margin,
+                "facts": self.facts.to_dict()}
+
+
+def _mib(n: int) -> str:
+    return f"{n / MIB:.0f} MiB"
+
+
+def estimate_need(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
+                  image_format: Optional[str] = None) -> tuple:
+    """What ``operation`` needs, as ``(baseline, image, pack)`` in bytes.
+
+    :param operation: a key of :data:`BASELINE` (``info``, ``erase``, ``flash``, ``verify``,
+        ``station``).
+    :param image_bytes: size of the firmware file (bytes).
+    :param pack_bytes: size of the CMSIS pack description(s) pyOCD parses
+        (:func:`pack_description_bytes`); above 0, :data:`PACK_FIXED` is added too.
+    :param image_format: ``"bin"``, ``"hex"``, ``"elf"``, or None for the costliest.
+    :raises ValueError: an unknown operation.
+    """
+    if operation not in BASELINE:
+        raise ValueError(f"unknown operation {operation!r}; expected one of {', '.join(BASELINE)}")
+    slope = IMAGE_SLOPE.get(image_format or "", max(IMAGE_SLOPE.values()))
+    pack = PACK_FIXED + int(PACK_SLOPE * pack_bytes) if pack_bytes > 0 else 0
+    return BASELINE[operation], int(slope * max(0, image_bytes)), pack
+
+
+def assess_memory(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
+                  image_format: Optional[str] = None, facts: Optional[BoardFacts] = None,
+                  root: Optional[PathLike] = None, margin: int = MARGIN) -> MemoryVerdict:
+    """The verdict on ``operation``, without acting on it (for ``doctor`` and reports).
+
+    :param facts: the machine's figures; default :func:`piflash.board.read_board` of ``root``.
+    :param root: root of the /proc and /sys files (default ``$PIFLASH_PROC_ROOT`` or ``/``).
+    :param margin: bytes to keep free (default :data:`MARGIN`).
+    :returns: a :class:`MemoryVerdict`; never raises MemoryGuardError.
+    :raises OSError: ``/proc/meminfo`` cannot be read (not Linux).
+    :raises ValueError: an unknown operation.
+    """
+    baseline, image, pack = estimate_need(operation, image_bytes, pack_bytes, image_format)
+    facts = facts if facts is not None else read_board(root)
+    need = baseline + image + pack
+    available = facts.available
+    if need > available + facts.swap_free - margin:
+        status = "refuse"
+    elif need > available - margin:
+        status = "tight"
+    else:
+        status = "ok"
+    return MemoryVerdict(status, operation, need, baseline, image, pack, available,
+                         facts.swap_free, margin, facts)
+
+
+def guard_mode(profile_value: Optional[str] = None) -> str:
+    """The mode in force: ``$PIFLASH_MEMORY_GUARD`` if set, else ``profile_value``, else ``refuse``.
+
+    :raises GuardConfigError: the environment variable holds another value.
+    """
+    env = os.environ.get(MODE_ENV, "").strip().lower()
+    if env:
+        if env not in GUARD_MODES:
+            raise GuardConfigError(f"{MODE_ENV}={os.environ[MODE_ENV]!r} is not one of "
+                                   f"{', '.join(GUARD_MODES)}",
+                                   hint=f"unset it, or set {MODE_ENV}=warn to never refuse")
+        return env
+    return profile_value or "refuse"
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def check_memory(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
+                 image_format: Optional[str] = None, *, mode: Optional[str] = None,
+                 force: bool = False, facts: Optional[BoardFacts] = None,
+                 root: Optional[PathLike] = None,
+                 warn: Optional[Callable[[str], None]] = None) -> Optional[MemoryVerdict]:
+    """Check that ``operation`` fits in memory; call this before importing pyOCD.
+
+    :param operation: ``info``, ``erase``, ``flash``, ``verify`` or ``station``.
+    :param image_bytes: firmware file size in bytes (0 for none).
+    :param pack_bytes: CMSIS pack description bytes (:func:`pack_description_bytes`; 0 for none).
+    :param image_format: ``"bin"``, ``"hex"``, ``"elf"``, or None (costliest assumed).
+    :param mode: ``refuse``, ``warn`` or ``off``; default :func:`guard_mode` (the environment).
+    :param force: never refuse (``--force``); a refusal becomes a warning.
+    :param facts: the machine's figures; default read from ``root``.
+    :param root: root of the /proc and /sys files; default ``$PIFLASH_PROC_ROOT`` or ``/``.
+    :param warn: called with the warning text for a tight (or forced) verdict; default prints
+        it on stderr.
+    :returns: the :class:`MemoryVerdict`, or None when the mode is ``off`` or the machine has no
+        ``/proc/meminfo`` (nothing to go on: the operation proceeds).
+    :raises MemoryGuardError: (exit code 14) the verdict is ``refuse`` and neither ``force`` nor
+        mode ``warn`` is given; ``exc.verdict`` is the verdict.
+    :raises GuardConfigError: (exit code 2) a bad ``mode`` or ``$PIFLASH_MEMORY_GUARD``.
+    """
+    mode = guard_mode() if mode is None else mode
+    if mode not in GUARD_MODES:
+        raise GuardConfigError(f"memory guard mode must be one of {', '.join(GUARD_MODES)}, got {mode!r}")
+    if mode == "off":
+        return None
+    try:
+        verdict = assess_memory(operation, image_bytes, pack_bytes, image_format, facts, root)
+    except OSError:
+        return None
+    say = warn or _stderr
+    if verdict.status == "refuse":
+        if not force and mode == "refuse":
+            exc = MemoryGuardError(verdict.message, hint=verdict.hint)
+            exc.verdict = verdict
+            raise exc
+        why = "--force" if force else f"{MODE_ENV}/memory_guard is warn"
+        say(f"warning: {verdict.message}; going on anyway ({why})")
+    elif verdict.status == "tight":
+        say(f"warning: {verdict.message}")
+    return verdict
+
+
+def pack_description_bytes(packs: Union[None, PathLike, Iterable[PathLike]]) -> int:
+    """Bytes of ``.pdsc`` XML pyOCD will parse for the pack(s) given as its ``pack`` option.
+
+    A pack is a zip file (the sizes of its ``*.pdsc`` members are read from the zip's
+    directory, nothing is decompressed) or an unpacked directory (its top-level ``*.pdsc``
+    files). Anything else, or an unreadable zip, counts with its whole file size; a missing
+    path counts 0 (pyOCD reports it).
+
+    :param packs: one path, a list of paths, or None.
+    """
+    if packs is None:
+        return 0
+    import zipfile  # only when a pack is given: it costs a few ms to import on a Pi
+
+    if isinstance(packs, (str, os.PathLike)):
+        packs = [packs]
+    total = 0
+    for pack in packs:
+        p = Path(pack)
+        try:
+            if p.is_dir():
+                total += sum(f.stat().st_size for f in p.glob("*.pdsc"))
+            elif zipfile.is_zipfile(p):
+                with zipfile.ZipFile(p) as z:
+                    total += sum(i.file_size for i in z.infolist() if i.filename.endswith(".pdsc"))
+            else:
+                total += p.stat().st_size
+        except (OSError, zipfile.BadZipFile):
+            continue
+    return total
+
+
+def image_format_of(path: PathLike) -> Optional[str]:
+    """``"bin"``, ``"hex"`` or ``"elf"`` from a firmware file's extension, else None."""
+    from piflash.image import FORMAT_SUFFIXES
+
+    suffix = Path(path).suffix.lower()
+    return next((fmt for fmt, ends in FORMAT_SUFFIXES.items() if suffix in ends), None)
+
+
+def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Optional[str] = None,
+              options: Optional[dict] = None, *, force: bool = False,
+              root: Optional[PathLike] = None,
+              warn: Optional[Callable[[str], None]] = None) -> Optional[MemoryVerdict]:
+    """:func:`check_memory` for a job described as the CLI and the station describe it.
+
+    Works out the sizes without parsing anything heavy: for the operations that load an image
+    (:data:`IMAGE_OPERATIONS`) the firmware file's size and format (``firmware``, else the
+    profile's ``firmware``), the pack from pyOCD session ``options``
+    (``{"pack": path or [paths]}``), and the mode (``$PIFLASH_MEMORY_GUARD``, else the profile's
+    ``memory_guard``). ``PIFLASH_MEMORY_GUARD=off`` returns at once, before any file is read.
+
+    :param profile: a profile name or path (:func:`piflash.profiles.find_profile`), or None.
+    :raises MemoryGuardError: see :func:`check_memory`.
+    :raises ProfileError: the profile cannot be found or is invalid (its target is not checked
+        here: that needs pyOCD).
+    """
+    mode = guard_mode()
+    if mode == "off":
+        return None
+    loads_image = operation in IMAGE_OPERATIONS
+    if not loads_image:
+        firmware = None
+    if profile and (not os.environ.get(MODE_ENV) or (loads_image and not firmware)):
+        from piflash import profiles
+
+        prof = profiles.load_profile(profiles.find_profile(profile))
+        if not os.environ.get(MODE_ENV):
+            mode = guard_mode(prof.memory_guard)
+        if loads_image:
+            firmware = firmware or prof.firmware
+    image_bytes, image_format = 0, None
+    if firmware:
+        try:
+            image_bytes = os.stat(firmware).st_size
+        except OSError:
+            image_bytes = 0  # loading it reports the problem
+        image_format = image_format_of(firmware)
+    pack_bytes = pack_description_bytes((options or {}).get("pack"))
+    return check_memory(operation, image_bytes, pack_bytes, image_format, mode=mode, force=force,
+                        root=root, warn=warn)

@@ -1,0 +1,188 @@
+"""Find USB debug probes without pyOCD, and say why one cannot be opened.
+
+pyOCD reports a probe it may not open as "no probe" (pyOCD issues #1719, #267,
+#312). This module reads ``/sys/bus/usb/devices/*`` directly, matches each device
+against :mod:`piflash.probetable`, and checks the kernel's verdict on its node
+``/dev/bus/usb/BBB/DDD`` with ``os.access(R_OK | W_OK)`` (what libusb needs to
+open it). For a probe that cannot be opened it explains why (the node's owner,
+group and mode; whether the user is in that group in ``/etc/group`` and in this
+process's groups) and gives the command that fixes it.
+
+All three roots are parameters, so tests run it on fake trees:
+``sysfs_root`` (``/sys``), ``dev_root`` (``/dev``) and ``sysroot`` (``/``, for
+``etc/group`` and ``etc/udev/rules.d``). :func:`roots_from_env` reads them from
+``PIFLASH_SYSFS_ROOT``, ``PIFLASH_DEV_ROOT`` and ``PIFLASH_SYSROOT``.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from piflash import permissions, probetable
+
+
+@dataclass(frozen=True)
+class UsbProbe:
+    """A USB debug probe seen in sysfs.
+
+    :ivar name: probe model (str), from :mod:`piflash.probetable`.
+    :ivar vid: USB vendor ID (int). :ivar pid: USB product ID (int).
+    :ivar busnum: USB bus number (int). :ivar devnum: device number on that bus (int).
+    :ivar product: USB product string (str or None); likewise ``manufacturer`` and ``serial``
+        (the serial is what pyOCD uses as the probe's unique ID).
+    :ivar node: the device node libusb opens (str), ``<dev_root>/bus/usb/BBB/DDD``.
+    :ivar accessible: whether this process may open the node read-write (bool).
+    :ivar reason: why not (str), or None when accessible.
+    :ivar fix: the command or action that fixes it (str), or None.
+    """
+
+    name: str
+    vid: int
+    pid: int
+    busnum: int
+    devnum: int
+    product: Optional[str]
+    manufacturer: Optional[str]
+    serial: Optional[str]
+    node: str
+    accessible: bool
+    reason: Optional[str] = None
+    fix: Optional[str] = None
+
+    @property
+    def vid_pid(self) -> str:
+        """``"vvvv:pppp"`` in lowercase hex."""
+        return f"{self.vid:04x}:{self.pid:04x}"
+
+    @property
+    def label(self) -> str:
+        """One line naming the probe: model, VID:PID, serial, bus and device number."""
+        serial = f" serial {self.serial}" if self.serial else ""
+        return f"{self.name} ({self.vid_pid}{serial}, bus {self.busnum} device {self.devnum})"
+
+    def to_dict(self) -> dict:
+        """JSON-friendly dict with ``vid_pid`` added."""
+        out = asdict(self)
+        out["vid_pid"] = self.vid_pid
+        return out
+
+
+def roots_from_env() -> Dict[str, str]:
+    """``{"sysfs_root", "dev_root", "sysroot"}`` from the environment (defaults /sys, /dev, /)."""
+    return {"sysfs_root": os.environ.get("PIFLASH_SYSFS_ROOT", "/sys"),
+            "dev_root": os.environ.get("PIFLASH_DEV_ROOT", "/dev"),
+            "sysroot": os.environ.get("PIFLASH_SYSROOT", "/")}
+
+
+def _read(path: Path) -> Optional[str]:
+    try:
+        return path.read_text(errors="replace").strip() or None
+    except OSError:
+        return None
+
+
+def _user_name() -> str:
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
+
+
+def explain_access(node: Path, sysroot: str = "/") -> Tuple[Optional[str], Optional[str]]:
+    """Why this process may not open ``node`` read-write, and the fix.
+
+    :returns: ``(reason, fix)`` (both str), or ``(None, None)`` when it may.
+    """
+    if os.access(node, os.R_OK | os.W_OK):
+        return None, None
+    user = _user_name()
+    try:
+        st = node.stat()
+    except FileNotFoundError:
+        return (f"{node} does not exist", "unplug and replug the probe; is /dev a devtmpfs?")
+    except OSError as exc:
+        return f"cannot look at {node}: {exc.strerror}", "check the permissions of /dev/bus/usb"
+    groups = permissions.read_groups(sysroot)
+    by_gid = {gid: name for name, (gid, _) in groups.items()}
+    gname = by_gid.get(st.st_gid, str(st.st_gid))
+    try:
+        owner = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        owner = str(st.st_uid)
+    mode = stat.S_IMODE(st.st_mode)
+    where = f"{node} is {owner}:{gname} mode {mode:04o}"
+    in_session = st.st_gid in set(os.getgroups()) | {os.getegid()}
+    group_rw = mode & 0o060 == 0o060
+    if group_rw and st.st_gid != 0:
+        if in_session:
+            return (f"{where} and {user} is in {gname}, yet access is denied (an ACL or a "
+                    "security module?)", f"getfacl {node}")
+        listed = gname in groups and user in groups[gname][1]
+        if listed:
+            return (f"{where}; {user} was added to {gname} in /etc/group, but this session "
+                    "started before that", f"log out and back in (or run: newgrp {gname}), then try again")
+        if gname != probetable.GROUP:  # another rule file chose this group
+            return (f"{where} and {user} is not in group {gname} (a udev rule other than piflash's "
+                    "sets that group)", f"sudo gpasswd --add {user} {gname} and log in again, or "
+                                        "remove the rule that sets it")
+        return f"{where} and {user} is not in group {gname}", permissions.fix_text(user)
+    rules = Path(sysroot, permissions.RULES_DIR, probetable.RULES_NAME)
+    if rules.exists():
+        return (f"{where}: piflash's rules are installed ({rules}) but were not applied to this "
+                "probe", "unplug and replug the probe, or: sudo udevadm control --reload && "
+                     "sudo udevadm trigger --subsystem-match=usb")
+    return (f"{where}: no udev rule gives the {probetable.GROUP} group access",
+            permissions.fix_text(user))
+
+
+def scan(sysfs_root: str = "/sys", dev_root: str = "/dev", sysroot: str = "/") -> List[UsbProbe]:
+    """Every USB debug probe attached now, with whether this process may open it.
+
+    :param sysfs_root: where sysfs is mounted (str); ``<sysfs_root>/bus/usb/devices`` is read.
+    :param dev_root: where the device nodes are (str); ``<dev_root>/bus/usb/BBB/DDD`` is checked.
+    :param sysroot: prefix of ``etc/group`` and ``etc/udev/rules.d`` for the explanation (str).
+    :returns: the probes (list of :class:`UsbProbe`) sorted by bus and device number; empty when
+        there is no USB sysfs (not Linux, or no USB controller).
+    """
+    base = Path(sysfs_root, "bus", "usb", "devices")
+    if not base.is_dir():
+        return []
+    found = []
+    for entry in sorted(base.iterdir()):
+        vid, pid = _read(entry / "idVendor"), _read(entry / "idProduct")
+        busnum, devnum = _read(entry / "busnum"), _read(entry / "devnum")
+        if not (vid and pid and busnum and devnum):
+            continue  # an interface, or a half-gone device
+        try:
+            vid_i, pid_i, bus_i, dev_i = int(vid, 16), int(pid, 16), int(busnum), int(devnum)
+        except ValueError:
+            continue
+        product = _read(entry / "product")
+        strings = [product] + [_read(p) for p in sorted(entry.glob("*:*/interface"))]
+        model = probetable.lookup(vid_i, pid_i, [s for s in strings if s])
+        if model is None:
+            continue
+        node = Path(dev_root, "bus", "usb", f"{bus_i:03d}", f"{dev_i:03d}")
+        reason, fix = explain_access(node, sysroot)
+        found.append(UsbProbe(model.name, vid_i, pid_i, bus_i, dev_i, product,
+                              _read(entry / "manufacturer"), _read(entry / "serial"), str(node),
+                              reason is None, reason, fix))
+    return sorted(found, key=lambda p: (p.busnum, p.devnum))
+
+
+def blocked_probes(unique_id: Optional[str] = None) -> List[UsbProbe]:
+    """Probes attached now that this process may not open (roots from the environment).
+
+    :param unique_id: keep only probes whose USB serial contains this (case-insensitive),
+        as pyOCD matches unique IDs; None keeps all.
+    """
+    out = [p for p in scan(**roots_from_env()) if not p.accessible]
+    if unique_id:
+        out = [p for p in out if p.serial and unique_id.lower() in p.serial.lower()]
+    return out
