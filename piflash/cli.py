@@ -425,6 +425,7 @@ def _register_subgroups() -> None:
     from piflash.cli_profile import profile
     from piflash.cli_setup import setup
     from piflash.cli_sim import sim
+    from piflash.cli_service import install_service
     from piflash.cli_station import station
 
     cli.add_command(doctor)
@@ -432,6 +433,7 @@ def _register_subgroups() -> None:
     cli.add_command(profile)
     cli.add_command(setup)
     cli.add_command(sim)
+    station.add_command(install_service)  # piflash/cli_service.py: station install-service
     cli.add_command(station)
 
 

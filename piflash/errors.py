@@ -35,6 +35,7 @@ class ExitCode(enum.IntEnum):
     PROBE_LOST = 13       #: the probe disconnected during the operation
     MEMORY = 14           #: not enough free memory for the operation
     DOCTOR = 15           #: ``piflash doctor`` found a problem that blocks flashing
+    SERVICE = 16          #: installing or removing the systemd unit failed (not root, systemctl)
     INTERRUPTED = 130     #: Ctrl-C or SIGTERM (128 + SIGINT)
 
 
@@ -56,6 +57,7 @@ EXIT_CODE_HELP = {
     ExitCode.PROBE_LOST: "probe disconnected during the operation",
     ExitCode.MEMORY: "not enough free memory",
     ExitCode.DOCTOR: "doctor found a problem that blocks flashing",
+    ExitCode.SERVICE: "installing or removing the station service failed",
     ExitCode.INTERRUPTED: "interrupted",
 }
 
@@ -208,3 +210,9 @@ class OperationInterrupted(PiflashError):
     """The operation was interrupted (Ctrl-C or SIGTERM)."""
 
     exit_code = ExitCode.INTERRUPTED
+
+
+class ServiceError(PiflashError):
+    """Installing or removing the station's systemd unit failed (not root, systemctl failed)."""
+
+    exit_code = ExitCode.SERVICE

@@ -1,0 +1,343 @@
+"""Install and remove the station's systemd unit (``piflash station install-service``).
+
+The unit ships as package data (``piflash/data/piflash-station.service``); installing it means
+writing it to ``<root>/etc/systemd/system`` with the absolute path of the piflash executable on
+its ``ExecStart=`` line, optionally copying a station config to ``<root>/etc/piflash/station.yaml``
+and enabling it. ``root`` is ``/`` on a running Pi, or an image being built.
+
+systemd is only asked to act (``systemctl daemon-reload``, ``enable``, ``--now``) when ``root`` is
+``/`` and systemd is running (``/run/systemd/system`` exists, as sd_booted(3) checks). Otherwise
+enabling is done the way ``systemctl --root enable`` does it: a symlink in
+``multi-user.target.wants``. Every step is idempotent: a file already holding the right bytes is
+left alone, and the plan says so.
+
+Nothing here runs a shell; systemctl is called with an argument list.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
+
+from piflash.errors import PiflashError, ProfileError, ServiceError
+
+UNIT_NAME = "piflash-station.service"
+#: Where locally installed units live (systemd.unit(5), "System Unit Search Path").
+UNIT_DIR = "etc/systemd/system"
+#: The unit's ``[Install] WantedBy=`` target; enabling links the unit into its ``.wants`` directory.
+WANTED_BY = "multi-user.target"
+#: The station config the unit's ``ExecStart=`` names (inside ``ConfigurationDirectory=piflash``).
+CONFIG_PATH = "etc/piflash/station.yaml"
+#: Characters that would need quoting or escaping on an ``ExecStart=`` line (``%`` specifiers,
+#: ``$`` variables, quotes, backslashes, white space): refused rather than escaped.
+_UNSAFE_PATH = re.compile(r"[\s%$\"'\\;]")
+
+Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess"]
+
+
+@dataclass
+class Step:
+    """One change install-service makes.
+
+    :ivar text: what the step does, for the user (str), e.g. ``"write /etc/piflash/station.yaml"``.
+    :ivar run: callable doing it, or None when nothing needs doing (the text says why).
+    """
+
+    text: str
+    run: Optional[Callable[[], None]] = None
+
+
+def unit_template() -> str:
+    """The unit file as shipped in the package (str), before the executable is filled in."""
+    from importlib import resources
+
+    return resources.files("piflash").joinpath("data", UNIT_NAME).read_text(encoding="utf-8")
+
+
+def render_unit(executable: str, template: Optional[str] = None) -> str:
+    """The unit text with ``executable`` as the program of its ``ExecStart=`` line.
+
+    :param executable: absolute path of the piflash console script, as seen on the machine that
+        runs the unit (e.g. ``/opt/piflash/bin/piflash``).
+    :param template: unit text to fill (default: :func:`unit_template`).
+    :raises ServiceError: the path is relative or holds characters systemd would interpret.
+    """
+    if not os.path.isabs(executable):
+        raise ServiceError(f"the piflash executable must be an absolute path, not '{executable}'",
+                           hint="pass --executable /opt/piflash/bin/piflash")
+    if _UNSAFE_PATH.search(executable):
+        raise ServiceError(f"'{executable}' holds characters systemd would interpret on ExecStart=",
+                           hint="install piflash in a path without spaces, quotes, '%' or '$'")
+    text = template if template is not None else unit_template()
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith("ExecStart="):
+            args = line[len("ExecStart="):].split(None, 1)
+            lines[i] = f"ExecStart={executable} {args[1]}" if len(args) > 1 else \
+                f"ExecStart={executable}\n"
+            return "".join(lines)
+    raise ServiceError(f"the packaged {UNIT_NAME} has no ExecStart= line (a broken install)")
+
+
+def running_executable() -> str:
+    """Absolute path of the piflash console script running now (str).
+
+    ``sys.argv[0]`` when piflash was started as ``piflash``; otherwise (``python -m piflash``)
+    the ``piflash`` script next to the running interpreter, as a venv has it.
+
+    :raises ServiceError: neither exists (pass ``--executable``).
+    """
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if argv0 is not None and argv0.name == "piflash" and argv0.is_file():
+        return os.path.abspath(argv0)
+    sibling = Path(sys.executable).with_name("piflash")
+    if sibling.is_file():
+        return str(sibling)
+    raise ServiceError("cannot tell where the piflash executable is",
+                       hint="pass --executable with its absolute path, "
+                            "e.g. /opt/piflash/bin/piflash")
+
+
+def systemd_running(root: Path) -> bool:
+    """True when ``root`` is this machine's ``/`` and systemd is its init (sd_booted(3)'s test)."""
+    return root.resolve() == Path("/") and Path("/run/systemd/system").is_dir()
+
+
+def _under(root: Path, path: str) -> Path:
+    return root / path.lstrip("/")
+
+
+def _write_step(dest: Path, shown: str, data: bytes, mode: int,
+                check: Optional[Callable[[Path], object]] = None) -> Step:
+    """A step writing ``data`` to ``dest`` (atomically, by rename), or nothing if it is there.
+
+    ``check`` is called with the new file in place beside ``dest`` (so relative paths in it mean
+    what they will mean) before the rename; if it raises, ``dest`` is left as it was.
+    """
+    try:
+        if dest.is_file() and dest.read_bytes() == data and (dest.stat().st_mode & 0o777) == mode:
+            return Step(f"{shown}: up to date")
+    except OSError:
+        pass
+
+    def run():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.piflash-tmp")
+        tmp.write_bytes(data)
+        os.chmod(tmp, mode)
+        try:
+            if check is not None:
+                check(tmp)
+        except BaseException:
+            tmp.unlink()
+            raise
+        os.replace(tmp, dest)
+
+    return Step(f"write {shown}", run)
+
+
+def _systemctl_step(args: List[str], runner: Runner) -> Step:
+    cmd = ["systemctl", *args]
+
+    def run():
+        try:
+            proc = runner(cmd)
+        except OSError as exc:
+            raise ServiceError(f"cannot run systemctl: {exc.strerror or exc}") from None
+        if proc.returncode != 0:
+            err = (proc.stderr or "").strip() if isinstance(proc.stderr, str) else ""
+            raise ServiceError(f"'{' '.join(cmd)}' failed (exit {proc.returncode})"
+                               + (f": {err}" if err else ""),
+                               hint="journalctl -xe shows what systemd said")
+
+    return Step("run " + " ".join(cmd), run)
+
+
+def _default_runner(cmd: Sequence[str]) -> "subprocess.CompletedProcess":
+    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=120)
+
+
+def _check_root(root: Path, dry_run: bool) -> None:
+    if not root.is_dir():
+        raise ServiceError(f"--root {root}: no such directory")
+    if not dry_run and root.resolve() == Path("/") and os.geteuid() != 0:
+        raise ServiceError("installing the station service needs root "
+                           "(it writes /etc/systemd/system and asks systemd to reload)",
+                           hint="run it with sudo, naming the executable to install: "
+                                f"sudo {running_executable_or('piflash')} station install-service")
+
+
+def running_executable_or(default: str) -> str:
+    """:func:`running_executable`, or ``default`` when it cannot be told (for messages)."""
+    try:
+        return running_executable()
+    except ServiceError:
+        return default
+
+
+def _check_config(config: Path) -> bytes:
+    """The config file's bytes, after checking it is a YAML mapping (not the whole schema)."""
+    try:
+        data = config.read_bytes()
+    except OSError as exc:
+        raise ProfileError(f"cannot read the station config: {exc.strerror or exc}",
+                           path=str(config)) from None
+    import yaml
+
+    try:
+        parsed = yaml.safe_load(data)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ProfileError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}",
+                           path=str(config), line=mark.line + 1 if mark else None) from None
+    if not isinstance(parsed, dict):
+        raise ProfileError("a station config is a YAML mapping (key: value lines)",
+                           path=str(config))
+    return data
+
+
+def _check_station(path: Path) -> None:
+    """Validate an installed station config as the station will: profile, firmware, SHA-256.
+
+    :raises ProfileError, FirmwareError, ChecksumError, ImageRangeError: as
+        ``piflash station check`` does.
+    """
+    from piflash.station.config import load_station
+
+    load_station(path)
+
+
+def plan_install(root: Path = Path("/"), executable: Optional[str] = None,
+                 config: Optional[Path] = None, enable: bool = False, now: bool = False,
+                 dry_run: bool = False, runner: Runner = _default_runner) -> List[Step]:
+    """The steps installing the unit under ``root`` (nothing is changed until each ``run()``).
+
+    :param root: file system root to install into (``/``, or an image being built).
+    :param executable: absolute path of piflash as seen inside ``root`` (default: the running one).
+    :param config: station config (YAML) to copy to ``<root>/etc/piflash/station.yaml``.
+    :param enable: start the station at boot (``multi-user.target``).
+    :param now: also start (or keep running) the station now; implies ``enable``; needs a running
+        systemd on ``/``.
+    :param dry_run: plan only; skips the root check so anyone can preview.
+    :param runner: runs a systemctl argument list, returns a CompletedProcess (tests swap it).
+    :raises ServiceError: not root, no such root, executable missing inside the root.
+    :raises ProfileError: the config is unreadable or not a YAML mapping.
+    """
+    root = Path(root)
+    _check_root(root, dry_run)
+    exe = executable or running_executable()
+    unit = render_unit(exe)
+    inside = _under(root, exe)
+    if not (inside.is_file() and os.access(inside, os.X_OK)):
+        raise ServiceError(f"{inside} is not an executable file",
+                           hint="install piflash there first, or name it with --executable "
+                                "(a path as seen inside --root)")
+    live = systemd_running(root)
+    enable = enable or now
+    unit_rel = f"/{UNIT_DIR}/{UNIT_NAME}"
+    steps = [_write_step(_under(root, unit_rel), _shown(root, unit_rel), unit.encode(), 0o644)]
+    if config is not None:
+        data = _check_config(Path(config))
+        check = _check_station if root.resolve() == Path("/") else None
+        steps.append(_write_step(_under(root, CONFIG_PATH), _shown(root, "/" + CONFIG_PATH),
+                                 data, 0o644, check))
+        if check is None:
+            steps.append(Step("note: the config's profile and firmware were not checked (they are "
+                              "inside --root): run 'piflash station check' there"))
+    elif not _under(root, CONFIG_PATH).exists():
+        steps.append(Step(f"note: {_shown(root, '/' + CONFIG_PATH)} does not exist yet: "
+                          "the station will not start until it does (--config FILE)"))
+    if not any(_under(root, k).exists() for k in ("/bin/kill", "/usr/bin/kill")):
+        steps.append(Step("note: no /bin/kill on this root: 'systemctl reload piflash-station' "
+                          "(ExecReload=) needs it: apt-get install procps"))
+    if live:
+        steps.append(_systemctl_step(["daemon-reload"], runner))
+        if enable:
+            now_flag = ["--now"] if now else []
+            steps.append(_systemctl_step(["enable", *now_flag, UNIT_NAME], runner))
+    else:
+        if enable:
+            steps.append(_link_step(root))
+        steps.append(Step("note: systemd is not running on this root: no daemon-reload"
+                          + ("; the station starts at its next boot" if enable else "")
+                          + ("; not started now" if now else "")))
+    return steps
+
+
+def _shown(root: Path, path: str) -> str:
+    return str(_under(root, path)) if root.resolve() != Path("/") else path
+
+
+def _wants_link(root: Path) -> Path:
+    return _under(root, f"/{UNIT_DIR}/{WANTED_BY}.wants/{UNIT_NAME}")
+
+
+def _link_step(root: Path) -> Step:
+    """Enable offline: the symlink ``systemctl --root ROOT enable`` would make."""
+    link = _wants_link(root)
+    target = f"/{UNIT_DIR}/{UNIT_NAME}"
+    shown = _shown(root, f"/{UNIT_DIR}/{WANTED_BY}.wants/{UNIT_NAME}")
+    if link.is_symlink() and os.readlink(link) == target:
+        return Step(f"{shown}: already enabled")
+
+    def run():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        os.symlink(target, link)
+
+    return Step(f"enable: link {shown} -> {target}", run)
+
+
+def plan_uninstall(root: Path = Path("/"), dry_run: bool = False,
+                   runner: Runner = _default_runner) -> List[Step]:
+    """The steps removing the unit (stopping and disabling it first when systemd runs).
+
+    The station config (``/etc/piflash``) and the history (``/var/lib/piflash``) are kept.
+
+    :raises ServiceError: not root, no such root.
+    """
+    root = Path(root)
+    _check_root(root, dry_run)
+    unit = _under(root, f"/{UNIT_DIR}/{UNIT_NAME}")
+    link = _wants_link(root)
+    live = systemd_running(root)
+    steps: List[Step] = []
+    if live and (unit.exists() or link.is_symlink()):
+        steps.append(_systemctl_step(["disable", "--now", UNIT_NAME], runner))
+    if link.is_symlink() or link.exists():
+        steps.append(Step(f"remove {_shown(root, f'/{UNIT_DIR}/{WANTED_BY}.wants/{UNIT_NAME}')}",
+                          link.unlink))
+    if unit.exists():
+        steps.append(Step(f"remove {_shown(root, '/' + UNIT_DIR + '/' + UNIT_NAME)}", unit.unlink))
+        if live:
+            steps.append(_systemctl_step(["daemon-reload"], runner))
+    else:
+        steps.append(Step(f"{_shown(root, '/' + UNIT_DIR + '/' + UNIT_NAME)}: not installed"))
+    steps.append(Step(f"kept: {_shown(root, '/etc/piflash')} (config) and "
+                      f"{_shown(root, '/var/lib/piflash')} (history)"))
+    return steps
+
+
+def run_steps(steps: List[Step], echo: Callable[[str], None] = print) -> None:
+    """Run each step in order, echoing its text first.
+
+    :raises PiflashError: a step failed (OSError is turned into ServiceError).
+    """
+    for step in steps:
+        echo(step.text)
+        if step.run is None:
+            continue
+        try:
+            step.run()
+        except PiflashError:
+            raise
+        except OSError as exc:
+            raise ServiceError(f"{step.text}: {exc.strerror or exc}",
+                               hint="run it as root (sudo)" if isinstance(exc, PermissionError)
+                               else None) from None

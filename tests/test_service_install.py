@@ -1,0 +1,120 @@
+"""``piflash station install-service`` into a --root directory: files, idempotence, errors.
+
+The live path (systemctl daemon-reload / enable --now on a running systemd) is exercised for
+real in tests/test_station_systemd.py.
+"""
+
+from __future__ import annotations
+
+import os
+import pytest
+
+from piflash.errors import ExitCode
+from piflash.service import render_unit
+
+EXE = "/opt/piflash/bin/piflash"
+UNIT = "etc/systemd/system/piflash-station.service"
+LINK = "etc/systemd/system/multi-user.target.wants/piflash-station.service"
+
+
+@pytest.fixture
+def root(tmp_path):
+    """An image root holding a piflash executable at /opt/piflash/bin/piflash."""
+    r = tmp_path / "root"
+    exe = r / EXE.lstrip("/")
+    exe.parent.mkdir(parents=True)
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    return r
+
+
+@pytest.fixture
+def config(tmp_path):
+    path = tmp_path / "station.yaml"
+    path.write_text("station: bay-1\nprofile: app\nprobes: any\n")
+    return path
+
+
+def install(cli, root, *args, check=0):
+    return cli("station", "install-service", "--root", root, *args, check=check)
+
+
+def test_install_writes_unit_config_and_link_then_changes_nothing(cli, root, config):
+    out = install(cli, root, "--executable", EXE, "--config", config, "--enable").stdout
+    unit = root / UNIT
+    assert unit.read_text() == render_unit(EXE)
+    assert f"ExecStart={EXE} station run --config /etc/piflash/station.yaml\n" in unit.read_text()
+    assert oct(unit.stat().st_mode & 0o777) == "0o644"
+    assert (root / "etc/piflash/station.yaml").read_bytes() == config.read_bytes()
+    assert os.readlink(root / LINK) == "/etc/systemd/system/piflash-station.service"
+    assert "no daemon-reload" in out and "next boot" in out
+    assert "apt-get install procps" in out  # this root has no /bin/kill for ExecReload=
+
+    before = {p: p.stat().st_mtime_ns for p in (unit, root / "etc/piflash/station.yaml")}
+    again = install(cli, root, "--executable", EXE, "--config", config, "--enable").stdout
+    assert "up to date" in again and "already enabled" in again, again
+    assert not [line for line in again.splitlines() if line.startswith("write ")], again
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+
+
+def test_a_changed_executable_rewrites_the_unit(cli, root):
+    install(cli, root, "--executable", EXE)
+    other = root / "usr/local/bin/piflash"
+    other.parent.mkdir(parents=True)
+    other.write_text("#!/bin/sh\n")
+    other.chmod(0o755)
+    out = install(cli, root, "--executable", "/usr/local/bin/piflash").stdout
+    assert out.startswith("write ")
+    assert "ExecStart=/usr/local/bin/piflash station run" in (root / UNIT).read_text()
+
+
+def test_dry_run_changes_nothing(cli, root, config):
+    out = install(cli, root, "--executable", EXE, "--config", config, "--enable",
+                  "--dry-run").stdout
+    assert "would write" in out and "would enable" in out
+    assert not (root / "etc").exists()
+
+
+def test_uninstall_removes_unit_and_link_keeps_config(cli, root, config):
+    install(cli, root, "--executable", EXE, "--config", config, "--enable")
+    out = install(cli, root, "--uninstall").stdout
+    assert not (root / UNIT).exists() and not os.path.lexists(root / LINK)
+    assert (root / "etc/piflash/station.yaml").exists()
+    assert "kept" in out
+    assert "not installed" in install(cli, root, "--uninstall").stdout
+
+
+def test_executable_missing_inside_root(cli, root):
+    proc = install(cli, root, "--executable", "/usr/bin/piflash", check=ExitCode.SERVICE)
+    assert "is not an executable file" in proc.stderr and "--executable" in proc.stderr
+
+
+@pytest.mark.parametrize("exe,why", [("bin/piflash", "absolute"),
+                                     ("/opt/pi flash/bin/piflash", "characters systemd")])
+def test_executable_path_refused(cli, root, exe, why):
+    assert why in install(cli, root, "--executable", exe, check=ExitCode.SERVICE).stderr
+
+
+@pytest.mark.parametrize("text,msg", [("profile: [app\n", "not valid YAML"),
+                                      ("- a list\n", "YAML mapping")])
+def test_bad_config_is_a_profile_error(cli, root, tmp_path, text, msg):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    proc = install(cli, root, "--executable", EXE, "--config", bad, check=ExitCode.PROFILE)
+    assert msg in proc.stderr and str(bad) in proc.stderr
+    assert not (root / UNIT).exists()
+
+
+def test_uninstall_takes_no_install_options(cli, root, config):
+    install(cli, root, "--uninstall", "--config", config, check=ExitCode.USAGE)
+
+
+def test_needs_root_on_the_real_system(monkeypatch, capsys):
+    from piflash import service
+    from piflash.errors import ServiceError
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(ServiceError) as err:
+        service.plan_install()
+    assert "needs root" in err.value.message and "sudo" in err.value.hint
+    assert service.plan_install(dry_run=True)  # anyone may preview
