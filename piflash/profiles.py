@@ -360,7 +360,8 @@ def profile_dirs(cwd: Optional[PathLike] = None) -> List[Path]:
     if env:
         return [base / Path(p).expanduser() for p in env.split(os.pathsep) if p]
     xdg = os.environ.get("XDG_CONFIG_HOME", "")
-    config = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".config"
+    # expanduser, not Path.home(): a service's DynamicUser has no passwd entry and may have no $HOME
+    config = Path(xdg) if xdg and os.path.isabs(xdg) else Path(os.path.expanduser("~")) / ".config"
     return [base / "piflash.d", config / "piflash" / "profiles", Path(SYSTEM_PROFILE_DIR)]
 
 
