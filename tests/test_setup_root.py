@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+import unprivileged
+
 from piflash import probetable
 from piflash.errors import ExitCode
 
@@ -146,12 +148,12 @@ def test_unknown_user_and_not_root(root):
     proc = script("--root", root, "--user", "mallory")
     assert proc.returncode == ExitCode.USAGE and "no user 'mallory'" in proc.stderr
     before = snapshot(root)
-    as_nobody = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                                "bash", str(REPO / "scripts/setup-probe-permissions.sh"),
-                                "--root", str(root), "--user", "alice"],
+    script_copy = unprivileged.runtime().repo / "scripts/setup-probe-permissions.sh"
+    as_nobody = subprocess.run(unprivileged.as_nobody(["bash", str(script_copy), "--root", str(root),
+                                                       "--user", "alice"]),
                                capture_output=True, text=True, env={"PATH": SYSTEM_PATH})
     assert as_nobody.returncode == ExitCode.PERMISSION, as_nobody.stderr
     assert "needs root" in as_nobody.stderr
-    assert f"hint: run it with sudo: sudo {REPO / 'scripts/setup-probe-permissions.sh'} --root {root} --user alice" \
+    assert f"hint: run it with sudo: sudo {script_copy} --root {root} --user alice" \
         in as_nobody.stderr
     assert snapshot(root) == before

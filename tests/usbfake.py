@@ -22,7 +22,9 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-NOBODY = 65534
+import unprivileged
+
+NOBODY = unprivileged.NOBODY
 
 
 def plugdev_gid() -> int:
@@ -102,13 +104,17 @@ class FakeSystem:
     def piflash(self, *args: str, uid: Optional[int] = NOBODY, groups: Optional[List[int]] = None,
                 timeout: float = 120) -> subprocess.CompletedProcess:
         """Run ``python -m piflash ARGS`` as ``uid`` (gid nogroup) with exactly ``groups`` as
-        supplementary groups (none when empty or None); ``uid=None`` runs as this process."""
+        supplementary groups (none when empty or None); ``uid=None`` runs as this process.
+        An unprivileged run uses the world-readable copy of :mod:`unprivileged`."""
+        env = self.env()
         cmd = [sys.executable, "-m", "piflash", *map(str, args)]
         if uid is not None:
+            rt = unprivileged.runtime()
+            env = rt.env(env)
             ids = ["--groups=" + ",".join(map(str, groups))] if groups else ["--clear-groups"]
             cmd = [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={NOBODY}",
-                   *ids, *cmd]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=self.env(),
+                   *ids, *rt.piflash(), *map(str, args)]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
                               cwd=str(self.home))
 
 
