@@ -1,0 +1,80 @@
+"""``piflash info``, ``probes`` and ``targets``: the commands that look without writing."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from piflash.cli import CONTEXT, handles_errors, probe_options, resolve
+from piflash.cli_guard import memory_guarded
+
+
+@click.command(context_settings=CONTEXT)
+@probe_options
+@click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
+@handles_errors
+@memory_guarded("info")
+def info(probe, target, frequency, profile, pyocd_options, json_mode):
+    """Connect and show the target: type, unique ID, probe, flash regions."""
+    from piflash.info import target_info
+
+    s = resolve(profile, probe=probe, target=target, frequency=frequency)
+    data = target_info(s["probe"], s["target"], s["frequency"], pyocd_options)
+    if json_mode:
+        click.echo(json.dumps(data, indent=2))
+        return
+    click.echo(f"Target:     {data['target']}")
+    click.echo(f"Target UID: {data['target_uid'] or 'unknown'}")
+    click.echo(f"Probe:      {data['probe']} ({data['probe_description']})")
+    click.echo("Memory:")
+    for r in data["regions"]:
+        sizes = f"sector {r['sector_size']:,} B, page {r['page_size']:,} B" if r.get("sector_size") else ""
+        click.echo(f"  {r['type']:<6} {r['name']:<12} {r['start']:#010x}-{r['end']:#010x} "
+                   f"{r['size']:>10,} B  {sizes}")
+
+
+@click.command(context_settings=CONTEXT)
+@click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
+@handles_errors
+def probes(json_mode):
+    """List the debug probes pyOCD can see (simulated ones included), and the USB probes
+    attached that cannot be opened, each with the reason and the fix."""
+    from piflash.connect import list_probes
+    from piflash.usbscan import blocked_probes
+
+    found = list_probes()
+    seen = {p.unique_id for p in found}
+    blocked = [b for b in blocked_probes() if not b.serial or b.serial not in seen]
+    if json_mode:
+        rows = [dict(p.to_dict(), accessible=True) for p in found]
+        rows += [{"unique_id": b.serial, "description": b.name, "target": None, "accessible": False,
+                  "vid_pid": b.vid_pid, "node": b.node, "reason": b.reason, "fix": b.fix}
+                 for b in blocked]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not found and not blocked:
+        click.echo("No debug probes found.")
+        return
+    for p in found:
+        click.echo(f"{p.unique_id:<32} {p.description}" + (f"  [{p.target}]" if p.target else ""))
+    for b in blocked:
+        click.echo(f"{b.serial or b.vid_pid:<32} {b.name}  " + click.style("[cannot open]", fg="red"))
+        click.echo(f"{'':<4}reason: {b.reason}")
+        click.echo(f"{'':<4}fix:    {b.fix}")
+
+
+@click.command(context_settings=CONTEXT)
+@click.argument("pattern", required=False)
+@click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
+def targets(pattern, json_mode):
+    """List the target types pyOCD knows (PATTERN filters by substring)."""
+    from piflash.info import list_targets
+
+    rows = list_targets(pattern)
+    if json_mode:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        flash = f"{row['flash_bytes'] // 1024:,} KiB flash" if row["flash_bytes"] else ""
+        click.echo(f"{row['name']:<24} {row['vendor']:<24} {flash}".rstrip())
