@@ -25,8 +25,6 @@ import argparse
 import os
 import platform
 import random
-import re
-import signal
 import statistics
 import struct
 import subprocess
@@ -36,6 +34,8 @@ import zipfile
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from simserver import SimServer  # noqa: E402  (stdlib only: keeps this process small)
 MIB = 1024 * 1024
 TARGET = "nrf52840"  # 1 MiB of flash at 0x0: room for every size measured
 
@@ -58,29 +58,6 @@ def run(cmd, env):
 
 def peak(runs, cmd, env):
     return max(run(cmd, env) for _ in range(runs))
-
-
-class Server:
-    """``piflash sim serve`` in its own process; its memory is not measured."""
-
-    def __init__(self, env, board):
-        self.proc = subprocess.Popen(
-            [BIN / "piflash", "sim", "serve", "--board", board, "--target", TARGET, "--port", "0"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        m = re.search(r"127\.0\.0\.1:(\d+)", line)
-        if not m:
-            self.proc.kill()
-            raise SystemExit(f"sim serve did not start: {line!r} {self.proc.stderr.read()}")
-        self.uid = f"remote:127.0.0.1:{m.group(1)}"
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def hex_records(data: bytes):
@@ -177,7 +154,7 @@ def main():
         tmp = Path(tmp)
         env = dict(os.environ, PIFLASH_SIM_DIR=str(tmp / "sim"), PIFLASH_MEMORY_GUARD="off")
         env.pop("PIFLASH_PROFILE_PATH", None)
-        server = Server(env, "bench")
+        server = SimServer("bench", TARGET, piflash=[BIN / "piflash"], env=env)
         try:
             remote = ["-t", TARGET, "-u", server.uid, "-q"]
             rows.append(("info", "-", 0, peak(args.runs, [BIN / "piflash", "info", *remote[:4]], env)))

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from simserver import SimServer
 
 REPO = Path(__file__).resolve().parent.parent
 FIRMWARE_BUILD = Path(os.environ.get("PIFLASH_TEST_FIRMWARE", REPO / "tests" / "firmware" / "build"))
@@ -74,30 +74,6 @@ class Cli:
 @pytest.fixture
 def cli():
     return Cli()
-
-
-class SimServer:
-    """``piflash sim serve`` in a subprocess, on a free port of 127.0.0.1."""
-
-    def __init__(self, board: str, target: str):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "piflash", "sim", "serve", "--board", board, "--target", target,
-             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=os.environ.copy())
-        line = self.proc.stdout.readline()
-        m = re.search(r"127\.0\.0\.1:(\d+)", line)
-        if not m:
-            self.proc.kill()
-            raise AssertionError(f"server did not start: {line!r} {self.proc.stderr.read()}")
-        self.uid = f"remote:127.0.0.1:{m.group(1)}"
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 @pytest.fixture
