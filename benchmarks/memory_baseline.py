@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Peak RSS of piflash's pyOCD operations: the numbers behind piflash/memguard.py.
+"""Peak RSS of piflash's pyOCD operations: the numbers behind piflash/host/memguard.py.
 
-The memory guard (``piflash/memguard.py``) refuses an operation that would not fit in the
+The memory guard (``piflash/host/memguard.py``) refuses an operation that would not fit in the
 machine's free memory. What an operation needs is modelled as a baseline per operation plus
 a slope per byte of firmware file (per format) and per byte of CMSIS-pack description. This
 script measures them.
@@ -33,9 +33,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from piflash.sim.spawn import ServedBoard  # no pyOCD, no unicorn: keeps this process small
+
 BIN = Path(sys.executable).parent
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from simserver import SimServer  # noqa: E402  (stdlib only: keeps this process small)
 MIB = 1024 * 1024
 TARGET = "nrf52840"  # 1 MiB of flash at 0x0: room for every size measured
 
@@ -124,10 +124,10 @@ def fit(points):
 
 
 def guard_cost(env, runs=7):
-    """Median seconds to import piflash.memguard (on top of piflash.cli, which every command
+    """Median seconds to import piflash.host.memguard (on top of piflash.cli, which every command
     imports anyway) and to run one check_memory against this machine's /proc, in fresh
     interpreters."""
-    code = ("import time, piflash.cli; t0 = time.perf_counter(); import piflash.memguard as m; "
+    code = ("import time, piflash.cli; t0 = time.perf_counter(); import piflash.host.memguard as m; "
             "t1 = time.perf_counter(); m.check_memory('flash', image_bytes=262144, image_format='hex', "
             "mode='warn', warn=lambda s: None); t2 = time.perf_counter(); print(t1 - t0, t2 - t1)")
     imports, checks = [], []
@@ -154,7 +154,8 @@ def main():
         tmp = Path(tmp)
         env = dict(os.environ, PIFLASH_SIM_DIR=str(tmp / "sim"), PIFLASH_MEMORY_GUARD="off")
         env.pop("PIFLASH_PROFILE_PATH", None)
-        server = SimServer("bench", TARGET, piflash=[BIN / "piflash"], env=env)
+        server = ServedBoard([BIN / "piflash", "sim", "serve", "--board", "bench", "--target", TARGET,
+                             "--port", "0"], env=env)
         try:
             remote = ["-t", TARGET, "-u", server.uid, "-q"]
             rows.append(("info", "-", 0, peak(args.runs, [BIN / "piflash", "info", *remote[:4]], env)))
@@ -214,7 +215,7 @@ def main():
     b, s = fit([(pdsc, rss) for _, _, pdsc, rss in pack_rows])
     print(f"fitted: baseline {b / MIB:.1f} MiB, slope {s:.2f} B per .pdsc byte")
 
-    print(f"\nguard cost (fresh interpreter, median of 7): import piflash.memguard "
+    print(f"\nguard cost (fresh interpreter, median of 7): import piflash.host.memguard "
           f"{import_s * 1000:.2f} ms, one check_memory {check_s * 1000:.3f} ms")
 
 

@@ -98,7 +98,7 @@ def _raise_if_blocked(unique_id: Optional[str]) -> None:
 
     :raises ProbePermissionError: with the USB scan's reason and fix.
     """
-    from piflash.usbscan import blocked_probes
+    from piflash.host.usbscan import blocked_probes
 
     try:
         blocked = blocked_probes(unique_id)
@@ -161,7 +161,7 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
                               hint="check the USB cable and power, then run the command again")
     if getattr(exc, "errno", None) in (errno.EACCES, errno.EPERM) or "Access denied" in text \
             or "insufficient permissions" in text.lower():
-        from piflash.permissions import setup_command
+        from piflash.host.permissions import setup_command
 
         return ProbePermissionError(f"permission denied opening the probe: {text}",
                                     hint=f"run 'piflash doctor'; the fix is '{setup_command()}' "

@@ -13,7 +13,7 @@ A profile is a small YAML mapping (``docs/profiles.md`` has the full story)::
     verify: true                # optional bool, default true
     reset: true                 # optional bool, default true
     description: "..."          # optional
-    memory_guard: refuse        # optional: refuse | warn | off (see piflash/memguard.py)
+    memory_guard: refuse        # optional: refuse | warn | off (see piflash/host/memguard.py)
 
 Loading is strict: an unknown key, a value of the wrong type, a missing
 required key or broken YAML raises :class:`~piflash.errors.ProfileError`
@@ -54,7 +54,7 @@ FIRMWARE_FORMATS = {suffix: fmt for fmt, suffixes in FORMAT_SUFFIXES.items() for
 #: Every key a profile may contain.
 ALLOWED_KEYS = ("target", "probe", "frequency", "erase", "firmware", "sha256",
                 "base_address", "verify", "reset", "description", "memory_guard")
-#: Accepted values of ``memory_guard`` (as piflash.memguard.GUARD_MODES; kept here so loading a
+#: Accepted values of ``memory_guard`` (as piflash.host.memguard.GUARD_MODES; kept here so loading a
 #: profile does not import the guard).
 MEMORY_GUARD_MODES = ("refuse", "warn", "off")
 REQUIRED_KEYS = ("target", "firmware")

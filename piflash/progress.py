@@ -1,7 +1,7 @@
 """Progress reporting: the interface the flashing workflow calls, and a no-op default.
 
 The workflow never draws anything itself: it calls a :class:`ProgressSink`.
-The CLI passes a rich progress display (``piflash.cli_progress``); the station
+The CLI passes a rich progress display (``piflash.cli.progress``); the station
 passes one that feeds systemd's STATUS line; API users can pass their own or none.
 """
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from simserver import SimServer
+from support.simserver import SimServer
 
 REPO = Path(__file__).resolve().parent.parent
 FIRMWARE_BUILD = Path(os.environ.get("PIFLASH_TEST_FIRMWARE", REPO / "tests" / "firmware" / "build"))

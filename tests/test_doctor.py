@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from piflash import doctor, probetable
-from usbfake import make_fake_system
+from piflash.host import doctor, probetable
+from support.usbfake import make_fake_system
 
 
 @pytest.fixture

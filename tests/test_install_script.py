@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-import unprivileged
+from support import unprivileged
 
 REPO = Path(__file__).resolve().parent.parent
 INSTALL = REPO / "scripts" / "install.sh"

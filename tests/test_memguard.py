@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from conftest import expected_flash
-from piflash import memguard
-from piflash.board import BoardFacts, parse_meminfo, read_board
+from piflash.host import memguard
+from piflash.host.machine import MachineFacts, parse_meminfo, read_machine
 from piflash.errors import ExitCode, MemoryGuardError
-from piflash.memguard import (BASELINE, IMAGE_SLOPE, MARGIN, MIB, GuardConfigError, assess_memory,
+from piflash.host.memguard import (BASELINE, IMAGE_SLOPE, MARGIN, MIB, GuardConfigError, assess_memory,
                               check_job, check_memory, pack_description_bytes)
 
 KIB = 1024
@@ -126,7 +126,7 @@ def no_guard_env(monkeypatch):
 # --- board facts -----------------------------------------------------------------------------
 
 def test_zero2w_facts(zero):
-    b = read_board(zero)
+    b = read_machine(zero)
     assert b.model == "Raspberry Pi Zero 2 W Rev 1.0"
     assert b.short_model == "Raspberry Pi Zero 2 W" and b.is_raspberry_pi
     assert b.mem_total == 437228 * KIB and 420 * MIB < b.mem_total < 430 * MIB
@@ -136,21 +136,21 @@ def test_zero2w_facts(zero):
 
 
 def test_pi4_facts_from_sysfs_model(pi4):
-    b = read_board(pi4)
+    b = read_machine(pi4)
     assert (b.model, b.short_model, b.is_raspberry_pi) == (
         "Raspberry Pi 4 Model B Rev 1.4", "Raspberry Pi 4 Model B", True)
     assert b.mem_total == 3885092 * KIB and b.mem_available == 3430504 * KIB
 
 
 def test_pc_has_no_model(pc):
-    b = read_board(pc)
+    b = read_machine(pc)
     assert b.model is None and not b.is_raspberry_pi and b.short_model == "unknown"
     assert b.mem_total == 16307176 * KIB and b.swap_free == 2097148 * KIB
 
 
 def test_root_from_environment(zero, monkeypatch):
     monkeypatch.setenv("PIFLASH_PROC_ROOT", str(zero))
-    assert read_board().model == "Raspberry Pi Zero 2 W Rev 1.0"
+    assert read_machine().model == "Raspberry Pi Zero 2 W Rev 1.0"
 
 
 def test_meminfo_without_memavailable_and_junk():
@@ -161,7 +161,7 @@ def test_meminfo_without_memavailable_and_junk():
 
 def test_old_kernel_estimates_available(tmp_path):
     root = fake_root(tmp_path, "MemTotal: 1000 kB\nMemFree: 100 kB\nBuffers: 20 kB\nCached: 30 kB\n")
-    assert read_board(root).mem_available == 150 * KIB
+    assert read_machine(root).mem_available == 150 * KIB
 
 
 def test_cgroup_v2_limit_caps_available(zero):
@@ -171,10 +171,10 @@ def test_cgroup_v2_limit_caps_available(zero):
     d.mkdir(parents=True)
     (d / "memory.max").write_text(f"{200 * MIB}\n")
     (d / "memory.current").write_text(f"{150 * MIB}\n")
-    b = read_board(zero)
+    b = read_machine(zero)
     assert (b.cgroup_limit, b.cgroup_usage, b.available) == (200 * MIB, 150 * MIB, 50 * MIB)
     (d / "memory.max").write_text("max\n")
-    assert read_board(zero).cgroup_limit is None
+    assert read_machine(zero).cgroup_limit is None
 
 
 def test_cgroup_v1_limit(zero):
@@ -184,7 +184,7 @@ def test_cgroup_v1_limit(zero):
     d.mkdir(parents=True)
     (d / "memory.limit_in_bytes").write_text(f"{400 * MIB}\n")
     (d / "memory.usage_in_bytes").write_text(f"{100 * MIB}\n")
-    assert read_board(zero).available == 300 * MIB
+    assert read_machine(zero).available == 300 * MIB
 
 
 # --- verdicts ---------------------------------------------------------------------------------
@@ -203,7 +203,7 @@ def test_verdicts_on_the_three_machines(zero, pi4, pc):
 @pytest.mark.parametrize("operation", sorted(BASELINE))
 def test_borders(tmp_path, operation):
     need = BASELINE[operation]
-    facts = lambda avail, swap: BoardFacts("Raspberry Pi Zero 2 W Rev 1.0", 427 * MIB, avail, 100 * MIB, swap)
+    facts = lambda avail, swap: MachineFacts("Raspberry Pi Zero 2 W Rev 1.0", 427 * MIB, avail, 100 * MIB, swap)
     assert assess_memory(operation, facts=facts(need + MARGIN, 0)).status == "ok"
     # Inside the margin: tight when swap makes up the difference, refused without swap.
     inside = assess_memory(operation, facts=facts(need + MARGIN - 1, 1))
@@ -215,13 +215,13 @@ def test_borders(tmp_path, operation):
 
 
 def test_image_format_matters():
-    slope = {fmt: assess_memory("flash", MIB, image_format=fmt, facts=BoardFacts(None, 0, 0, 0, 0)).image
+    slope = {fmt: assess_memory("flash", MIB, image_format=fmt, facts=MachineFacts(None, 0, 0, 0, 0)).image
              for fmt in ("bin", "hex", "elf")}
     assert all(v > 0 for v in slope.values())
-    unknown = assess_memory("flash", MIB, image_format=None, facts=BoardFacts(None, 0, 0, 0, 0)).image
+    unknown = assess_memory("flash", MIB, image_format=None, facts=MachineFacts(None, 0, 0, 0, 0)).image
     assert unknown == max(slope.values())
     with pytest.raises(ValueError):
-        assess_memory("dance", facts=BoardFacts(None, 0, 0, 0, 0))
+        assess_memory("dance", facts=MachineFacts(None, 0, 0, 0, 0))
 
 
 def test_pack_description_bytes(tmp_path):

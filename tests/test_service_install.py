@@ -10,7 +10,7 @@ import os
 import pytest
 
 from piflash.errors import ExitCode
-from piflash.service import render_unit
+from piflash.station.service import render_unit
 
 EXE = "/opt/piflash/bin/piflash"
 UNIT = "etc/systemd/system/piflash-station.service"
@@ -110,7 +110,7 @@ def test_uninstall_takes_no_install_options(cli, root, config):
 
 
 def test_needs_root_on_the_real_system(monkeypatch, capsys):
-    from piflash import service
+    from piflash.station import service
     from piflash.errors import ServiceError
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)

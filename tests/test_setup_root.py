@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-import unprivileged
+from support import unprivileged
 
-from piflash import probetable
+from piflash.host import probetable
 from piflash.errors import ExitCode
 
 REPO = Path(__file__).resolve().parent.parent

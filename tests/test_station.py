@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("unicorn")
 
 from piflash.sim import SimStore  # noqa: E402
-from stationkit import (MID_PROGRAM_TRANSFERS, StationProcess, rows, wait_for, wait_rows,  # noqa: E402
+from support.stationkit import (MID_PROGRAM_TRANSFERS, StationProcess, rows, wait_for, wait_rows,  # noqa: E402
                         write_config, write_profile)
 
 REPO = Path(__file__).resolve().parent.parent

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from nspawn import BootError, Container
+from support.nspawn import BootError, Container
 
 CACHE = Path(os.environ.get("PIFLASH_CACHE_DIR") or Path.home() / ".cache" / "piflash")
 ROOT_NAME = "bookworm-amd64-systemd"

@@ -15,9 +15,9 @@ import shutil
 
 import pytest
 
-from piflash import usbscan
+from piflash.host import usbscan
 from piflash.errors import ExitCode
-from usbfake import NOBODY, make_fake_system, plugdev_gid
+from support.usbfake import NOBODY, make_fake_system, plugdev_gid
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
                                 reason="needs root and setpriv (util-linux) to act as another user")

@@ -11,24 +11,12 @@ circular import.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
+from . import loading
+from .loading import unicorn_available
+
 __all__ = ["SimProbePlugin"]
-
-#: Set by :mod:`piflash.sim.probe` while it imports pyOCD: a plugin scan triggered by that
-#: import skips the plugin (the probe class does not exist yet) and the probe module registers
-#: itself once defined.
-_probe_module_importing = False
-
-
-def unicorn_available() -> bool:
-    """Whether the optional ``unicorn`` package is installed (checked without importing it)."""
-    try:
-        return importlib.util.find_spec("unicorn") is not None
-    except (ImportError, ValueError):
-        return False
-
 
 def _build_plugin_class() -> type:
     from pyocd.core.plugin import Plugin
@@ -46,7 +34,7 @@ def _build_plugin_class() -> type:
 
         def should_load(self) -> bool:
             """True when ``unicorn`` is importable."""
-            return unicorn_available() and not _probe_module_importing
+            return unicorn_available() and not loading.probe_module_importing
 
         def load(self) -> type:
             """Return the probe class."""

@@ -24,11 +24,11 @@ import time
 from contextlib import ExitStack
 from typing import Callable, Collection, Optional, Sequence, Set, Union
 
-from . import plugin as _plugin
+from . import loading as _loading
 
 # Importing pyOCD for the first time runs its probe-plugin scan, which would try to load this
 # (half-imported) module; the flag makes the scan skip us, and we register below instead.
-_plugin._probe_module_importing = True
+_loading.probe_module_importing = True
 try:
     from pyocd.board.board import Board
     from pyocd.board.board_ids import BoardInfo as PyocdBoardInfo
@@ -36,7 +36,7 @@ try:
     from pyocd.probe import aggregator as _aggregator
     from pyocd.probe.debug_probe import DebugProbe
 finally:
-    _plugin._probe_module_importing = False
+    _loading.probe_module_importing = False
 
 from .store import BoardBusyError, SimStore, UnknownBoardError, auto_target_for_name, valid_board_name
 from .targets import SIM_TARGETS, get_target
@@ -508,5 +508,5 @@ def _partial_match(store: SimStore, text: str) -> bool:
 
 
 # Register with pyOCD if its plugin scan ran while this module was being imported.
-if _plugin.unicorn_available() and PLUGIN_NAME not in _aggregator.PROBE_CLASSES:
+if _loading.unicorn_available() and PLUGIN_NAME not in _aggregator.PROBE_CLASSES:
     _aggregator.PROBE_CLASSES[PLUGIN_NAME] = SimProbe

@@ -35,12 +35,12 @@ def memory_guard(config_path, force: bool = False) -> None:
     """Run piflash's memory guard for the station before pyOCD is imported.
 
     Reads the config and its profile without checking the target type (that needs pyOCD), then
-    :func:`piflash.memguard.check_job` with the profile's firmware and ``memory_guard`` key.
+    :func:`piflash.host.memguard.check_job` with the profile's firmware and ``memory_guard`` key.
 
     :raises MemoryGuardError: (exit 14) the station would not fit in memory plus swap.
     :raises ProfileError: (exit 5) the config or its profile is broken.
     """
-    from piflash.memguard import check_job
+    from piflash.host.memguard import check_job
     from piflash.station.config import load_config
 
     config = load_config(config_path)

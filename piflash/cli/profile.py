@@ -6,7 +6,7 @@ import json
 
 import click
 
-from piflash.cli import CONTEXT, handles_errors
+from piflash.cli.options import CONTEXT, handles_errors
 
 
 @click.group(context_settings=CONTEXT)

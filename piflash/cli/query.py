@@ -6,8 +6,8 @@ import json
 
 import click
 
-from piflash.cli import CONTEXT, handles_errors, probe_options, resolve
-from piflash.cli_guard import memory_guarded
+from piflash.cli.options import CONTEXT, handles_errors, probe_options, resolve
+from piflash.cli.options import memory_guarded
 
 
 @click.command(context_settings=CONTEXT)
@@ -41,7 +41,7 @@ def probes(json_mode):
     """List the debug probes pyOCD can see (simulated ones included), and the USB probes
     attached that cannot be opened, each with the reason and the fix."""
     from piflash.connect import list_probes
-    from piflash.usbscan import blocked_probes
+    from piflash.host.usbscan import blocked_probes
 
     found = list_probes()
     seen = {p.unique_id for p in found}

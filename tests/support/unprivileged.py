@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Dict, List
 
 NOBODY = 65534
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 _SKIP = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", "*.egg-info", ".pytest_cache",
                                "build", "dist")
 

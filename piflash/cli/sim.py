@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from piflash.cli import CONTEXT, handles_errors
+from piflash.cli.options import CONTEXT, handles_errors
 from piflash.errors import PiflashError
 
 

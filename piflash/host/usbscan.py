@@ -2,7 +2,7 @@
 
 pyOCD reports a probe it may not open as "no probe" (pyOCD issues #1719, #267,
 #312). This module reads ``/sys/bus/usb/devices/*`` directly, matches each device
-against :mod:`piflash.probetable`, and checks the kernel's verdict on its node
+against :mod:`piflash.host.probetable`, and checks the kernel's verdict on its node
 ``/dev/bus/usb/BBB/DDD`` with ``os.access(R_OK | W_OK)`` (what libusb needs to
 open it). For a probe that cannot be opened it explains why (the node's owner,
 group and mode; whether the user is in that group in ``/etc/group`` and in this
@@ -24,14 +24,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from piflash import permissions, probetable
+from piflash.host import permissions, probetable
 
 
 @dataclass(frozen=True)
 class UsbProbe:
     """A USB debug probe seen in sysfs.
 
-    :ivar name: probe model (str), from :mod:`piflash.probetable`.
+    :ivar name: probe model (str), from :mod:`piflash.host.probetable`.
     :ivar vid: USB vendor ID (int). :ivar pid: USB product ID (int).
     :ivar busnum: USB bus number (int). :ivar devnum: device number on that bus (int).
     :ivar product: USB product string (str or None); likewise ``manufacturer`` and ``serial``

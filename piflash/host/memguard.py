@@ -9,7 +9,7 @@ works out the sizes from files) first, *before* pyOCD is imported:
   operation (:data:`BASELINE`), plus a measured slope per byte of firmware file
   (:data:`IMAGE_SLOPE`, per format: an Intel HEX file costs far more per byte than a .bin)
   and per byte of CMSIS-pack description (:data:`PACK_SLOPE`);
-- it compares that with what the machine has (:func:`piflash.board.read_board`):
+- it compares that with what the machine has (:func:`piflash.host.machine.read_machine`):
   ``MemAvailable`` (capped by a cgroup limit) and ``SwapFree``;
 - the verdict is ``"ok"``; ``"tight"`` when ``need > available - MARGIN`` (it only fits by
   swapping, or with less than :data:`MARGIN` to spare): a warning, then the operation goes on;
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Union
 
-from piflash.board import BoardFacts, read_board
+from piflash.host.machine import MachineFacts, read_machine
 from piflash.errors import ExitCode, MemoryGuardError, PiflashError
 
 MIB = 1024 * 1024
@@ -116,10 +116,10 @@ class MemoryVerdict:
     :ivar baseline: the operation's :data:`BASELINE` part of ``need``.
     :ivar image: the firmware's part of ``need``.
     :ivar pack: the CMSIS pack's part of ``need``.
-    :ivar available: ``MemAvailable``, capped by a cgroup limit (:attr:`BoardFacts.available`).
+    :ivar available: ``MemAvailable``, capped by a cgroup limit (:attr:`MachineFacts.available`).
     :ivar swap_free: ``SwapFree``.
     :ivar margin: :data:`MARGIN` (or the margin given).
-    :ivar facts: the :class:`~piflash.board.BoardFacts` the verdict was made from.
+    :ivar facts: the :class:`~piflash.host.machine.MachineFacts` the verdict was made from.
     """
 
     status: str
@@ -131,7 +131,7 @@ class MemoryVerdict:
     available: int
     swap_free: int
     margin: int
-    facts: BoardFacts
+    facts: MachineFacts
 
     @property
     def ok(self) -> bool:
@@ -178,7 +178,7 @@ class MemoryVerdict:
         return "; ".join(advice)
 
     def to_dict(self) -> dict:
-        """JSON-friendly dict of the fields (``facts`` as :meth:`BoardFacts.to_dict`)."""
+        """JSON-friendly dict of the fields (``facts`` as :meth:`MachineFacts.to_dict`)."""
         return {"status": self.status, "operation": self.operation, "need": self.need,
                 "baseline": self.baseline, "image": self.image, "pack": self.pack,
                 "available": self.available, "swap_free": self.swap_free, "margin": self.margin,
@@ -209,11 +209,11 @@ def estimate_need(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
 
 
 def assess_memory(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
-                  image_format: Optional[str] = None, facts: Optional[BoardFacts] = None,
+                  image_format: Optional[str] = None, facts: Optional[MachineFacts] = None,
                   root: Optional[PathLike] = None, margin: int = MARGIN) -> MemoryVerdict:
     """The verdict on ``operation``, without acting on it (for ``doctor`` and reports).
 
-    :param facts: the machine's figures; default :func:`piflash.board.read_board` of ``root``.
+    :param facts: the machine's figures; default :func:`piflash.host.machine.read_machine` of ``root``.
     :param root: root of the /proc and /sys files (default ``$PIFLASH_PROC_ROOT`` or ``/``).
     :param margin: bytes to keep free (default :data:`MARGIN`).
     :returns: a :class:`MemoryVerdict`; never raises MemoryGuardError.
@@ -221,7 +221,7 @@ def assess_memory(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
     :raises ValueError: an unknown operation.
     """
     baseline, image, pack = estimate_need(operation, image_bytes, pack_bytes, image_format)
-    facts = facts if facts is not None else read_board(root)
+    facts = facts if facts is not None else read_machine(root)
     need = baseline + image + pack
     available = facts.available
     if need > available + facts.swap_free - margin:
@@ -255,7 +255,7 @@ def _stderr(message: str) -> None:
 
 def check_memory(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
                  image_format: Optional[str] = None, *, mode: Optional[str] = None,
-                 force: bool = False, facts: Optional[BoardFacts] = None,
+                 force: bool = False, facts: Optional[MachineFacts] = None,
                  root: Optional[PathLike] = None,
                  warn: Optional[Callable[[str], None]] = None) -> Optional[MemoryVerdict]:
     """Check that ``operation`` fits in memory; call this before importing pyOCD.

@@ -1,10 +1,10 @@
-"""``piflash setup permissions``: the click layer over :mod:`piflash.permissions`."""
+"""``piflash setup permissions``: the click layer over :mod:`piflash.host.permissions`."""
 
 from __future__ import annotations
 
 import click
 
-from piflash.cli import CONTEXT, EXIT_CODES_EPILOG, handles_errors
+from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG, handles_errors
 
 
 @click.group(context_settings=CONTEXT)
@@ -27,7 +27,7 @@ def permissions(user, dry_run, uninstall, root):
     (/etc/udev/rules.d/60-piflash-probes.rules) and reloads udev. Idempotent. The user
     must log in again afterwards; 'piflash doctor' checks the result.
     """
-    from piflash.permissions import setup_permissions, uninstall_permissions
+    from piflash.host.permissions import setup_permissions, uninstall_permissions
 
     if uninstall:
         if user:

@@ -41,7 +41,7 @@ def proc_root() -> Path:
 
 
 @dataclass(frozen=True)
-class BoardFacts:
+class MachineFacts:
     """What piflash knows about the machine it runs on.  All sizes in bytes.
 
     :ivar model: the device-tree model string (``"Raspberry Pi 4 Model B Rev 1.4"``), or None
@@ -173,12 +173,12 @@ def read_cgroup_memory(root: Optional[PathLike] = None) -> Tuple[Optional[int], 
     return None, None
 
 
-def read_board(root: Optional[PathLike] = None) -> BoardFacts:
+def read_machine(root: Optional[PathLike] = None) -> MachineFacts:
     """Read the machine's model and memory figures.
 
     :param root: root directory of the /proc and /sys files; default :func:`proc_root`
         (``$PIFLASH_PROC_ROOT`` or ``/``).
-    :returns: a :class:`BoardFacts` (sizes in bytes).  When ``MemAvailable`` is missing
+    :returns: a :class:`MachineFacts` (sizes in bytes).  When ``MemAvailable`` is missing
         (kernels before 3.14) it is estimated as ``MemFree + Buffers + Cached``.
     :raises OSError: ``<root>/proc/meminfo`` cannot be read.
     """
@@ -188,6 +188,6 @@ def read_board(root: Optional[PathLike] = None) -> BoardFacts:
     if available is None:
         available = sum(mem.get(k, 0) for k in ("MemFree", "Buffers", "Cached"))
     limit, usage = read_cgroup_memory(base)
-    return BoardFacts(model=read_model(base), mem_total=mem.get("MemTotal", 0),
+    return MachineFacts(model=read_model(base), mem_total=mem.get("MemTotal", 0),
                       mem_available=available, swap_total=mem.get("SwapTotal", 0),
                       swap_free=mem.get("SwapFree", 0), cgroup_limit=limit, cgroup_usage=usage)

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-import unprivileged
+from support import unprivileged
 
 NOBODY = unprivileged.NOBODY
 

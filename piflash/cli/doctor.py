@@ -1,4 +1,4 @@
-"""``piflash doctor``: the click layer over :mod:`piflash.doctor` (rich imported lazily)."""
+"""``piflash doctor``: the click layer over :mod:`piflash.host.doctor` (rich imported lazily)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from piflash.cli import CONTEXT, EXIT_CODES_EPILOG
+from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG
 from piflash.errors import ExitCode
 
 _STYLE = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "bold red")}
@@ -23,7 +23,7 @@ def doctor(json_mode):
     flashing. PIFLASH_SYSROOT, PIFLASH_SYSFS_ROOT and PIFLASH_DEV_ROOT point it at another
     root, sysfs or /dev (for tests and image builders).
     """
-    from piflash.doctor import Context, run_checks, verdict
+    from piflash.host.doctor import Context, run_checks, verdict
 
     results = run_checks(Context.from_env())
     ok, text = verdict(results)

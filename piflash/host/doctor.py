@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
-from piflash import permissions, probetable, usbscan
+from piflash.host import permissions, probetable, usbscan
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -268,7 +268,7 @@ def check_group(ctx: Context) -> Check:
 
 
 def check_probes(ctx: Context) -> List[Check]:
-    """Each attached USB probe openable (:func:`piflash.usbscan.scan`)."""
+    """Each attached USB probe openable (:func:`piflash.host.usbscan.scan`)."""
     if not Path(ctx.sysfs_root, "bus", "usb", "devices").is_dir():
         return [Check("USB probes", OK, f"no USB devices in {ctx.sysfs_root} (no USB here)")]
     found = usbscan.scan(ctx.sysfs_root, ctx.dev_root, ctx.sysroot)
@@ -303,12 +303,12 @@ def check_station(ctx: Context) -> Optional[Check]:
 
 
 def check_memory(ctx: Context) -> Check:
-    """Memory and swap: would a flash of a 1 MiB .bin fit now (:func:`piflash.memguard.assess_memory`)?
+    """Memory and swap: would a flash of a 1 MiB .bin fit now (:func:`piflash.host.memguard.assess_memory`)?
 
     ``refuse`` is a fail (the guard would stop a flash), ``tight`` a warning. The proc root is
     ``$PIFLASH_PROC_ROOT`` (default ``/``), as for the guard itself.
     """
-    from piflash.memguard import MIB, assess_memory
+    from piflash.host.memguard import MIB, assess_memory
 
     verdict = assess_memory("flash", image_bytes=MIB, image_format="bin")
     facts = verdict.facts

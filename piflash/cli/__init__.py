@@ -1,0 +1,89 @@
+"""The ``piflash`` command: the root click group, its entry point and the table of commands.
+
+A thin layer: each command family lives in its own module (``piflash/cli/flash.py`` for
+flash/verify/erase/reset, ``query.py``, ``profile.py``, ``history.py``, ``doctor.py``,
+``setup.py``, ``sim.py``, ``station.py``) that parses options and calls piflash's plain modules;
+what they share is in :mod:`piflash.cli.options`. Command modules never import this module, so
+there is no import circle.
+
+Only click and piflash's own light modules are imported at start-up; pyOCD, rich and the
+simulator are imported by the commands that use them, so ``piflash --help`` answers at once
+even on a Pi Zero 2W.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import sys
+
+import click
+
+from piflash import __version__
+from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG
+from piflash.errors import ExitCode
+
+#: The commands, by module of ``piflash.cli``: (module, names of its click commands/groups).
+COMMANDS = (
+    ("flash", ("flash", "verify", "erase", "reset")),
+    ("query", ("info", "probes", "targets")),
+    ("profile", ("profile",)),
+    ("history", ("history",)),
+    ("doctor", ("doctor",)),
+    ("setup", ("setup",)),
+    ("sim", ("sim",)),
+    ("station", ("station",)),
+)
+
+
+@click.group(context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
+@click.version_option(__version__, prog_name="piflash")
+@click.option("--verbose", "-v", count=True, help="Show pyOCD's log (-vv for debug).")
+def cli(verbose: int) -> None:
+    """Flash Arm Cortex-M microcontrollers through pyOCD: connect, erase, program,
+    read-back verify, reset.
+
+    \b
+    Examples:
+      piflash flash firmware.hex --target nrf52840
+      piflash flash app.bin --base-address 0x08000000 -t stm32f103rc -u 066DFF49
+      piflash flash --profile my-board
+      piflash probes
+    """
+    level = {0: logging.CRITICAL, 1: logging.INFO}.get(verbose, logging.DEBUG)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    logging.getLogger("pyocd").setLevel(level)
+    logging.getLogger("piflash").setLevel(min(level, logging.WARNING))
+
+
+def _register() -> None:
+    for module, names in COMMANDS:
+        mod = importlib.import_module(f"piflash.cli.{module}")
+        for name in names:
+            cli.add_command(getattr(mod, name))
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry point.
+
+    With ``--json`` anywhere on the command line, a usage error also prints its result object
+    (``{"ok": false, "error": {...}}``) on stdout, so a script always gets one JSON object.
+    """
+    try:
+        cli.main(prog_name="piflash", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted!", err=True)
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except click.exceptions.ClickException as exc:
+        if "--json" in sys.argv[1:]:
+            click.echo(json.dumps({"ok": False, "error": {
+                "kind": "UsageError", "message": exc.format_message(), "hint": None,
+                "exit_code": exc.exit_code}}, indent=2))
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)

@@ -1,0 +1,178 @@
+"""``piflash flash``, ``verify``, ``erase`` and ``reset``: the commands that open a probe and act
+on the target, each a thin layer over :mod:`piflash.flasher` that records its result in the
+history."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, Settings, firmware_options, handles_errors,
+                                 memory_guarded, output_options, probe_options, reset_option, resolve,
+                                 sigterm_as_interrupt)
+from piflash.errors import PiflashError
+from piflash.program import ERASE_MODES
+
+
+def _load(settings: Settings):
+    from piflash.image import load_image
+
+    if not settings.get("firmware"):
+        raise click.UsageError("no firmware given (a FIRMWARE argument or a profile with 'firmware:')")
+    image = load_image(settings["firmware"], settings.get("base_address"))
+    if settings.get("profile_obj") is not None:
+        settings["profile_obj"].check_digest(image.sha256)
+    return image
+
+
+def _run_with_progress(settings: Settings, quiet: bool, json_mode: bool, call):
+    from piflash.cli.progress import RichProgress, make_progress
+
+    display = make_progress(quiet, json_mode)
+    if isinstance(display, RichProgress):
+        with display:
+            return _recorded(settings, lambda: call(display))
+    return _recorded(settings, lambda: call(display))
+
+
+def _recorded(settings: Settings, call):
+    """Run one workflow call and record its result, passed or failed, in the history."""
+    try:
+        result = call()
+    except PiflashError as exc:
+        if getattr(exc, "result", None) is not None:
+            _record(exc.result, settings)
+        raise
+    _record(result, settings)
+    return result
+
+
+def _record(result, settings: Settings) -> None:
+    """Append ``result`` to the history; a history that cannot be written warns, never fails the job."""
+    from piflash.history import History, HistoryError, default_path
+
+    path = default_path()
+    if path is None:
+        return
+    try:
+        with History(path) as db:
+            db.record(result, profile=settings.get("profile"))
+    except HistoryError as exc:
+        click.secho(f"warning: not recorded in the history: {exc}", fg="yellow", err=True)
+
+
+def _report(result, json_mode: bool, quiet: bool, line: str) -> None:
+    if json_mode:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    elif not quiet:
+        click.secho(line, fg="green")
+
+
+@click.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
+@firmware_options
+@probe_options
+@click.option("--erase", "-e", type=click.Choice(ERASE_MODES), default=None,
+              help="Erase mode [default: auto, the faster of the two].")
+@click.option("--verify/--no-verify", default=None,
+              help="Read back and compare every programmed byte [default: on, or the profile's].")
+@reset_option
+@output_options
+@handles_errors
+@memory_guarded("flash")
+def flash(firmware, probe, target, frequency, profile, pyocd_options, base_address, erase, verify,
+          reset, quiet, json_mode):
+    """Flash FIRMWARE (.hex, .elf, or .bin with --base-address), verify it and reset the target."""
+    from piflash.flasher import flash_firmware
+
+    sigterm_as_interrupt()
+    s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
+                erase=erase, base_address=base_address, verify=verify, reset=reset)
+    image = _load(s)
+    result = _run_with_progress(s, quiet, json_mode, lambda display: flash_firmware(
+        image, probe=s["probe"], target=s["target"], frequency=s["frequency"], erase=s["erase"],
+        verify=s["verify"], reset=s["reset"], progress=display, options=pyocd_options))
+    p = result.program
+    verified = "verified" if result.verify else "NOT verified"
+    _report(result, json_mode, quiet,
+            f"Flashed {image.size:,} bytes to {result.target} ({result.probe}): {p.programmed_bytes:,} "
+            f"programmed, {p.skipped_bytes:,} unchanged, {verified}, in {result.duration:.2f} s")
+
+
+@click.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
+@firmware_options
+@probe_options
+@reset_option
+@output_options
+@handles_errors
+@memory_guarded("verify")
+def verify(firmware, probe, target, frequency, profile, pyocd_options, base_address, reset, quiet,
+           json_mode):
+    """Compare the target's flash with FIRMWARE without writing anything."""
+    from piflash.flasher import verify_firmware
+
+    sigterm_as_interrupt()
+    s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
+                base_address=base_address, reset=reset)
+    image = _load(s)
+    result = _run_with_progress(s, quiet, json_mode, lambda display: verify_firmware(
+        image, probe=s["probe"], target=s["target"], frequency=s["frequency"], progress=display,
+        reset=s["reset"], options=pyocd_options))
+    _report(result, json_mode, quiet, f"Verified: all {image.size:,} bytes match on {result.target}")
+
+
+def _range(text: str):
+    try:
+        if "+" in text:
+            start, length = (int(v, 0) for v in text.split("+", 1))
+            start, end = start, start + length
+        elif "-" in text:
+            start, end = (int(v, 0) for v in text.split("-", 1))
+        else:
+            start = int(text, 0)
+            end = start + 1
+    except ValueError:
+        raise click.BadParameter(f"'{text}' is not ADDR, START-END or START+LENGTH") from None
+    if end <= start:
+        raise click.BadParameter(f"'{text}' is an empty range (END is exclusive, LENGTH must be > 0)")
+    return start, end
+
+
+@click.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
+@probe_options
+@click.option("--chip", "mode", flag_value="chip", help="Erase the whole chip (the default).")
+@click.option("--sector", "sectors", multiple=True, metavar="RANGE",
+              help="Erase the sectors covering RANGE: ADDR, START-END (end exclusive) or START+LENGTH. Repeatable.")
+@output_options
+@handles_errors
+@memory_guarded("erase")
+def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, quiet, json_mode):
+    """Erase the chip, or the sectors covering the given ranges."""
+    from piflash.flasher import erase_target
+
+    sigterm_as_interrupt()
+    if mode == "chip" and sectors:
+        raise click.UsageError("--chip and --sector exclude each other")
+    s = resolve(profile, probe=probe, target=target, frequency=frequency)
+    ranges = [_range(r) for r in sectors]
+    result = _run_with_progress(s, quiet, json_mode, lambda display: erase_target(
+        s["probe"], s["target"], "sector" if ranges else "chip", ranges, s["frequency"], display,
+        pyocd_options))
+    _report(result, json_mode, quiet, f"Erased {result.program.erased_bytes:,} bytes on {result.target}")
+
+
+@click.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
+@probe_options
+@click.option("--halt", is_flag=True, help="Halt at the reset vector instead of running.")
+@output_options
+@handles_errors
+def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mode):
+    """Reset the target."""
+    from piflash.flasher import reset_board
+
+    s = resolve(profile, probe=probe, target=target, frequency=frequency)
+    result = _recorded(s, lambda: reset_board(s["probe"], s["target"], halt, s["frequency"],
+                                              pyocd_options))
+    _report(result, json_mode, quiet, f"Reset {result.target}" + (" (halted)" if halt else ""))
+
+

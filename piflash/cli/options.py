@@ -1,0 +1,191 @@
+"""What every ``piflash`` command shares: click settings, the exit-code epilog, error handling,
+the probe/firmware/output options, the profile merge and the memory guard's ``--force``.
+
+Command modules import this module, never the root group (``piflash.cli``), so the CLI has no
+import circle. Only click and piflash's light modules are imported here; pyOCD, rich and the
+guard's own module are imported when a command runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import signal
+import sys
+from typing import Optional
+
+import click
+
+from piflash.errors import EXIT_CODE_HELP, ExitCode, PiflashError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+EXIT_CODES_EPILOG = "\b\nExit codes:\n" + "\n".join(
+    f"  {int(code):>3}  {text}" for code, text in EXIT_CODE_HELP.items())
+
+
+def emit_error(exc: PiflashError, json_mode: bool, result=None) -> None:
+    if json_mode:
+        out = result.to_dict() if result is not None else {"ok": False}
+        out["error"] = exc.to_dict()
+        click.echo(json.dumps(out, indent=2))
+    click.secho(f"error: {exc.message}", fg="red", err=True)
+    if exc.hint:
+        click.echo(f"hint: {exc.hint}", err=True)
+
+
+def handles_errors(func):
+    """Print a PiflashError as 'error:'/'hint:' lines and exit with its code; same for Ctrl-C."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        json_mode = bool(kwargs.get("json_mode"))
+        try:
+            return func(*args, **kwargs)
+        except PiflashError as exc:
+            emit_error(exc, json_mode, getattr(exc, "result", None))
+            sys.exit(int(exc.exit_code))
+        except KeyboardInterrupt:
+            click.secho("error: interrupted", fg="red", err=True)
+            sys.exit(int(ExitCode.INTERRUPTED))
+    return wrapper
+
+
+def sigterm_as_interrupt() -> None:
+    """Let SIGTERM take the same clean path as Ctrl-C (disconnect, say what state the board is in)."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _int_auto(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return int(str(value), 0)
+    except ValueError:
+        raise click.BadParameter(f"'{value}' is not a number (use 0x08000000 or 134217728)")
+
+
+def _frequency(ctx, param, value):
+    if value is None:
+        return None
+    from piflash.profiles import parse_frequency
+    try:
+        return parse_frequency(value)
+    except PiflashError as exc:
+        raise click.BadParameter(exc.message.replace("key 'frequency': ", ""))
+
+
+def _pyocd_options(ctx, param, values):
+    out = {}
+    for item in values:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"'{item}' is not NAME=VALUE")
+        value: object = raw
+        if raw.lower() in ("true", "false"):
+            value = raw.lower() == "true"
+        else:
+            for conv in (lambda v: int(v, 0), float):
+                try:
+                    value = conv(raw)
+                    break
+                except ValueError:
+                    pass
+        out[name] = value
+    return out
+
+
+def probe_options(func):
+    """--probe, --target, --frequency, --profile and -O, shared by every command that opens a probe."""
+    func = click.option("--option", "-O", "pyocd_options", multiple=True, callback=_pyocd_options,
+                        metavar="NAME=VALUE",
+                        help="A pyOCD session option, e.g. -O flash.timeout.erase_sector=2 (repeatable).")(func)
+    func = click.option("--profile", "-p", "profile", metavar="NAME|FILE",
+                        help="Profile: a YAML file, or a name searched in ./piflash.d, "
+                             "$XDG_CONFIG_HOME/piflash/profiles, /etc/piflash/profiles.")(func)
+    func = click.option("--frequency", "-f", callback=_frequency, metavar="HZ",
+                        help="SWD clock, e.g. 4000000 or 4MHz.")(func)
+    func = click.option("--target", "-t", metavar="TYPE",
+                        help="pyOCD target type, e.g. nrf52840, stm32f103rc ('piflash targets').")(func)
+    func = click.option("--probe", "-u", metavar="UID",
+                        help="Probe unique ID (or part of one), e.g. a serial number, "
+                             "sim:nrf52840, remote:HOST:PORT.")(func)
+    return func
+
+
+def firmware_options(func):
+    """The FIRMWARE argument and --base-address, shared by flash and verify."""
+    func = click.option("--base-address", "-a", callback=_int_auto, metavar="ADDR",
+                        help="Load address of a .bin file, e.g. 0x08000000.")(func)
+    return click.argument("firmware", required=False, type=click.Path(dir_okay=False))(func)
+
+
+reset_option = click.option("--reset/--no-reset", default=None,
+                            help="Reset the target afterwards; --no-reset leaves it halted "
+                                 "[default: reset, or the profile's].")
+
+
+def output_options(func):
+    func = click.option("--json", "json_mode", is_flag=True,
+                        help="Print one JSON result object on stdout.")(func)
+    func = click.option("--quiet", "-q", is_flag=True, help="No progress display.")(func)
+    return func
+
+
+class Settings(dict):
+    """Resolved settings of one command: the profile's values overridden by the command line."""
+
+
+def resolve(profile: Optional[str], **cli_values) -> Settings:
+    """Merge a profile (if any) with command-line values; the command line wins when given.
+
+    Overriding the profile's firmware drops its pinned SHA-256 (and its base address unless the
+    new file is a .bin), as :meth:`piflash.profiles.Profile.with_overrides` does.
+    """
+    from piflash import profiles
+    from piflash.errors import ProfileError
+    from piflash.target import check_target
+
+    given = {k: v for k, v in cli_values.items() if v is not None}
+    out = Settings(profile=None, firmware=None, sha256=None, target=None, probe=None,
+                   frequency=None, erase="auto", base_address=None, verify=True, reset=True)
+    if not profile:
+        out.update(given)
+        return out
+    prof = profiles.load_profile(profiles.find_profile(profile), check_target=check_target)
+    try:
+        prof = prof.with_overrides(**given)
+    except ProfileError as exc:  # the command line contradicts the profile: a usage error
+        raise click.UsageError(f"{exc.message} (with profile {prof.path})") from None
+    out.update(profile=prof.name, firmware=str(prof.firmware), sha256=prof.sha256,
+               target=prof.target, probe=prof.probe, frequency=prof.frequency, erase=prof.erase,
+               base_address=prof.base_address, verify=prof.verify, reset=prof.reset,
+               profile_obj=prof)
+    return out
+
+
+
+def memory_guarded(operation: str):
+    """--force, and the memory guard (piflash/host/memguard.py) run before the command imports pyOCD.
+
+    Place it below ``handles_errors`` so a refusal exits with code 14. The guard reads
+    ``$PIFLASH_PROC_ROOT`` (default ``/``), ``$PIFLASH_MEMORY_GUARD`` and the profile's
+    ``memory_guard``; a tight verdict is printed as a warning on stderr.
+
+    :param operation: what the command does, a key of :data:`piflash.host.memguard.BASELINE`
+        (``flash``, ``verify``, ``erase``, ``info``). The command must take ``firmware``,
+        ``profile`` and ``pyocd_options`` keyword arguments where it has them.
+    """
+    def decorate(func):
+        @functools.wraps(func)
+        def wrapper(*args, force=False, **kwargs):
+            from piflash.host.memguard import check_job
+
+            check_job(operation, kwargs.get("firmware"), kwargs.get("profile"),
+                      kwargs.get("pyocd_options"), force=force,
+                      warn=lambda text: click.secho(text, fg="yellow", err=True))
+            return func(*args, **kwargs)
+        return click.option("--force", is_flag=True,
+                            help="Go on even when the memory guard says it will not fit.")(wrapper)
+    return decorate
