@@ -190,7 +190,7 @@ def render_rules() -> str:
 
 def packaged_rules_path() -> Path:
     """Path of the rules file shipped as package data (``piflash/data/60-piflash-probes.rules``)."""
-    return Path(__file__).resolve().parent / "data" / RULES_NAME
+    return Path(__file__).resolve().parents[1] / "data" / RULES_NAME
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
