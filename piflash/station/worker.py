@@ -37,7 +37,7 @@ from piflash.errors import (ConnectError, ImageRangeError, NoProbeError, Operati
                             PiflashError, ProbeLostError, ProbePermissionError, SeveralProbesError,
                             VerifyError)
 from piflash.flasher import describe_session, flash_session, phase, tracking, verify_session
-from piflash.progress import ProgressSink
+from piflash.progress import Phase, ProgressSink
 from piflash.result import OperationResult
 
 LOG = logging.getLogger(__name__)
@@ -61,8 +61,8 @@ class StationSink(ProgressSink):
     raises :class:`~piflash.errors.OperationInterrupted`.
     """
 
-    SPANS = {"connect": (0, 0), "erase": (0, 20), "program": (20, 85), "verify": (85, 98),
-             "reset": (98, 100)}
+    SPANS = {Phase.CONNECT: (0, 0), Phase.ERASE: (0, 20), Phase.PROGRAM: (20, 85),
+             Phase.VERIFY: (85, 98), Phase.RESET: (98, 100)}
 
     def __init__(self, worker: "ProbeWorker", target_uid: Optional[str], label: str = "flashing") -> None:
         self.worker, self.target_uid, self.label = worker, target_uid, label
@@ -174,7 +174,7 @@ class ProbeWorker(threading.Thread):
             self.beat = time.monotonic()
             result = OperationResult.start("flash", loaded.image, self.uid, prof.target)
             try:
-                with phase(result, ProgressSink(), "connect"):
+                with phase(result, ProgressSink(), Phase.CONNECT):
                     session = stack.enter_context(open_session(self.uid, prof.target, prof.frequency))
                     try:
                         describe_session(session, result, loaded.image)
@@ -220,7 +220,7 @@ class ProbeWorker(threading.Thread):
                                        reset=prof.reset, quick=True)
                         outcome = "skip"
                     except VerifyError:          # not there yet: flash it
-                        precheck_s = result.durations.pop("verify", 0.0)
+                        precheck_s = result.durations.pop(Phase.VERIFY, 0.0)
                         result.verify = None
                 if outcome != "skip":
                     try:
@@ -228,7 +228,7 @@ class ProbeWorker(threading.Thread):
                                       prof.verify, prof.reset)
                     finally:
                         if precheck_s:
-                            result.durations["verify"] = round(result.durations.get("verify", 0.0)
+                            result.durations[Phase.VERIFY] = round(result.durations.get(Phase.VERIFY, 0.0)
                                                                + precheck_s, 4)
                     outcome = "pass"
         except PiflashError as exc:
