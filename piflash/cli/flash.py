@@ -20,10 +20,9 @@ def _load(settings: Settings):
 
     if not settings.get("firmware"):
         raise click.UsageError("no firmware given (a FIRMWARE argument or a profile with 'firmware:')")
-    image = load_image(settings["firmware"], settings.get("base_address"))
     if settings.get("profile_obj") is not None:
-        settings["profile_obj"].check_digest(image.sha256)
-    return image
+        return settings["profile_obj"].load_image()
+    return load_image(settings["firmware"], settings.get("base_address"))
 
 
 def _run_with_progress(settings: Settings, quiet: bool, json_mode: bool, call):

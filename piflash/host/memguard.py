@@ -330,14 +330,6 @@ def pack_description_bytes(packs: Union[None, PathLike, Iterable[PathLike]]) -> 
     return total
 
 
-def image_format_of(path: PathLike) -> Optional[str]:
-    """``"bin"``, ``"hex"`` or ``"elf"`` from a firmware file's extension, else None."""
-    from piflash.image import FORMAT_SUFFIXES
-
-    suffix = Path(path).suffix.lower()
-    return next((fmt for fmt, ends in FORMAT_SUFFIXES.items() if suffix in ends), None)
-
-
 def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Optional[str] = None,
               options: Optional[dict] = None, *, force: bool = False,
               root: Optional[PathLike] = None,
@@ -375,7 +367,9 @@ def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Opti
             image_bytes = os.stat(firmware).st_size
         except OSError:
             image_bytes = 0  # loading it reports the problem
-        image_format = image_format_of(firmware)
+        from piflash.image import format_for_name
+
+        image_format = format_for_name(firmware)
     pack_bytes = pack_description_bytes((options or {}).get("pack"))
     return check_memory(operation, image_bytes, pack_bytes, image_format, mode=mode, force=force,
                         root=root, warn=warn)
