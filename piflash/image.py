@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
@@ -63,6 +63,7 @@ class FirmwareImage:
     :ivar format: ``"hex"``, ``"bin"`` or ``"elf"``.
     :ivar segments: sorted, non-overlapping, merged list of :class:`Segment`.
     :ivar sha256: hex digest of the file's bytes (not of the segments).
+    :ivar file_size: the file's size in bytes (0 for an image built in memory).
     """
 
     path: Optional[Path]
@@ -70,7 +71,6 @@ class FirmwareImage:
     segments: Tuple[Segment, ...]
     sha256: str
     file_size: int = 0
-    notes: Tuple[str, ...] = field(default=())
 
     @property
     def size(self) -> int:

@@ -165,10 +165,12 @@ def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, quiet
 @click.option("--halt", is_flag=True, help="Halt at the reset vector instead of running.")
 @output_options
 @handles_errors
+@memory_guarded("reset")
 def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mode):
     """Reset the target."""
     from piflash.flasher import reset_board
 
+    sigterm_as_interrupt()
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
     result = _recorded(s, lambda: reset_board(s["probe"], s["target"], halt, s["frequency"],
                                               pyocd_options))

@@ -55,9 +55,11 @@ GUARD_MODES = ("refuse", "warn", "off")
 #: another process, so its CPU emulator (about 14 MiB more in-process) is not counted: a real
 #: probe has none. x86-64 uses 8-byte pointers; on 32-bit armv7l Raspberry Pi OS CPython's
 #: objects are smaller, so these figures overstate a 32-bit Pi's need (conservative); on
-#: aarch64 they are about right. ``station`` (a long-running flash + verify) takes flash's.
+#: aarch64 they are about right. ``station`` (a long-running flash + verify) takes flash's;
+#: ``reset`` (connect and reset, no image) takes info's.
 BASELINE = {
     "info": 67 * MIB,
+    "reset": 67 * MIB,
     "erase": 72 * MIB,
     "flash": 72 * MIB,
     "verify": 72 * MIB,
