@@ -9,7 +9,7 @@ a long-running caller such as the station can use them directly.
 from __future__ import annotations
 
 import time
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from piflash.errors import FlashError, ImageRangeError
 from piflash.image import FirmwareImage
@@ -32,15 +32,21 @@ class _Offset(ProgressSink):
 
 
 class ImageProgrammer:
-    """Erase then program one image, region by region, with pyOCD's ``FlashBuilder``.
+    """Erase then program one image, region by region, with piflash's engine (:mod:`piflash.flashplan`).
 
-    This is what pyOCD's ``MemoryLoader`` does, split so that erase and program are separate
-    phases with their own progress and the ``ProgrammingInfo`` statistics come back.
+    Each flash region the image touches gets one CRC pass that decides which sectors to erase
+    (only those holding data that must change: blank sectors are programmed without an erase)
+    and which pages to program (only those that differ); regions the engine does not handle go to
+    pyOCD's ``FlashBuilder`` (see :func:`piflash.flashplan.make_region_programmer`). Erase and
+    program are separate phases with their own progress, and the statistics come back.
 
     :param session: an open pyOCD ``Session``.
     :param image: the image; every byte must be in a flash region with an algorithm.
-    :param erase: ``"auto"`` (pyOCD picks the faster), ``"sector"`` or ``"chip"``.
-    :param smart_flash: compare before writing and skip identical pages (pyOCD's smart flash).
+    :param erase: ``"auto"`` (erase the sectors that need it; never a chip erase, see
+        :mod:`piflash.flashplan`), ``"sector"`` (the same) or ``"chip"`` (one chip erase first:
+        everything outside the image is lost).
+    :param smart_flash: compare before writing and skip identical pages (pyOCD's smart flash);
+        False rewrites every page, through pyOCD's FlashBuilder.
     :param progress: receives the ``"erase"`` and ``"program"`` phases, in image bytes.
     :raises ValueError: unknown erase mode.
     :raises FlashError: part of the image is in memory without a flash algorithm.
@@ -53,13 +59,15 @@ class ImageProgrammer:
         self._erase_mode, self._smart = erase, smart_flash
         self._sink = progress or ProgressSink()
         self._total = image.size
-        self._builders = self._make_builders(session, image)
+        self._regions = self._make_regions(session, image, smart_flash)
         self.stats = ProgramStats()
 
     @staticmethod
-    def _make_builders(session, image: FirmwareImage) -> List[object]:
+    def _make_regions(session, image: FirmwareImage, smart_flash: bool) -> List[object]:
+        from piflash.flashplan import make_region_programmer
+
         memory_map = session.target.memory_map
-        builders = {}
+        chunks: Dict[int, Tuple[object, List[Tuple[int, bytes]]]] = {}
         for seg in image.segments:
             addr = seg.address
             while addr < seg.end:
@@ -67,36 +75,35 @@ class ImageProgrammer:
                 if region is None or not region.is_flash or region.flash is None:
                     raise FlashError(f"no flash algorithm for address {addr:#010x}", address=addr)
                 stop = min(seg.end, region.end + 1)
-                if region.start not in builders:
-                    builders[region.start] = region.flash.get_flash_builder()
-                    builders[region.start].log_performance = False
-                builders[region.start].add_data(addr, seg.data[addr - seg.address: stop - seg.address])
+                chunks.setdefault(region.start, (region, []))[1].append(
+                    (addr, seg.data[addr - seg.address: stop - seg.address]))
                 addr = stop
-        return [builders[k] for k in sorted(builders)]
+        return [make_region_programmer(chunks[k][0].flash, chunks[k][1], smart_flash) for k in sorted(chunks)]
 
     def _each(self, phase: Phase, action) -> float:
         start = time.monotonic()
         self._sink.phase_start(phase, self._total)
         offset = 0
-        for i, builder in enumerate(self._builders):
-            part = builder.buffered_data_size
-            action(i, builder, fraction_callback(_Offset(self._sink, offset), phase, part))
+        for i, region in enumerate(self._regions):
+            part = region.data_size
+            action(i, region, fraction_callback(_Offset(self._sink, offset), phase, part))
             offset += part
         return time.monotonic() - start
 
     def erase(self) -> None:
-        """Erase what the image needs (smart flash first decides which sectors already match).
+        """Erase what the image needs (one CRC pass first decides which sectors must be erased).
 
         :raises pyocd.core.exceptions.FlashFailure: and other pyOCD errors.
         """
-        def one(i, builder, cb):
+        chip = [False]
+
+        def one(i, region, cb):
             # Chip erase once at most: the first region erases the chip, later ones use sectors.
             mode = self._erase_mode if (self._erase_mode != "chip" or i == 0) else "sector"
-            builder.erase(chip_erase=mode, progress_cb=cb, smart_flash=self._smart, keep_unwritten=True)
+            chip[0] = region.erase(mode, cb) or chip[0]
 
         self.stats.erase_seconds = self._each(Phase.ERASE, one)
-        chip = any(b.last_erase_was_chip for b in self._builders)
-        self._sink.phase_end(Phase.ERASE, "chip erase" if chip else "sector erase")
+        self._sink.phase_end(Phase.ERASE, "chip erase" if chip[0] else "sector erase")
 
     def program(self) -> ProgramStats:
         """Program the pages that differ; call after :meth:`erase`.
@@ -104,8 +111,8 @@ class ImageProgrammer:
         :returns: :attr:`stats`, now complete.
         :raises pyocd.core.exceptions.FlashFailure: and other pyOCD errors.
         """
-        def one(i, builder, cb):
-            self.stats.add(builder.program(progress_cb=cb, smart_flash=self._smart, keep_unwritten=True))
+        def one(i, region, cb):
+            self.stats.add(region.program(cb))
 
         self.stats.program_seconds = self._each(Phase.PROGRAM, one)
         self._sink.phase_end(Phase.PROGRAM, f"{self.stats.programmed_bytes:,} B written, "

@@ -11,12 +11,12 @@ from piflash.image import FirmwareImage
 
 @dataclass
 class ProgramStats:
-    """What erase and program did, summed over flash regions (pyOCD's ``ProgrammingInfo``).
+    """What erase and program did, summed over flash regions (:class:`piflash.flashplan.RegionStats`).
 
     Byte counts are bytes; times are seconds.
     """
 
-    erase_mode: Optional[str] = None   #: "chip" or "sector" as pyOCD chose
+    erase_mode: Optional[str] = None   #: "chip" or "sector", as the erase was done
     erased_bytes: int = 0
     programmed_bytes: int = 0          #: bytes actually written (whole pages)
     programmed_pages: int = 0
@@ -26,16 +26,13 @@ class ProgramStats:
     program_seconds: float = 0.0
 
     def add(self, info) -> None:
-        """Add one region's ``pyocd.flash.builder.ProgrammingInfo``."""
-        from pyocd.flash.builder import FlashBuilder
-
-        chip = info.program_type == FlashBuilder.FLASH_CHIP_ERASE
-        self.erase_mode = "chip" if chip or self.erase_mode == "chip" else "sector"
-        self.erased_bytes += info.erase_byte_count
-        self.programmed_bytes += info.program_byte_count
-        self.programmed_pages += info.program_page_count
-        self.skipped_bytes += info.skipped_byte_count
-        self.skipped_pages += info.skipped_page_count
+        """Add one region's :class:`piflash.flashplan.RegionStats`."""
+        self.erase_mode = "chip" if info.chip_erase or self.erase_mode == "chip" else "sector"
+        self.erased_bytes += info.erased_bytes
+        self.programmed_bytes += info.programmed_bytes
+        self.programmed_pages += info.programmed_pages
+        self.skipped_bytes += info.skipped_bytes
+        self.skipped_pages += info.skipped_pages
 
 
 @dataclass
