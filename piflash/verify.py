@@ -5,8 +5,9 @@ piflash verifies in two steps, per flash page the image touches:
 
 1. Pages the image fills completely are checked with pyOCD's CRC32 analyzer,
    which runs on the target (``Flash.compute_crcs`` in ``pyocd/flash/flash.py``)
-   and returns one CRC per page; the host computes ``binascii.crc32`` of the
-   expected page. This costs a few bytes of SWD traffic per page instead of the page.
+   and returns one CRC per page (per block of pages where a page's index is too
+   large for the analyzer, see below); the host computes ``binascii.crc32`` of the
+   expected bytes. This costs a few bytes of SWD traffic per page instead of the page.
 2. Pages whose CRC differs, pages the image covers only in part, and all pages
    of flash without an analyzer are read back over the debug port and compared
    byte by byte, over exactly the bytes the image programs.
@@ -29,18 +30,15 @@ from piflash.progress import Phase, ProgressSink
 
 LOG = logging.getLogger(__name__)
 
-#: Pages checked per analyzer call. compute_crcs() writes one word per page into the
-#: algorithm's first page buffer and reads the CRCs back from it, so this stays well
-#: below the smallest page buffer of a builtin algorithm (256 bytes = 64 words).
-CRC_BATCH_PAGES = 64
-
-#: The analyzer takes each page as one 32-bit word, ``(addr // size) << 16 | log2(size)``
-#: (``Flash.compute_crcs`` in pyocd/flash/flash.py), so only a page index below 2**16 reaches
-#: the target intact. Above it the index is truncated on the wire and the CRC is computed over
-#: other memory (an alias, or nothing related: nRF UICR at 0x10001000 becomes 0x1000; STM32 flash
-#: at 0x08000000 becomes the boot alias at 0, which is flash only when BOOT0 selects it). Such
-#: pages are read back instead: a verify must not depend on a boot pin.
-MAX_CRC_PAGE_INDEX = 0xFFFF
+# The analyzer takes each block as one 32-bit word, ``(addr // size) << 16 | log2(size)``
+# (``Flash.compute_crcs`` in pyocd/flash/flash.py), so only a block index below 2**16 reaches
+# the target intact. Above it the index is truncated on the wire and the CRC is computed over
+# other memory (an alias, or nothing related: nRF UICR at 0x10001000 becomes 0x1000; STM32 flash
+# at 0x08000000 in 2 KiB pages becomes the boot alias at 0, which is flash only when BOOT0
+# selects it). A verify must not depend on a boot pin: such pages are checked in larger blocks
+# whose index fits (STM32: 4 KiB, index 0x8000; :func:`piflash.flashplan.crc_unit`) when the
+# image fills every page of the block, and read back otherwise (the nRF UICR always). The limit
+# is :data:`piflash.flashplan.MAX_CRC_INDEX`.
 
 #: Bytes read back per debug-port block read (pyOCD splits further as the probe needs).
 READBACK_BLOCK = 16 * 1024
@@ -111,41 +109,56 @@ def _differs(page: _Page) -> None:
 
 
 def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = False) -> List[_Page]:
-    """Run the analyzer over fully covered pages; return the pages still to read back.
-    With ``quick``, the first page whose CRC differs raises VerifyError at once."""
+    """Run the analyzer over fully covered pages, in CRC blocks of one page or, where a page's
+    index does not fit the analyzer's 16 bits, of the pages of one :func:`crc_unit` block; return
+    the pages still to read back. With ``quick``, the first block whose CRC differs raises
+    VerifyError at once."""
+    from piflash.flashplan import compute_crcs, crc_unit
+
     todo: List[_Page] = []
-    by_flash: Dict[int, Tuple[object, List[_Page]]] = {}
+    by_flash: Dict[int, Tuple[object, int, Dict[int, List[_Page]]]] = {}
     for page in pages:
         flash = getattr(page.region, "flash", None)
-        full = page.covered == page.size and page.size & (page.size - 1) == 0
-        # compute_crcs asserts page alignment; the index must fit its 16-bit field.
-        encodable = page.address % page.size == 0 and page.address // page.size <= MAX_CRC_PAGE_INDEX
-        if flash is not None and full and encodable and getattr(flash, "use_analyzer", False):
-            by_flash.setdefault(id(flash), (flash, []))[1].append(page)
+        unit = crc_unit(flash, page.region, page.size) if flash is not None else None
+        if unit is not None and page.covered == page.size:
+            entry = by_flash.setdefault(id(flash), (flash, unit, {}))
+            entry[2].setdefault(page.address - page.address % unit, []).append(page)
         else:
             todo.append(page)
-    for flash, flash_pages in by_flash.values():
+    for flash, unit, groups in by_flash.values():
+        blocks = []
+        for start, members in sorted(groups.items()):
+            if sum(p.size for p in members) == unit:      # the image fills the whole block
+                blocks.append((start, members))
+            else:
+                todo.extend(members)
+        if not blocks:
+            continue
+        _init_for_read(flash)
         try:
-            flash.init(flash.Operation.VERIFY)
-        except Exception:  # some algorithms only init for erase/program
-            flash.init(flash.Operation.ERASE)
-        try:
-            for i in range(0, len(flash_pages), CRC_BATCH_PAGES):
-                batch = flash_pages[i:i + CRC_BATCH_PAGES]
-                crcs = flash.compute_crcs([(p.address, p.size) for p in batch])
-                for page, crc in zip(batch, crcs):
-                    if (crc & 0xFFFFFFFF) == (binascii.crc32(page.expected()) & 0xFFFFFFFF):
-                        stats.crc_pages += 1
-                        stats.verified_bytes += page.size
-                    elif quick:
-                        _differs(page)
-                    else:
+            crcs = compute_crcs(flash, [(start, unit) for start, _ in blocks])
+            for (start, members), crc in zip(blocks, crcs):
+                expected = binascii.crc32(b"".join(p.expected() for p in members)) & 0xFFFFFFFF
+                if crc == expected:
+                    stats.crc_pages += len(members)
+                    stats.verified_bytes += unit
+                elif quick:
+                    _differs(members[0])
+                else:
+                    for page in members:
                         page.crc_failed = True
-                        todo.append(page)
-                advance(sum(p.size for p in batch))
+                    todo.extend(members)
+                advance(unit)
         finally:
             flash.cleanup()
     return sorted(todo, key=lambda p: p.address)
+
+
+def _init_for_read(flash) -> None:
+    try:
+        flash.init(flash.Operation.VERIFY)
+    except Exception:  # some algorithms only init for erase/program
+        flash.init(flash.Operation.ERASE)
 
 
 def verify_image(session, image: FirmwareImage, progress: Optional[ProgressSink] = None,

@@ -104,3 +104,19 @@ def test_write_protect_raises_flash_error_with_address():
 def test_no_probe_is_raised_before_anything():
     with pytest.raises(NoProbeError):
         flash_firmware(image_from_bytes(b"\x00" * 4, 0), probe="sim-nothing-here", target="nrf52840")
+
+
+@pytest.mark.parametrize("offset", [0x0, 0x7FF, 0x800, 0x1803, 0x3FFF])
+def test_stm32_pages_are_verified_by_crc_blocks_and_a_flipped_bit_is_caught(offset):
+    """STM32F1 flash at 0x08000000 in 2 KiB pages: each page's index is too large for the
+    analyzer, so verify CRCs 4 KiB blocks (index 0x8000) instead of reading 16 KiB back."""
+    from piflash.sim.store import SimStore
+
+    data = os.urandom(16 * 1024)
+    image = image_from_bytes(data, 0x08000000)
+    result = flash_firmware(image, probe="sim:stm32f103rc", target="stm32f103rc")
+    assert result.verify.crc_pages == 8 and result.verify.readback_bytes == 0
+    SimStore().write_flash("stm32f103rc", bytes([data[offset] ^ 0x10]), offset)
+    with pytest.raises(VerifyError) as err:
+        verify_firmware(image, probe="sim:stm32f103rc", target="stm32f103rc")
+    assert err.value.first_address == 0x08000000 + offset and err.value.differing_bytes == 1
