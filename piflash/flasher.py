@@ -123,11 +123,21 @@ def _run(operation: str, image: Optional[FirmwareImage], probe: Optional[str], t
 
 
 def _verify_and_reset(session, result: OperationResult, sink: ProgressSink,
-                      image: Optional[FirmwareImage], reset: bool, quick: bool = False) -> None:
-    """The tail of flash and verify: verify ``image`` (if given), then reset or leave halted."""
+                      image: Optional[FirmwareImage], reset: bool, quick: bool = False,
+                      proof=None) -> None:
+    """The tail of flash and verify: verify ``image`` (if given), then reset or leave halted.
+    ``proof`` (VerifyStats) is the flash's own complete check when it wrote nothing
+    (:meth:`~piflash.program.ImageProgrammer.unchanged_proof`): it stands as the verify."""
     if image is not None:
         with phase(result, sink, Phase.VERIFY):
-            result.verify = verify_image(session, image, sink, quick=quick)
+            if proof is not None:
+                sink.phase_start(Phase.VERIFY, proof.verified_bytes)
+                sink.phase_update(Phase.VERIFY, proof.verified_bytes)
+                sink.phase_end(Phase.VERIFY, f"all match: nothing written, {proof.crc_pages} pages by CRC32 "
+                               f"and {proof.readback_bytes:,} B read back before programming")
+                result.verify = proof
+            else:
+                result.verify = verify_image(session, image, sink, quick=quick)
     if reset:
         with phase(result, sink, Phase.RESET):
             reset_target(session, progress=sink)
@@ -180,7 +190,10 @@ def flash_session(session, image: FirmwareImage, result: OperationResult,
         programmer.erase()
     with phase(result, sink, Phase.PROGRAM):
         programmer.program()
-    _verify_and_reset(session, result, sink, image if verify else None, reset)
+    # A flash that wrote nothing has compared every image page with the flash already (its
+    # plan's CRC pass, seconds ago, nothing written since): that check is the verify.
+    proof = programmer.unchanged_proof() if verify else None
+    _verify_and_reset(session, result, sink, image if verify else None, reset, proof=proof)
 
 
 def verify_session(session, image: FirmwareImage, result: OperationResult,

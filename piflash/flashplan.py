@@ -165,6 +165,7 @@ class PagePlan:
         CRC, or read back); None when only known to differ.
     :ivar data: what the page must hold afterwards (bytes), once planned.
     :ivar write: program ``data`` into this page.
+    :ivar evidence: how ``current`` became known: ``"crc"`` (the analyzer) or ``"read"``.
     """
 
     address: int
@@ -173,6 +174,7 @@ class PagePlan:
     current: Optional[bytes] = None
     data: Optional[bytes] = None
     write: bool = False
+    evidence: Optional[str] = None
 
     @property
     def covered(self) -> int:
@@ -236,6 +238,15 @@ class RegionPlan:
     @property
     def pages_to_program(self) -> List[PagePlan]:
         return [p for s in self.sectors for p in s.pages if p.write]
+
+    @property
+    def writes_nothing(self) -> bool:
+        """Nothing is erased or programmed: the plan found every image byte already in flash."""
+        return not self.chip_erase and not any(s.erase for s in self.sectors) and not self.pages_to_program
+
+    def image_pages(self) -> List[PagePlan]:
+        """The pages holding image bytes."""
+        return [p for s in self.sectors for p in s.pages if p.pieces]
 
     def stats(self) -> RegionStats:
         """Byte and page counts as pyOCD's ProgrammingInfo gives them: erased sectors' bytes (the
@@ -400,18 +411,19 @@ def plan_region(flash, chunks: Sequence[Tuple[int, bytes]], chip_erase: bool = F
         full = [by_addr.get(a) for a in range(start, start + unit, page_size)]
         if crc == erased_crc(unit, erased_value):
             for page in members:
-                page.current = blank(page.size)
+                page.current, page.evidence = blank(page.size), "crc"
         elif all(p is not None for p in full):
             expect = [p.overlay(blank(p.size)) for p in full]
             if crc == binascii.crc32(b"".join(expect)) & 0xFFFFFFFF:
                 for page, data in zip(full, expect):
-                    page.current = data
+                    page.current, page.evidence = data, "crc"
 
     read_bytes = [0]
 
     def read_back(page: PagePlan) -> None:
         if page.current is None:
             page.current = bytes(flash.target.read_memory_block8(page.address, page.size))
+            page.evidence = "read"
             read_bytes[0] += page.size
 
     # 2. Per sector: skip, program blank pages only, or erase and program.
@@ -465,6 +477,13 @@ class EngineRegion:
         self.plan.erase(progress)
         return self.plan.chip_erase
 
+    @property
+    def unchanged_plan(self) -> Optional[RegionPlan]:
+        """The plan, when it wrote nothing (every image byte was found in flash); else None."""
+        if self._fallback is None and self.plan is not None and self.plan.writes_nothing:
+            return self.plan
+        return None
+
     def program(self, progress: Progress = _no_progress) -> RegionStats:
         """Program what :meth:`erase` planned.
         :raises RuntimeError: called before :meth:`erase`."""
@@ -486,6 +505,8 @@ class BuilderRegion:
             self.builder.add_data(addr, data)
         self.data_size = self.builder.buffered_data_size
         self._smart = smart_flash
+
+    unchanged_plan = None     #: FlashBuilder gives no per-page evidence
 
     def erase(self, mode: str, progress: Progress = _no_progress) -> bool:
         self.builder.erase(chip_erase=mode, progress_cb=progress, smart_flash=self._smart, keep_unwritten=True)

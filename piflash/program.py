@@ -119,6 +119,26 @@ class ImageProgrammer:
                              f"{self.stats.skipped_bytes:,} B unchanged")
         return self.stats
 
+    def unchanged_proof(self):
+        """When the erase and program wrote nothing at all, the plan's check is a complete verify:
+        every image page was compared with the image, by on-target CRC32 or by reading it back,
+        in this session, and nothing has written to the flash since. Returns that check as
+        :class:`piflash.verify.VerifyStats`, or None when anything was written (then the flash
+        must be verified again: a misdirected erase or write could have touched any page) or a
+        region went to pyOCD's FlashBuilder. Call after :meth:`program`.
+        """
+        from piflash.verify import VerifyStats
+
+        plans = [getattr(region, "unchanged_plan", None) for region in self._regions]
+        if not plans or any(plan is None for plan in plans):
+            return None
+        stats = VerifyStats(verified_bytes=self._total)
+        for plan in plans:
+            pages = plan.image_pages()
+            stats.crc_pages += sum(1 for p in pages if p.evidence == "crc")
+            stats.readback_bytes += sum(p.covered for p in pages if p.evidence == "read")
+        return stats
+
 
 def reset_target(session, halt: bool = False, progress: Optional[ProgressSink] = None) -> None:
     """Reset the target with pyOCD's default reset type for it.

@@ -13,6 +13,7 @@ import pytest
 
 from piflash.flasher import flash_firmware
 from piflash.image import FirmwareImage, Segment, image_from_bytes, load_image
+from piflash.progress import ProgressSink
 
 FLASH_BASE = {"nrf52840": 0x0, "nrf51": 0x0, "stm32f103rc": 0x08000000}
 SECTOR = {"nrf52840": 4096, "nrf51": 1024, "stm32f103rc": 2048}
@@ -24,14 +25,22 @@ def _store():
     return SimStore()
 
 
-def _flash(image, target, board=None, erase="auto"):
+class _Summaries(ProgressSink):
+    def __init__(self):
+        self.ends = {}
+
+    def phase_end(self, phase, summary=""):
+        self.ends[str(phase)] = summary
+
+
+def _flash(image, target, board=None, erase="auto", progress=None):
     """Flash ``image``; return (result, flash controller operations this run)."""
     board = board or target
     store = _store()
     if not store.exists(board):
         store.create(board, target)
     before = dict(store.get(board).stats)
-    result = flash_firmware(image, probe=f"sim:{board}", target=target, erase=erase)
+    result = flash_firmware(image, probe=f"sim:{board}", target=target, erase=erase, progress=progress)
     after = store.get(board).stats
     return result, {k: after.get(k, 0) - before.get(k, 0) for k in ("erase_ops", "program_ops", "program_bytes")}
 
@@ -192,3 +201,31 @@ def test_regions_with_unreadable_erased_sectors_go_to_flash_builder():
         flash.region = region
         assert isinstance(make_region_programmer(flash, [(0, b"\x01" * 16)]), kind)
     assert isinstance(make_region_programmer(flash, [(0, b"\x01" * 16)], smart_flash=False), BuilderRegion)
+
+
+def test_reflash_verify_is_the_plans_check_when_nothing_was_written():
+    """Nothing written: the plan compared every page in this session, so that check is the verify
+    (one CRC pass, not two); its numbers say so."""
+    image = image_from_bytes(_rand(16 * 1024), 0)
+    seen = _Summaries()
+    first, _ = _flash(image, "nrf52840", progress=seen)
+    assert first.verify.crc_pages == 4 and "nothing written" not in seen.ends["verify"]
+    again, ops = _flash(image, "nrf52840", progress=seen)
+    assert ops["program_ops"] == 0 and ops["erase_ops"] == 0
+    assert "nothing written" in seen.ends["verify"]
+    assert again.verify.verified_bytes == 16 * 1024 and again.verify.crc_pages == 4
+    assert again.verify.mismatched_bytes == 0
+
+
+@pytest.mark.parametrize("target, offset", [("nrf52840", 0x2FFF), ("nrf51", 0x10), ("stm32f103rc", 0x1801)])
+def test_a_flipped_bit_on_the_board_is_found_and_rewritten(target, offset):
+    """A board whose flash lost one bit since the last flash: the plan's CRC sees the page
+    differ, the sector is erased and rewritten, and the real verify after it passes."""
+    data = _rand(4 * SECTOR[target] if target != "nrf52840" else 16 * 1024, seed=14)
+    image = image_from_bytes(data, FLASH_BASE[target])
+    _flash(image, target)
+    _store().write_flash(target, bytes([data[offset] ^ 0x04]), offset)
+    result, ops = _flash(image, target)
+    assert ops["erase_ops"] >= 1 and ops["program_bytes"] >= SECTOR[target]
+    assert result.verify.verified_bytes == len(data) and result.verify.crc_pages >= 1
+    assert _store().read_flash(target)[:len(data)] == data
