@@ -213,6 +213,21 @@ class _SkipSvd:
             init_sequence.remove_task("load_svd")
 
 
+#: SWD clock (Hz) piflash asks the probe for when neither ``--frequency``, a profile's
+#: ``frequency`` nor ``-O frequency=`` gives one. pyOCD's own default is 1 MHz (``frequency`` in
+#: pyocd/core/options.py), at which the SWD wire alone needs about 50 us per 32-bit transfer: more
+#: than an nRF flash needs to write the word (nRF52840 PS v1.7 4.3.10 t_WRITE 41 us), so the wire,
+#: not the chip, set the pace. 4 MHz is the default interface speed of SEGGER's J-Link tools
+#: (J-Link Commander prompts "<Default>: 4000 kHz", e.g. Nordic DevZone thread 42752, an nRF51) and
+#: within what the three simulated targets' parts take. A CMSIS-DAP probe that cannot clock that
+#: fast runs at the fastest it can (DAP_SWJ_Clock sets a maximum; probe-rs documents the same for
+#: its CMSIS-DAP driver, ``CmsisDap::set_speed``). Long or noisy SWD wires: give a lower
+#: ``--frequency`` (the connect error's hint says so). Measured with benchmarks/real_probe.py
+#: (predictions of the simulated USB probes' timing model): nRF51 MicroPython on the Raspberry
+#: Pi Debug Probe 5.46 s at 1 MHz, 4.20 s at 4 MHz.
+DEFAULT_FREQUENCY_HZ = 4_000_000
+
+
 @contextlib.contextmanager
 def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
                  frequency: Optional[int] = None, options: Optional[dict] = None) -> Iterator:
@@ -223,7 +238,8 @@ def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
     :param unique_id: probe unique ID or part of one (str), or None for the only probe.
     :param target: pyOCD target type (str); None uses what the probe reports, which
         only works for probes that know their board (DAPLink, simulated boards).
-    :param frequency: SWD clock in Hz (int), or pyOCD's default (1 MHz).
+    :param frequency: SWD clock in Hz (int); None: ``options["frequency"]`` if given, else
+        :data:`DEFAULT_FREQUENCY_HZ`.
     :param options: extra pyOCD session options (dict).
     :raises NoProbeError, SeveralProbesError, ProbePermissionError, ConnectError, ProbeLostError,
         TargetRequiredError:
@@ -243,6 +259,8 @@ def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
                                   hint="give the target type with --target (or 'target:' in a profile)")
     if frequency:
         opts["frequency"] = int(frequency)
+    elif "frequency" not in opts:
+        opts["frequency"] = DEFAULT_FREQUENCY_HZ
     session = Session(probe, auto_open=False, options=opts)
     if session.delegate is None:  # no pyOCD user script: skip its SVD load (see _SkipSvd)
         session.delegate = _SkipSvd()

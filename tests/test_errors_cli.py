@@ -137,8 +137,17 @@ def test_write_protected_sector_nrf_caught_by_verify(cli, app_hex):
     assert res["phase"] == "verify" and "first at 0x00002000" in res["error"]["message"]
 
 
+def _holds_old_data(board):
+    """Give the board's first sectors other data, so that flashing must erase them first (a
+    blank sector is programmed without an erase: piflash/flashplan.py)."""
+    from piflash.sim.store import SimStore
+
+    SimStore().write_flash(board, b"\x00" * 64 * 1024)
+
+
 def test_stuck_busy_controller_times_out(cli, app_hex):
     cli("sim", "create", "nrf52840", "-t", "nrf52840", check=0)
+    _holds_old_data("nrf52840")
     cli("sim", "fault", "nrf52840", "--stuck-busy", check=0)
     proc = cli("flash", app_hex, *NRF, "-O", "flash.timeout.erase_sector=0.5",
                "-O", "flash.timeout.program=0.5", "-O", "flash.timeout.erase_all=0.5",
@@ -175,6 +184,7 @@ def test_ctrl_c_mid_flash(cli, tmp_path, phase):
     big.write_bytes(os.urandom(512 * 1024))
     if phase == "erase":  # a controller that never finishes keeps the flash in its erase phase
         cli("sim", "create", "nrf52840", "-t", "nrf52840", check=0)
+        _holds_old_data("nrf52840")
         cli("sim", "fault", "nrf52840", "--stuck-busy", check=0)
     proc = subprocess.Popen([sys.executable, "-m", "piflash", "flash", big, "-a", "0", *NRF],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
