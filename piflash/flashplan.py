@@ -478,6 +478,15 @@ class EngineRegion:
         return self.plan.chip_erase
 
     @property
+    def erased_sectors(self) -> Optional[Tuple[int, int]]:
+        """(sectors erased, their bytes) by :meth:`erase`; None before it, after a chip erase,
+        or when FlashBuilder did the work."""
+        if self._fallback is not None or self.plan is None or self.plan.chip_erase:
+            return None
+        erased = [s for s in self.plan.sectors if s.erase]
+        return len(erased), sum(s.size for s in erased)
+
+    @property
     def unchanged_plan(self) -> Optional[RegionPlan]:
         """The plan, when it wrote nothing (every image byte was found in flash); else None."""
         if self._fallback is None and self.plan is not None and self.plan.writes_nothing:
@@ -507,6 +516,7 @@ class BuilderRegion:
         self._smart = smart_flash
 
     unchanged_plan = None     #: FlashBuilder gives no per-page evidence
+    erased_sectors = None     #: nor says what it erased before program()
 
     def erase(self, mode: str, progress: Progress = _no_progress) -> bool:
         self.builder.erase(chip_erase=mode, progress_cb=progress, smart_flash=self._smart, keep_unwritten=True)

@@ -103,7 +103,17 @@ class ImageProgrammer:
             chip[0] = region.erase(mode, cb) or chip[0]
 
         self.stats.erase_seconds = self._each(Phase.ERASE, one)
-        self._sink.phase_end(Phase.ERASE, "chip erase" if chip[0] else "sector erase")
+        counts = [region.erased_sectors for region in self._regions]
+        if chip[0]:
+            summary = "chip erase"
+        elif any(c is None for c in counts):
+            summary = "sector erase"
+        elif sum(n for n, _ in counts):
+            summary = (f"{sum(n for n, _ in counts)} sector(s) erased ({sum(b for _, b in counts):,} B); "
+                       "the others blank or unchanged")
+        else:
+            summary = "nothing to erase: the sectors are blank or unchanged"
+        self._sink.phase_end(Phase.ERASE, summary)
 
     def program(self) -> ProgramStats:
         """Program the pages that differ; call after :meth:`erase`.

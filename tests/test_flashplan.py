@@ -52,8 +52,10 @@ def _rand(n, seed=1):
 @pytest.mark.parametrize("target", ["nrf52840", "stm32f103rc"])
 def test_fresh_board_is_programmed_without_erasing(target):
     data = _rand(16 * 1024)
-    result, ops = _flash(image_from_bytes(data, FLASH_BASE[target]), target)
+    seen = _Summaries()
+    result, ops = _flash(image_from_bytes(data, FLASH_BASE[target]), target, progress=seen)
     assert ops["erase_ops"] == 0                  # every sector was blank: nothing to erase
+    assert seen.ends["erase"].startswith("nothing to erase")
     assert ops["program_bytes"] == len(data)
     assert result.program.erased_bytes == 0 and result.program.programmed_bytes == len(data)
     assert _store().read_flash(target)[:len(data)] == data
@@ -84,8 +86,10 @@ def test_one_changed_page_erases_one_sector():
     data = bytearray(_rand(32 * 1024))
     _flash(image_from_bytes(bytes(data), 0), "nrf52840")
     data[5 * 4096 + 17] ^= 0xFF
-    result, ops = _flash(image_from_bytes(bytes(data), 0), "nrf52840")
+    seen = _Summaries()
+    result, ops = _flash(image_from_bytes(bytes(data), 0), "nrf52840", progress=seen)
     assert ops["erase_ops"] == 1 and ops["program_bytes"] == 4096
+    assert seen.ends["erase"].startswith("1 sector(s) erased (4,096 B)")
     assert result.program.erased_bytes == 4096 and result.program.skipped_pages == 7
     assert _store().read_flash("nrf52840")[:len(data)] == bytes(data)
 
