@@ -37,7 +37,7 @@ def target_info(probe: Optional[str] = None, target: Optional[str] = None,
     from piflash.connect import open_session, read_target_uid, translate_error
 
     if target:
-        target = check_target(target)
+        target = check_target(target, (options or {}).get("pack"))
     with open_session(probe, target, frequency, options) as session:
         try:
             regions = []

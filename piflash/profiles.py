@@ -14,6 +14,7 @@ A profile is a small YAML mapping (``docs/profiles.md`` has the full story)::
     reset: true                 # optional bool, default true
     description: "..."          # optional
     memory_guard: refuse        # optional: refuse | warn | off (see piflash/host/memguard.py)
+    pack: packs/Vendor.DFP.pack # optional CMSIS pack(s) describing the target; a path or a list
 
 Loading is strict: an unknown key, a value of the wrong type, a missing
 required key or broken YAML raises :class:`~piflash.errors.ProfileError`
@@ -38,7 +39,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable, List, NoReturn, Optional, Tuple, Union
 
-from piflash.errors import ChecksumError, FirmwareError, PiflashError, ProfileError
+from piflash.errors import ChecksumError, FirmwareError, PackError, PiflashError, ProfileError
 from piflash.image import FORMAT_SUFFIXES
 from piflash.program import ERASE_MODES
 
@@ -53,7 +54,7 @@ FIRMWARE_FORMATS = {suffix: fmt for fmt, suffixes in FORMAT_SUFFIXES.items() for
 #: Firmware file extension -> format; ``base_address`` is needed exactly for "bin".
 #: Every key a profile may contain.
 ALLOWED_KEYS = ("target", "probe", "frequency", "erase", "firmware", "sha256",
-                "base_address", "verify", "reset", "description", "memory_guard")
+                "base_address", "verify", "reset", "description", "memory_guard", "pack")
 #: Accepted values of ``memory_guard`` (as piflash.host.memguard.GUARD_MODES; kept here so loading a
 #: profile does not import the guard).
 MEMORY_GUARD_MODES = ("refuse", "warn", "off")
@@ -83,11 +84,17 @@ class Profile:
     reset: bool = True             #: reset and run the target afterwards
     description: Optional[str] = None
     memory_guard: Optional[str] = None  #: "refuse", "warn", "off", or None for the default
+    pack: Optional[Tuple[str, ...]] = None  #: CMSIS pack paths (absolute), pyOCD's ``pack`` option
 
     @property
     def firmware_format(self) -> str:
         """``"hex"``, ``"elf"`` or ``"bin"``, from the firmware file's extension."""
         return FIRMWARE_FORMATS[self.firmware.suffix.lower()]
+
+    def session_options(self) -> Optional[dict]:
+        """The pyOCD session options this profile sets: ``{"pack": [paths]}`` when it names a
+        pack, else None."""
+        return {"pack": list(self.pack)} if self.pack else None
 
     def check_firmware(self) -> str:
         """Hash the firmware file and compare it with :attr:`sha256` (if set).
@@ -262,7 +269,9 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
     :param path: the YAML file (str or path-like).
     :param check_target: optional validator of the target type (e.g.
         :func:`piflash.target.check_target`, which imports pyOCD): returns the normalised name
-        or raises a PiflashError, reported at the 'target' key's line.
+        or raises a PiflashError, reported at the 'target' key's line. When the profile names
+        a ``pack``, it is called as ``check_target(target, packs)`` and a
+        :class:`~piflash.errors.PackError` is reported at the 'pack' key's line.
     :returns: a :class:`Profile`; the firmware file itself is not opened.
     :raises ProfileError: unreadable file, YAML syntax error, empty file, top level not a
         mapping, unknown/duplicate/missing key or bad value; the error's ``path``, ``line``
@@ -300,9 +309,18 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
 
     pfile = Path(src).resolve()
     target, probe, description = text("target"), text("probe"), text("description", blank_ok=True)
+    pack = None
+    if "pack" in values:
+        raw = values["pack"]
+        items = raw if isinstance(raw, list) else [raw]
+        if not items or not all(isinstance(p, str) and p.strip() for p in items):
+            fail("pack", f"expected the path of a CMSIS pack, or a list of paths, got {_describe(raw)}")
+        pack = tuple(str((pfile.parent / Path(p.strip()).expanduser()).resolve()) for p in items)
     if check_target is not None:
         try:
-            target = check_target(target)
+            target = check_target(target, pack) if pack else check_target(target)
+        except PackError as e:
+            fail("pack", e.message, e.hint)
         except PiflashError as e:
             fail("target", e.message, e.hint)
     firmware = (pfile.parent / Path(text("firmware")).expanduser()).resolve()
@@ -342,7 +360,7 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
     return Profile(name=pfile.stem, path=pfile, target=target, probe=probe, frequency=frequency,
                    erase=erase, firmware=firmware, sha256=sha256, base_address=base,
                    verify=flag("verify"), reset=flag("reset"), description=description,
-                   memory_guard=memory_guard)
+                   memory_guard=memory_guard, pack=pack)
 
 
 def profile_dirs(cwd: Optional[PathLike] = None) -> List[Path]:
@@ -426,6 +444,7 @@ def profile_to_dict(profile: Profile) -> dict:
     """The profile as a JSON-friendly dict: one entry per field, paths as str, ints as int."""
     out = dataclasses.asdict(profile)
     out["path"], out["firmware"] = str(profile.path), str(profile.firmware)
+    out["pack"] = list(profile.pack) if profile.pack is not None else None
     return out
 
 

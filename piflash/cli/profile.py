@@ -47,6 +47,8 @@ def show(name, json_mode):
     for key, value in data.items():
         if key == "base_address" and value is not None:
             value = f"{value:#010x}"
+        if key == "pack" and value is not None:
+            value = ", ".join(value)
         click.echo(f"{key + ':':<14} {value if value is not None else '-'}")
 
 
@@ -57,14 +59,13 @@ def check(name, json_mode=False):
     """Validate NAME: its keys and types, the firmware file, its SHA-256 and its place in flash."""
     from piflash.image import check_fits, load_image
     from piflash.profiles import find_profile, load_profile
-    from piflash.target import builtin_flash_regions, check_target
+    from piflash.target import check_target, resolve_target
 
-    prof = load_profile(find_profile(name))
-    target = check_target(prof.target)
+    prof = load_profile(find_profile(name), check_target=check_target)  # target/pack errors at their line
+    target = resolve_target(prof.target, prof.pack)
     image = load_image(prof.firmware, prof.base_address)
-    regions = builtin_flash_regions(target)
-    if regions is not None:
-        check_fits(image, regions, prof.target)
+    if target.flash_regions is not None:
+        check_fits(image, target.flash_regions, prof.target)
     click.echo(f"firmware sha256: {image.sha256}")
     prof.check_firmware()
     click.secho(f"{prof.path}: OK ({image.describe()})", fg="green")

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from piflash.cli.options import CONTEXT, handles_errors, probe_options, resolve
+from piflash.cli.options import CONTEXT, handles_errors, probe_options, resolve, session_options
 from piflash.cli.options import memory_guarded
 
 
@@ -20,7 +20,7 @@ def info(probe, target, frequency, profile, pyocd_options, json_mode):
     from piflash.info import target_info
 
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
-    data = target_info(s["probe"], s["target"], s["frequency"], pyocd_options)
+    data = target_info(s["probe"], s["target"], s["frequency"], session_options(s, pyocd_options))
     if json_mode:
         click.echo(json.dumps(data, indent=2))
         return

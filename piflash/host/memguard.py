@@ -347,8 +347,9 @@ def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Opti
     Works out the sizes without parsing anything heavy: for the operations that load an image
     (:data:`IMAGE_OPERATIONS`) the firmware file's size and format (``firmware``, else the
     profile's ``firmware``), the pack from pyOCD session ``options``
-    (``{"pack": path or [paths]}``), and the mode (``$PIFLASH_MEMORY_GUARD``, else the profile's
-    ``memory_guard``). ``PIFLASH_MEMORY_GUARD=off`` returns at once, before any file is read.
+    (``{"pack": path or [paths]}``, as ``-O pack=FILE`` gives it), else the profile's ``pack``,
+    and the mode (``$PIFLASH_MEMORY_GUARD``, else the profile's ``memory_guard``).
+    ``PIFLASH_MEMORY_GUARD=off`` returns at once, before any file is read.
 
     :param profile: a profile name or path (:func:`piflash.profiles.find_profile`), or None.
     :raises MemoryGuardError: see :func:`check_memory`.
@@ -361,7 +362,8 @@ def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Opti
     loads_image = operation in IMAGE_OPERATIONS
     if not loads_image:
         firmware = None
-    if profile and (not os.environ.get(MODE_ENV) or (loads_image and not firmware)):
+    packs = (options or {}).get("pack")
+    if profile and (not os.environ.get(MODE_ENV) or (loads_image and not firmware) or packs is None):
         from piflash import profiles
 
         prof = profiles.load_profile(profiles.find_profile(profile))
@@ -369,6 +371,8 @@ def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Opti
             mode = guard_mode(prof.memory_guard)
         if loads_image:
             firmware = firmware or prof.firmware
+        if packs is None:
+            packs = prof.pack
     image_bytes, image_format = 0, None
     if firmware:
         try:
@@ -376,6 +380,6 @@ def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Opti
         except OSError:
             image_bytes = 0  # loading it reports the problem
         image_format = image_format_of(firmware)
-    pack_bytes = pack_description_bytes((options or {}).get("pack"))
+    pack_bytes = pack_description_bytes(packs)
     return check_memory(operation, image_bytes, pack_bytes, image_format, mode=mode, force=force,
                         root=root, warn=warn)
