@@ -257,7 +257,7 @@ def resolve_target(name: str, packs: Packs = None) -> TargetType:
         if _resolve.cache_info().misses != parsed:
             # pyOCD's pack objects refer to each other (pack <-> devices), so the parsed .pdsc
             # lingers until the cycle collector runs: free it now, before the session parses the
-            # pack again (measured: 8 MiB less peak RSS with a 2.3 MB .pdsc, docs/memory.md).
+            # pack again (measured: 9 MiB less peak RSS with a 2.3 MB .pdsc, docs/benchmarks.md).
             gc.collect()
     if isinstance(found, TargetType):
         return found

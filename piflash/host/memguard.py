@@ -83,7 +83,9 @@ IMAGE_SLOPE = {
 #: ``-O pack=FILE`` is given; the rest of a pack, SVD files and headers, is not read to list
 #: its parts), from the same benchmark with synthetic packs of 10 to 4000 parts (5.9 KB to
 #: 2.2 MB of .pdsc): fitted 14.7 bytes per byte, 18 between the two largest packs; rounded up
-#: to 20.
+#: to 20. When the target is a part of the pack, piflash parses the pack too (before pyOCD, to
+#: check the name and the image's place) and frees that parse before connecting: measured
+#: 85.5 MiB against 85.2 MiB with a builtin target for 2.3 MB of .pdsc (docs/benchmarks.md).
 PACK_SLOPE = 20.0
 #: Fixed extra peak RSS in bytes when any pack is given: pyOCD's pack support (ElementTree,
 #: the pack target builder) loads only then. Measured 4.3 to 6.8 MiB (``info`` with a 10-part
