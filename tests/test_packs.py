@@ -136,6 +136,10 @@ def test_flash_erase_through_pack_target(cli, pack, firmware, tmp_path):
     assert result["program"]["programmed_pages"] == 4 and result["reset"] is True
     assert dump(cli, "bay", tmp_path) == expected_flash(firmware, FLASH_SIZE)
     cli("verify", firmware, "-t", PART, "-O", f"pack={pack}", "-u", "sim:bay", check=0)
+    info = cli.json("info", "-t", PART, "-O", f"pack={pack}", "-u", "sim:bay")
+    assert info["target"] == TARGET
+    assert [(r["name"], r["type"], r["start"], r["size"], r.get("sector_size")) for r in info["regions"]] == \
+        [("IROM1", "flash", 0, FLASH_SIZE, 0x1000), ("IRAM1", "ram", 0x20000000, 0x40000, None)]
     # EraseSector on page 1 only, then EraseChip.
     cli("erase", "--sector", "0x1000+1", "-t", PART, "-O", f"pack={pack}", "-u", "sim:bay", check=0)
     after = dump(cli, "bay", tmp_path)
