@@ -113,18 +113,6 @@ class ImageProgrammer:
         return self.stats
 
 
-def program_image(session, image: FirmwareImage, erase: str = "auto", smart_flash: bool = True,
-                  progress: Optional[ProgressSink] = None) -> ProgramStats:
-    """Erase what ``image`` needs and program it: :class:`ImageProgrammer` in one call.
-
-    :returns: :class:`~piflash.result.ProgramStats` summed over the flash regions.
-    :raises ValueError, FlashError: as :class:`ImageProgrammer`; pyOCD's errors while working.
-    """
-    programmer = ImageProgrammer(session, image, erase, smart_flash, progress)
-    programmer.erase()
-    return programmer.program()
-
-
 def reset_target(session, halt: bool = False, progress: Optional[ProgressSink] = None) -> None:
     """Reset the target with pyOCD's default reset type for it.
 

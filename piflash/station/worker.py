@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Optional, Tuple
 
-from piflash.connect import open_session
+from piflash.connect import open_session, read_target_uid
 from piflash.errors import (ConnectError, ImageRangeError, NoProbeError, OperationInterrupted,
                             PiflashError, ProbeLostError, ProbePermissionError, SeveralProbesError,
                             VerifyError)
@@ -235,7 +235,7 @@ class ProbeWorker(threading.Thread):
         except PiflashError as exc:
             outcome = "fail"
             if not isinstance(exc, (ProbeLostError, OperationInterrupted, ImageRangeError)) \
-                    and self._answers(session, uid, loaded) is False:
+                    and self._answers(session, uid) is False:
                 result.error["message"] = f"board removed during {result.phase}: {exc.message}"
         row = self.station.record(result, outcome)
         number = f"#{row}" if row is not None else "(not recorded)"
@@ -246,20 +246,18 @@ class ProbeWorker(threading.Thread):
         else:
             self._set(outcome, f"{outcome.upper()} {shown} {number}", uid)
 
-    def _answers(self, session, uid: Optional[str], loaded) -> Optional[bool]:
+    def _answers(self, session, uid: Optional[str]) -> Optional[bool]:
         """Whether the board ``uid`` still answers on the open session (True), does not or was
         replaced (False); None when the probe itself is gone."""
         from pyocd.core.exceptions import ProbeDisconnected
 
-        from piflash.target import uid_location
-
         try:
             session.probe.read_dp(0)              # DPIDR: the debug port answers
-            loc = uid_location(loaded.config.profile.target)
-            if loc is None:
+            now = read_target_uid(session, strict=True)
+            if now is None:                       # no known ID location: the boot memory answers
                 session.target.read32(session.target.memory_map.get_boot_memory().start)
                 return True
-            return bytes(session.target.read_memory_block8(loc.address, loc.size)).hex() == uid
+            return now == uid
         except ProbeDisconnected:
             return None
         except Exception:
@@ -270,7 +268,7 @@ class ProbeWorker(threading.Thread):
         misses = 0
         while not self.stopping():
             self._sleep(CONFIRM_DELAY if misses else loaded.config.poll_interval)
-            answer = self._answers(session, uid, loaded)
+            answer = self._answers(session, uid)
             if answer is None:
                 LOG.info("probe %s lost while board %s was on the fixture", self.uid, uid)
                 return False
