@@ -110,8 +110,8 @@ def _run(operation: str, image: Optional[FirmwareImage], probe: Optional[str], t
     sink = progress or ProgressSink()
     result = OperationResult.start(operation, image, probe, target)
     with tracking(result):
+        check_session_options(options or {})  # first: _prepare reads the 'pack' option
         target = _prepare(image, target, options)
-        check_session_options(options or {})
         with contextlib.ExitStack() as stack:  # the session outlives the connect phase
             with phase(result, sink, Phase.CONNECT):
                 sink.phase_start(Phase.CONNECT, 0)

@@ -34,9 +34,10 @@ def target_info(probe: Optional[str] = None, target: Optional[str] = None,
         ``sector_size`` and ``page_size`` (bytes) at the region start.
     :raises: the connect errors of :func:`piflash.connect.open_session`.
     """
-    from piflash.connect import open_session, read_target_uid, translate_error
+    from piflash.connect import check_session_options, open_session, read_target_uid, translate_error
 
     if target:
+        check_session_options(options or {})  # first: check_target reads the 'pack' option
         target = check_target(target, (options or {}).get("pack"))
     with open_session(probe, target, frequency, options) as session:
         try:

@@ -1,9 +1,9 @@
 """What piflash knows about target types: pyOCD's list, their flash regions, their unique IDs.
 
-A target type is either builtin (a class in pyOCD's ``TARGET`` table) or a part described by a
-CMSIS pack that the user names with pyOCD's ``pack`` session option (``-O pack=FILE.pack``, or
-a profile's ``pack``); as in pyOCD (``pyocd/board/board.py``), a builtin type wins over a pack
-part of the same name.
+A target type is either builtin (a class in pyOCD's ``BUILTIN_TARGETS`` table) or a part
+described by a CMSIS pack: one the user names with pyOCD's ``pack`` session option
+(``-O pack=FILE.pack``, or a profile's ``pack``), or one installed with ``pyocd pack install``.
+As in pyOCD (``pyocd/board/board.py``), a builtin type wins over a pack part of the same name.
 
 Nothing here opens a probe. pyOCD is imported inside the functions (its import
 costs about 0.35 s on a PC, several times that on a Pi Zero 2W).

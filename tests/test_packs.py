@@ -194,7 +194,10 @@ def test_unknown_part_and_broken_packs(cli, pack, firmware, tmp_path, flm):
     bad_xml = build_pack(tmp_path / "bad.pack", flm, pdsc=PDSC.read_bytes()[:-40])
     proc = cli("flash", firmware, "-t", PART, "-O", f"pack={bad_xml}", "-u", "sim:x", check=2)
     assert "its .pdsc is not well-formed XML" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    for command in (["flash", firmware], ["info"]):  # -O makes 5 an int: the option check says so
+        proc = cli(*command, "-t", "nrf52840", "-O", "pack=5", "-u", "sim:x", check=2)
+        assert "error: pyOCD option 'pack' takes str or list, not 5" in proc.stderr
+        assert "Traceback" not in proc.stderr
 
 
 # --- profiles --------------------------------------------------------------------------------

@@ -310,7 +310,7 @@ def pack_description_bytes(packs: Union[None, PathLike, Iterable[PathLike]]) -> 
     files). Anything else, or an unreadable zip, counts with its whole file size; a missing
     path counts 0 (pyOCD reports it).
 
-    :param packs: one path, a list of paths, or None.
+    :param packs: one path, a list of paths, or None (anything else counts 0).
     """
     if packs is None:
         return 0
@@ -318,8 +318,12 @@ def pack_description_bytes(packs: Union[None, PathLike, Iterable[PathLike]]) -> 
 
     if isinstance(packs, (str, os.PathLike)):
         packs = [packs]
+    elif not isinstance(packs, (list, tuple)):
+        return 0  # e.g. -O pack=5: the option check refuses it before pyOCD loads
     total = 0
     for pack in packs:
+        if not isinstance(pack, (str, os.PathLike)):
+            continue
         p = Path(pack)
         try:
             if p.is_dir():
