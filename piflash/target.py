@@ -95,12 +95,14 @@ class TargetType:
     :ivar flash_regions: flash regions as (start, end_exclusive, name) triples in bytes, from the
         builtin class's ``MEMORY_MAP`` or the pack's memory map; None when the builtin class has
         no static memory map.
+    :ivar vendor: the pack's vendor name for the part (str), or None for a builtin type.
     """
 
     name: str
     pack: Optional[str] = None
     part_number: Optional[str] = None
     flash_regions: Optional[List[Tuple[int, int, str]]] = None
+    vendor: Optional[str] = None
 
 
 def normalise_target_name(name: str) -> str:
@@ -192,7 +194,7 @@ def _device_target(norm: str, dev, pack: str) -> TargetType:
         raise PackError(f"CMSIS pack '{pack}': cannot read the flash algorithm of part "
                         f"{dev.part_number}: {exc}",
                         hint="the pack is broken or incomplete: download it again") from None
-    return TargetType(norm, pack, dev.part_number, regions)
+    return TargetType(norm, pack, dev.part_number, regions, dev.vendor)
 
 
 @functools.lru_cache(maxsize=8)
@@ -208,6 +210,18 @@ def _resolve(norm: str, key: Tuple[Tuple[str, int, int], ...]) -> Union[TargetTy
                 return _device_target(norm, dev, path)
             names.add(part)
     return tuple(sorted(names))
+
+
+def pack_parts(packs: Packs) -> List[TargetType]:
+    """Every part of ``packs`` as a :class:`TargetType`, in pack and .pdsc order (each part's
+    flash algorithms are read for its flash regions).
+
+    :raises PackError: a pack is missing, cannot be parsed or lacks a part's flash algorithm.
+    """
+    parts = [_device_target(normalise_target_name(dev.part_number), dev, path)
+             for path, _, _ in _pack_key(packs) for dev in _open_pack(path).devices]
+    gc.collect()  # see resolve_target
+    return parts
 
 
 def _managed_target(norm: str) -> Optional[TargetType]:

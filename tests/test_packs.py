@@ -116,6 +116,15 @@ def test_parts_of_installed_packs_are_known(pack, monkeypatch):
     assert (found.name, found.pack, found.flash_regions) == (TARGET, str(pack), [(0, FLASH_SIZE, "IROM1")])
 
 
+def test_targets_lists_the_packs_parts(cli, pack):
+    rows = cli.json("targets", "nrf52840", "--pack", pack, check=0)
+    assert rows[-1] == {"name": TARGET, "vendor": "Generic", "flash_bytes": FLASH_SIZE, "pack": str(pack)}
+    assert {"name": "nrf52840", "pack": None}.items() <= rows[0].items()
+    assert f"{TARGET:<24} Generic                  1,024 KiB flash  (pack {pack})" in \
+        cli("targets", "pack", "--pack", pack, check=0).stdout
+    assert "cannot read CMSIS pack" in cli("targets", "--pack", f"{pack}.gone", check=2).stderr
+
+
 def test_unpacked_pack_directory(tmp_path, flm):
     from piflash.target import resolve_target
 
