@@ -13,7 +13,7 @@ owner_guard demo.sh "$venv" "$PIFLASH_SIM_DIR"
 "$repo/scripts/dev-setup.sh" sim
 hex=/usr/share/firmware-microbit-micropython/firmware.hex
 
-"$venv/bin/piflash" sim remove microbit >/dev/null 2>&1 || true
+"$venv/bin/piflash" sim delete microbit >/dev/null 2>&1 || true
 "$venv/bin/piflash" sim create microbit --target nrf51
 echo "+ piflash flash $hex --target nrf51 --probe sim:microbit"
 "$venv/bin/piflash" flash "$hex" --target nrf51 --probe sim:microbit
