@@ -292,6 +292,8 @@ EOF
 pyocd_version=$("$py" -c 'import importlib.metadata as m; print(m.version("pyocd"))')
 say "done: $version, pyOCD $pyocd_version, profile $profile, in $venv"
 say "command: $link"
+# sudo's secure_path has no ~/.local/bin: give it the full path (docs/permissions.md).
+say "USB probes without root: sudo $(printf '%q' "$link") setup permissions   (then log out and back in)"
 if [[ ":$PATH:" != *":$bindir:"* ]]; then
     say "warning: $bindir is not on your PATH yet; log out and back in (~/.profile adds it"
     say "  once it exists), or run: export PATH=\"$bindir:\$PATH\""

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 NOBODY = unprivileged.NOBODY
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
-                                reason="needs root (to run as root in another user's checkout) and setpriv")
+                                reason="needs root (to act as root and as nobody in one test) and setpriv")
 
 
 @pytest.fixture
@@ -86,3 +86,34 @@ def test_root_owned_leftovers_get_the_fix(checkout):
     assert "has files owned by root" in proc.stderr, proc.stderr
     assert f"sudo chown -R nobody: {repo / '.sim-demo'}" in proc.stderr
     assert "Permission denied" not in proc.stderr
+
+
+def readme_command(words: str) -> str:
+    """The README's shell line (comment cut off) that contains ``words``."""
+    for line in (REPO / "README.md").read_text().splitlines():
+        if words in line and not line.startswith(("`", "(")):
+            return line.split("  #", 1)[0].strip()
+    raise AssertionError(f"no README line with {words!r}")
+
+
+@pytest.mark.skipif(not shutil.which("sudo"), reason="needs sudo (Debian's, with its secure_path)")
+def test_documented_sudo_command_finds_a_user_install(tmp_path):
+    """README's `sudo ... setup permissions` works when piflash is only in ~/.local/bin, which
+    sudo's secure_path leaves out (a user install); the plain `sudo piflash` does not."""
+    home_bin = tmp_path / "home" / ".local" / "bin"
+    home_bin.mkdir(parents=True)
+    (home_bin / "piflash").symlink_to(Path(sys.executable).parent / "piflash")
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc/passwd").write_text("root:x:0:0::/root:/bin/bash\n")
+    (root / "etc/group").write_text("root:x:0:\nplugdev:x:46:\n")
+    env = dict(os.environ, PATH=f"{home_bin}:/usr/local/bin:/usr/bin:/bin")
+    command = readme_command("setup permissions")
+    assert command.startswith("sudo ") and "setup permissions" in command
+    documented = subprocess.run(["bash", "-c", f"{command} --dry-run --root {root}"], env=env,
+                                capture_output=True, text=True, timeout=60)
+    assert documented.returncode == 0, documented.stderr
+    assert "would install rules" in documented.stdout
+    plain = subprocess.run(["bash", "-c", f"sudo piflash setup permissions --dry-run --root {root}"], env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert plain.returncode != 0 and "command not found" in plain.stderr, plain
