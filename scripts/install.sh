@@ -56,13 +56,16 @@ if [[ -n $wheelhouse ]]; then
     [[ -d $wheelhouse ]] || die 2 "wheelhouse '$wheelhouse' is not a directory" \
         "build one on a Pi 4/5 of the same architecture: bash scripts/build-wheelhouse.sh DIR"
     wheelhouse=$(cd "$wheelhouse" && pwd)
+    source "$repo/scripts/lib-arch.sh"
+    arch=$(userland_arch)   # the system's, not the kernel's (a 64-bit kernel under 32-bit OS)
     built_for=$(sed -n 's/^machine=//p' "$wheelhouse/piflash-wheelhouse.txt" 2>/dev/null || true)
-    [[ -z $built_for || $built_for == "$(uname -m)" ]] ||
-        die 2 "the wheelhouse was built on $built_for, this machine is $(uname -m)" \
-            "build it where uname -m says $(uname -m) (armv7l: 32-bit Raspberry Pi OS, aarch64: 64-bit)"
+    [[ -z $built_for || $built_for == "$arch" ]] ||
+        die 2 "the wheelhouse holds $built_for wheels, this system is $arch (dpkg: $(dpkg --print-architecture 2>/dev/null || echo unknown))" \
+            "build it on a system of the same architecture (armv7l: 32-bit Raspberry Pi OS, aarch64: 64-bit)," \
+            "whatever its kernel's uname -m says: bash scripts/build-wheelhouse.sh DIR"
 fi
 
-# Where: root's own ~/.local would be invisible to the user who runs piflash (field notes 1.3),
+# Where: root's own ~/.local (under /root) would be invisible to the user who runs piflash,
 # so root installs only machine-wide, with --system.
 uid=$(id -u)
 if ((system)); then
@@ -267,7 +270,8 @@ if ((${#gaps[@]})); then
 fi
 
 # Smoke test: the system libusb-1.0 through pyusb (libusb-package's stand-in), the J-Link
-# plugin's import of pylink -> psutil (field notes 2), and piflash's own entry point.
+# plugin's import of pylink -> psutil (a compiled module: pyOCD imports it for every probe
+# scan), and piflash's own entry point.
 "$py" - <<'EOF' || die 1 "the installed pyOCD does not load (see above)"
 import usb.backend.libusb1
 assert usb.backend.libusb1.get_backend() is not None, "pyusb finds no libusb-1.0 (apt-get install libusb-1.0-0)"

@@ -136,3 +136,59 @@ def test_uninstall_removes_venv_link_and_marker(home):
     assert not venv.exists() and not link.is_symlink()
     assert not venv.parent.exists()  # ~/.local/share/piflash, empty now
     assert other.exists()
+
+
+def fake_kernel(directory: Path, machine: str) -> Path:
+    """A bin directory whose ``uname`` answers ``-m`` with ``machine`` (a 64-bit kernel under a
+    32-bit system, or the reverse), everything else as the real uname."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stub = directory / "uname"
+    stub.write_text(f'#!/bin/sh\n[ "$1" = -m ] && {{ echo {machine}; exit 0; }}\nexec /bin/uname "$@"\n')
+    stub.chmod(0o755)
+    os.chmod(directory, 0o755)
+    return directory
+
+
+def userland() -> str:
+    """This system's architecture in uname -m's names, from dpkg (the scripts' own answer)."""
+    proc = subprocess.run(["bash", "-c", f"source {REPO / 'scripts/lib-arch.sh'}; userland_arch"],
+                          capture_output=True, text=True, check=True)
+    return proc.stdout.strip()
+
+
+def test_userland_arch_is_dpkgs_not_the_kernels(tmp_path):
+    if not shutil.which("dpkg"):
+        pytest.skip("needs dpkg (Debian, Raspberry Pi OS)")
+    dpkg = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip()
+    names = {"armhf": "armv7l", "arm64": "aarch64", "amd64": "x86_64", "i386": "i686"}
+    other = "aarch64" if names.get(dpkg) != "aarch64" else "armv7l"
+    env = dict(os.environ, PATH=f"{fake_kernel(tmp_path / 'bin', other)}:{os.environ['PATH']}")
+    proc = subprocess.run(["bash", "-c", f"uname -m; source {REPO / 'scripts/lib-arch.sh'}; userland_arch"],
+                          capture_output=True, text=True, env=env, check=True)
+    assert proc.stdout.split() == [other, names.get(dpkg, dpkg)]
+
+
+@pytest.mark.parametrize("labelled", ["userland", "kernel"])
+def test_wheelhouse_architecture_is_the_systems(home, labelled):
+    """On a 64-bit kernel under a 32-bit system (or the reverse) a wheelhouse is matched against
+    the system's architecture: one labelled with it is taken, one labelled with the kernel's is
+    refused, naming both."""
+    if not shutil.which("dpkg"):
+        pytest.skip("needs dpkg (Debian, Raspberry Pi OS)")
+    system = userland()
+    kernel = "aarch64" if system != "aarch64" else "armv7l"
+    wheels = home / "wheels"
+    wheels.mkdir()
+    (wheels / "piflash-wheelhouse.txt").write_text(
+        f"machine={system if labelled == 'userland' else kernel}\nprofile=minimal\n")
+    if ROOT:
+        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(wheels)], check=True)
+    bindir = fake_kernel(home / "bin", kernel)
+    cmd = as_user(["bash", str(install_script()), "--wheelhouse", str(wheels), "--uninstall"])
+    env = {"HOME": str(home), "PATH": f"{bindir}:{os.environ['PATH']}", "LANG": "C.UTF-8"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    if labelled == "userland":
+        assert proc.returncode == 0 and "nothing installed" in proc.stderr, proc.stderr
+    else:
+        assert proc.returncode == 2, proc.stderr
+        assert f"the wheelhouse holds {kernel} wheels, this system is {system}" in proc.stderr
