@@ -52,29 +52,31 @@ MODE_ENV = "PIFLASH_MEMORY_GUARD"
 GUARD_MODES = ("refuse", "warn", "off")
 
 #: Peak RSS in bytes of one ``piflash OPERATION`` process (Python + piflash + pyOCD) with a
-#: 16 KiB image (or none), plus about 10 % and rounded up to a whole MiB.
+#: 16 KiB image (or none), plus about 10 % and rounded up to a whole MiB: the whole process's
+#: peak, of which the checking process already holds a part (see :func:`check_memory`).
 #:
 #: Measured by ``benchmarks/memory_baseline.py`` on the development machine, x86-64 (2 cores,
-#: Linux 6.18, Python 3.11.7, pyOCD 0.46.0), 2026-11-21, highest of 4 runs: info 60.8 MiB, erase
-#: 65.1, flash 65.4, verify 65.2 (docs/benchmarks.md). The simulated board was served by ``piflash sim serve`` in
-#: another process, so its CPU emulator (about 14 MiB more in-process) is not counted: a real
+#: Linux 6.18, Python 3.11.7, pyOCD 0.46.0), 2026-11-22, highest of 5 runs: info 50.7 MiB, erase
+#: 52.1, flash 52.2, verify 52.3 (docs/benchmarks.md; 2026-11-21's run, before the house plan of
+#: issue 9, gave 60.8 to 65.4). The simulated board was served by ``piflash sim serve`` in
+#: another process, so its CPU emulator (about 13 MiB more in-process) is not counted: a real
 #: probe has none. x86-64 uses 8-byte pointers; on 32-bit armv7l Raspberry Pi OS CPython's
 #: objects are smaller, so these figures overstate a 32-bit Pi's need (conservative); on
 #: aarch64 they are about right. ``station`` (a long-running flash + verify) takes flash's;
 #: ``reset`` (connect and reset, no image) takes info's.
 BASELINE = {
-    "info": 67 * MIB,
-    "reset": 67 * MIB,
-    "erase": 72 * MIB,
-    "flash": 72 * MIB,
-    "verify": 72 * MIB,
-    "station": 72 * MIB,
+    "info": 56 * MIB,
+    "reset": 56 * MIB,
+    "erase": 58 * MIB,
+    "flash": 58 * MIB,
+    "verify": 58 * MIB,
+    "station": 58 * MIB,
 }
 
 #: Extra peak RSS per byte of firmware *file*, by format (bytes per byte): the largest of the
 #: flash and verify slopes of the same benchmark (images of 16 KiB to 1 MiB of data), rounded up
-#: with room to spare: measured bin 10.0, elf 9.6, hex 26.1 (a 1 MiB image as a 2.75 MiB .hex
-#: peaked at 133.8 MiB). Intel HEX costs most: ``piflash.image`` parses it with intelhex, which
+#: with room to spare: measured 2026-11-22 bin 9.8, elf 9.7, hex 32.1 fitted (a 1 MiB image as
+#: a 2.75 MiB .hex peaked at 134.1 MiB, 12 MiB under this estimate). Intel HEX costs most: ``piflash.image`` parses it with intelhex, which
 #: keeps a dict entry per data byte and grows it by doubling, so the cost per byte rises with
 #: size (41 bytes per byte between the two largest images); 32 covers the measured range and,
 #: extrapolating that steepest step, a 2 MiB image. The .bin/.elf cost is mostly pyOCD's flash builder, which
