@@ -1,0 +1,120 @@
+"""Named simulated USB CMSIS-DAP probes: USB identity, DAP capabilities and link timing.
+
+A preset is what a real probe model fixes: its USB descriptors (VID:PID, strings, class,
+endpoints), what its firmware reports through DAP_Info (packet size and count), which USB link it
+uses and how long its firmware takes per command. The VID:PIDs are in piflash's probe table
+(``piflash/host/probetable.py``; a test keeps the two in step) and in pyOCD's
+``probe/pydapaccess/interface/common.py``.
+
+Timing parameters are the model's assumptions; each names its source or says that it is a fitted
+value (fitted against the published measurements listed in ``docs/benchmarks.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Tuple
+
+__all__ = ["ProbePreset", "PRESETS", "LINK_KINDS", "get_preset"]
+
+#: Link kinds: CMSIS-DAP v1 over HID interrupt endpoints at full speed, CMSIS-DAP v2 over vendor
+#: bulk endpoints at full speed (12 Mbit/s) or high speed (480 Mbit/s).
+LINK_KINDS: Tuple[str, ...] = ("v1-hid", "v2-bulk-fs", "v2-bulk-hs")
+
+
+@dataclass(frozen=True)
+class ProbePreset:
+    """One simulated probe model.
+
+    :param name: Preset key (``debugprobe``, ``daplink``, ``mculink``).
+    :param vid: / pid: USB vendor and product ID (int).
+    :param manufacturer: / product: USB string descriptors; ``interface`` is the CMSIS-DAP
+        interface string (pyOCD requires "CMSIS-DAP" in it for v2, and for v1 when there are
+        several HID interfaces).
+    :param link: One of :data:`LINK_KINDS`.
+    :param packet_size: DAP_Info 0xFF, bytes per DAP packet; :param packet_count: DAP_Info 0xFE.
+    :param firmware_version: DAP_Info 0x09 (product firmware version string).
+    :param protocol_version: DAP_Info 0x04 (CMSIS-DAP protocol version string).
+    :param max_swd_hz: Highest SWCLK the probe reaches, Hz (a faster DAP_SWJ_Clock is capped).
+    :param cmd_overhead_s: Probe firmware time per DAP command (parse, dispatch), seconds.
+    :param transfer_overhead_s: Firmware time per SWD transfer on top of its bits, seconds (the
+        reference CMSIS-DAP code bit-bangs each transfer in software).
+    :param serial_digits: Length of the hex serial number (the pyOCD unique ID).
+    """
+
+    name: str
+    vid: int
+    pid: int
+    manufacturer: str
+    product: str
+    interface: str
+    link: str
+    packet_size: int
+    packet_count: int
+    firmware_version: str
+    protocol_version: str
+    max_swd_hz: float
+    cmd_overhead_s: float
+    transfer_overhead_s: float
+    serial_digits: int
+
+    @property
+    def cmsis_dap_version(self) -> int:
+        """1 (HID reports) or 2 (bulk endpoints)."""
+        return 1 if self.link == "v1-hid" else 2
+
+    @property
+    def high_speed(self) -> bool:
+        """Whether the device runs at USB high speed (480 Mbit/s)."""
+        return self.link == "v2-bulk-hs"
+
+    @property
+    def max_packet(self) -> int:
+        """wMaxPacketSize of the data endpoints: 64 bytes at full speed, 512 for high-speed bulk
+        (USB 2.0 specification sections 5.7.3 and 5.8.3)."""
+        return 512 if self.high_speed else 64
+
+
+PRESETS: Dict[str, ProbePreset] = {
+    # Raspberry Pi Debug Probe (RP2040, debugprobe firmware): CMSIS-DAP v2 bulk, full speed.
+    # 2e8a:000c, strings "Raspberry Pi" / "Debug Probe (CMSIS-DAP)" as the probe enumerates
+    # (raspberrypi/debugprobe usb_descriptors.c); DAP_PACKET_SIZE 64 and DAP_PACKET_COUNT 8
+    # (debugprobe include/DAP_config.h since the CMSIS-DAP rework, raspberrypi/debugprobe pull
+    # request #31 raised the count from 2). Firmware version "2.1.1" (a debugprobe release).
+    "debugprobe": ProbePreset(
+        name="debugprobe", vid=0x2E8A, pid=0x000C, manufacturer="Raspberry Pi",
+        product="Debug Probe (CMSIS-DAP)", interface="CMSIS-DAP v2 Interface", link="v2-bulk-fs",
+        packet_size=64, packet_count=8, firmware_version="2.1.1", protocol_version="2.1.1",
+        max_swd_hz=25_000_000.0, cmd_overhead_s=20e-6, transfer_overhead_s=1.0e-6,
+        serial_digits=16),
+    # Arm DAPLink (micro:bit v1 interface chip and Mbed boards): CMSIS-DAP v1 over HID, 64-byte
+    # reports, full speed, 1 ms interrupt polling (bInterval 1). 0d28:0204, product
+    # "DAPLink CMSIS-DAP"; DAP_PACKET_COUNT 4 for HID (ARMmbed/DAPLink source/daplink/cmsis-dap
+    # DAP_config.h). Software SWD tops out at about 2 MHz on these interface chips (ARMmbed/
+    # DAPLink issue #627, maintainer's comment). Serial: 48 hex digits.
+    "daplink": ProbePreset(
+        name="daplink", vid=0x0D28, pid=0x0204, manufacturer="ARM", product="DAPLink CMSIS-DAP",
+        interface="CMSIS-DAP v1", link="v1-hid", packet_size=64, packet_count=4,
+        firmware_version="0257", protocol_version="1.3.0", max_swd_hz=2_000_000.0,
+        cmd_overhead_s=30e-6, transfer_overhead_s=3.0e-6, serial_digits=48),
+    # A high-speed CMSIS-DAP v2 probe, NXP MCU-Link (1fc9:0143, LPC55S69 with a USB HS PHY):
+    # 512-byte packets (USB 2.0 high-speed bulk wMaxPacketSize), packet count 8.
+    "mculink": ProbePreset(
+        name="mculink", vid=0x1FC9, pid=0x0143, manufacturer="NXP Semiconductors",
+        product="MCU-LINK (r0FF) CMSIS-DAP V3.128", interface="MCU-LINK CMSIS-DAP", link="v2-bulk-hs",
+        packet_size=512, packet_count=8, firmware_version="3.128", protocol_version="2.1.0",
+        max_swd_hz=24_000_000.0, cmd_overhead_s=10e-6, transfer_overhead_s=0.3e-6,
+        serial_digits=16),
+}
+
+
+def get_preset(name: str) -> ProbePreset:
+    """The preset called ``name``.
+
+    :raises ValueError: Unknown preset.
+    """
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError("unknown simulated probe preset %r (choose from %s)"
+                         % (name, ", ".join(PRESETS))) from None
