@@ -156,7 +156,10 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
     text = str(exc) or type(exc).__name__
     if not isinstance(exc, pe.Error) and not isinstance(exc, OSError):
         text = f"{type(exc).__name__}: {text}"  # e.g. a KeyError from a target's connect sequence
-    if isinstance(exc, pe.ProbeDisconnected) or isinstance(exc, (ConnectionError, BrokenPipeError)):
+    # ENODEV: libusb's LIBUSB_ERROR_NO_DEVICE, which pyusb raises as USBError when a USB probe is
+    # unplugged in the middle of a transfer (pyOCD's CMSIS-DAP driver lets it through).
+    if isinstance(exc, pe.ProbeDisconnected) or isinstance(exc, (ConnectionError, BrokenPipeError)) \
+            or getattr(exc, "errno", None) == errno.ENODEV:
         return ProbeLostError(f"the probe disconnected during {phase}: {text}",
                               hint="check the USB cable and power, then run the command again")
     if getattr(exc, "errno", None) in (errno.EACCES, errno.EPERM) or "Access denied" in text \

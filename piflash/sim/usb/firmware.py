@@ -40,10 +40,13 @@ MISMATCH = 0x10
 DHCSR_ADDR = 0xE000EDF0
 S_HALT = 1 << 17
 AP_DRW = 0x0C
-#: Unicorn budgets for a flash-algorithm run under the virtual clock: large enough that any of
-#: pyOCD's algorithms finishes in one resume, so the number of DHCSR polls depends on virtual
-#: time only (see piflash.sim.scs RESUME_BUDGET).
-RUN_BUDGET = (400_000_000, 600.0)
+#: Unicorn budgets (instructions, wall seconds) of a resume and of each DHCSR poll while the core
+#: runs, under the virtual clock: bounded by instruction count only (the wall-clock bound is
+#: never reached), so the number of polls a run needs does not depend on the machine's speed.
+#: 10 M instructions finish any of pyOCD's flash algorithms and its CRC analyzer over 256 KiB
+#: in one resume; a free-running application after reset advances 1 M per poll.
+RESUME_BUDGET = (10_000_000, 600.0)
+POLL_BUDGET = (1_000_000, 600.0)
 
 COMMAND_NAMES = {0x00: "DAP_Info", 0x01: "DAP_HostStatus", 0x02: "DAP_Connect",
                  0x03: "DAP_Disconnect", 0x04: "DAP_TransferConfigure", 0x05: "DAP_Transfer",
@@ -123,8 +126,8 @@ class DapFirmware:
         if board is not None and board is not self._hooked_board:
             from unicorn import UC_HOOK_BLOCK
             board.cpu.uc.hook_add(UC_HOOK_BLOCK, self._on_block)
-            board.scs.resume_budget = RUN_BUDGET
-            board.scs.poll_budget = RUN_BUDGET
+            board.scs.resume_budget = RESUME_BUDGET
+            board.scs.poll_budget = POLL_BUDGET
             for nvm in board.nvm.values():
                 nvm.observer = self._on_flash_op
             self._hooked_board = board
