@@ -92,7 +92,7 @@ def run_pyocd(device, target: str, image: Path) -> dict:
 
 
 def _delta(a: dict, b: dict) -> dict:
-    phases = {k: v - a["phases"].get(k, 0.0) for k, v in b["phases"].items()}
+    phases = {getattr(k, "value", k): v - a["phases"].get(k, 0.0) for k, v in b["phases"].items()}
     requests = {k: v - a["requests"].get(k, 0) for k, v in b["requests"].items()}
     return {"seconds": b["now_s"] - a["now_s"],
             "phases": {k: round(v, 6) for k, v in phases.items() if v > 0},

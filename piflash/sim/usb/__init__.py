@@ -35,6 +35,9 @@ ENV_VAR = "PIFLASH_SIM_USB"
 
 _backend = None
 _saved_get_backend = None
+#: True while :func:`install` imports the simulation: importing it imports pyOCD, whose plugin
+#: scan calls :func:`install_from_env` again, which must then wait for the outer call.
+_installing = False
 
 
 def enabled() -> bool:
@@ -87,17 +90,21 @@ def install(spec: Optional[str] = None, store=None):
     :returns: The backend, or None when off.
     :raises ValueError: A malformed specification.
     """
-    global _backend, _saved_get_backend
+    global _backend, _saved_get_backend, _installing
     spec = os.environ.get(ENV_VAR, "") if spec is None else spec
     entries = parse_spec(spec)
     if not entries:
         return None
     import usb.backend.libusb1 as libusb1
 
-    from ..store import SimStore
-    from .backend import SimUsbBackend
-    from .device import SimUsbDevice
-    from .presets import get_preset
+    _installing = True
+    try:
+        from ..store import SimStore
+        from .backend import SimUsbBackend
+        from .device import SimUsbDevice
+        from .presets import get_preset
+    finally:
+        _installing = False
     store = store if store is not None else SimStore()
     devices = []
     for address, (board, preset, denied) in enumerate(entries, start=2):
@@ -141,7 +148,7 @@ def _clear_libusb_package_cache() -> None:
 def install_from_env() -> None:
     """:func:`install` if ``PIFLASH_SIM_USB`` is set and nothing is installed yet; a bad value
     is reported on stderr once and ignored (probe enumeration must not break)."""
-    if _backend is not None or not enabled():
+    if _backend is not None or _installing or not enabled():
         return
     try:
         install()

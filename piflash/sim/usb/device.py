@@ -8,10 +8,16 @@ endpoint 0x01, ``bInterval`` 1 (pyOCD's matchers: ``pyusb_v2_backend._match_cmsi
 and ``pyusb_backend.MatchCmsisDapv1Interface``).
 
 Transfers: an OUT transfer runs the DAP packet through the firmware at once (in the writer's
-thread) and queues the response with the virtual time the host would have it. The response is
-handed to pyOCD's receive thread only when the host actually waits for it (see
-:meth:`SimUsbDevice.read_in`): that is when the host's clock advances to the response's time,
-so the figures do not depend on how Python schedules pyOCD's two threads.
+thread) and queues the response with the virtual time the host would have it; pyOCD's receive
+thread gets it as soon as it asks. When the host *waits* for a response is read from pyOCD's own
+bookkeeping, not from thread timing: pyOCD's ``DAPAccessCMSISDAP`` keeps the packets written but
+not yet read in ``_commands_to_read`` (``probe/pydapaccess/dap_access_cmsis_dap.py``), so the
+responses it has consumed are those written minus those outstanding. Before each OUT transfer
+(and whenever the clock is read) the host clock advances to the arrival of every response
+consumed since; the object is found, read-only, on the writing thread's own stack. The figures
+therefore depend only on the order of pyOCD's main-thread actions, never on how Python schedules
+pyOCD's two threads. Should that attribute ever be missing, the host is taken to wait for every
+response before its next transfer (no pipelining), which is slower but still deterministic.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import sys
 import threading
 import time
 from collections import deque
-from typing import Deque, Optional, Tuple
+from typing import Deque, List, Optional, Tuple
 
 from ..store import SimStore
 from .firmware import DapFirmware, Unplugged
@@ -33,8 +39,8 @@ __all__ = ["SimUsbDevice", "serial_for"]
 
 #: String descriptor indexes.
 I_MANUFACTURER, I_PRODUCT, I_SERIAL, I_INTERFACE = 1, 2, 3, 4
-#: pyOCD's USB interface modules whose ``read()`` means "the host waits for a response".
-_READERS = ("pyusb_backend.py", "pyusb_v2_backend.py")
+#: Where pyOCD's CMSIS-DAP access layer lives (its ``_send_packet`` frame calls our write).
+_DAP_ACCESS_FILE = "dap_access_cmsis_dap.py"
 
 
 #: DAPLink serial numbers start with the board ID pyOCD looks up in ``pyocd/board/board_ids.py``
@@ -87,8 +93,12 @@ class SimUsbDevice:
         self.unplugged = False
         self.access_denied = False
         self.claimed = False
-        self._responses: Deque[Tuple[bytes, float]] = deque()
+        self._responses: Deque[bytes] = deque()     # written, not yet read by the receive thread
+        self._arrivals: List[float] = []             # host arrival time of every response, in order
+        self._consumed = 0                           # responses whose time the host clock has taken
+        self._dap_access = None                      # pyOCD's DAPAccessCMSISDAP writing to us
         self._cond = threading.Condition()
+        self.clock.add_sync(self.sync)
         self.strings = {I_MANUFACTURER: preset.manufacturer, I_PRODUCT: preset.product,
                         I_SERIAL: self.serial, I_INTERFACE: preset.interface}
         hid = preset.cmsis_dap_version == 1
@@ -153,12 +163,15 @@ class SimUsbDevice:
             self.unplug()
             self.check_present()
         self.claimed = True
+        self._arrivals, self._consumed, self._dap_access = [], 0, None
 
     def release(self) -> None:
         """The host released the interface: save and release the board."""
+        self.sync()
         self.claimed = False
         with self._cond:
             self._responses.clear()
+        self._arrivals, self._consumed, self._dap_access = [], 0, None
         self.firmware.close()
 
     # -- data --------------------------------------------------------------------------------
@@ -170,6 +183,9 @@ class SimUsbDevice:
         """
         self.check_present()
         clock = self.clock
+        if self._dap_access is None:
+            self._dap_access = _find_dap_access()
+        self.sync()
         with self._cond:
             t_submit = clock.now + HOST_TRANSFER_S
             clock.count("usb_out")
@@ -185,7 +201,10 @@ class SimUsbDevice:
                     response = response.ljust(self.preset.max_packet, b"\0")
                 t_host = self.link.inn(t_ready, len(response))
                 clock.charge("usb_in", t_host - t_ready)
-                self._responses.append((response, t_host))
+                self._responses.append(response)
+                self._arrivals.append(t_host)
+                clock.count("usb_in")
+                clock.count("bytes_in", len(response))
                 clock.advance_to(t_arrive)
                 self._cond.notify_all()
                 return len(data)
@@ -194,12 +213,9 @@ class SimUsbDevice:
         return 0
 
     def read_in(self, size: int, timeout_ms: int) -> bytes:
-        """An IN transfer: the oldest response, handed over once the host waits for it.
-
-        The host waits for a response when a thread sits in pyOCD's USB interface ``read()``
-        for this probe (found in :func:`sys._current_frames`, read-only) or closes it; the
-        host's clock then advances to the response's arrival. A read with no response pending
-        times out after ``timeout_ms`` (pyOCD drains the endpoint that way when opening).
+        """An IN transfer: the oldest response not read yet (at once; its time is taken by
+        :meth:`sync` when the host consumes it). A read with nothing to read times out after
+        ``timeout_ms`` (pyOCD drains the endpoint that way when opening).
 
         :raises usb.core.USBError: ETIMEDOUT, or ENODEV when unplugged.
         """
@@ -208,29 +224,38 @@ class SimUsbDevice:
         with self._cond:
             while True:
                 self.check_present()
-                if self._responses and self._host_waits():
-                    response, t_host = self._responses.popleft()
-                    self.clock.count("usb_in")
-                    self.clock.count("bytes_in", len(response))
-                    self.clock.advance_to(t_host + HOST_TRANSFER_S)
-                    return response[:size]
+                if self._responses:
+                    return self._responses.popleft()[:size]
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise usb.core.USBError("Operation timed out", -7, errno.ETIMEDOUT)
-                self._cond.wait(min(remaining, 0.0005 if self._responses else 0.05))
+                self._cond.wait(remaining)
 
-    def _host_waits(self) -> bool:
-        me = threading.get_ident()
-        for ident, frame in sys._current_frames().items():
-            if ident == me:
-                continue
-            depth = 0
-            while frame is not None and depth < 3:
-                code = frame.f_code
-                if code.co_name in ("read", "close") and code.co_filename.endswith(_READERS):
-                    owner = frame.f_locals.get("self")
-                    if getattr(owner, "serial_number", None) == self.serial:
-                        return True
-                frame = frame.f_back
-                depth += 1
-        return False
+    def sync(self) -> None:
+        """Advance the host clock over the responses the host has consumed since the last call
+        (see the module docstring). Called before each OUT transfer, on release, and by
+        :meth:`VirtualClock.snapshot` / :meth:`VirtualClock.set_phase`."""
+        written = len(self._arrivals)
+        outstanding = 0
+        if self._dap_access is not None:
+            pending = getattr(self._dap_access, "_commands_to_read", None)
+            outstanding = len(pending) if pending is not None else 0
+        consumed = max(self._consumed, written - outstanding)
+        for t_host in self._arrivals[self._consumed:consumed]:
+            self.clock.advance_to(t_host + HOST_TRANSFER_S)
+        self._consumed = consumed
+
+
+def _find_dap_access():
+    """pyOCD's ``DAPAccessCMSISDAP`` whose ``_send_packet`` is writing (read-only look at the
+    calling thread's stack), or None."""
+    frame = sys._getframe(1)
+    for _ in range(12):
+        if frame is None:
+            return None
+        if frame.f_code.co_filename.endswith(_DAP_ACCESS_FILE) and "self" in frame.f_locals:
+            owner = frame.f_locals["self"]
+            if hasattr(owner, "_commands_to_read"):
+                return owner
+        frame = frame.f_back
+    return None

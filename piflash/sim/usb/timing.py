@@ -92,6 +92,17 @@ class VirtualClock:
         self.busy: Dict[str, float] = {}
         self.requests: Counter = Counter()
         self.phase_requests: Dict[str, Counter] = {}
+        self._syncs: list = []
+
+    def add_sync(self, sync) -> None:
+        """Call ``sync()`` before the clock is read or its phase changes (a device brings the
+        host clock up to date with the responses the host has consumed)."""
+        self._syncs.append(sync)
+
+    def sync(self) -> None:
+        """Run the registered syncs."""
+        for sync in self._syncs:
+            sync()
 
     def advance_to(self, t: float) -> None:
         """Move the host clock to ``t`` (seconds) if that is later; the time goes to the phase."""
@@ -111,11 +122,13 @@ class VirtualClock:
 
     def set_phase(self, phase: str) -> None:
         """Book later time and requests to ``phase``."""
+        self.sync()
         self.phase = phase
 
     def snapshot(self) -> dict:
         """All figures as plain JSON-able data: ``{"now_s", "phases", "busy", "requests",
         "phase_requests"}`` (seconds, counts)."""
+        self.sync()
         return {"now_s": self.now, "phases": dict(self.phases), "busy": dict(self.busy),
                 "requests": dict(self.requests),
                 "phase_requests": {k: dict(v) for k, v in self.phase_requests.items()}}
