@@ -171,3 +171,22 @@ def test_unplugged_mid_flash_is_probe_lost(usb_sim, tmp_path, cli):
     result = cli("flash", str(image), "-t", "nrf52840", "--base-address", "0")
     assert result.returncode == 13, result.stdout + result.stderr
     assert "disconnected" in result.stderr
+
+
+def test_cli_lists_the_usb_probe_with_its_usb_identity(usb_sim, cli):
+    device = usb_sim("b1", "nrf52840", "debugprobe")
+    rows = cli.json("probes")
+    assert rows == [{"unique_id": device.serial, "description": "Raspberry Pi Debug Probe (CMSIS-DAP)",
+                     "target": None, "vid_pid": "2e8a:000c", "accessible": True}]
+
+
+def test_cli_permission_path_end_to_end(usb_sim, cli, firmware_dir):
+    device = usb_sim("b1", "nrf52840", "daplink", noaccess=True)
+    rows = cli.json("probes")
+    assert [(r["unique_id"], r["accessible"], r["vid_pid"]) for r in rows] == [(device.serial, False, "0d28:0204")]
+    assert "Access denied" in rows[0]["reason"]
+    doctor = cli("doctor")
+    assert doctor.returncode != 0 and "probe 0d28:0204" in doctor.stdout and "FAIL" in doctor.stdout
+    result = cli("flash", firmware_dir / "nrf52840" / "firmware.hex", "-t", "nrf52840")
+    assert result.returncode == 9, result.stdout + result.stderr
+    assert "may not be opened" in result.stderr

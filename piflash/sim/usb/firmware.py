@@ -39,6 +39,7 @@ ACK_OK, ACK_WAIT, ACK_FAULT, ACK_NONE = 1, 2, 4, 7
 MISMATCH = 0x10
 DHCSR_ADDR = 0xE000EDF0
 S_HALT = 1 << 17
+C_HALT = 1 << 1
 AP_DRW = 0x0C
 #: Unicorn budgets (instructions, wall seconds) of a resume and of each DHCSR poll while the core
 #: runs, under the virtual clock: bounded by instruction count only (the wall-clock bound is
@@ -376,17 +377,24 @@ class DapFirmware:
             return ACK_FAULT, 0, t
         except exceptions.TransferError:
             return ACK_NONE, 0, t
-        if rnw and tar == DHCSR_ADDR and t < self._core_busy_until:
-            got &= ~S_HALT              # the algorithm is still running in virtual time
-            self.clock.count("core_polls_running")
-        self._settle_target_time(t)
+        if tar == DHCSR_ADDR:
+            if rnw and t < self._core_busy_until:
+                got &= ~S_HALT          # the algorithm is still running in virtual time
+                self.clock.count("core_polls_running")
+            elif not rnw and value & C_HALT:
+                self._core_busy_until = 0.0     # the debugger halts the core: at once
+        self._settle_target_time(t, board)
         return ACK_OK, got, t
 
-    def _settle_target_time(self, t: float) -> None:
+    def _settle_target_time(self, t: float, board) -> None:
         """Turn code executed and flash operations done during the last transfer into the
-        time the core and the flash stay busy."""
+        time the core and the flash stay busy. Only a run that stopped by itself (BKPT: a flash
+        algorithm returning) keeps the core busy; code of an application that keeps running
+        after reset runs alongside the debugger and delays nothing."""
         if not self._code_bytes and not any(self._flash_s.values()):
             return
+        if board is not None and board.scs.running:
+            self._code_bytes = 0
         cpu_s = 0.0
         if self._timing is not None:
             cpu_s = self._code_bytes / 2 * CYCLES_PER_HALFWORD / self._timing.core_hz
