@@ -46,6 +46,11 @@ HOST_TRANSFER_S = 60e-6
 #: transfer to its first packet on the wire and from the last packet to the completion
 #: reaching user space. Fitted for full speed; high speed is bounded by the 125 us microframe.
 BULK_LATENCY_S = {"v2-bulk-fs": 125e-6, "v2-bulk-hs": 62.5e-6}
+#: Where in a full-speed frame the host controller polls a HID interrupt IN endpoint after the
+#: interrupt OUT transaction of the same frame, seconds: a response the probe has ready by then
+#: goes back in the same frame, so a stop-and-wait round trip takes one frame, not two. Fitted:
+#: pyOCD issue #23's nrf51 page-erase rate (see docs/benchmarks.md, Calibration).
+HID_IN_OFFSET_S = 0.5e-3
 #: Protocol overhead per USB data packet on the wire, bytes (SYNC, PID, CRC16, EOP, the token
 #: packet and the handshake; USB 2.0 spec 8.3-8.4, rounded).
 PACKET_OVERHEAD_BYTES = 13
@@ -175,7 +180,8 @@ class Link:
         """An IN transfer whose data the probe has ready at ``t_ready``: returns when the host
         has it (seconds)."""
         if self.kind == "v1-hid":
-            slot = self._frame_slot(t_ready, self._next_in)
+            slot = self._frame_slot(t_ready - HID_IN_OFFSET_S, self._next_in - HID_IN_OFFSET_S) \
+                + HID_IN_OFFSET_S
             self._next_in = slot + FRAME_S
             return slot + self.wire_time(nbytes)
         start = max(t_ready, self._next_in)
