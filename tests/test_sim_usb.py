@@ -190,3 +190,20 @@ def test_cli_permission_path_end_to_end(usb_sim, cli, firmware_dir):
     result = cli("flash", firmware_dir / "nrf52840" / "firmware.hex", "-t", "nrf52840")
     assert result.returncode == 9, result.stdout + result.stderr
     assert "may not be opened" in result.stderr
+
+
+def test_stock_pyocd_command_flashes_through_the_usb_probe(usb_sim, firmware_dir):
+    import subprocess
+    import sys
+
+    from conftest import expected_flash
+
+    device = usb_sim("b1", "stm32f103rc", "debugprobe")
+    fw = firmware_dir / "stm32f103rc" / "firmware.hex"
+    listed = subprocess.run([sys.executable, "-m", "pyocd", "list"], capture_output=True, text=True,
+                            timeout=120, env=os.environ.copy())
+    assert device.serial in listed.stdout and "Debug Probe (CMSIS-DAP)" in listed.stdout
+    proc = subprocess.run([sys.executable, "-m", "pyocd", "flash", "-t", "stm32f103rc", "-u", device.serial,
+                           str(fw)], capture_output=True, text=True, timeout=300, env=os.environ.copy())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert SimStore().read_flash("b1") == expected_flash(fw, 512 * 1024, 0x08000000)
