@@ -84,7 +84,7 @@ def run_pyocd(device, target: str, image: Path) -> dict:
     with session:
         clock.set_phase("program")
         base = TARGETS[target].flash.start if image.suffix == ".bin" else None
-        FileProgrammer(session).program(str(image), base_address=base)
+        FileProgrammer(session, progress=lambda _fraction: None).program(str(image), base_address=base)
         clock.set_phase("reset")
         session.board.target.reset()
         clock.set_phase("disconnect")
