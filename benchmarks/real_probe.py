@@ -7,8 +7,11 @@ the same image, run in-process through pyOCD's own USB CMSIS-DAP driver on the v
 * ``pyocd_s`` -- what ``pyocd flash`` does: connect, ``FileProgrammer.program``, reset (no verify);
 * ``floor_s`` -- max(datasheet erase + write time of what must change, time for the bytes that
   must cross the link at its best packet rate) + the connect and reset time of the piflash run;
-* ``phases`` -- seconds per phase of the piflash run; ``requests`` -- its counts (USB transfers,
-  DAP commands, SWD transfers, WAIT acks, flash operations); ``pyocd_phases`` likewise.
+* ``phases`` -- ``{"piflash": {phase: seconds}, "pyocd": {phase: seconds}}`` (piflash's phases
+  connect/erase/program/verify/reset; pyOCD's connect/program/reset/disconnect);
+* ``requests`` -- ``{"piflash": {...}, "pyocd": {...}}``: counts of USB transfers and bytes, each
+  DAP command, SWD transfers, WAIT acks, DHCSR polls that found the algorithm still running,
+  flash page erases and program operations.
 
 All figures are predictions of the timing model (piflash/sim/usb/timing.py), not measurements;
 they do not depend on this machine's speed. Images: Debian's MicroPython hex for nrf51, a
@@ -141,8 +144,8 @@ def bench(presets, targets) -> list:
                 rows.append({"probe": preset_name, "link": preset.link, "target": target, "case": case,
                              "piflash_s": round(pf["seconds"], 3), "pyocd_s": round(po["seconds"], 3),
                              "floor_s": round(floor_seconds(preset, target, image, case, pf), 3),
-                             "phases": pf["phases"], "requests": pf["requests"],
-                             "pyocd_phases": po["phases"]})
+                             "phases": {"piflash": pf["phases"], "pyocd": po["phases"]},
+                             "requests": {"piflash": pf["requests"], "pyocd": po["requests"]}})
     sim_usb.uninstall()
     return rows
 
