@@ -103,10 +103,10 @@ class SimUsbDevice:
                         I_SERIAL: self.serial, I_INTERFACE: preset.interface}
         hid = preset.cmsis_dap_version == 1
         self.device_descriptor = _Desc(
-            bLength=18, bDescriptorType=1, bcdUSB=0x0200 if not hid else 0x0110,
-            bDeviceClass=0x00 if hid else 0xEF, bDeviceSubClass=0x00 if hid else 0x02,
-            bDeviceProtocol=0x00 if hid else 0x01, bMaxPacketSize0=64, idVendor=preset.vid,
-            idProduct=preset.pid, bcdDevice=0x0100, iManufacturer=I_MANUFACTURER,
+            bLength=18, bDescriptorType=1, bcdUSB=0x0110 if hid else 0x0210,
+            bDeviceClass=0x00, bDeviceSubClass=0x00,        # each interface names its class
+            bDeviceProtocol=0x00, bMaxPacketSize0=64, idVendor=preset.vid,
+            idProduct=preset.pid, bcdDevice=preset.bcd_device, iManufacturer=I_MANUFACTURER,
             iProduct=I_PRODUCT, iSerialNumber=I_SERIAL, bNumConfigurations=1, bus=1,
             address=address, port_number=address, port_numbers=(address,),
             speed=3 if preset.high_speed else 2)           # usb.util SPEED_HIGH / SPEED_FULL

@@ -203,6 +203,8 @@ class DapFirmware:
         strings = {0x01: p.manufacturer, 0x02: p.product, 0x03: self.serial, 0x04: p.protocol_version,
                    0x09: p.firmware_version}
         if item in strings:
+            if not strings[item]:               # no such string: length 0 (CMSIS-DAP DAP_Info)
+                return b"\x00\x00", t
             raw = strings[item].encode() + b"\0"
             return bytes([0x00, len(raw)]) + raw, t
         if item == 0xF0:                     # capabilities: SWD only

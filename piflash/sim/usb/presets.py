@@ -40,6 +40,7 @@ class ProbePreset:
     :param transfer_overhead_s: Firmware time per SWD transfer on top of its bits, seconds (the
         reference CMSIS-DAP code bit-bangs each transfer in software).
     :param serial_digits: Length of the hex serial number (the pyOCD unique ID).
+    :param bcd_device: Device release number in the device descriptor (BCD).
     """
 
     name: str
@@ -57,6 +58,7 @@ class ProbePreset:
     cmd_overhead_s: float
     transfer_overhead_s: float
     serial_digits: int
+    bcd_device: int
 
     @property
     def cmsis_dap_version(self) -> int:
@@ -77,34 +79,36 @@ class ProbePreset:
 
 PRESETS: Dict[str, ProbePreset] = {
     # Raspberry Pi Debug Probe (RP2040, debugprobe firmware): CMSIS-DAP v2 bulk, full speed.
-    # 2e8a:000c, strings "Raspberry Pi" / "Debug Probe (CMSIS-DAP)" as the probe enumerates
-    # (raspberrypi/debugprobe usb_descriptors.c); DAP_PACKET_SIZE 64 and DAP_PACKET_COUNT 8
-    # (debugprobe include/DAP_config.h since the CMSIS-DAP rework, raspberrypi/debugprobe pull
-    # request #31 raised the count from 2). Firmware version "2.1.1" (a debugprobe release).
+    # raspberrypi/debugprobe v2.3.1: src/usb_descriptors.c (2e8a:000c, "Raspberry Pi",
+    # PROBE_PRODUCT_STRING "Debug Probe (CMSIS-DAP)" from include/board_debug_probe_config.h,
+    # interface "CMSIS-DAP v2 Interface", bcdDevice 0x0231) and include/DAP_config.h
+    # (DAP_PACKET_SIZE 64, DAP_PACKET_COUNT 8, no product firmware version string). The RP2040
+    # PIO drives SWD up to 25 MHz (an assumption of this model).
     "debugprobe": ProbePreset(
         name="debugprobe", vid=0x2E8A, pid=0x000C, manufacturer="Raspberry Pi",
         product="Debug Probe (CMSIS-DAP)", interface="CMSIS-DAP v2 Interface", link="v2-bulk-fs",
-        packet_size=64, packet_count=8, firmware_version="2.1.1", protocol_version="2.1.1",
+        packet_size=64, packet_count=8, firmware_version="", protocol_version="2.1.0",
         max_swd_hz=25_000_000.0, cmd_overhead_s=20e-6, transfer_overhead_s=1.0e-6,
-        serial_digits=16),
-    # Arm DAPLink (micro:bit v1 interface chip and Mbed boards): CMSIS-DAP v1 over HID, 64-byte
-    # reports, full speed, 1 ms interrupt polling (bInterval 1). 0d28:0204, product
-    # "DAPLink CMSIS-DAP"; DAP_PACKET_COUNT 4 for HID (ARMmbed/DAPLink source/daplink/cmsis-dap
-    # DAP_config.h). Software SWD tops out at about 2 MHz on these interface chips (ARMmbed/
-    # DAPLink issue #627, maintainer's comment). Serial: 48 hex digits.
+        serial_digits=16, bcd_device=0x0231),
+    # Arm DAPLink on the micro:bit v1 interface chip (KL26Z): CMSIS-DAP v1 over HID, 64-byte
+    # reports, full speed, 1 ms interrupt polling (bInterval 1). 0d28:0204, product "DAPLink
+    # CMSIS-DAP"; DAP_PACKET_SIZE 64 and DAP_PACKET_COUNT 5 (ARMmbed/DAPLink
+    # source/hic_hal/freescale/kl26z/DAP_config.h). Software SWD tops out at about 2 MHz on these
+    # interface chips (ARMmbed/DAPLink issue #627, maintainer's comment). Serial: 48 hex digits.
     "daplink": ProbePreset(
         name="daplink", vid=0x0D28, pid=0x0204, manufacturer="ARM", product="DAPLink CMSIS-DAP",
-        interface="CMSIS-DAP v1", link="v1-hid", packet_size=64, packet_count=4,
+        interface="CMSIS-DAP v1", link="v1-hid", packet_size=64, packet_count=5,
         firmware_version="0257", protocol_version="1.3.0", max_swd_hz=2_000_000.0,
-        cmd_overhead_s=30e-6, transfer_overhead_s=3.0e-6, serial_digits=48),
+        cmd_overhead_s=30e-6, transfer_overhead_s=3.0e-6, serial_digits=48, bcd_device=0x1000),
     # A high-speed CMSIS-DAP v2 probe, NXP MCU-Link (1fc9:0143, LPC55S69 with a USB HS PHY):
-    # 512-byte packets (USB 2.0 high-speed bulk wMaxPacketSize), packet count 8.
+    # 512-byte packets (USB 2.0 high-speed bulk wMaxPacketSize). Its firmware is closed: packet
+    # count 8, the strings and the firmware timing are assumptions of this model.
     "mculink": ProbePreset(
         name="mculink", vid=0x1FC9, pid=0x0143, manufacturer="NXP Semiconductors",
         product="MCU-LINK (r0FF) CMSIS-DAP V3.128", interface="MCU-LINK CMSIS-DAP", link="v2-bulk-hs",
         packet_size=512, packet_count=8, firmware_version="3.128", protocol_version="2.1.0",
         max_swd_hz=24_000_000.0, cmd_overhead_s=10e-6, transfer_overhead_s=0.3e-6,
-        serial_digits=16),
+        serial_digits=16, bcd_device=0x0100),
 }
 
 
