@@ -87,7 +87,7 @@ class SimProbe(DebugProbe):
         except Exception as err:
             LOG.debug("cannot list simulated boards: %s", err)
             return []
-        from .usb import attached_boards
+        from .usb.spec import attached_boards
         behind_usb = set(attached_boards())     # those are listed as USB probes instead
         return [cls(info.name, store, info.target) for info in infos
                 if info.present and info.name not in behind_usb]
