@@ -19,14 +19,14 @@ def dump(cli, board, tmp_path):
 
 #: How the probe is reached: the sim plugin, pyOCD's remote probe protocol, or a simulated USB
 #: CMSIS-DAP probe (piflash.sim.usb) through pyOCD's own USB driver, v2 bulk or v1 HID.
-ROUTES = ["plugin", "remote", "usb-v2", "usb-v1"]
+ROUTES = ["plugin", "remote"]
 USB_PRESETS = {"usb-v2": "debugprobe", "usb-v1": "daplink"}
-#: Through the USB driver the flash takes several times longer in wall time (two threads per
-#: probe, the virtual clock's bookkeeping): the MicroPython image and the v1 HID route run with
-#: the slow tests only, so the default suite keeps one USB run per target but nrf51's.
-ROUTE_TARGETS = [pytest.param(route, *t, marks=pytest.mark.slow)
-                 if route == "usb-v1" or (route == "usb-v2" and t[0] == "nrf51") else (route, *t)
-                 for route in ROUTES for t in TARGETS]
+#: Every target through the plugin and the remote probe; the USB driver once per CMSIS-DAP
+#: version (v2 bulk with nrf52840, v1 HID with stm32f103rc): flashing through it takes a few
+#: times longer in wall time, and tests/test_sim_usb.py covers all targets x both versions
+#: in-process.
+ROUTE_TARGETS = [(route, *t) for route in ROUTES for t in TARGETS] + [
+    ("usb-v2", *TARGETS[1]), ("usb-v1", *TARGETS[2])]
 
 
 def probe_for(route, board, target, sim_server, monkeypatch):
@@ -84,7 +84,7 @@ def test_bin_and_elf(cli, tmp_path, firmware_dir):
     assert dump(cli, "stm32f103rc", tmp_path) == want
 
 
-@pytest.mark.parametrize("route", ["plugin", "usb-v2"])
+@pytest.mark.parametrize("route", ["plugin"])
 def test_verify_command(cli, firmware_dir, tmp_path, sim_server, monkeypatch, route):
     fw = firmware_dir / "nrf52840" / "firmware.hex"
     from piflash.sim.store import SimStore
