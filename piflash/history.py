@@ -254,11 +254,17 @@ class History:
         (``probe_uid`` -> ``probe_id``), then seal the old rows into the chain in id order."""
         old = [c for c in V1_COLUMNS]
         new = ["probe_id" if c == "probe_uid" else c for c in old]
+        top = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'operations'").fetchone()
         self._db.execute(_ddl("operations_v2"))
         self._db.execute(f"INSERT INTO operations_v2 ({', '.join(new)}) "
                          f"SELECT {', '.join(old)} FROM operations ORDER BY id")
         self._db.execute("DROP TABLE operations")
         self._db.execute("ALTER TABLE operations_v2 RENAME TO operations")
+        if top:  # keep the highest id ever given: a row deleted before the migration stays visible
+            if self._db.execute("SELECT 1 FROM sqlite_sequence WHERE name = 'operations'").fetchone():
+                self._db.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'operations'", top)
+            else:
+                self._db.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('operations', ?)", top)
         for (rid,) in self._db.execute("SELECT id FROM operations ORDER BY id").fetchall():
             self._seal(rid)
 

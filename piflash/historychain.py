@@ -112,9 +112,6 @@ def verify_chain(rows: Sequence[Dict[str, object]], highest_id: int,
     without ``seq`` is inserted; a missing id between 1 and ``highest_id`` is a deleted row.
     """
     report = ChainReport()
-    ids = {int(r["id"]) for r in rows}
-    for missing in sorted(set(range(1, max([highest_id, *ids], default=0) + 1)) - ids):
-        report.problems.append(ChainProblem(missing, "deleted", f"row #{missing} is missing (ids are never reused)"))
     sealed = sorted((r for r in rows if r["seq"] is not None), key=lambda r: r["seq"])
     for r in sorted(rows, key=lambda r: r["id"]):
         if r["seq"] is None and r["outcome"] != "open":
@@ -149,10 +146,34 @@ def verify_chain(rows: Sequence[Dict[str, object]], highest_id: int,
         prev_hash, prev_seq, prev_id = r["row_hash"], int(r["seq"]), rid
         report.sealed += 1
     report.head_seq, report.head_hash = prev_seq, prev_hash
+    _missing_ids(report, rows, highest_id)
     if anchor is not None:
         report.anchor_found = any(r["row_hash"] == anchor.strip().lower() for r in sealed)
     report.problems.sort(key=lambda p: p.row_id)
     return report
+
+
+def _missing_ids(report: ChainReport, rows: Sequence[Dict[str, object]], highest_id: int) -> None:
+    """Add a "deleted" problem per run of ids missing between 1 and the highest id ever given.
+
+    A row inserted with an id of its own choosing raises SQLite's highest id too: ids above the
+    last row that is not an inserted one count only if the highest id itself is not inserted.
+    """
+    inserted = {p.row_id for p in report.problems if p.kind == "inserted"}
+    ids = {int(r["id"]) for r in rows}
+    limit = max((i for i in ids if i not in inserted), default=0)
+    if highest_id > limit and highest_id not in inserted:
+        limit = highest_id
+    missing = sorted(set(range(1, limit + 1)) - ids)
+    runs: List[List[int]] = []
+    for i in missing:
+        if runs and runs[-1][-1] == i - 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    for run in runs:
+        what = f"row #{run[0]} is" if len(run) == 1 else f"rows #{run[0]}-#{run[-1]} are"
+        report.problems.append(ChainProblem(run[0], "deleted", f"{what} missing (ids are never reused)"))
 
 
 __all__ = ["GENESIS", "canonical", "row_hash", "verify_chain", "ChainReport", "ChainProblem"]
