@@ -209,7 +209,7 @@ class History:
             self._db.execute("PRAGMA synchronous=FULL")
             self._transaction(self._create)
         except (OSError, sqlite3.Error) as exc:
-            raise HistoryError(f"cannot open the history database {path}: {exc}",
+            raise HistoryError(f"cannot open the history database {path}: {_reason(path, exc)}",
                                hint=_hint(path)) from exc
 
     # -- plumbing -------------------------------------------------------------------------------
@@ -481,9 +481,16 @@ def _patch_text(patch: Optional[dict]) -> Optional[str]:
     return None if patch is None else json.dumps(patch, sort_keys=True, separators=(",", ":"))
 
 
+def _reason(path: Path, exc: BaseException) -> str:
+    if path.parent.exists() and not path.parent.is_dir():
+        return f"{path.parent} is not a folder"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror.lower()}" + (f": {exc.filename}" if exc.filename else "")
+    return str(exc)
+
+
 def _hint(path: Path) -> str:
-    return (f"check that {path.parent} exists and this user may write it and {path.name}, or set "
-            "PIFLASH_HISTORY to another file")
+    return f"check that {path.parent} is a folder this user may write, and {path.name} in it"
 
 
 def summarize(rows: Iterable[Dict[str, object]]) -> Dict[str, object]:

@@ -115,12 +115,17 @@ class Station:
         self.notifier.ready(self.status.line())
 
     def _open_history(self) -> None:
-        from piflash.history import History
+        from piflash.history import History, HistoryError
 
         path = self.loaded.config.history
         if self._history is not None and (path is None or path == self._history.path):
             return
-        new = History(path)
+        try:
+            new = History(path)
+        except HistoryError as exc:
+            raise HistoryError(exc.message, hint=f"{exc.hint}; the station records every board, so it "
+                               f"does not start without a history (the 'history:' key of "
+                               f"{self.config_path}, see docs/station.md)") from exc
         try:
             new.reap()                      # rows left open by a station that died: interrupted
         except BaseException:
