@@ -36,9 +36,11 @@ from typing import Dict, Iterable, List, Optional, Union
 
 from piflash.errors import HistoryError
 from piflash.historychain import GENESIS, ChainReport, row_hash, verify_chain
+from piflash.progress import Phase
 
-#: The operations' phases that get a duration column each (seconds).
-PHASES = ("connect", "erase", "program", "verify", "reset")
+#: The operations' phases (:class:`piflash.progress.Phase`'s text) that get a duration column
+#: each (seconds).
+PHASES = tuple(p.value for p in Phase)
 
 #: Outcomes of a completed row. ``interrupted``: its process died before completing it.
 OUTCOMES = ("pass", "fail", "skip", "interrupted")
@@ -69,6 +71,7 @@ _COLUMNS = (
     ("exit_code", "INTEGER"),             # NULL while open and for a process that died
     ("error_kind", "TEXT"),
     ("error", "TEXT"),
+    ("phase", "TEXT"),                    # the phase running when it failed (the last one run)
     ("image_bytes", "INTEGER NOT NULL DEFAULT 0"),
     ("programmed_bytes", "INTEGER NOT NULL DEFAULT 0"),
 ) + tuple((f"{p}_s", "REAL") for p in PHASES) + (
@@ -357,6 +360,7 @@ class History:
             "exit_code": (int(error.get("exit_code", 1)) if outcome == "fail"
                           else 0 if outcome in ("pass", "skip") else error.get("exit_code")),
             "error_kind": error.get("kind"), "error": error.get("message"),
+            "phase": str(result.phase) if result.phase else None,
             "programmed_bytes": result.program.programmed_bytes if result.program else 0,
             "protection": protection})
         for phase in PHASES:
