@@ -467,12 +467,17 @@ class History:
         :param anchor: a ``row_hash`` kept elsewhere; the report says whether it is still there.
         :raises HistoryError: (exit 18) when the database cannot be read.
         """
-        rows = self._select([], [])
         try:
-            with self._lock:
-                top = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'operations'").fetchone()
+            with self._lock:                   # one snapshot: a writer beside us changes nothing here
+                self._db.execute("BEGIN")
+                try:
+                    rows = [dict(zip(COLUMN_NAMES, r)) for r in self._db.execute(
+                        f"SELECT {', '.join(COLUMN_NAMES)} FROM operations ORDER BY id")]
+                    top = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'operations'").fetchone()
+                finally:
+                    self._db.execute("COMMIT")
         except sqlite3.Error as exc:
-            raise HistoryError(f"cannot read {self.path}: {exc}") from exc
+            raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path)) from exc
         return verify_chain(rows, int(top[0]) if top else 0, anchor)
 
 

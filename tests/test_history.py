@@ -61,6 +61,9 @@ def test_cli_operations_are_recorded(cli, app_hex, tmp_path):
     assert cli.json("history", "--since", "2099-01-01")["operations"] == []
     assert [r["id"] for r in cli.json("history", "-n", "2")["operations"]] == [3, 4]
 
+    # the group keeps the plain command line working beside its verify-chain subcommand
+    assert [r["id"] for r in csv.DictReader(io.StringIO(
+        cli("history", "--since", "8h", "--failed", "--csv", check=0).stdout))] == [str(last["id"])]
     table = cli("history", check=0).stdout
     assert "FAIL" in table and "PASS" in table
     assert table.strip().splitlines()[-1].startswith("3 passed, 1 failed, 0 skipped, 1 boards, ")

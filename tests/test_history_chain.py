@@ -137,7 +137,13 @@ def test_parallel_writers_never_fork_the_chain(tmp_path):
     path = tmp_path / "h.sqlite3"
     History(path).close()
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), "25", name]) for name in ("p", "q")]
-    assert [p.wait(120) for p in procs] == [0, 0]
+    checks = 0
+    with History(path) as reader:                  # verify-chain beside the writers: always intact
+        while any(p.poll() is None for p in procs):
+            report = reader.verify_chain()
+            assert report.ok, report
+            checks += 1
+    assert [p.wait(120) for p in procs] == [0, 0] and checks > 0
     with History(path) as db:
         rows = db.query()
         report = db.verify_chain()

@@ -39,7 +39,11 @@ def _run_with_progress(settings: Settings, quiet: bool, json_mode: bool, call):
 class _Recorder:
     """The history row of one CLI operation: opened when the workflow first reaches the board
     (:mod:`piflash.flasher`'s ``on_touch``), completed at the end, passed or failed. A history
-    that cannot be written warns once on stderr and never fails the job."""
+    that cannot be written warns once on stderr and never fails the job.
+
+    The row takes ``settings["serial"]`` (str) and ``settings["patch"]`` (dict) when set, and the
+    result's ``protection`` attribute ("open", "locked") when it has one.
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -60,7 +64,8 @@ class _Recorder:
             return
         try:
             self.db = History(path)
-            self.row = self.db.open(result, profile=self.settings.get("profile"))
+            self.row = self.db.open(result, profile=self.settings.get("profile"),
+                                    serial=self.settings.get("serial"), patch=self.settings.get("patch"))
         except HistoryError as exc:
             self._warn(exc)
 
@@ -69,7 +74,7 @@ class _Recorder:
 
         try:
             if self.row is not None and result is not None:
-                self.db.complete(self.row, result)
+                self.db.complete(self.row, result, protection=getattr(result, "protection", None))
         except HistoryError as exc:
             self._warn(exc)
         finally:
