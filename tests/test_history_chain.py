@@ -3,13 +3,10 @@ a deletion or an insertion; never forked by parallel writers; a schema-1 databas
 
 from __future__ import annotations
 
-import json
-import shutil
 import sqlite3
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 
 import pytest
