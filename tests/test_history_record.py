@@ -19,6 +19,7 @@ import pytest
 
 from piflash.errors import ExitCode
 from piflash.history import DIED, History, process_alive, process_identity
+from piflash.progress import ProgressSink
 from piflash.result import OperationResult
 
 NRF = ["-t", "nrf52840", "-u", "sim:nrf52840"]
@@ -181,3 +182,32 @@ def test_board_search_by_target_uid_or_serial(cli, tmp_path):
     assert (row["target_uid"], row["serial"], row["patch"], row["protection"], row["slot"]) == \
         ("bb02", "SN-0001", '{"serial":1}', "locked", "sim:x")
     assert "SN-0002" in cli("history", check=0).stdout        # the serial column, when there are serials
+
+
+class _PhaseLog(ProgressSink):
+    """Notes phase starts, to see where on_touch falls among them."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def phase_start(self, phase, total):
+        self.log.append(str(phase))
+
+
+def test_on_touch_is_called_once_after_the_connect_and_before_the_erase(firmware_dir):
+    from piflash.errors import NoProbeError
+    from piflash.flasher import flash_firmware
+    from piflash.image import load_image
+
+    image = load_image(firmware_dir / "nrf52840" / "firmware.hex")
+    log = []
+    flash_firmware(image, probe="sim:nrf52840", target="nrf52840", progress=_PhaseLog(log),
+                   on_touch=lambda r: log.append(("touch", r.probe_id, r.target_uid, r.firmware)))
+    touch = [e for e in log if isinstance(e, tuple)]
+    assert len(touch) == 1 and touch[0][1] == "sim:nrf52840" and len(touch[0][2]) == 16
+    assert touch[0][3] == str(image.path.resolve())
+    assert log.index(touch[0]) == log.index("connect") + 1 and log[log.index(touch[0]) + 1] == "erase"
+    called = []
+    with pytest.raises(NoProbeError):
+        flash_firmware(image, probe="no-such-probe", target="nrf52840", on_touch=called.append)
+    assert called == []
