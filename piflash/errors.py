@@ -222,6 +222,13 @@ class ServiceError(PiflashError):
     exit_code = ExitCode.SERVICE
 
 
+class PackError(PiflashError):
+    """A CMSIS pack given with ``-O pack=FILE`` (or a profile's ``pack``) cannot be read: missing,
+    not a zip or pack directory, no ``.pdsc`` in it, or a ``.pdsc`` that is not valid."""
+
+    exit_code = ExitCode.USAGE
+
+
 class HistoryError(PiflashError):
     """The history database cannot be opened, read or written (path, permissions, disk full,
     corrupt, or made by a newer piflash)."""

@@ -85,7 +85,9 @@ IMAGE_SLOPE = {
 #: ``-O pack=FILE`` is given; the rest of a pack, SVD files and headers, is not read to list
 #: its parts), from the same benchmark with synthetic packs of 10 to 4000 parts (5.9 KB to
 #: 2.2 MB of .pdsc): fitted 14.7 bytes per byte, 18 between the two largest packs; rounded up
-#: to 20.
+#: to 20. When the target is a part of the pack, piflash parses the pack too (before pyOCD, to
+#: check the name and the image's place) and frees that parse before connecting: measured
+#: 85.5 MiB against 85.2 MiB with a builtin target for 2.3 MB of .pdsc (docs/benchmarks.md).
 PACK_SLOPE = 20.0
 #: Fixed extra peak RSS in bytes when any pack is given: pyOCD's pack support (ElementTree,
 #: the pack target builder) loads only then. Measured 4.3 to 6.8 MiB (``info`` with a 10-part
@@ -308,7 +310,7 @@ def pack_description_bytes(packs: Union[None, PathLike, Iterable[PathLike]]) -> 
     files). Anything else, or an unreadable zip, counts with its whole file size; a missing
     path counts 0 (pyOCD reports it).
 
-    :param packs: one path, a list of paths, or None.
+    :param packs: one path, a list of paths, or None (anything else counts 0).
     """
     if packs is None:
         return 0
@@ -316,8 +318,12 @@ def pack_description_bytes(packs: Union[None, PathLike, Iterable[PathLike]]) -> 
 
     if isinstance(packs, (str, os.PathLike)):
         packs = [packs]
+    elif not isinstance(packs, (list, tuple)):
+        return 0  # e.g. -O pack=5: the option check refuses it before pyOCD loads
     total = 0
     for pack in packs:
+        if not isinstance(pack, (str, os.PathLike)):
+            continue
         p = Path(pack)
         try:
             if p.is_dir():
@@ -341,8 +347,9 @@ def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Opti
     Works out the sizes without parsing anything heavy: for the operations that load an image
     (:data:`IMAGE_OPERATIONS`) the firmware file's size and format (``firmware``, else the
     profile's ``firmware``), the pack from pyOCD session ``options``
-    (``{"pack": path or [paths]}``), and the mode (``$PIFLASH_MEMORY_GUARD``, else the profile's
-    ``memory_guard``). ``PIFLASH_MEMORY_GUARD=off`` returns at once, before any file is read.
+    (``{"pack": path or [paths]}``, as ``-O pack=FILE`` gives it), else the profile's ``pack``,
+    and the mode (``$PIFLASH_MEMORY_GUARD``, else the profile's ``memory_guard``).
+    ``PIFLASH_MEMORY_GUARD=off`` returns at once, before any file is read.
 
     :param profile: a profile name or path (:func:`piflash.profiles.find_profile`), or None.
     :raises MemoryGuardError: see :func:`check_memory`.
@@ -355,7 +362,8 @@ def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Opti
     loads_image = operation in IMAGE_OPERATIONS
     if not loads_image:
         firmware = None
-    if profile and (not os.environ.get(MODE_ENV) or (loads_image and not firmware)):
+    packs = (options or {}).get("pack")
+    if profile and (not os.environ.get(MODE_ENV) or (loads_image and not firmware) or packs is None):
         from piflash import profiles
 
         prof = profiles.load_profile(profiles.find_profile(profile))
@@ -363,6 +371,8 @@ def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Opti
             mode = guard_mode(prof.memory_guard)
         if loads_image:
             firmware = firmware or prof.firmware
+        if packs is None:
+            packs = prof.pack
     image_bytes, image_format = 0, None
     if firmware:
         try:
@@ -372,6 +382,6 @@ def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Opti
         from piflash.image import format_for_name
 
         image_format = format_for_name(firmware)
-    pack_bytes = pack_description_bytes((options or {}).get("pack"))
+    pack_bytes = pack_description_bytes(packs)
     return check_memory(operation, image_bytes, pack_bytes, image_format, mode=mode, force=force,
                         root=root, warn=warn)
