@@ -15,8 +15,10 @@ For comparison the same flash is also measured with the simulator in-process (``
     python benchmarks/memory_baseline.py [--runs 1] [--sizes 16384,131072,262144,524288,1048576]
 
 Prints: peak RSS per operation, image format and size; the fitted baseline and slope per
-operation and format; the simulator's share; the pack slope; and what the guard itself costs
-(import and one check, timed in a fresh interpreter).
+operation and format; the guard's estimate next to each measured peak; the resident set of a
+piflash process when the guard checks (the part of the peak it already holds); the simulator's
+share; the pack slope; and what the guard itself costs (import and one check, timed in a fresh
+interpreter).
 """
 
 from __future__ import annotations
@@ -149,6 +151,16 @@ def guard_cost(env, runs=7):
     return statistics.median(imports), statistics.median(checks)
 
 
+def held_at_check(env, runs=3):
+    """Largest resident set (bytes) of a fresh interpreter that has imported what a piflash
+    command has imported when the memory guard runs (piflash.cli, the guard): the part of the
+    operation's peak the checking process already holds."""
+    code = ("import piflash.cli, piflash.host.memguard\n"
+            "from piflash.host.machine import read_self_rss\nprint(read_self_rss())")
+    return max(int(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                  check=True).stdout) for _ in range(runs))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=1, help="runs per point; the highest peak is kept")
@@ -195,6 +207,7 @@ def main():
         in_process = peak(args.runs, [BIN / "piflash", "flash", mid, "-a", "0", "-t", TARGET,
                                       "-u", "sim:inproc", "-q"], env)
         import_s, check_s = guard_cost(env)
+        held = held_at_check(env)
 
     import resource
     floor = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -217,6 +230,19 @@ def main():
         for fmt in ("bin", "hex", "elf"):
             b, s = fit([(n, r) for o, f, n, r in rows if (o, f) == (op, fmt)])
             print(f"{op:<9} {fmt:<6} {b / MIB:>15.1f} {s:>12.2f}")
+
+    from piflash.host.memguard import MARGIN, estimate_need
+
+    print("\nthe guard's estimate (whole process peak) against the measured peak")
+    print(f"{'operation':<9} {'format':<6} {'file bytes':>11} {'estimate (MiB)':>15} {'peak (MiB)':>11} "
+          f"{'headroom':>9}")
+    for op, fmt, nbytes, rss in rows:
+        est = sum(estimate_need(op, nbytes, 0, None if fmt == "-" else fmt))
+        print(f"{op:<9} {fmt:<6} {nbytes:>11,} {est / MIB:>15.1f} {rss / MIB:>11.1f} "
+              f"{(est - rss) / MIB:>+9.1f}")
+    print(f"resident set when the guard checks (already held, counted once): {held / MIB:.1f} MiB; "
+          f"a memory cgroup admits flash (16 KiB) from limit - usage >= "
+          f"{(sum(estimate_need('flash', 16384, 0, 'bin')) - held + MARGIN) / MIB:.1f} MiB")
 
     print(f"\nsimulator's share: flash of 256 KiB .bin in-process (-u sim:) {in_process / MIB:.1f} MiB "
           f"vs over remote: {next(r for o, f, n, r in rows if (o, f, n) == ('flash', 'bin', 262144)) / MIB:.1f} MiB"
