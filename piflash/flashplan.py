@@ -401,7 +401,9 @@ def plan_region(flash, chunks: Sequence[Tuple[int, bytes]], chip_erase: bool = F
     if unit is not None:
         for page in all_pages:
             start = page.address - page.address % unit
-            if start + unit - 1 <= region.end:
+            # A page of another size (a subregion) is read back instead: the block math assumes
+            # the region's page size.
+            if page.size == page_size and start + unit - 1 <= region.end:
                 blocks.setdefault(start, []).append(page)
     keys = sorted(blocks)
     crcs = compute_crcs(flash, [(a, unit) for a in keys]) if keys else []
@@ -412,7 +414,7 @@ def plan_region(flash, chunks: Sequence[Tuple[int, bytes]], chip_erase: bool = F
         if crc == erased_crc(unit, erased_value):
             for page in members:
                 page.current, page.evidence = blank(page.size), "crc"
-        elif all(p is not None for p in full):
+        elif all(p is not None and p.size == page_size for p in full):
             expect = [p.overlay(blank(p.size)) for p in full]
             if crc == binascii.crc32(b"".join(expect)) & 0xFFFFFFFF:
                 for page, data in zip(full, expect):
