@@ -96,3 +96,18 @@ class OperationResult:
         out["verify"] = asdict(self.verify) if self.verify is not None else None
         out["verified"] = self.verify is not None and self.ok
         return out
+
+
+def history_fields(history, result: OperationResult) -> Dict[str, object]:
+    """The production fields of ``result`` as keyword arguments of ``history.record`` (issue 13:
+    ``serial``, ``patch``, ``protection``).
+
+    The one place both recorders (``piflash flash`` and the station) get them from. Until the
+    history gains those columns, only the arguments its ``record`` accepts are passed, so a
+    history without them keeps working (the values are still in the JSON result and the log).
+    """
+    import inspect
+
+    fields = {"serial": result.serial, "patch": result.patch, "protection": result.protection}
+    accepted = inspect.signature(history.record).parameters
+    return {k: v for k, v in fields.items() if k in accepted}

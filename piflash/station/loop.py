@@ -175,11 +175,13 @@ class Station:
         """Record one board in the history; returns the row id, or None if it could not be written."""
         from piflash.history import HistoryError
 
+        from piflash.result import history_fields
+
         cfg = self.loaded.config
         try:
             with self._history_lock:
                 return self._history.record(result, outcome=outcome, station=cfg.station,
-                                            profile=cfg.profile.name)
+                                            profile=cfg.profile.name, **history_fields(self._history, result))
         except HistoryError as exc:
             LOG.error("board %s not recorded: %s", result.target_uid, exc)
             return None

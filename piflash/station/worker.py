@@ -8,8 +8,12 @@ The loop of :class:`ProbeWorker`, for probe ``P`` and the station's current conf
    the connect phase is timed into its result and its target unique ID read.
 2. **flash**: with ``on_same_firmware: skip`` a quick verify first (on-target CRC32, stopping at
    the first page that differs); if the board already carries the image it is recorded as
-   ``skip``. Otherwise :func:`piflash.flasher.flash_session` erases, programs, verifies and
-   resets per the profile: the same code path as ``piflash flash``.
+   ``skip``. Otherwise, if the profile numbers its boards, a serial number is taken from the
+   counter (committed before anything is written, :mod:`piflash.serials`) and laid into the
+   image with the other ``patch:`` bytes; :func:`piflash.flasher.flash_session` erases,
+   programs, verifies and resets that patched image per the profile (the same code path as
+   ``piflash flash``), and locks the chip after the verify when the config says so. The number
+   is then marked pass or fail: a failed board keeps its number.
 3. **record** the result in the history and show PASS / SKIP / FAIL.
 4. **wait for removal**, the session kept open: every ``poll_interval`` read the DP's DPIDR and
    the target unique ID; the board is gone when two reads in a row (10 ms apart) fail or the
@@ -34,11 +38,12 @@ from typing import Optional, Tuple
 
 from piflash.connect import open_session
 from piflash.errors import (ConnectError, ImageRangeError, NoProbeError, OperationInterrupted,
-                            PiflashError, ProbeLostError, ProbePermissionError, SeveralProbesError,
-                            VerifyError)
-from piflash.flasher import describe_session, flash_session, phase, tracking, verify_session
+                            PiflashError, ProbeLostError, ProbePermissionError, SerialError,
+                            SeveralProbesError, VerifyError)
+from piflash.flasher import describe_session, flash_session, patched_image, phase, tracking, verify_session
 from piflash.progress import ProgressSink
 from piflash.result import OperationResult
+from piflash.serials import SerialAllocator, checkpoint
 
 LOG = logging.getLogger(__name__)
 
@@ -47,6 +52,26 @@ LOG = logging.getLogger(__name__)
 #: not a whole poll interval later.
 REMOVAL_READS = 2
 CONFIRM_DELAY = 0.01
+
+#: One serial allocator per (database, counter, station), shared by the station's workers.
+_ALLOCATORS: dict = {}
+_ALLOCATORS_LOCK = threading.Lock()
+
+
+def serial_allocator(config) -> SerialAllocator:
+    """The station's allocator for its profile's counter (opened once; a new one after a reload
+    that changes the database or the counter). :raises SerialError:"""
+    counter = config.profile.patch_plan.counter
+    key = (str(config.serials_path), counter, config.station, config.serial_block)
+    with _ALLOCATORS_LOCK:
+        if key not in _ALLOCATORS:
+            alloc = SerialAllocator(counter, config.station, config.serials_path, config.serial_block)
+            if any(alloc.lost.values()):
+                LOG.warning("serial counter %s: %d leased number(s) left unused and %d board(s) "
+                            "unfinished by the last run (never given again)", counter.name,
+                            alloc.lost["unused"], alloc.lost["interrupted"])
+            _ALLOCATORS[key] = alloc
+        return _ALLOCATORS[key]
 
 
 class StationSink(ProgressSink):
@@ -64,8 +89,9 @@ class StationSink(ProgressSink):
     SPANS = {"connect": (0, 0), "erase": (0, 20), "program": (20, 85), "verify": (85, 98),
              "reset": (98, 100)}
 
-    def __init__(self, worker: "ProbeWorker", target_uid: Optional[str], label: str = "flashing") -> None:
-        self.worker, self.target_uid, self.label = worker, target_uid, label
+    def __init__(self, worker: "ProbeWorker", target_uid: Optional[str], label: str = "flashing",
+                 serial: Optional[str] = None) -> None:
+        self.worker, self.target_uid, self.label, self.serial = worker, target_uid, label, serial
         self._total = 0
         self._last = -1
 
@@ -79,7 +105,8 @@ class StationSink(ProgressSink):
         if pct != self._last:
             self._last = pct
             text = f"{self.label} {pct}%" if self.label == "flashing" else self.label
-            self.worker.station.status.set(self.worker.uid, "flashing", text, self.target_uid, pct)
+            self.worker.station.status.set(self.worker.uid, "flashing", text, self.target_uid, pct,
+                                           self.serial)
 
     def phase_start(self, phase: str, total: int) -> None:
         self._total = total
@@ -208,8 +235,11 @@ class ProbeWorker(threading.Thread):
     def _serve(self, session, result: OperationResult, loaded, error: Optional[PiflashError]) -> None:
         cfg, image = loaded.config, loaded.image
         prof = cfg.profile
+        plan = prof.patch_plan
         uid = result.target_uid
         outcome, precheck_s = "fail", 0.0
+        serial: Optional[int] = None
+        alloc = None
         try:
             with tracking(result):
                 if error is not None:
@@ -223,9 +253,16 @@ class ProbeWorker(threading.Thread):
                         precheck_s = result.durations.pop("verify", 0.0)
                         result.verify = None
                 if outcome != "skip":
+                    board_image = image
+                    if plan is not None:
+                        if plan.uses_serial:
+                            alloc = serial_allocator(cfg)
+                            serial = alloc.take(uid)        # committed before anything is written
+                        board_image = patched_image(session, result, image, plan, serial)
                     try:
-                        flash_session(session, image, result, StationSink(self, uid), prof.erase,
-                                      prof.verify, prof.reset)
+                        flash_session(session, board_image, result,
+                                      StationSink(self, uid, serial=result.serial), prof.erase,
+                                      prof.verify, prof.reset, cfg.protect)
                     finally:
                         if precheck_s:
                             result.durations["verify"] = round(result.durations.get("verify", 0.0)
@@ -233,17 +270,24 @@ class ProbeWorker(threading.Thread):
                     outcome = "pass"
         except PiflashError as exc:
             outcome = "fail"
-            if not isinstance(exc, (ProbeLostError, OperationInterrupted, ImageRangeError)) \
+            if not isinstance(exc, (ProbeLostError, OperationInterrupted, ImageRangeError, SerialError)) \
                     and self._answers(session, uid, loaded) is False:
                 result.error["message"] = f"board removed during {result.phase}: {exc.message}"
+        if serial is not None and alloc is not None:
+            try:
+                alloc.finish(serial, outcome == "pass", uid)
+            except SerialError as exc:             # the number stays 'taken': still never reused
+                LOG.error("serial %s of board %s not marked %s: %s", serial, uid, outcome, exc.message)
         row = self.station.record(result, outcome)
+        checkpoint("recorded")
         number = f"#{row}" if row is not None else "(not recorded)"
         shown = uid or "unknown"
+        tag = f" serial {result.serial}" if result.serial is not None else ""
         if outcome == "fail":
             reason = " ".join(str(result.error.get("message", "")).split())
-            self._set("fail", f"FAIL {shown} {reason}", uid)
+            self._set("fail", f"FAIL {shown}{tag} {reason}", uid)
         else:
-            self._set(outcome, f"{outcome.upper()} {shown} {number}", uid)
+            self._set(outcome, f"{outcome.upper()} {shown} {number}{tag}", uid)
 
     def _answers(self, session, uid: Optional[str], loaded) -> Optional[bool]:
         """Whether the board ``uid`` still answers on the open session (True), does not or was
