@@ -115,10 +115,14 @@ class LogOutput:
 
     def __init__(self, stream: TextIO = sys.stdout) -> None:
         self._stream = stream
+        self._serial: Dict[str, Optional[str]] = {}    # serial last shown per probe
 
     def update(self, board: StatusBoard, st: ProbeState, new_state: bool) -> None:
-        if st.state == "flashing" and not new_state:
+        # While flashing, only the start is logged, and again once the board's serial is known
+        # (the skip check runs before a number is taken).
+        if st.state == "flashing" and not new_state and self._serial.get(st.probe) == st.serial:
             return
+        self._serial[st.probe] = st.serial
         text = f"flashing {st.target_uid or 'board'}" if st.state == "flashing" else st.text
         if st.state == "flashing" and st.serial is not None:
             text += f" serial {st.serial}"
