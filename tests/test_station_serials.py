@@ -149,3 +149,54 @@ def test_sigkill_at_every_step_never_gives_a_number_twice(tmp_path, store, firmw
     states = [s for _, s, _ in numbers]
     assert "interrupted" in states                                  # boards cut off mid-cycle
     assert all(s in ("pass", "interrupted") for s in states)
+
+
+def test_station_locks_boards_and_fails_one_whose_lock_does_not_take(tmp_path, store, firmware_dir,
+                                                                    stations, cli):
+    history = tmp_path / "history.sqlite3"
+    profile = tmp_path / "plain.yaml"
+    profile.write_text(f"target: nrf52840\nfirmware: {firmware_dir / 'nrf52840' / 'firmware.hex'}\n")
+    config = write_config(tmp_path, profile, ["sim:bay"], history, protect="lock")
+    store.create("bay", "nrf52840")
+    station = stations(config, tmp_path / "station.log")
+    wait_rows(history, 1, station)
+    uid = store.swap("bay", faults={"lock_ignored": True}).target_uid.lower()
+    wait_rows(history, 2, station)
+    store.swap("bay")
+    wait_rows(history, 3, station)
+    assert station.stop() == 0
+    got = rows(history)
+    assert [r["outcome"] for r in got] == ["pass", "fail", "pass"]
+    assert (got[1]["error_kind"], got[1]["exit_code"]) == ("ProtectError", 20)
+    assert "the lock did not take" in got[1]["error"] and got[1]["verify_s"] > 0   # verified first
+    assert f"FAIL {uid} the lock did not take" in station.output()
+    status = cli.json("protect", "status", "-u", "sim:bay", "-t", "nrf52840")["status"]
+    assert status["state"] == "locked"                               # the last board shipped locked
+
+
+@pytest.mark.parametrize("text, line, key, message", [
+    ("serial_block: 0\n", 6, "serial_block", "from 1 to 10000"),
+    ("protect: always\n", 6, "protect", "must be one of profile, lock, off"),
+    ("serials: 5\n", 6, "serials", "expected a file path"),
+])
+def test_bad_station_production_keys(tmp_path, firmware_dir, text, line, key, message):
+    from piflash.errors import ProfileError
+    from piflash.station.config import load_config
+
+    config = write_config(tmp_path, _profile(tmp_path, firmware_dir), ["sim:bay"], tmp_path / "h.sqlite3")
+    config.write_text(config.read_text() + text)
+    with pytest.raises(ProfileError) as info:
+        load_config(config)
+    assert (info.value.line, info.value.key) == (line, key) and message in info.value.message
+
+
+def test_station_protect_policy_and_serials_path(tmp_path, firmware_dir):
+    from piflash.station.config import load_config
+
+    prof = _profile(tmp_path, firmware_dir, "protect: lock\n")
+    cfg = load_config(write_config(tmp_path, prof, ["sim:bay"], tmp_path / "h.sqlite3"))
+    assert cfg.protect == "lock" and cfg.serial_block == 16
+    assert cfg.serials_path == tmp_path / "serials.sqlite3"          # beside the history
+    cfg = load_config(write_config(tmp_path, prof, ["sim:bay"], tmp_path / "h.sqlite3", protect="off",
+                                   serials="s/x.sqlite3"))
+    assert cfg.protect is None and cfg.serials_path == tmp_path / "s" / "x.sqlite3"
