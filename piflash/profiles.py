@@ -449,6 +449,10 @@ def profile_to_dict(profile: Profile) -> dict:
     """The profile as a JSON-friendly dict: one entry per field, paths as str, ints as int."""
     out = dataclasses.asdict(profile)
     out["path"], out["firmware"] = str(profile.path), str(profile.firmware)
+    if out.get("patch_plan"):
+        for entry in out["patch_plan"]["entries"]:
+            entry["address"] = f"{entry['address']:#010x}"
+        out["patch_plan"]["entries"] = list(out["patch_plan"]["entries"])
     return out
 
 
