@@ -180,8 +180,7 @@ def overlay(image: FirmwareImage, patches: List[Tuple[int, bytes]]) -> FirmwareI
         rest.extend(todo)
         extra.extend(rest)
     segments = merge_segments([(a, bytes(b)) for a, b in chunks] + extra)
-    notes = image.notes + tuple(f"patched {len(d)} byte(s) at {a:#010x}" for a, d in patches)
-    return dataclasses.replace(image, segments=segments, notes=notes)
+    return dataclasses.replace(image, segments=segments)
 
 
 def _fields(template: str) -> List[str]:
@@ -228,7 +227,10 @@ def parse_entry(raw: Any, where: str, target: str, fail: Fail, default_name: str
                 fail(f"{where}.template", f"unknown field {{{f}}}; templates take "
                      + ", ".join("{%s}" % k for k in TEMPLATE_FIELDS))
         template.format(n=1, target_uid="0" * 16, date="2000-01-01")
-    except (ValueError, TypeError) as exc:
+    except (KeyError, IndexError) as exc:                # a field inside a format spec: "{n:{x}}"
+        fail(f"{where}.template", f"unknown field {{{exc.args[0] if exc.args else ''}}} in a format "
+             "spec; templates take " + ", ".join("{%s}" % k for k in TEMPLATE_FIELDS))
+    except (ValueError, TypeError, AttributeError) as exc:
         fail(f"{where}.template", f"not a valid template: {exc}")
     pad = raw.get("pad", 0)
     if not 0 <= pad <= 0xFF:

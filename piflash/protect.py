@@ -328,13 +328,17 @@ def _stm32_write_options(port: Port, halves, timeout: float) -> None:
 
 
 def lock(port: Port, target: str) -> ProtectionStatus:
-    """Set read-out protection, reset so it takes effect, and read the state back.
+    """Set read-out protection, reset so it takes effect, and read the state back. A chip that
+    already reads locked is left as it is.
 
-    :returns: the status read after the reset (locked).
+    :returns: the status read after the reset (locked), or before it when already locked.
     :raises ProtectError: the chip is still open after the reset (the lock did not take: the
         board must not ship), or the family is unsupported.
     """
     fam = _family(target)
+    before = read_status(port, target)
+    if before.locked:                                   # nothing to write (and a locked nRF52
+        return before                                   # would refuse the UICR write anyway)
     if fam == "nrf52":
         _nvmc_write(port, _APPROTECT, _APPROTECT_ENABLE)
     elif fam == "nrf51":

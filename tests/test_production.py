@@ -205,6 +205,7 @@ def test_lock_status_flash_refused_recover_then_flash(target, firmware_dir, micr
     assert cli.json("protect", "lock", *u)["protection"] == "locked"
     status = cli.json("protect", "status", *u)["status"]
     assert status["state"] == "locked" and status["configured"] is True
+    assert "LOCKED" in cli("protect", "lock", *u, check=0).stdout   # already locked: left alone
     assert store.read_flash("b") == before                           # status erased nothing
     refused = cli("flash", fw, *u, check=int(ExitCode.PROTECTED))
     assert "read-out protected" in refused.stderr and "piflash protect recover" in refused.stderr
@@ -250,3 +251,18 @@ def test_recover_that_times_out_fails_and_keeps_the_chip_locked(target, store, c
     assert "did not finish within 0.3 s" in out.stderr
     store.clear_faults("b")
     assert cli.json("protect", "status", *u)["status"]["state"] == "locked"
+
+
+@pytest.mark.parametrize("template, message", [
+    ("'{n:{x}}'", "unknown field {x} in a format spec"),
+    ("'{n[0]}'", "unknown field {n[0]}"),
+    ("'{}'", "unknown field {}"),
+    ("'{n!z}'", "not a valid template: Unknown conversion specifier z"),
+    ("'{n:q}'", "not a valid template: Unknown format code 'q'"),
+])
+def test_templates_take_only_their_three_fields(tmp_path, template, message):
+    path = _profile(tmp_path, f"serial:\n  address: 0x1000\n  encoding: ascii\n  length: 8\n  template: {template}\n")
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    assert info.value.key == "serial.template" and message in info.value.message
+    assert "KeyError" not in info.value.message and "Traceback" not in info.value.message
