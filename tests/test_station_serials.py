@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -160,6 +161,10 @@ def test_station_locks_boards_and_fails_one_whose_lock_does_not_take(tmp_path, s
     store.create("bay", "nrf52840")
     station = stations(config, tmp_path / "station.log")
     wait_rows(history, 1, station)
+    # The locked board hides its unique ID, yet it counts as still there: PASS stays shown (and
+    # the pass LED lit) until it is taken off, and it is not flashed again.
+    time.sleep(1.0)                                                 # ten poll intervals
+    assert station.output().rstrip().splitlines()[-1].startswith("sim:bay: PASS"), station.output()
     uid = store.swap("bay", faults={"lock_ignored": True}).target_uid.lower()
     wait_rows(history, 2, station)
     store.swap("bay")

@@ -137,6 +137,7 @@ class ProbeWorker(threading.Thread):
         self._wake = threading.Event()
         self._last_uid: Optional[str] = None   # the last board handled on this probe
         self._unobserved = False               # ...and we lost contact before it was removed
+        self._locked_nrf52 = False             # ...and it is an nRF52 we locked (see _answers)
 
     # -- control ------------------------------------------------------------------------------
     def stopping(self) -> bool:
@@ -278,6 +279,9 @@ class ProbeWorker(threading.Thread):
                 alloc.finish(serial, outcome == "pass", uid)
             except SerialError as exc:             # the number stays 'taken': still never reused
                 LOG.error("serial %s of board %s not marked %s: %s", serial, uid, outcome, exc.message)
+        from piflash.protect import family_of
+
+        self._locked_nrf52 = result.protection == "locked" and family_of(result.target) == "nrf52"
         row = self.station.record(result, outcome)
         checkpoint("recorded")
         number = f"#{row}" if row is not None else "(not recorded)"
@@ -289,13 +293,20 @@ class ProbeWorker(threading.Thread):
         else:
             self._set(outcome, f"{outcome.upper()} {shown} {number}{tag}", uid)
 
-    def _answers(self, session, uid: Optional[str]) -> Optional[bool]:
+    def _answers(self, session, uid: Optional[str], locked: bool = False) -> Optional[bool]:
         """Whether the board ``uid`` still answers on the open session (True), does not or was
-        replaced (False); None when the probe itself is gone."""
+        replaced (False); None when the probe itself is gone. ``locked``: the board is an nRF52
+        this station just locked, whose unique ID is out of reach: it counts as there while the
+        debug port answers and its CTRL-AP still reads locked (an open board in its place is
+        another board)."""
         from pyocd.core.exceptions import ProbeDisconnected
 
         try:
             session.probe.read_dp(0)              # DPIDR: the debug port answers
+            if locked:
+                from piflash.protect import read_status, session_port
+
+                return read_status(session_port(session), "nrf52").locked
             now = read_target_uid(session, strict=True)
             if now is None:                       # no known ID location: the boot memory answers
                 session.target.read32(session.target.memory_map.get_boot_memory().start)
@@ -311,7 +322,7 @@ class ProbeWorker(threading.Thread):
         misses = 0
         while not self.stopping():
             self._sleep(CONFIRM_DELAY if misses else loaded.config.poll_interval)
-            answer = self._answers(session, uid)
+            answer = self._answers(session, uid, self._locked_nrf52)
             if answer is None:
                 LOG.info("probe %s lost while board %s was on the fixture", self.uid, uid)
                 return False
