@@ -243,3 +243,10 @@ class ServiceError(PiflashError):
     """Installing or removing the station's systemd unit failed (not root, systemctl failed)."""
 
     exit_code = ExitCode.SERVICE
+
+
+class PackError(PiflashError):
+    """A CMSIS pack given with ``-O pack=FILE`` (or a profile's ``pack``) cannot be read: missing,
+    not a zip or pack directory, no ``.pdsc`` in it, or a ``.pdsc`` that is not valid."""
+
+    exit_code = ExitCode.USAGE
