@@ -36,9 +36,11 @@ class ExitCode(enum.IntEnum):
     MEMORY = 14           #: not enough free memory for the operation
     DOCTOR = 15           #: ``piflash doctor`` found a problem that blocks flashing
     SERVICE = 16          #: installing or removing the systemd unit failed (not root, systemctl)
-    PROTECTED = 19        #: the chip is read-out protected (APPROTECT, RDP): recover it first
-    PROTECT_FAILED = 20   #: a lock did not take, a recover failed or timed out, or the state is unreadable
-    SERIAL = 21           #: no serial number to give (counter used up) or the serial database is unusable
+    HISTORY = 18          #: the history database cannot be opened, read or written
+    HISTORY_CHAIN = 19    #: ``piflash history verify-chain`` found an edited, deleted or inserted row
+    PROTECTED = 20        #: the chip is read-out protected (APPROTECT, RDP): recover it first
+    PROTECT_FAILED = 21   #: a lock did not take, a recover failed or timed out, or the state is unreadable
+    SERIAL = 22           #: no serial number to give (counter used up) or the serial database is unusable
     INTERRUPTED = 130     #: Ctrl-C or SIGTERM (128 + SIGINT)
 
 
@@ -61,6 +63,8 @@ EXIT_CODE_HELP = {
     ExitCode.MEMORY: "not enough free memory",
     ExitCode.DOCTOR: "doctor found a problem that blocks flashing",
     ExitCode.SERVICE: "installing or removing the station service failed",
+    ExitCode.HISTORY: "the history database cannot be opened or written",
+    ExitCode.HISTORY_CHAIN: "the history's hash chain is broken (a row was edited, deleted or inserted)",
     ExitCode.PROTECTED: "chip is read-out protected; 'piflash protect recover' unlocks it (erasing it)",
     ExitCode.PROTECT_FAILED: "lock, recover or protection read-back failed",
     ExitCode.SERIAL: "no serial number available (counter used up, serial database unusable)",
@@ -250,3 +254,23 @@ class PackError(PiflashError):
     not a zip or pack directory, no ``.pdsc`` in it, or a ``.pdsc`` that is not valid."""
 
     exit_code = ExitCode.USAGE
+
+
+class HistoryError(PiflashError):
+    """The history database cannot be opened, read or written (path, permissions, disk full,
+    corrupt, or made by a newer piflash)."""
+
+    exit_code = ExitCode.HISTORY
+
+
+class HistoryChainError(PiflashError):
+    """``piflash history verify-chain`` found a row that was edited, deleted or inserted.
+
+    :ivar report: the :class:`piflash.historychain.ChainReport`.
+    """
+
+    exit_code = ExitCode.HISTORY_CHAIN
+
+    def __init__(self, message: str, report, hint: Optional[str] = None) -> None:
+        super().__init__(message, hint)
+        self.report = report

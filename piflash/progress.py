@@ -23,7 +23,6 @@ class Phase(str, enum.Enum):
     PROGRAM = "program"   #: write pages (pyOCD's FlashBuilder.program)
     VERIFY = "verify"     #: read-back verify (piflash.verify)
     RESET = "reset"       #: reset the target so the new firmware runs
-    LOCK = "lock"         #: set read-out protection after a passed verify (piflash.protect)
 
     def __str__(self) -> str:
         return self.value

@@ -132,7 +132,7 @@ def test_leases_hand_out_each_number_once_and_a_restart_loses_only_the_block(tmp
     assert rest == list(range(230, 501, 10))
     with pytest.raises(SerialError, match="used up") as info:
         a2.take()
-    assert info.value.exit_code == ExitCode.SERIAL == 21
+    assert info.value.exit_code == ExitCode.SERIAL == 22
 
 
 def test_counter_definition_conflict_is_refused(tmp_path):

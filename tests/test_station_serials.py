@@ -172,7 +172,7 @@ def test_station_locks_boards_and_fails_one_whose_lock_does_not_take(tmp_path, s
     assert station.stop() == 0
     got = rows(history)
     assert [r["outcome"] for r in got] == ["pass", "fail", "pass"]
-    assert (got[1]["error_kind"], got[1]["exit_code"]) == ("ProtectError", 20)
+    assert (got[1]["error_kind"], got[1]["exit_code"]) == ("ProtectError", 21)
     assert "the lock did not take" in got[1]["error"] and got[1]["verify_s"] > 0   # verified first
     assert f"FAIL {uid} the lock did not take" in station.output()
     status = cli.json("protect", "status", "-u", "sim:bay", "-t", "nrf52840")["status"]

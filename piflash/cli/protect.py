@@ -32,13 +32,14 @@ def _run(operation: str, profile, probe, target, frequency, action):
     if not s["target"]:
         raise click.UsageError("protect needs the target type: --target (or 'target:' in a profile)")
 
-    def call():
+    def call(on_touch):
         result = OperationResult.start(operation, None, s["probe"], s["target"])
         with tracking(result):
             try:
                 with open_port(s["probe"], s["target"], s["frequency"]) as port:
-                    result.probe = port.dp.probe.unique_id
+                    result.probe_id = port.dp.probe.unique_id
                     result.target_uid = _target_uid(port, s["target"])
+                    on_touch(result)                 # the history row opens: the board is reached
                     action(port, s["target"], result)
                     if result.target_uid is None:
                         result.target_uid = _target_uid(port, s["target"])
@@ -101,7 +102,7 @@ def status(probe, target, frequency, profile, pyocd_options, quiet, json_mode):
     note = ""
     if st.configured and not st.locked:
         note = " (the setting is written but not in effect: reset the chip, then read again)"
-    _show(result, st, json_mode, quiet, f"{result.target} on {result.probe}: {st.state.upper()}{note}\n"
+    _show(result, st, json_mode, quiet, f"{result.target} on {result.probe_id}: {st.state.upper()}{note}\n"
                                        f"  {st.detail}")
 
 
@@ -122,7 +123,7 @@ def lock(probe, target, frequency, profile, pyocd_options, quiet, json_mode):
 
     result = _run("lock", profile, probe, target, frequency, action)
     _show(result, got["status"], json_mode, quiet,
-          f"LOCKED {result.target} on {result.probe} (read back: {got['status'].detail})")
+          f"LOCKED {result.target} on {result.probe_id} (read back: {got['status'].detail})")
 
 
 @protect.command()
@@ -158,9 +159,9 @@ def recover(probe, target, frequency, profile, pyocd_options, timeout, quiet, js
     result = _run("recover", profile, probe, target, frequency, action)
     st = got["status"]
     if not got["before"].locked:
-        line = (f"{result.target} on {result.probe} is not locked: nothing erased\n  {st.detail}")
+        line = (f"{result.target} on {result.probe_id} is not locked: nothing erased\n  {st.detail}")
     else:
-        line = (f"Recovered {result.target} on {result.probe}: MASS ERASE done (flash"
+        line = (f"Recovered {result.target} on {result.probe_id}: MASS ERASE done (flash"
                 f"{' and UICR' if st.family.startswith('nrf') else ''} erased), now {st.state.upper()}\n"
                 f"  {st.detail}")
     _show(result, st, json_mode, quiet, line)

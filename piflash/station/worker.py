@@ -14,7 +14,9 @@ The loop of :class:`ProbeWorker`, for probe ``P`` and the station's current conf
    programs, verifies and resets that patched image per the profile (the same code path as
    ``piflash flash``), and locks the chip after the verify when the config says so. The number
    is then marked pass or fail: a failed board keeps its number.
-3. **record** the result in the history and show PASS / SKIP / FAIL.
+3. **record** it: the board's history row is opened before anything is written to it (if the
+   history cannot be written the board is left alone and shown as FAIL) and completed with the
+   result (serial, patch values and protection state with it); show PASS / SKIP / FAIL.
 4. **wait for removal**, the session kept open: every ``poll_interval`` read the DP's DPIDR and
    the target unique ID; the board is gone when two reads in a row (10 ms apart) fail or the
    ID changes. A
@@ -235,6 +237,34 @@ class ProbeWorker(threading.Thread):
         return self.retired if self.retired.is_set() else self.station.stop
 
     def _serve(self, session, result: OperationResult, loaded, error: Optional[PiflashError]) -> None:
+        uid = result.target_uid
+        row = self.station.open_row(result, self.uid)    # before anything is written to the board
+        if row is None:
+            self._set("fail", f"FAIL {uid or 'unknown'} not flashed: the history cannot be written", uid)
+            return
+        outcome = "fail"
+        try:
+            outcome = self._flash(session, result, loaded, error)
+        finally:  # even a bug here completes the row: a board is never left without its record
+            if result.error is None and outcome == "fail":
+                result.error = {"kind": "InternalError", "message": "internal error in the station "
+                                "(see its log)", "exit_code": 1}
+            done = self.station.complete_row(row, result, outcome)
+        checkpoint("recorded")
+        from piflash.protect import family_of
+
+        self._locked_nrf52 = result.protection == "locked" and family_of(result.target) == "nrf52"
+        number = f"#{done}" if done is not None else "(not recorded)"
+        shown = uid or "unknown"
+        tag = f" serial {result.serial}" if result.serial is not None else ""
+        if outcome == "fail":
+            reason = " ".join(str(result.error.get("message", "")).split())
+            self._set("fail", f"FAIL {shown}{tag} {reason}", uid)
+        else:
+            self._set(outcome, f"{outcome.upper()} {shown} {number}{tag}", uid)
+
+    def _flash(self, session, result: OperationResult, loaded, error: Optional[PiflashError]) -> str:
+        """The board's job (skip check, flash) on its open session; returns the outcome."""
         cfg, image = loaded.config, loaded.image
         prof = cfg.profile
         plan = prof.patch_plan
@@ -280,19 +310,7 @@ class ProbeWorker(threading.Thread):
                 alloc.finish(serial, outcome == "pass", uid)
             except SerialError as exc:             # the number stays 'taken': still never reused
                 LOG.error("serial %s of board %s not marked %s: %s", serial, uid, outcome, exc.message)
-        from piflash.protect import family_of
-
-        self._locked_nrf52 = result.protection == "locked" and family_of(result.target) == "nrf52"
-        row = self.station.record(result, outcome)
-        checkpoint("recorded")
-        number = f"#{row}" if row is not None else "(not recorded)"
-        shown = uid or "unknown"
-        tag = f" serial {result.serial}" if result.serial is not None else ""
-        if outcome == "fail":
-            reason = " ".join(str(result.error.get("message", "")).split())
-            self._set("fail", f"FAIL {shown}{tag} {reason}", uid)
-        else:
-            self._set(outcome, f"{outcome.upper()} {shown} {number}{tag}", uid)
+        return outcome
 
     def _answers(self, session, uid: Optional[str], locked: bool = False) -> Optional[bool]:
         """Whether the board ``uid`` still answers on the open session (True), does not or was
