@@ -113,6 +113,9 @@ def test_twenty_boards_get_twenty_numbers_and_failed_ones_keep_theirs(tmp_path, 
             assert burned[i][1] != label and sum(a != b for a, b in zip(burned[i][1], label)) == 1
         else:
             assert burned[i][1] == label                              # the template, exactly
+    # The history rows carry each board's number and patch values (issue 13 item 3's columns).
+    assert [r["serial"] for r in got] == [str(by_uid[u][0]) for u in uids]
+    assert all(f"SN-{int(r['serial']):06d}" in r["patch"] for r in got)
     out = station.output()
     assert out.count("PASS ") == 18 and f"serial {by_uid[uids[-1]][0]}" in out
     assert f"FAIL {uids[5]} serial {by_uid[uids[5]][0]} verify failed" in out
@@ -172,6 +175,7 @@ def test_station_locks_boards_and_fails_one_whose_lock_does_not_take(tmp_path, s
     assert station.stop() == 0
     got = rows(history)
     assert [r["outcome"] for r in got] == ["pass", "fail", "pass"]
+    assert [r["protection"] for r in got] == ["locked", "open", "locked"]     # as read back
     assert (got[1]["error_kind"], got[1]["exit_code"]) == ("ProtectError", 21)
     assert "the lock did not take" in got[1]["error"] and got[1]["verify_s"] > 0   # verified first
     assert f"FAIL {uid} the lock did not take" in station.output()
