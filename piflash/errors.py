@@ -38,6 +38,9 @@ class ExitCode(enum.IntEnum):
     SERVICE = 16          #: installing or removing the systemd unit failed (not root, systemctl)
     HISTORY = 18          #: the history database cannot be opened, read or written
     HISTORY_CHAIN = 19    #: ``piflash history verify-chain`` found an edited, deleted or inserted row
+    PROTECTED = 20        #: the chip is read-out protected (APPROTECT, RDP): recover it first
+    PROTECT_FAILED = 21   #: a lock did not take, a recover failed or timed out, or the state is unreadable
+    SERIAL = 22           #: no serial number to give (counter used up) or the serial database is unusable
     INTERRUPTED = 130     #: Ctrl-C or SIGTERM (128 + SIGINT)
 
 
@@ -62,6 +65,9 @@ EXIT_CODE_HELP = {
     ExitCode.SERVICE: "installing or removing the station service failed",
     ExitCode.HISTORY: "the history database cannot be opened or written",
     ExitCode.HISTORY_CHAIN: "the history's hash chain is broken (a row was edited, deleted or inserted)",
+    ExitCode.PROTECTED: "chip is read-out protected; 'piflash protect recover' unlocks it (erasing it)",
+    ExitCode.PROTECT_FAILED: "lock, recover or protection read-back failed",
+    ExitCode.SERIAL: "no serial number available (counter used up, serial database unusable)",
     ExitCode.INTERRUPTED: "interrupted",
 }
 
@@ -214,6 +220,27 @@ class OperationInterrupted(PiflashError):
     """The operation was interrupted (Ctrl-C or SIGTERM)."""
 
     exit_code = ExitCode.INTERRUPTED
+
+
+class ProtectedError(PiflashError):
+    """The chip is read-out protected (nRF APPROTECT, STM32 RDP level 1): the debugger may not read
+    or write its flash until ``piflash protect recover`` mass-erases it."""
+
+    exit_code = ExitCode.PROTECTED
+
+
+class ProtectError(PiflashError):
+    """Setting, clearing or reading read-out protection failed: a lock that did not take (the chip
+    is still open), a recover that timed out or left the chip locked, or a target without support."""
+
+    exit_code = ExitCode.PROTECT_FAILED
+
+
+class SerialError(PiflashError):
+    """No serial number can be given: the counter is used up, the serial database cannot be
+    opened or written, or a one-off ``--serial`` does not fit the profile's encoding."""
+
+    exit_code = ExitCode.SERIAL
 
 
 class ServiceError(PiflashError):
