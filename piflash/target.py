@@ -10,19 +10,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from piflash.errors import PiflashError, ExitCode
-
-
-class UnknownTargetError(PiflashError):
-    """The target type is not one pyOCD knows (builtin or from an installed pack)."""
-
-    exit_code = ExitCode.USAGE
-
-
-class TargetRequiredError(PiflashError):
-    """No target type was given and the probe does not know which target it is wired to."""
-
-    exit_code = ExitCode.USAGE
+from piflash.errors import TargetRequiredError, UnknownTargetError  # noqa: F401  (raised here)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional, Union
 
 from piflash.host.machine import MachineFacts, read_machine
-from piflash.errors import ExitCode, MemoryGuardError, PiflashError
+from piflash.errors import GuardConfigError, MemoryGuardError  # noqa: F401  (raised here)
 
 MIB = 1024 * 1024
 
@@ -98,12 +98,6 @@ PACK_FIXED = 8 * MIB
 MARGIN = 32 * MIB
 
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-class GuardConfigError(PiflashError):
-    """``PIFLASH_MEMORY_GUARD`` (or a ``mode`` argument) has a value other than refuse|warn|off."""
-
-    exit_code = ExitCode.USAGE
 
 
 @dataclass(frozen=True)
