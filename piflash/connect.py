@@ -213,8 +213,9 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
             hint = ("the flash controller did not finish: power-cycle the board and try again; "
                     "if it keeps timing out the part may be locked or damaged")
         else:
-            hint = ("the sector may be write-protected or the flash worn; "
-                    "'piflash erase --chip' clears protection on many targets")
+            hint = ("the sector may be write-protected (STM32: the WRP option bytes, which a chip "
+                    "erase does not clear; nRF: NVMC BPROT/ACL) or the flash worn: remove the "
+                    "protection, then flash again")
         return FlashError(f"{phase} failed{where}: {text}{extra}", address=addr, hint=hint)
     if isinstance(exc, pe.TargetSupportError):
         return ConnectError(f"target support problem during {phase}: {text}",
@@ -335,6 +336,11 @@ def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
                                   hint="give the target type with --target (or 'target:' in a profile)")
     if frequency:
         opts["frequency"] = int(frequency)
+    from piflash.target import erase_sector_timeout
+
+    sector_timeout = erase_sector_timeout(target or _probe_target(probe))
+    if sector_timeout is not None:
+        opts.setdefault("flash.timeout.erase_sector", sector_timeout)
     session = Session(probe, auto_open=False, options=opts)
     if session.delegate is None:  # no pyOCD user script: skip its SVD load (see _SkipSvd)
         session.delegate = _SkipSvd()
