@@ -242,10 +242,11 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
                         hint="run the command again with -vv and report the output as a bug")
 
 
-def _probe_gone(probe) -> bool:
-    """After a failed connect: whether the probe itself has vanished (one DP read, DPIDR).
+def _probe_gone(probe) -> Optional[PiflashError]:
+    """After a failed connect: whether the probe itself has vanished or stopped answering (one DP
+    read, DPIDR), as a ProbeLostError or ProbeTimeoutError; None when it still answers.
 
-    pyOCD's AP discovery logs and swallows a disconnect ("No cores were discovered!", or a
+    pyOCD's AP discovery logs and swallows what goes wrong ("No cores were discovered!", or a
     target's connect sequence missing its AP), so the failure that reaches piflash names the
     consequence; asking the probe once tells the cause.
     """
@@ -254,10 +255,13 @@ def _probe_gone(probe) -> bool:
     try:
         probe.read_dp(0)
     except ProbeDisconnected:
-        return True
+        return ProbeLostError("the probe disconnected during connect (it stopped answering in the "
+                              "first requests)", hint="check the USB cable and power, then run the command again")
+    except PiflashError as exc:  # e.g. the remote probe's bounded wait expired during discovery
+        return exc
     except Exception:  # noqa: BLE001  (any other answer: the probe is still there)
-        return False
-    return False
+        return None
+    return None
 
 
 def _connect_error(exc: BaseException, probe, target: Optional[str]) -> PiflashError:
@@ -276,9 +280,10 @@ def _connect_error(exc: BaseException, probe, target: Optional[str]) -> PiflashE
                             hint=f"is 'piflash sim serve' or 'pyocd server' running at {server}? "
                                  "Check the host and the port")
     err = translate_error(exc, "connect")
-    if type(err) is ConnectError and not isinstance(exc, OSError) and _probe_gone(probe):
-        return ProbeLostError("the probe disconnected during connect (it stopped answering in the "
-                              "first requests)", hint="check the USB cable and power, then run the command again")
+    if type(err) is ConnectError and not isinstance(exc, OSError):
+        gone = _probe_gone(probe)
+        if gone is not None:
+            return gone
     if not isinstance(err, ConnectError) or not target:
         return err
     said = _probe_target(probe)

@@ -93,10 +93,17 @@ def _socket_class():
             self.address = f"{host}:{port}"
             self.dead = False
 
+        def timeout_error(self) -> ProbeTimeoutError:
+            return ProbeTimeoutError(
+                f"the probe server at {self.address} stopped answering: no reply within "
+                f"{self.reply_timeout:g} s", self.reply_timeout,
+                hint=f"is a pyOCD probe server ('piflash sim serve', 'pyocd server') listening at "
+                     f"{self.address}, and not stuck? Restart it and try again "
+                     f"(${TIMEOUT_ENV} sets the wait, in seconds)")
+
         def write(self, data):
             if self.dead:
-                raise ProbeTimeoutError(f"the probe server at {self.address} stopped answering",
-                                        self.reply_timeout)
+                raise self.timeout_error()
             return super().write(data)
 
         def readline(self):
@@ -111,12 +118,7 @@ def _socket_class():
                     return line
                 if self.dead or time.monotonic() > deadline:
                     self.dead = True
-                    raise ProbeTimeoutError(
-                        f"the probe server at {self.address} accepted the connection but did not "
-                        f"answer within {self.reply_timeout:g} s", self.reply_timeout,
-                        hint=f"is a pyOCD probe server ('piflash sim serve', 'pyocd server') listening at "
-                             f"{self.address}, and not stuck? Restart it and try again "
-                             f"(${TIMEOUT_ENV} sets the wait, in seconds)")
+                    raise self.timeout_error()
                 try:
                     data = self.read()
                 except socket.timeout:
