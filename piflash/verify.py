@@ -241,8 +241,8 @@ def _blank_blocks(start: int, end: int) -> List[Tuple[int, int, bool]]:
         if size >= 4:
             out.append((addr, size, True))
             addr += size
-        else:
-            stop = min(end, (addr // 4 + 1) * 4)
+        else:  # read back up to where a block could start (e.g. nRF UICR at 0x10001000 is read whole)
+            stop = min(end, (addr // BLANK_BLOCK_MAX + 1) * BLANK_BLOCK_MAX)
             out.append((addr, stop - addr, False))
             addr = stop
     return out
