@@ -40,7 +40,7 @@ def run(cmd, env):
 
 
 def fresh_board(env, name):
-    subprocess.run([BIN / "piflash", "sim", "remove", name], env=env, capture_output=True)
+    subprocess.run([BIN / "piflash", "sim", "delete", name], env=env, capture_output=True)
     subprocess.run([BIN / "piflash", "sim", "create", name, "--target", "nrf52840"], env=env,
                    check=True, capture_output=True)
 

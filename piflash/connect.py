@@ -367,8 +367,18 @@ def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
             session.close()
 
 
-def read_target_uid(session) -> Optional[str]:
-    """Read the target's factory unique ID as lower-case hex (str), or None if unknown or unreadable."""
+def read_target_uid(session, strict: bool = False) -> Optional[str]:
+    """Read the target's factory unique ID (:data:`piflash.target.TARGET_UID_LOCATIONS`).
+
+    :param session: an open pyOCD ``Session``.
+    :param strict: raise pyOCD's error when the read fails (the station uses this to tell a
+        board that stopped answering from one whose ID is merely unknown).
+    :returns: the ID as lower-case hex (str); None when piflash does not know where this target
+        type keeps it, or (unless ``strict``) when it cannot be read (a locked or odd part: the
+        ID is a nicety, not a reason to fail).
+    :raises pyocd.core.exceptions.Error: with ``strict``, the read failed (``ProbeDisconnected``
+        when the probe is gone, ``TransferError`` when the target does not answer).
+    """
     from piflash.target import uid_location
 
     loc = uid_location(session.target.part_number or session.options.get("target_override") or "")
@@ -378,7 +388,9 @@ def read_target_uid(session) -> Optional[str]:
         return None
     try:
         return bytes(session.target.read_memory_block8(loc.address, loc.size)).hex()
-    except Exception:  # a locked or odd part: the ID is a nicety, not a reason to fail
+    except Exception:
+        if strict:
+            raise
         LOG.debug("could not read target unique ID", exc_info=True)
         return None
 

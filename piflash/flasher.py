@@ -25,23 +25,23 @@ from piflash.connect import check_session_options, open_session, read_target_uid
 from piflash.errors import OperationInterrupted, PiflashError
 from piflash.image import FirmwareImage, check_fits
 from piflash.program import ERASE_MODES, ImageProgrammer, erase_flash, reset_target
-from piflash.progress import ProgressSink
+from piflash.progress import Phase, ProgressSink
 from piflash.result import OperationResult
 from piflash.target import builtin_flash_regions, check_target, flash_regions
 from piflash.verify import verify_image
 
 #: What an interruption in each phase leaves on the board, for the message.
 _STATE_AFTER_INTERRUPT = {
-    "connect": "the board was not changed",
-    "erase": "the flash is partly erased: flash again before using the board",
-    "program": "the flash is partly programmed: flash again before using the board",
-    "verify": "the flash was fully programmed but not verified: run 'piflash verify'",
-    "reset": "the flash was programmed and verified; the target was not reset",
+    Phase.CONNECT: "the board was not changed",
+    Phase.ERASE: "the flash is partly erased: flash again before using the board",
+    Phase.PROGRAM: "the flash is partly programmed: flash again before using the board",
+    Phase.VERIFY: "the flash was fully programmed but not verified: run 'piflash verify'",
+    Phase.RESET: "the flash was programmed and verified; the target was not reset",
 }
 
 
 @contextlib.contextmanager
-def phase(result: OperationResult, sink: ProgressSink, name: str) -> Iterator[None]:
+def phase(result: OperationResult, sink: ProgressSink, name: Phase) -> Iterator[None]:
     """Time phase ``name`` into ``result.durations`` (seconds) and set ``result.phase``.
 
     :raises OperationInterrupted: on KeyboardInterrupt inside the phase, saying what state the
@@ -113,11 +113,11 @@ def _run(operation: str, image: Optional[FirmwareImage], probe: Optional[str], t
         target = _prepare(image, target)
         check_session_options(options or {})
         with contextlib.ExitStack() as stack:  # the session outlives the connect phase
-            with phase(result, sink, "connect"):
-                sink.phase_start("connect", 0)
+            with phase(result, sink, Phase.CONNECT):
+                sink.phase_start(Phase.CONNECT, 0)
                 session = stack.enter_context(open_session(probe, target, frequency, options))
                 describe_session(session, result, image)
-                sink.phase_end("connect", f"{result.target} on {result.probe}")
+                sink.phase_end(Phase.CONNECT, f"{result.target} on {result.probe}")
             body(session, result, sink)
     return result
 
@@ -126,10 +126,10 @@ def _verify_and_reset(session, result: OperationResult, sink: ProgressSink,
                       image: Optional[FirmwareImage], reset: bool, quick: bool = False) -> None:
     """The tail of flash and verify: verify ``image`` (if given), then reset or leave halted."""
     if image is not None:
-        with phase(result, sink, "verify"):
+        with phase(result, sink, Phase.VERIFY):
             result.verify = verify_image(session, image, sink, quick=quick)
     if reset:
-        with phase(result, sink, "reset"):
+        with phase(result, sink, Phase.RESET):
             reset_target(session, progress=sink)
             result.reset = True
     else:
@@ -174,11 +174,11 @@ def flash_session(session, image: FirmwareImage, result: OperationResult,
     :raises FlashError, VerifyError, ProbeLostError, OperationInterrupted:
     """
     sink = progress or ProgressSink()
-    with phase(result, sink, "erase"):
+    with phase(result, sink, Phase.ERASE):
         programmer = ImageProgrammer(session, image, erase, progress=sink)
         result.program = programmer.stats
         programmer.erase()
-    with phase(result, sink, "program"):
+    with phase(result, sink, Phase.PROGRAM):
         programmer.program()
     _verify_and_reset(session, result, sink, image if verify else None, reset)
 
@@ -229,10 +229,10 @@ def erase_target(probe: Optional[str] = None, target: Optional[str] = None, mode
             raise ValueError(f"empty erase range {start:#010x}-{end:#010x} (end is exclusive)")
 
     def body(session, result, sink):
-        with phase(result, sink, "erase"):
-            sink.phase_start("erase", 0)
+        with phase(result, sink, Phase.ERASE):
+            sink.phase_start(Phase.ERASE, 0)
             result.program.erased_bytes = erase_flash(session, mode, ranges)
-            sink.phase_end("erase", f"{result.program.erased_bytes:,} bytes erased")
+            sink.phase_end(Phase.ERASE, f"{result.program.erased_bytes:,} bytes erased")
 
     return _run("erase", None, probe, target, frequency, progress, body, options)
 
@@ -246,7 +246,7 @@ def reset_board(probe: Optional[str] = None, target: Optional[str] = None, halt:
     :raises: the connect errors of :func:`flash_firmware`; FlashError if the reset fails.
     """
     def body(session, result, sink):
-        with phase(result, sink, "reset"):
+        with phase(result, sink, Phase.RESET):
             reset_target(session, halt)
             result.reset = True
         if halt:

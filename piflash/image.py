@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
@@ -25,6 +25,19 @@ FORMAT_SUFFIXES = {
     "bin": (".bin",),
     "elf": (".elf", ".axf", ".out"),
 }
+#: Every accepted file name ending, in the order of :data:`FORMAT_SUFFIXES`.
+ALL_SUFFIXES = tuple(suffix for suffixes in FORMAT_SUFFIXES.values() for suffix in suffixes)
+
+
+def format_for_name(path: "os.PathLike[str] | str") -> Optional[str]:
+    """The firmware format a file name's ending selects (:data:`FORMAT_SUFFIXES`), case-insensitive.
+
+    The one place that maps a suffix to a format (the loader, profiles and the memory guard use it).
+
+    :returns: ``"hex"``, ``"bin"`` or ``"elf"``; None for any other ending.
+    """
+    suffix = Path(path).suffix.lower()
+    return next((fmt for fmt, ends in FORMAT_SUFFIXES.items() if suffix in ends), None)
 
 _ELF_MAGIC = b"\x7fELF"
 _HEX_DIGITS = b"0123456789abcdefABCDEF"
@@ -51,6 +64,7 @@ class FirmwareImage:
     :ivar format: ``"hex"``, ``"bin"`` or ``"elf"``.
     :ivar segments: sorted, non-overlapping, merged list of :class:`Segment`.
     :ivar sha256: hex digest of the file's bytes (not of the segments).
+    :ivar file_size: the file's size in bytes (0 for an image built in memory).
     """
 
     path: Optional[Path]
@@ -58,7 +72,6 @@ class FirmwareImage:
     segments: Tuple[Segment, ...]
     sha256: str
     file_size: int = 0
-    notes: Tuple[str, ...] = field(default=())
 
     @property
     def size(self) -> int:
@@ -87,10 +100,10 @@ def detect_format(path: Path, head: bytes) -> str:
 
     :raises FirmwareError: when neither tells.
     """
+    fmt = format_for_name(path)
+    if fmt is not None:
+        return fmt
     suffix = path.suffix.lower()
-    for fmt, suffixes in FORMAT_SUFFIXES.items():
-        if suffix in suffixes:
-            return fmt
     if head.startswith(_ELF_MAGIC):
         return "elf"
     if head[:1] == b":":

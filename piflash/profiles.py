@@ -36,10 +36,13 @@ import os
 import re
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable, List, NoReturn, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, List, NoReturn, Optional, Tuple, Union
 
 from piflash.errors import ChecksumError, FirmwareError, PiflashError, ProfileError
-from piflash.image import FORMAT_SUFFIXES
+from piflash.image import ALL_SUFFIXES, format_for_name
+
+if TYPE_CHECKING:
+    from piflash.image import FirmwareImage
 from piflash.program import ERASE_MODES
 
 #: System-wide profile directory, searched last (tests may monkeypatch it).
@@ -47,10 +50,6 @@ SYSTEM_PROFILE_DIR = Path("/etc/piflash/profiles")
 #: Environment variable that, when set, replaces the profile search list.
 PROFILE_PATH_ENV = "PIFLASH_PROFILE_PATH"
 
-#: Firmware file endings and their formats, as piflash.image reads them.
-FIRMWARE_FORMATS = {suffix: fmt for fmt, suffixes in FORMAT_SUFFIXES.items() for suffix in suffixes}
-#: Accepted values of ``erase``.
-#: Firmware file extension -> format; ``base_address`` is needed exactly for "bin".
 #: Every key a profile may contain.
 ALLOWED_KEYS = ("target", "probe", "frequency", "erase", "firmware", "sha256",
                 "base_address", "verify", "reset", "description", "memory_guard")
@@ -87,7 +86,7 @@ class Profile:
     @property
     def firmware_format(self) -> str:
         """``"hex"``, ``"elf"`` or ``"bin"``, from the firmware file's extension."""
-        return FIRMWARE_FORMATS[self.firmware.suffix.lower()]
+        return format_for_name(self.firmware)
 
     def check_firmware(self) -> str:
         """Hash the firmware file and compare it with :attr:`sha256` (if set).
@@ -121,6 +120,27 @@ class Profile:
                 hint=f"if this firmware is the intended one, set 'sha256: {actual}' in the profile "
                      f"('piflash profile check {self.name}' prints the actual digest)")
         return actual
+
+    def load_image(self) -> "FirmwareImage":
+        """Load the firmware and check it: the one place a profile's image is made ready.
+
+        Parses the whole file, compares its SHA-256 with :attr:`sha256` (if set) and, for a
+        target with a static memory map, checks the image lies in its flash.
+
+        :returns: the :class:`piflash.image.FirmwareImage`.
+        :raises FirmwareError: missing, unreadable, corrupt or empty file (exit 3).
+        :raises ChecksumError: the digest differs from :attr:`sha256` (exit 6).
+        :raises ImageRangeError: data outside the target's flash (exit 4).
+        """
+        from piflash.image import check_fits, load_image
+        from piflash.target import builtin_flash_regions
+
+        image = load_image(self.firmware, self.base_address)
+        self.check_digest(image.sha256)
+        regions = builtin_flash_regions(self.target)
+        if regions is not None:
+            check_fits(image, regions, self.target)
+        return image
 
     def with_overrides(self, **overrides: Any) -> "Profile":
         """A copy with every override that is not None applied (e.g. from command-line options).
@@ -458,9 +478,9 @@ def profile_to_dict(profile: Profile) -> dict:
 
 
 def _firmware_format(firmware: Path, src: Optional[str], line: Optional[int]) -> str:
-    fmt = FIRMWARE_FORMATS.get(firmware.suffix.lower())
+    fmt = format_for_name(firmware)
     if fmt is None:
-        raise ProfileError(f"firmware file name must end in {', '.join(FIRMWARE_FORMATS)}, got "
+        raise ProfileError(f"firmware file name must end in {', '.join(ALL_SUFFIXES)}, got "
                            f"'{firmware.name}'", path=src, line=line, key="firmware")
     return fmt
 

@@ -14,7 +14,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 
 from piflash.errors import FlashError, ImageRangeError
 from piflash.image import FirmwareImage
-from piflash.progress import ProgressSink, fraction_callback
+from piflash.progress import Phase, ProgressSink, fraction_callback
 from piflash.result import ProgramStats
 from piflash.target import flash_regions
 
@@ -76,7 +76,7 @@ class ImageProgrammer:
                 addr = stop
         return [builders[k] for k in sorted(builders)]
 
-    def _each(self, phase: str, action) -> float:
+    def _each(self, phase: Phase, action) -> float:
         start = time.monotonic()
         self._sink.phase_start(phase, self._total)
         offset = 0
@@ -97,9 +97,9 @@ class ImageProgrammer:
             builder.erase(chip_erase=mode, progress_cb=cb, smart_flash=self._smart, keep_unwritten=True)
 
         with _naming_stuck_sector(self._session, [(s.address, s.end) for s in self._image.segments]):
-            self.stats.erase_seconds = self._each("erase", one)
+            self.stats.erase_seconds = self._each(Phase.ERASE, one)
         chip = any(b.last_erase_was_chip for b in self._builders)
-        self._sink.phase_end("erase", "chip erase" if chip else "sector erase")
+        self._sink.phase_end(Phase.ERASE, "chip erase" if chip else "sector erase")
 
     def program(self) -> ProgramStats:
         """Program the pages that differ; call after :meth:`erase`.
@@ -110,22 +110,10 @@ class ImageProgrammer:
         def one(i, builder, cb):
             self.stats.add(builder.program(progress_cb=cb, smart_flash=self._smart, keep_unwritten=True))
 
-        self.stats.program_seconds = self._each("program", one)
-        self._sink.phase_end("program", f"{self.stats.programmed_bytes:,} B written, "
+        self.stats.program_seconds = self._each(Phase.PROGRAM, one)
+        self._sink.phase_end(Phase.PROGRAM, f"{self.stats.programmed_bytes:,} B written, "
                              f"{self.stats.skipped_bytes:,} B unchanged")
         return self.stats
-
-
-def program_image(session, image: FirmwareImage, erase: str = "auto", smart_flash: bool = True,
-                  progress: Optional[ProgressSink] = None) -> ProgramStats:
-    """Erase what ``image`` needs and program it: :class:`ImageProgrammer` in one call.
-
-    :returns: :class:`~piflash.result.ProgramStats` summed over the flash regions.
-    :raises ValueError, FlashError: as :class:`ImageProgrammer`; pyOCD's errors while working.
-    """
-    programmer = ImageProgrammer(session, image, erase, smart_flash, progress)
-    programmer.erase()
-    return programmer.program()
 
 
 def reset_target(session, halt: bool = False, progress: Optional[ProgressSink] = None) -> None:
@@ -136,12 +124,12 @@ def reset_target(session, halt: bool = False, progress: Optional[ProgressSink] =
     :raises pyocd.core.exceptions.Error: the target did not come out of reset.
     """
     sink = progress or ProgressSink()
-    sink.phase_start("reset", 0)
+    sink.phase_start(Phase.RESET, 0)
     if halt:
         session.target.reset_and_halt()
     else:
         session.target.reset()
-    sink.phase_end("reset", "halted at the reset vector" if halt else "running")
+    sink.phase_end(Phase.RESET, "halted at the reset vector" if halt else "running")
 
 
 def _check_erase_range(start: int, end: int, regions) -> None:

@@ -7,31 +7,49 @@ passes one that feeds systemd's STATUS line; API users can pass their own or non
 
 from __future__ import annotations
 
+import enum
 from typing import Callable
+
+
+class Phase(str, enum.Enum):
+    """The phases of an operation on a board, in the order they run.
+
+    A ``str`` enum: ``Phase.ERASE == "erase"``, and its text (``str()``, JSON, the history's
+    ``phase`` column) is the lower-case value, as pyOCD's own progress output names them.
+    """
+
+    CONNECT = "connect"   #: open the probe, power up the DAP, discover the core, read the unique ID
+    ERASE = "erase"       #: chip or sector erase (pyOCD's FlashBuilder.erase)
+    PROGRAM = "program"   #: write pages (pyOCD's FlashBuilder.program)
+    VERIFY = "verify"     #: read-back verify (piflash.verify)
+    RESET = "reset"       #: reset the target so the new firmware runs
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class ProgressSink:
     """Receives phase progress, in bytes. Subclass and override what you need.
 
-    Phases, in order: ``"connect"``, ``"erase"``, ``"program"``, ``"verify"``, ``"reset"``.
+    Phases (:class:`Phase`), in order: connect, erase, program, verify, reset.
     ``total`` and ``done`` are bytes of the image handled in that phase (0 for
     phases without a size, such as connect and reset).
     """
 
-    def phase_start(self, phase: str, total: int) -> None:
+    def phase_start(self, phase: Phase, total: int) -> None:
         """A phase begins; ``total`` bytes will be handled (0 if unknown)."""
 
-    def phase_update(self, phase: str, done: int) -> None:
+    def phase_update(self, phase: Phase, done: int) -> None:
         """``done`` bytes of the phase are handled so far (monotonic)."""
 
-    def phase_end(self, phase: str, summary: str = "") -> None:
+    def phase_end(self, phase: Phase, summary: str = "") -> None:
         """The phase finished; ``summary`` is a short human-readable result."""
 
     def message(self, text: str) -> None:
         """A line worth showing the user (a warning, a skipped phase)."""
 
 
-def fraction_callback(sink: ProgressSink, phase: str, total: int) -> Callable[[float], None]:
+def fraction_callback(sink: ProgressSink, phase: Phase, total: int) -> Callable[[float], None]:
     """Adapt pyOCD's progress callback (a fraction 0.0..1.0) to ``sink`` updates in bytes."""
 
     last = [-1]

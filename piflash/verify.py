@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Tuple
 
 from piflash.errors import VerifyError
 from piflash.image import FirmwareImage
-from piflash.progress import ProgressSink
+from piflash.progress import Phase, ProgressSink
 
 LOG = logging.getLogger(__name__)
 
@@ -170,11 +170,11 @@ def verify_image(session, image: FirmwareImage, progress: Optional[ProgressSink]
 
     def advance(nbytes: int) -> None:
         done[0] += nbytes
-        sink.phase_update("verify", done[0])
+        sink.phase_update(Phase.VERIFY, done[0])
 
     target = session.target
     pages = _pages_of(image, target.memory_map)
-    sink.phase_start("verify", sum(p.covered for p in pages))
+    sink.phase_start(Phase.VERIFY, sum(p.covered for p in pages))
     todo = _crc_check(pages, stats, advance, quick) if use_crc else pages
     for page in todo:
         for addr, data in page.chunks:
@@ -194,12 +194,12 @@ def verify_image(session, image: FirmwareImage, progress: Optional[ProgressSink]
                 if not page.crc_failed:
                     advance(len(want))
     if stats.mismatched_bytes:
-        sink.phase_end("verify", "FAILED")
+        sink.phase_end(Phase.VERIFY, "FAILED")
         raise VerifyError(
             f"verify failed: {stats.mismatched_bytes:,} byte(s) differ, first at "
             f"{stats.first_mismatch:#010x}", stats.first_mismatch, stats.mismatched_bytes,
             hint="flash again; if the same address fails again the flash is worn or protected")
-    sink.phase_end("verify", f"all match: {stats.crc_pages} pages by CRC32, "
+    sink.phase_end(Phase.VERIFY, f"all match: {stats.crc_pages} pages by CRC32, "
                    f"{stats.readback_bytes:,} B read back")
     return stats
 

@@ -10,7 +10,7 @@ venv=${PIFLASH_VENV:-$repo/.venv}
 hex=/usr/share/firmware-microbit-micropython/firmware.hex
 export PIFLASH_SIM_DIR=${PIFLASH_SIM_DIR:-$repo/.sim-demo}
 
-"$venv/bin/piflash" sim remove microbit >/dev/null 2>&1 || true
+"$venv/bin/piflash" sim delete microbit >/dev/null 2>&1 || true
 "$venv/bin/piflash" sim create microbit --target nrf51
 echo "+ piflash flash $hex --target nrf51 --probe sim:microbit"
 "$venv/bin/piflash" flash "$hex" --target nrf51 --probe sim:microbit

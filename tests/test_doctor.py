@@ -118,7 +118,7 @@ def test_adding_a_check_is_one_function_and_a_crash_is_a_row(fake):
 
 
 def test_root_is_told_the_sudo_users_environment_differs(fake, monkeypatch):
-    """The confusion of field notes 1: `sudo piflash` runs root's Python, not the user's."""
+    """`sudo piflash` runs root's Python, not the user's (pyOCD issues #267, #312)."""
     import os
 
     if os.geteuid() != 0:

@@ -143,7 +143,7 @@ def test_minimal_profile_leaves_out_the_heavy_ones():
     assert ROWS["capstone"].profile == "full"
     assert ROWS["cmsis-pack-manager"].profile == "full"
     assert ROWS["libusb-package"].source == "debian:libusb-1.0-0"
-    # No armv7l wheel on PyPI: these must come from Debian (field notes, section 2).
+    # No armv7l wheel on PyPI: these must come from Debian (PyPI lists no armv7l wheel for them).
     for name in ("psutil", "pyyaml", "cffi"):
         assert ROWS[name].source.startswith("debian:"), name
 

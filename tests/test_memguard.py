@@ -323,7 +323,7 @@ def test_cli_refuses_and_flashes_nothing(cli, starved, tmp_path, firmware_dir):
     assert out["error"]["exit_code"] == 14
 
 
-@pytest.mark.parametrize("args", [["verify", "{fw}"], ["erase"], ["info"]])
+@pytest.mark.parametrize("args", [["verify", "{fw}"], ["erase"], ["info"], ["reset"]])
 def test_every_pyocd_command_is_guarded(cli, starved, firmware_dir, args):
     fw = firmware_dir / NRF / "firmware.hex"
     proc = cli(*[a.format(fw=fw) for a in args], "-t", NRF, "-u", "sim:b", check=14)

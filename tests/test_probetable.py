@@ -41,7 +41,7 @@ def pyocd_probe_ids():
     ids |= {(STLinkUSBInterface.USB_VID, pid) for pid in STLinkUSBInterface.USB_PID_EP_MAP}
     ids.add(tuple(FindPicoprobe.VID_PID_CLASS[:2]))
     # jlink: pyOCD reaches J-Link through SEGGER's library (pylink), no VID:PID in pyOCD;
-    # remote: TCP. Both are in the table from the field notes, checked below.
+    # remote: TCP. Both are in the table from the probe-rs/OpenOCD rule sets, checked below.
     return sorted(ids)
 
 
@@ -129,7 +129,7 @@ def test_every_table_entry_and_product_string_is_covered():
     for vid, pid in probetable.all_ids():
         out = evaluate(rules, usb_device(vid, pid)["usb"])
         assert out.mode == "0660" and out.group == "plugdev", f"{vid:04x}:{pid:04x}"
-    assert {0x1366} <= {vid for vid, _ in probetable.all_ids()}  # J-Link, from the field notes
+    assert {0x1366} <= {vid for vid, _ in probetable.all_ids()}  # J-Link, from OpenOCD's contrib/60-openocd.rules
     for key in KNOWN_DEVICE_STRINGS:  # pyOCD's generic CMSIS-DAP match
         by_product = usb_device(0x1234, 0x5678, product=f"My {key} probe")
         assert evaluate(rules, by_product["usb"]).mode == "0660", key

@@ -114,9 +114,9 @@ def test_remove_after_pulls_the_board_once(store, tmp_path):
 
 def test_cli_board_commands(cli, store):
     cli("sim", "create", "fx", "--target", "nrf52840", check=0)
-    assert "fixture empty" in cli("sim", "board", "remove", "fx", check=0).stdout
+    assert "fixture empty" in cli("sim", "board", "pull", "fx", check=0).stdout
     assert "fixture empty" in cli("sim", "list", check=0).stdout
-    assert "seated" in cli("sim", "board", "insert", "fx", check=0).stdout
+    assert "seated" in cli("sim", "board", "seat", "fx", check=0).stdout
     out = cli("sim", "board", "swap", "sim:fx", "--uid", "0102030405060708", check=0).stdout
     assert "0102030405060708" in out and "board #1" in out
     cli("sim", "fault", "fx", "--remove-after", "10", check=0)
@@ -142,3 +142,18 @@ def test_swap_seen_through_sim_serve(store, sim_server):
     with pytest.raises(ConnectError):
         with open_session(server.uid, "nrf52840"):
             pass
+
+
+def test_cli_names_say_what_they_do_and_the_old_ones_still_work(cli, store):
+    cli("sim", "create", "fx", "--target", "nrf52840", check=0)
+    assert "unplugged" in cli("sim", "unplug", "fx", check=0).stdout
+    assert not store.get("fx").present
+    assert "plugged in" in cli("sim", "plug", "fx", check=0).stdout
+    assert store.get("fx").present
+    old = cli("sim", "board", "remove", "fx", check=0)     # the 0.1 name: hidden, still works
+    assert "fixture empty" in old.stdout and "'piflash sim board pull' is the new name" in old.stderr
+    assert not store.get("fx").seated
+    help_text = cli("sim", "--help", check=0).stdout
+    assert "delete" in help_text and "unplug" in help_text and "eject" not in help_text
+    assert "deleted sim:fx" in cli("sim", "delete", "fx", check=0).stdout
+    assert "fx" not in [b.name for b in store.list()]

@@ -154,7 +154,7 @@ def test_station_under_systemd(box, cli, sim_server, firmware_dir, tmp_path):
     # The fixture's probe is plugged in (served from the host) but holds no board yet.
     cli("sim", "create", "fixture", "--target", "nrf52840", check=0)
     uid = next(b["target_uid"] for b in cli.json("sim", "list") if b["name"] == "fixture")
-    cli("sim", "board", "remove", "fixture", check=0)
+    cli("sim", "board", "pull", "fixture", check=0)
     server = sim_server("fixture", "nrf52840")
 
     firmware = firmware_dir / "nrf52840" / "firmware.hex"
@@ -197,7 +197,7 @@ def test_station_under_systemd(box, cli, sim_server, firmware_dir, tmp_path):
         groups = re.search(r"^Groups:\s*(.*)$", status, re.M).group(1).split()
         assert uids != "0" and "46" in groups, status
 
-        cli("sim", "board", "insert", "fixture", check=0)
+        cli("sim", "board", "seat", "fixture", check=0)
         done = _status_until(box, lambda s: s["StatusText"].startswith(("PASS", "FAIL")), 60, seen)
         assert done["StatusText"].lower() == f"PASS {uid} #1".lower(), (seen, box.journal(UNIT))
 
@@ -210,7 +210,7 @@ def test_station_under_systemd(box, cli, sim_server, firmware_dir, tmp_path):
             ("pass", "nspawn-test", server.uid, uid.lower(), sha)], rows
 
         # The board is taken off: the status line follows, and the station polls for the next.
-        cli("sim", "board", "remove", "fixture", check=0)
+        cli("sim", "board", "pull", "fixture", check=0)
         _status_until(box, lambda s: s["StatusText"] == "waiting for board", 30, seen)
         time.sleep(1.0)  # several connect attempts on the empty fixture (poll_interval 0.2 s)
 

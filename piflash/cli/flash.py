@@ -20,10 +20,9 @@ def _load(settings: Settings):
 
     if not settings.get("firmware"):
         raise click.UsageError("no firmware given (a FIRMWARE argument or a profile with 'firmware:')")
-    image = load_image(settings["firmware"], settings.get("base_address"))
     if settings.get("profile_obj") is not None:
-        settings["profile_obj"].check_digest(image.sha256)
-    return image
+        return settings["profile_obj"].load_image()
+    return load_image(settings["firmware"], settings.get("base_address"))
 
 
 def _run_with_progress(settings: Settings, quiet: bool, json_mode: bool, call):
@@ -166,10 +165,12 @@ def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, quiet
 @click.option("--halt", is_flag=True, help="Halt at the reset vector instead of running.")
 @output_options
 @handles_errors
+@memory_guarded("reset")
 def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mode):
     """Reset the target."""
     from piflash.flasher import reset_board
 
+    sigterm_as_interrupt()
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
     result = _recorded(s, lambda: reset_board(s["probe"], s["target"], halt, s["frequency"],
                                               pyocd_options))

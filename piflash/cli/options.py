@@ -18,13 +18,18 @@ import click
 
 from piflash.errors import EXIT_CODE_HELP, ExitCode, PiflashError
 
+#: click context settings of every command: -h as well as --help, help text up to 100 columns.
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
+#: The exit-code table (piflash.errors.EXIT_CODE_HELP) as a --help epilog.
 EXIT_CODES_EPILOG = "\b\nExit codes:\n" + "\n".join(
     f"  {int(code):>3}  {text}" for code, text in EXIT_CODE_HELP.items())
 
 
 def emit_error(exc: PiflashError, json_mode: bool, result=None) -> None:
+    """Report ``exc`` to the user: ``error:`` and ``hint:`` lines on stderr and, with
+    ``json_mode``, one JSON object on stdout (``result.to_dict()`` when the operation got that
+    far, else ``{"ok": false}``, plus ``"error": exc.to_dict()``)."""
     if json_mode:
         out = result.to_dict() if result is not None else {"ok": False}
         out["error"] = exc.to_dict()
@@ -129,6 +134,7 @@ reset_option = click.option("--reset/--no-reset", default=None,
 
 
 def output_options(func):
+    """--json (one result object on stdout) and --quiet (no progress display)."""
     func = click.option("--json", "json_mode", is_flag=True,
                         help="Print one JSON result object on stdout.")(func)
     func = click.option("--quiet", "-q", is_flag=True, help="No progress display.")(func)

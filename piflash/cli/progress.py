@@ -9,10 +9,10 @@ import sys
 import time
 from typing import Dict, Optional, TextIO
 
-from piflash.progress import ProgressSink
+from piflash.progress import Phase, ProgressSink
 
-_LABELS = {"connect": "Connecting", "erase": "Erasing", "program": "Programming",
-           "verify": "Verifying", "reset": "Resetting"}
+_LABELS = {Phase.CONNECT: "Connecting", Phase.ERASE: "Erasing", Phase.PROGRAM: "Programming",
+           Phase.VERIFY: "Verifying", Phase.RESET: "Resetting"}
 
 
 def _rate(nbytes: int, seconds: float) -> str:

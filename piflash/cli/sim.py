@@ -96,10 +96,10 @@ def create(board, target):
 @sim.command()
 @click.argument("board")
 @handles_errors
-def remove(board):
-    """Delete the simulated board BOARD and its flash."""
+def delete(board):
+    """Delete the simulated board BOARD, its probe and its flash (for good)."""
     _store_call(_store().remove, _name(board))
-    click.echo(f"removed sim:{_name(board)}")
+    click.echo(f"deleted sim:{_name(board)}")
 
 
 @sim.command()
@@ -159,46 +159,46 @@ def fault(board, write_protect, stuck_busy, bit_flip, disconnect_after, remove_a
 @sim.command()
 @click.argument("board")
 @handles_errors
-def insert(board):
-    """Plug BOARD's probe back in (it is listed again)."""
+def plug(board):
+    """Plug BOARD's probe back into USB (it is listed again)."""
     _store_call(_store().insert, _name(board))
-    click.echo(f"sim:{_name(board)} inserted")
+    click.echo(f"sim:{_name(board)} plugged in")
 
 
 @sim.command()
 @click.argument("board")
 @handles_errors
-def eject(board):
-    """Unplug BOARD's probe (it is no longer listed and cannot be opened)."""
+def unplug(board):
+    """Unplug BOARD's probe from USB (it is no longer listed and cannot be opened)."""
     _store_call(_store().eject, _name(board))
-    click.echo(f"sim:{_name(board)} ejected")
+    click.echo(f"sim:{_name(board)} unplugged")
 
 
 @sim.group("board")
 def board_group():
-    """The board on a simulated probe's fixture: remove it, insert it, swap it for another.
+    """The board on a simulated probe's fixture: pull it off, seat it again, swap it for another.
 
     \b
     The probe sim:NAME stays plugged in throughout, as on a flashing fixture:
-      piflash sim board remove NAME     the debug port stops answering
-      piflash sim board insert NAME     the same board (same unique ID and flash) is back
+      piflash sim board pull NAME       the board is off: the debug port stops answering
+      piflash sim board seat NAME       the same board (same unique ID and flash) is back
       piflash sim board swap NAME       a fresh board: new target unique ID, erased flash
     """
 
 
-@board_group.command("remove")
+@board_group.command("pull")
 @click.argument("board")
 @handles_errors
-def board_remove(board):
+def board_pull(board):
     """Take the board off BOARD's fixture (the probe stays plugged in)."""
     _store_call(_store().pull, _name(board))
     click.echo(f"sim:{_name(board)}: fixture empty")
 
 
-@board_group.command("insert")
+@board_group.command("seat")
 @click.argument("board")
 @handles_errors
-def board_insert(board):
+def board_seat(board):
     """Put the same board back on BOARD's fixture."""
     info = _store_call(_store().seat, _name(board))
     click.echo(f"sim:{info.name}: board {info.target_uid} seated")
@@ -248,3 +248,22 @@ def serve(target, board, host, port):
                    f"(use: -u remote:{host}:{server.port} -t {target or '<target>'})")
         sys.stdout.flush()
     _store_call(run_server, name, host=host, port=port, target=target, on_ready=ready)
+
+
+def _renamed(group: click.Group, old: str, command: click.Command, new: str) -> None:
+    """Keep ``old`` working for scripts written before the rename, hidden from --help."""
+    def callback(**kwargs):
+        click.secho(f"note: 'piflash {new}' is the new name of this command",
+                    fg="yellow", err=True)
+        return command.callback(**kwargs)
+    group.add_command(click.Command(old, params=command.params, callback=callback, hidden=True,
+                                    help=command.help))
+
+
+# Renamed in 0.2 so each name says what it does: delete a board, (un)plug its probe, pull/seat
+# the board on the fixture.
+_renamed(sim, "remove", delete, "sim delete")
+_renamed(sim, "insert", plug, "sim plug")
+_renamed(sim, "eject", unplug, "sim unplug")
+_renamed(board_group, "remove", board_pull, "sim board pull")
+_renamed(board_group, "insert", board_seat, "sim board seat")

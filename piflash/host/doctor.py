@@ -105,7 +105,8 @@ def _user_venv(user: Optional[str]) -> Optional[Path]:
 
 def check_python(ctx: Context) -> List[Check]:
     """Which Python environment runs piflash, as whom, and whether ``pyocd``/``piflash`` on PATH
-    belong to it (root's and a user's environments differ: the confusion of field notes 1)."""
+    belong to it (root's and a user's environments differ: ``sudo pip``/``sudo pyocd`` use root's,
+    the confusion behind pyOCD issues #267 and #312)."""
     venv = sys.prefix != sys.base_prefix
     version = ".".join(map(str, sys.version_info[:3]))
     who = _user()
@@ -167,7 +168,7 @@ def check_pyocd(ctx: Context) -> Check:
                      "install piflash with scripts/install.sh")
     if importlib.util.find_spec("pylink") is None:
         return Check("pyOCD", FAIL, f"pyOCD {version}, but pylink is missing: pyOCD imports it "
-                     "whenever it lists probes (field notes 2)", "pip install pylink-square")
+                     "whenever it lists probes (pyocd/probe/jlink_probe.py)", "pip install pylink-square")
     major_minor = tuple(int(v) for v in version.split(".")[:2] if v.isdigit())
     if major_minor < (0, 46):
         return Check("pyOCD", WARN, f"pyOCD {version}: piflash needs 0.46 or later",

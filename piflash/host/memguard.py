@@ -55,9 +55,11 @@ GUARD_MODES = ("refuse", "warn", "off")
 #: another process, so its CPU emulator (about 14 MiB more in-process) is not counted: a real
 #: probe has none. x86-64 uses 8-byte pointers; on 32-bit armv7l Raspberry Pi OS CPython's
 #: objects are smaller, so these figures overstate a 32-bit Pi's need (conservative); on
-#: aarch64 they are about right. ``station`` (a long-running flash + verify) takes flash's.
+#: aarch64 they are about right. ``station`` (a long-running flash + verify) takes flash's;
+#: ``reset`` (connect and reset, no image) takes info's.
 BASELINE = {
     "info": 67 * MIB,
+    "reset": 67 * MIB,
     "erase": 72 * MIB,
     "flash": 72 * MIB,
     "verify": 72 * MIB,
@@ -324,14 +326,6 @@ def pack_description_bytes(packs: Union[None, PathLike, Iterable[PathLike]]) -> 
     return total
 
 
-def image_format_of(path: PathLike) -> Optional[str]:
-    """``"bin"``, ``"hex"`` or ``"elf"`` from a firmware file's extension, else None."""
-    from piflash.image import FORMAT_SUFFIXES
-
-    suffix = Path(path).suffix.lower()
-    return next((fmt for fmt, ends in FORMAT_SUFFIXES.items() if suffix in ends), None)
-
-
 def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Optional[str] = None,
               options: Optional[dict] = None, *, force: bool = False,
               root: Optional[PathLike] = None,
@@ -369,7 +363,9 @@ def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Opti
             image_bytes = os.stat(firmware).st_size
         except OSError:
             image_bytes = 0  # loading it reports the problem
-        image_format = image_format_of(firmware)
+        from piflash.image import format_for_name
+
+        image_format = format_for_name(firmware)
     pack_bytes = pack_description_bytes((options or {}).get("pack"))
     return check_memory(operation, image_bytes, pack_bytes, image_format, mode=mode, force=force,
                         root=root, warn=warn)

@@ -10,9 +10,10 @@ pyOCD recognises as a probe is covered.
 Standard library only: :mod:`piflash.host.permissions` imports this module and must
 run with the system ``python3`` when piflash is not installed.
 
-Sources cited per entry: "field notes 4" is section 4 of the project's field
-notes (the union of pyOCD's, probe-rs', OpenOCD's and picotool's lists); pyOCD
-paths are relative to the installed ``pyocd`` package (0.46.0).
+Sources cited per entry: pyOCD paths are relative to the installed ``pyocd`` package
+(0.46.0); "probe-rs/OpenOCD rules" are the public rule sets that, with pyOCD's, this table
+is the union of: probe-rs's ``69-probe-rs.rules`` (probe-rs documentation, "Probe setup")
+and OpenOCD's ``contrib/60-openocd.rules`` (openocd-org/openocd).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 #: File name of the rules: a number below 73 so ``TAG+="uaccess"`` is set before
-#: systemd's 73-seat-late.rules turns it into an ACL (field notes 4).
+#: systemd's 73-seat-late.rules turns it into an ACL (systemd, src/login/73-seat-late.rules.in).
 RULES_NAME = "60-piflash-probes.rules"
 
 #: The group given access to probes (Debian's and Raspberry Pi OS's convention).
@@ -42,7 +43,7 @@ KINDS = ("bulk", "hid")
 
 _PYOCD_CMSIS = "pyOCD probe/pydapaccess/interface/common.py KNOWN_CMSIS_DAP_IDS"
 _PYOCD_STLINK = "pyOCD probe/stlink/usb.py STLinkUSBInterface.USB_PID_EP_MAP"
-_NOTES = "field notes 4"
+_RULES = "probe-rs/OpenOCD rules"
 
 
 @dataclass(frozen=True)
@@ -75,37 +76,37 @@ def _span(first: int, last: int) -> Tuple[int, ...]:
 
 #: Every probe model. The rules list them in this order.
 PROBES: Tuple[ProbeModel, ...] = (
-    ProbeModel("ST-Link/V2", 0x0483, (0x3748,), ("bulk",), f"{_PYOCD_STLINK}; {_NOTES}"),
+    ProbeModel("ST-Link/V2", 0x0483, (0x3748,), ("bulk",), f"{_PYOCD_STLINK}; {_RULES}"),
     ProbeModel("ST-Link/V2-1", 0x0483, (0x374a, 0x374b, 0x3752), ("bulk",),
-               f"{_PYOCD_STLINK}; {_NOTES}"),
+               f"{_PYOCD_STLINK}; {_RULES}"),
     ProbeModel("ST-Link/V3 (DFU mode)", 0x0483, (0x374d,), ("bulk",),
-               f"{_NOTES}; named in a comment of {_PYOCD_STLINK}"),
+               f"{_RULES}; named in a comment of {_PYOCD_STLINK}"),
     ProbeModel("ST-Link/V3, V3PWR", 0x0483, (0x374e, 0x374f, 0x3753, 0x3754, 0x3755, 0x3757),
-               ("bulk",), f"{_PYOCD_STLINK}; {_NOTES}"),
-    ProbeModel("STM32F103 CMSIS-DAP firmware", 0x0483, (0x572a,), ("hid", "bulk"), _NOTES),
+               ("bulk",), f"{_PYOCD_STLINK}; {_RULES}"),
+    ProbeModel("STM32F103 CMSIS-DAP firmware", 0x0483, (0x572a,), ("hid", "bulk"), _RULES),
     ProbeModel("Arm DAPLink (micro:bit, Mbed boards)", 0x0d28, (0x0204,), ("hid", "bulk"),
-               f"{_PYOCD_CMSIS} ARM_DAPLINK_ID; {_NOTES}"),
+               f"{_PYOCD_CMSIS} ARM_DAPLINK_ID; {_RULES}"),
     ProbeModel("Microchip EDBG, JTAGICE3, Atmel-ICE, Power Debugger, mEDBG, EDBGC, nEDBG", 0x03eb,
                (0x2111, 0x2140, 0x2141, 0x2144, 0x2145, 0x216c, 0x2175), ("hid", "bulk"),
-               f"{_PYOCD_CMSIS}; {_NOTES}"),
+               f"{_PYOCD_CMSIS}; {_RULES}"),
     ProbeModel("Cypress/Infineon KitProg, MiniProg4", 0x04b4,
                (0xf138, 0xf139, 0xf148, 0xf151, 0xf152, 0xf154, 0xf155, 0xf166),
-               ("hid", "bulk"), f"{_PYOCD_CMSIS} (f139: {_NOTES}); {_NOTES}"),
+               ("hid", "bulk"), f"{_PYOCD_CMSIS} (f139: {_RULES}); {_RULES}"),
     ProbeModel("SEGGER J-Link", 0x1366,
                _span(0x0101, 0x0105) + (0x0107, 0x0108) + _span(0x1001, 0x102f) + _span(0x1050, 0x106f),
-               ("bulk",), f"{_NOTES} (pyOCD reaches J-Link through SEGGER's library, which uses libusb)"),
+               ("bulk",), f"{_RULES} (pyOCD reaches J-Link through SEGGER's library, which uses libusb)"),
     ProbeModel("WCH-Link", 0x1a86, (0x8010, 0x8011), ("hid", "bulk"),
-               f"{_PYOCD_CMSIS} (8011); {_NOTES}"),
+               f"{_PYOCD_CMSIS} (8011); {_RULES}"),
     ProbeModel("NXP LPC-Link2, MCU-Link", 0x1fc9, (0x0090, 0x0143), ("hid", "bulk"),
-               f"{_PYOCD_CMSIS} NXP_LPCLINK2_ID, NXP_MCULINK_ID; {_NOTES}"),
-    ProbeModel("WCH-Link (clone VID)", 0x2a86, (0x8011,), ("hid", "bulk"), f"{_PYOCD_CMSIS}; {_NOTES}"),
+               f"{_PYOCD_CMSIS} NXP_LPCLINK2_ID, NXP_MCULINK_ID; {_RULES}"),
+    ProbeModel("WCH-Link (clone VID)", 0x2a86, (0x8011,), ("hid", "bulk"), f"{_PYOCD_CMSIS}; {_RULES}"),
     ProbeModel("Raspberry Pi picoprobe (legacy firmware)", 0x2e8a, (0x0004,), ("bulk",),
-               f"pyOCD probe/picoprobe.py FindPicoprobe.VID_PID_CLASS; {_NOTES}"),
+               f"pyOCD probe/picoprobe.py FindPicoprobe.VID_PID_CLASS; {_RULES}"),
     ProbeModel("Raspberry Pi Debug Probe, debugprobe on Pico (CMSIS-DAP)", 0x2e8a, (0x000c,),
-               ("hid", "bulk"), f"{_NOTES} (pyOCD finds it by its CMSIS-DAP product string)"),
-    ProbeModel("Vega VT-LinkII", 0x30cc, (0x9527,), ("hid", "bulk"), f"{_PYOCD_CMSIS}; {_NOTES}"),
+               ("hid", "bulk"), f"raspberrypi/debugprobe src/usb_descriptors.c; {_RULES} (pyOCD finds it by its CMSIS-DAP product string)"),
+    ProbeModel("Vega VT-LinkII", 0x30cc, (0x9527,), ("hid", "bulk"), f"{_PYOCD_CMSIS}; {_RULES}"),
     ProbeModel("Keil ULINK2, ULINKplus", 0xc251, (0x2710, 0x2750), ("hid", "bulk"),
-               f"{_PYOCD_CMSIS} (2750); {_NOTES}"),
+               f"{_PYOCD_CMSIS} (2750); {_RULES}"),
 )
 
 #: Substrings of a USB product or interface string that identify any CMSIS-DAP probe,
@@ -153,7 +154,7 @@ def render_rules() -> str:
     ``ENV{PIFLASH_PROBE}="1"``; marked ``usb`` devices and ``hidraw`` nodes then get
     ``MODE="0660", GROUP="plugdev", TAG+="uaccess"``, and every marked device gets
     ``ENV{ID_MM_DEVICE_IGNORE}="1"`` so ModemManager leaves the probe's serial port alone.
-    Conventions from field notes 4.
+    Conventions of the probe-rs and OpenOCD rule sets (MODE 660, GROUP plugdev, TAG uaccess).
     """
     out = [
         f"# {RULES_NAME}: let the {GROUP} group (and the logged-in seat user) open USB debug probes.",

@@ -164,17 +164,10 @@ def load_station(path: Union[str, "os.PathLike[str]"]) -> LoadedStation:
 
     :raises ProfileError: (exit 5), FirmwareError (3), ChecksumError (6), ImageRangeError (4).
     """
-    from piflash.image import check_fits, load_image
-    from piflash.target import builtin_flash_regions, check_target
+    from piflash.target import check_target
 
     config = load_config(path, check_target=check_target)
-    profile = config.profile
-    image = load_image(profile.firmware, profile.base_address)
-    profile.check_digest(image.sha256)
-    regions = builtin_flash_regions(profile.target)
-    if regions is not None:
-        check_fits(image, regions, profile.target)
-    return LoadedStation(config, image)
+    return LoadedStation(config, config.profile.load_image())
 
 
 __all__ = ["StationConfig", "LoadedStation", "load_config", "load_station", "ALLOWED_KEYS",

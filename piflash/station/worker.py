@@ -32,12 +32,12 @@ import threading
 import time
 from typing import Optional, Tuple
 
-from piflash.connect import open_session
+from piflash.connect import open_session, read_target_uid
 from piflash.errors import (ConnectError, ImageRangeError, NoProbeError, OperationInterrupted,
                             PiflashError, ProbeLostError, ProbePermissionError, SeveralProbesError,
                             VerifyError)
 from piflash.flasher import describe_session, flash_session, phase, tracking, verify_session
-from piflash.progress import ProgressSink
+from piflash.progress import Phase, ProgressSink
 from piflash.result import OperationResult
 
 LOG = logging.getLogger(__name__)
@@ -61,8 +61,8 @@ class StationSink(ProgressSink):
     raises :class:`~piflash.errors.OperationInterrupted`.
     """
 
-    SPANS = {"connect": (0, 0), "erase": (0, 20), "program": (20, 85), "verify": (85, 98),
-             "reset": (98, 100)}
+    SPANS = {Phase.CONNECT: (0, 0), Phase.ERASE: (0, 20), Phase.PROGRAM: (20, 85),
+             Phase.VERIFY: (85, 98), Phase.RESET: (98, 100)}
 
     def __init__(self, worker: "ProbeWorker", target_uid: Optional[str], label: str = "flashing") -> None:
         self.worker, self.target_uid, self.label = worker, target_uid, label
@@ -174,7 +174,7 @@ class ProbeWorker(threading.Thread):
             self.beat = time.monotonic()
             result = OperationResult.start("flash", loaded.image, self.uid, prof.target)
             try:
-                with phase(result, ProgressSink(), "connect"):
+                with phase(result, ProgressSink(), Phase.CONNECT):
                     session = stack.enter_context(open_session(self.uid, prof.target, prof.frequency))
                     try:
                         describe_session(session, result, loaded.image)
@@ -220,7 +220,7 @@ class ProbeWorker(threading.Thread):
                                        reset=prof.reset, quick=True)
                         outcome = "skip"
                     except VerifyError:          # not there yet: flash it
-                        precheck_s = result.durations.pop("verify", 0.0)
+                        precheck_s = result.durations.pop(Phase.VERIFY, 0.0)
                         result.verify = None
                 if outcome != "skip":
                     try:
@@ -228,13 +228,13 @@ class ProbeWorker(threading.Thread):
                                       prof.verify, prof.reset)
                     finally:
                         if precheck_s:
-                            result.durations["verify"] = round(result.durations.get("verify", 0.0)
+                            result.durations[Phase.VERIFY] = round(result.durations.get(Phase.VERIFY, 0.0)
                                                                + precheck_s, 4)
                     outcome = "pass"
         except PiflashError as exc:
             outcome = "fail"
             if not isinstance(exc, (ProbeLostError, OperationInterrupted, ImageRangeError)) \
-                    and self._answers(session, uid, loaded) is False:
+                    and self._answers(session, uid) is False:
                 result.error["message"] = f"board removed during {result.phase}: {exc.message}"
         row = self.station.record(result, outcome)
         number = f"#{row}" if row is not None else "(not recorded)"
@@ -245,20 +245,18 @@ class ProbeWorker(threading.Thread):
         else:
             self._set(outcome, f"{outcome.upper()} {shown} {number}", uid)
 
-    def _answers(self, session, uid: Optional[str], loaded) -> Optional[bool]:
+    def _answers(self, session, uid: Optional[str]) -> Optional[bool]:
         """Whether the board ``uid`` still answers on the open session (True), does not or was
         replaced (False); None when the probe itself is gone."""
         from pyocd.core.exceptions import ProbeDisconnected
 
-        from piflash.target import uid_location
-
         try:
             session.probe.read_dp(0)              # DPIDR: the debug port answers
-            loc = uid_location(loaded.config.profile.target)
-            if loc is None:
+            now = read_target_uid(session, strict=True)
+            if now is None:                       # no known ID location: the boot memory answers
                 session.target.read32(session.target.memory_map.get_boot_memory().start)
                 return True
-            return bytes(session.target.read_memory_block8(loc.address, loc.size)).hex() == uid
+            return now == uid
         except ProbeDisconnected:
             return None
         except Exception:
@@ -269,7 +267,7 @@ class ProbeWorker(threading.Thread):
         misses = 0
         while not self.stopping():
             self._sleep(CONFIRM_DELAY if misses else loaded.config.poll_interval)
-            answer = self._answers(session, uid, loaded)
+            answer = self._answers(session, uid)
             if answer is None:
                 LOG.info("probe %s lost while board %s was on the fixture", self.uid, uid)
                 return False
