@@ -288,12 +288,28 @@ def test_directory_as_firmware_is_a_firmware_error(cli, tmp_path):
     assert "is a directory" in cli("verify", d, *NRF, check=ExitCode.FIRMWARE).stderr
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a mode-000 file: run as a normal user")
-def test_unreadable_firmware_is_a_firmware_error(cli, tmp_path, app_hex):
-    f = tmp_path / "fw.hex"
-    f.write_bytes(app_hex.read_bytes())
-    f.chmod(0)
-    assert "Permission denied" in cli("flash", f, *NRF, check=ExitCode.FIRMWARE).stderr
+def test_unreadable_firmware_is_a_firmware_error(cli, app_hex):
+    import shutil
+    import tempfile
+
+    from support import unprivileged
+
+    folder = tempfile.mkdtemp(prefix="piflash-unreadable-", dir="/var/tmp")
+    try:
+        os.chmod(folder, 0o755)
+        fw = os.path.join(folder, "fw.hex")
+        shutil.copy(app_hex, fw)
+        os.chmod(fw, 0)
+        if os.geteuid() == 0:  # root reads a mode-000 file: ask as the unprivileged user nobody
+            rt = unprivileged.runtime()
+            proc = subprocess.run(unprivileged.as_nobody(rt.piflash() + ["flash", fw, *NRF]),
+                                  capture_output=True, text=True, timeout=120, env=rt.env(dict(os.environ)))
+            assert proc.returncode == ExitCode.FIRMWARE, proc.stderr
+        else:
+            proc = cli("flash", fw, *NRF, check=ExitCode.FIRMWARE)
+        assert "cannot read firmware file: Permission denied" in proc.stderr
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.parametrize("content, message", [
