@@ -192,9 +192,11 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
         hint = ("is the probe server still running? Start it again, then run the command again"
                 if "probe server" in text else "check the USB cable and power, then run the command again")
         return ProbeLostError(f"the probe disconnected during {phase}: {text}", hint=hint)
-    if isinstance(exc, pe.ProbeError) and " is busy" in text:
-        # piflash's probe server ('piflash sim serve') refuses a second client this way.
-        return ProbeBusyError(f"the probe is in use by another client: {text.split(': ', 1)[-1]}",
+    if isinstance(exc, pe.ProbeError) and "in use by another" in text:
+        # 'piflash sim serve' refuses a second client this way (over the remote protocol the text
+        # follows "error received from server ... (status code 3): "); a local simulated board
+        # held by another session for longer than its 10 s wait says so too.
+        return ProbeBusyError(text.rsplit("): ", 1)[-1],
                               hint="wait until the other piflash (or pyOCD) using this probe has finished, "
                                    "then run the command again")
     if getattr(exc, "errno", None) in (errno.EACCES, errno.EPERM) or "Access denied" in text \

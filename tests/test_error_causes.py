@@ -397,3 +397,25 @@ def test_blank_check_blocks_fit_the_crc_analyzer():
     assert _blank_blocks(0x10001000, 0x10002000) == [(0x10001000, 0x1000, False)]
     for addr, size, crc in _blank_blocks(0x1000, 0x13000) + stm32:
         assert crc and addr % size == 0 and addr // size <= MAX_CRC_PAGE_INDEX and size & (size - 1) == 0
+
+
+def test_local_sim_probe_serialises_then_says_busy(cli, tmp_path, app_hex):
+    # A second session on a local simulated probe waits for the first (up to 10 s), as today;
+    # past that it is told the probe is in use, not a wiring hint.
+    cli("sim", "create", "nrf52840", "-t", "nrf52840", check=0)
+    cli("flash", app_hex, *NRF, "-q", check=0)
+    cli("sim", "fault", "nrf52840", "--stuck-busy", check=0)
+    image = tmp_path / "fw.bin"
+    image.write_bytes(os.urandom(4096))
+    holder = subprocess.Popen([sys.executable, "-m", "piflash", "flash", image, "-a", "0", *NRF,
+                               "-O", "flash.timeout.erase_sector=25"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in holder.stdout:
+            if line.startswith("Erasing..."):
+                break
+        proc = cli("info", *NRF, timeout=60, check=ExitCode.PROBE_BUSY)
+        assert "is in use by another session" in proc.stderr and "SWD" not in proc.stderr
+    finally:
+        holder.send_signal(signal.SIGINT)
+        holder.communicate(timeout=60)

@@ -36,8 +36,8 @@ class ExclusiveProbeProxy(SharedDebugProbeProxy):
     debugger and a flash tool side by side); two flash tools then reset and program the same
     target in turns and both fail with misleading errors. Here the first client connection to
     open the probe owns it until it closes it or its connection ends; another client's ``open``
-    (or ``connect``) is refused with ``ProbeError("probe ... is busy: ...")``, which reaches that
-    client as status PROBE_ERROR with this text. pyOCD's server handles each connection in its
+    (or ``connect``) is refused with ``ProbeError("probe ... is in use by another client ...")``,
+    which reaches that client as status PROBE_ERROR with this text. pyOCD's server handles each connection in its
     own thread (``socketserver.ThreadingTCPServer``), so the owner is that thread; a connection
     that ended without closing the probe releases it to the next client.
     """
@@ -48,7 +48,7 @@ class ExclusiveProbeProxy(SharedDebugProbeProxy):
         self._owner_lock = threading.Lock()
 
     def _busy(self) -> "exceptions.ProbeError":
-        return exceptions.ProbeError("probe %s is busy: another client of this probe server has it open"
+        return exceptions.ProbeError("probe %s is in use by another client of this probe server"
                                      % self._probe.unique_id)
 
     def _is_owner(self) -> bool:
