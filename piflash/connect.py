@@ -291,9 +291,13 @@ def _connect_error(exc: BaseException, probe, target: Optional[str]) -> PiflashE
     said = _probe_target(probe)
     told = f" (the probe reports target type '{said}')" if said and said.lower() != target.lower() else ""
     if not isinstance(exc, (pe.Error, OSError)) or told:
-        check = (f"'piflash info -u {probe.unique_id}' without --target names the chip for probes that know "
-                 "their board (DAPLink, sim:); 'piflash probes' shows it in brackets; else read the "
-                 "chip's marking")
+        if said:
+            check = (f"'piflash info -u {probe.unique_id}' without --target names the chip for probes that "
+                     "know their board (DAPLink, sim:); 'piflash probes' shows it in brackets; else read "
+                     "the chip's marking")
+        else:
+            check = ("this probe does not report which chip it is wired to, so read the chip's marking "
+                     "(or the board's documentation); 'piflash targets PATTERN' lists the types")
         return ConnectError(f"cannot connect to the target as '{target}': the target type probably does "
                             f"not match the chip{told}", hint=f"check the target type: {check}")
     return err

@@ -256,6 +256,14 @@ def test_wrong_target_type_is_named(cli, board, real, wrong):
     assert f"Target:     {real}" in cli("info", "-u", f"sim:{board}", check=0).stdout
 
 
+def test_wrong_target_type_on_a_probe_that_does_not_know_its_board(cli, sim_server):
+    server = sim_server("nrf51", "nrf51")  # a remote probe cannot report its board
+    proc = cli("info", "-u", server.uid, "-t", "nrf52840", check=ExitCode.CONNECT)
+    assert "cannot connect to the target as 'nrf52840': the target type probably does not match" in proc.stderr
+    assert "does not report which chip" in proc.stderr and "piflash info" not in proc.stderr
+    assert "KeyError" not in proc.stderr
+
+
 @pytest.mark.parametrize("exc", [KeyError(1), IndexError("list index out of range"), AttributeError("'NoneType' object has no attribute 'ap'"),
                                  TypeError("unsupported operand")])
 @pytest.mark.parametrize("phase", ["connect", "erase", "program", "verify", "reset"])
