@@ -15,8 +15,10 @@ For comparison the same flash is also measured with the simulator in-process (``
     python benchmarks/memory_baseline.py [--runs 1] [--sizes 16384,131072,262144,524288,1048576]
 
 Prints: peak RSS per operation, image format and size; the fitted baseline and slope per
-operation and format; the simulator's share; the pack slope; and what the guard itself costs
-(import and one check, timed in a fresh interpreter).
+operation and format; the guard's estimate next to each measured peak; the resident set of a
+piflash process when the guard checks (the part of the peak it already holds); the simulator's
+share; the pack slope; and what the guard itself costs (import and one check, timed in a fresh
+interpreter).
 """
 
 from __future__ import annotations
@@ -88,13 +90,21 @@ def write_images(directory: Path, size: int) -> dict:
     return paths
 
 
+#: The test pack's flash algorithm (tests/firmware/pack, built by scripts/build-test-firmware.sh):
+#: put in the synthetic packs so that their parts can be the target (piflash then reads the pack's
+#: memory map before connecting, and pyOCD loads the algorithm).
+FLM = Path(__file__).resolve().parent.parent / "tests" / "firmware" / "build" / "pack" / "piflash_nrf52840.FLM"
+
+
 def write_pack(path: Path, devices: int) -> int:
-    """A CMSIS pack (zip) whose .pdsc describes ``devices`` Cortex-M4 parts; returns the .pdsc size."""
+    """A CMSIS pack (zip) whose .pdsc describes ``devices`` Cortex-M4 parts BENCH00000...;
+    returns the .pdsc size. The parts' flash algorithm is :data:`FLM` when it is built."""
     parts = []
     for i in range(devices):
         parts.append(
             f'      <device Dname="BENCH{i:05d}">\n'
             f'        <processor Dcore="Cortex-M4" Dfpu="SP_FPU" Dendian="Little-endian" Dclock="64000000"/>\n'
+            f'        <debug __ap="0"/>\n'
             f'        <description>Benchmark part {i}, 1 MiB flash, 256 KiB RAM</description>\n'
             f'        <memory name="IROM1" access="rx" start="0x00000000" size="0x100000" default="1" startup="1"/>\n'
             f'        <memory name="IRAM1" access="rwx" start="0x20000000" size="0x40000" default="1"/>\n'
@@ -110,6 +120,8 @@ def write_pack(path: Path, devices: int) -> int:
             + "".join(parts) + '    </family>\n  </devices>\n</package>\n').encode()
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("Bench.Bench_DFP.pdsc", pdsc)
+        if FLM.exists():
+            z.write(FLM, "Flash/BENCH.FLM")
     return len(pdsc)
 
 
@@ -137,6 +149,16 @@ def guard_cost(env, runs=7):
         imports.append(float(out[0]))
         checks.append(float(out[1]))
     return statistics.median(imports), statistics.median(checks)
+
+
+def held_at_check(env, runs=3):
+    """Largest resident set (bytes) of a fresh interpreter that has imported what a piflash
+    command has imported when the memory guard runs (piflash.cli, the guard): the part of the
+    operation's peak the checking process already holds."""
+    code = ("import piflash.cli, piflash.host.memguard\n"
+            "from piflash.host.machine import read_self_rss\nprint(read_self_rss())")
+    return max(int(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                  check=True).stdout) for _ in range(runs))
 
 
 def main():
@@ -173,7 +195,11 @@ def main():
                 pack = tmp / f"bench-{n}.pack"
                 pdsc = write_pack(pack, n)
                 rss = peak(args.runs, [BIN / "piflash", "info", *remote[:4], "-O", f"pack={pack}"], env)
-                pack_rows.append((n, pack.stat().st_size, pdsc, rss))
+                part = None
+                if FLM.exists():  # a part of the pack as the target: piflash parses the pack too
+                    part = peak(args.runs, [BIN / "piflash", "info", "-t", "BENCH00001", *remote[2:4],
+                                            "-O", f"pack={pack}"], env)
+                pack_rows.append((n, pack.stat().st_size, pdsc, rss, part))
         finally:
             server.stop()
         # The simulator's share: the same 256 KiB flash with the board in-process.
@@ -181,6 +207,7 @@ def main():
         in_process = peak(args.runs, [BIN / "piflash", "flash", mid, "-a", "0", "-t", TARGET,
                                       "-u", "sim:inproc", "-q"], env)
         import_s, check_s = guard_cost(env)
+        held = held_at_check(env)
 
     import resource
     floor = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -204,16 +231,36 @@ def main():
             b, s = fit([(n, r) for o, f, n, r in rows if (o, f) == (op, fmt)])
             print(f"{op:<9} {fmt:<6} {b / MIB:>15.1f} {s:>12.2f}")
 
+    from piflash.host.memguard import MARGIN, estimate_need
+
+    print("\nthe guard's estimate (whole process peak) against the measured peak")
+    print(f"{'operation':<9} {'format':<6} {'file bytes':>11} {'estimate (MiB)':>15} {'peak (MiB)':>11} "
+          f"{'headroom':>9}")
+    for op, fmt, nbytes, rss in rows:
+        est = sum(estimate_need(op, nbytes, 0, None if fmt == "-" else fmt))
+        print(f"{op:<9} {fmt:<6} {nbytes:>11,} {est / MIB:>15.1f} {rss / MIB:>11.1f} "
+              f"{(est - rss) / MIB:>+9.1f}")
+    print(f"resident set when the guard checks (already held, counted once): {held / MIB:.1f} MiB; "
+          f"a memory cgroup admits flash (16 KiB) from limit - usage >= "
+          f"{(sum(estimate_need('flash', 16384, 0, 'bin')) - held + MARGIN) / MIB:.1f} MiB")
+
     print(f"\nsimulator's share: flash of 256 KiB .bin in-process (-u sim:) {in_process / MIB:.1f} MiB "
           f"vs over remote: {next(r for o, f, n, r in rows if (o, f, n) == ('flash', 'bin', 262144)) / MIB:.1f} MiB"
           if 262144 in sizes else f"\nsimulator in-process flash of 256 KiB: {in_process / MIB:.1f} MiB")
 
-    print("\npack (-O pack=FILE, 'piflash info'): need = info baseline + slope x .pdsc bytes")
-    print(f"{'devices':>8} {'pack bytes':>11} {'pdsc bytes':>11} {'peak RSS (MiB)':>15}")
-    for n, zbytes, pdsc, rss in pack_rows:
-        print(f"{n:>8,} {zbytes:>11,} {pdsc:>11,} {rss / MIB:>15.1f}")
-    b, s = fit([(pdsc, rss) for _, _, pdsc, rss in pack_rows])
+    print("\npack (-O pack=FILE, 'piflash info'): need = info baseline + slope x .pdsc bytes; "
+          f"target {TARGET} (builtin), and BENCH00001 (a part of the pack)")
+    print(f"{'devices':>8} {'pack bytes':>11} {'pdsc bytes':>11} {'peak RSS (MiB)':>15} {'pack part (MiB)':>16}")
+    for n, zbytes, pdsc, rss, part in pack_rows:
+        shown = f"{part / MIB:>16.1f}" if part else f"{'-':>16}"
+        print(f"{n:>8,} {zbytes:>11,} {pdsc:>11,} {rss / MIB:>15.1f} {shown}")
+    b, s = fit([(pdsc, rss) for _, _, pdsc, rss, _ in pack_rows])
     print(f"fitted: baseline {b / MIB:.1f} MiB, slope {s:.2f} B per .pdsc byte")
+    if all(part for *_, part in pack_rows):
+        b, s = fit([(pdsc, part) for _, _, pdsc, _, part in pack_rows])
+        print(f"fitted, pack part as target: baseline {b / MIB:.1f} MiB, slope {s:.2f} B per .pdsc byte")
+    else:
+        print(f"(pack part as target not measured: build {FLM} with scripts/build-test-firmware.sh)")
 
     print(f"\nguard cost (fresh interpreter, median of 7): import piflash.host.memguard "
           f"{import_s * 1000:.2f} ms, one check_memory {check_s * 1000:.3f} ms")

@@ -241,6 +241,13 @@ class TargetRequiredError(PiflashError):
     exit_code = ExitCode.USAGE
 
 
+class PackError(PiflashError):
+    """A CMSIS pack given with ``-O pack=FILE`` (or a profile's ``pack``) cannot be read: missing,
+    not a zip or pack directory, no ``.pdsc`` in it, or a ``.pdsc`` that is not valid."""
+
+    exit_code = ExitCode.USAGE
+
+
 class UnknownOptionError(PiflashError):
     """A pyOCD session option that pyOCD does not know, or a value of the wrong type."""
 

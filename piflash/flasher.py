@@ -27,7 +27,7 @@ from piflash.image import FirmwareImage, check_fits
 from piflash.program import ERASE_MODES, ImageProgrammer, erase_flash, reset_target
 from piflash.progress import Phase, ProgressSink
 from piflash.result import OperationResult
-from piflash.target import builtin_flash_regions, check_target, flash_regions
+from piflash.target import flash_regions, resolve_target
 from piflash.verify import verify_image
 
 #: What an interruption in each phase leaves on the board, for the message.
@@ -64,15 +64,15 @@ def phase(result: OperationResult, sink: ProgressSink, name: Phase) -> Iterator[
         result.durations[name] = round(time.monotonic() - start, 4)
 
 
-def _prepare(image: Optional[FirmwareImage], target: Optional[str]) -> Optional[str]:
-    """Validate the target type and, for a builtin target, the image's place before any probe is opened."""
+def _prepare(image: Optional[FirmwareImage], target: Optional[str], options: Optional[dict]) -> Optional[str]:
+    """Validate the target type (builtin, or a part of the packs in ``options["pack"]``) and,
+    where its memory map is known without connecting, the image's place, before any probe is opened."""
     if not target:
         return None
-    target = check_target(target)
-    regions = builtin_flash_regions(target)
-    if image is not None and regions is not None:
-        check_fits(image, regions, target)
-    return target
+    checked = resolve_target(target, (options or {}).get("pack"))
+    if image is not None and checked.flash_regions is not None:
+        check_fits(image, checked.flash_regions, checked.name)
+    return checked.name
 
 
 @contextlib.contextmanager
@@ -110,8 +110,8 @@ def _run(operation: str, image: Optional[FirmwareImage], probe: Optional[str], t
     sink = progress or ProgressSink()
     result = OperationResult.start(operation, image, probe, target)
     with tracking(result):
-        target = _prepare(image, target)
-        check_session_options(options or {})
+        check_session_options(options or {})  # first: _prepare reads the 'pack' option
+        target = _prepare(image, target, options)
         with contextlib.ExitStack() as stack:  # the session outlives the connect phase
             with phase(result, sink, Phase.CONNECT):
                 sink.phase_start(Phase.CONNECT, 0)
@@ -149,9 +149,11 @@ def flash_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Op
     :param erase: ``"auto"``, ``"sector"`` or ``"chip"``.
     :param verify: read back and compare every programmed byte (see :mod:`piflash.verify`).
     :param reset: reset the target afterwards so the new firmware runs; if False it stays halted.
-    :param options: extra pyOCD session options (dict), e.g. ``{"flash.timeout.erase_sector": 2.0}``.
+    :param options: extra pyOCD session options (dict), e.g. ``{"flash.timeout.erase_sector": 2.0}``;
+        ``{"pack": "x.pack"}`` (a path or a list of paths) makes the parts of those CMSIS packs
+        target types, checked and their memory maps used before connecting.
     :returns: the :class:`~piflash.result.OperationResult` (``ok`` True).
-    :raises UnknownTargetError, ImageRangeError, NoProbeError, SeveralProbesError, ProbePermissionError,
+    :raises UnknownTargetError, PackError, ImageRangeError, NoProbeError, SeveralProbesError, ProbePermissionError,
         ConnectError, FlashError, VerifyError, ProbeLostError, OperationInterrupted:
     """
     if erase not in ERASE_MODES:

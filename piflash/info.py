@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from piflash.target import builtin_flash_regions, check_target, known_targets
+from piflash.target import builtin_flash_regions, check_target, known_targets, pack_parts
 
 
-def list_targets(pattern: Optional[str] = None) -> List[dict]:
-    """pyOCD's builtin target types, sorted by name.
+def list_targets(pattern: Optional[str] = None, packs=None) -> List[dict]:
+    """pyOCD's builtin target types sorted by name, then the parts of ``packs`` in pack order.
 
     :param pattern: keep only names or vendors containing this (case-insensitive).
-    :returns: dicts ``name``, ``vendor``, ``flash_bytes`` (total of the static flash regions,
-        0 when the class has no static memory map).
+    :param packs: CMSIS pack path(s), as pyOCD's ``pack`` option takes them, or None.
+    :returns: dicts ``name``, ``vendor``, ``flash_bytes`` (total of the flash regions known
+        without connecting, 0 when the class has no static memory map) and ``pack`` (the pack's
+        path, None for a builtin type).
+    :raises PackError: a pack is missing or cannot be read.
     """
     rows = []
     for name, cls in sorted(known_targets().items()):
@@ -20,7 +23,12 @@ def list_targets(pattern: Optional[str] = None) -> List[dict]:
         if not pattern or any(pattern.lower() in v.lower() for v in (name, vendor)):
             regions = builtin_flash_regions(name) or []
             rows.append({"name": name, "vendor": vendor,
-                         "flash_bytes": sum(end - start for start, end, _ in regions)})
+                         "flash_bytes": sum(end - start for start, end, _ in regions), "pack": None})
+    for part in pack_parts(packs) if packs else []:
+        if not pattern or any(pattern.lower() in v.lower() for v in (part.name, part.vendor or "")):
+            rows.append({"name": part.name, "vendor": part.vendor or "",
+                         "flash_bytes": sum(end - start for start, end, _ in part.flash_regions or []),
+                         "pack": part.pack})
     return rows
 
 
@@ -34,10 +42,11 @@ def target_info(probe: Optional[str] = None, target: Optional[str] = None,
         ``sector_size`` and ``page_size`` (bytes) at the region start.
     :raises: the connect errors of :func:`piflash.connect.open_session`.
     """
-    from piflash.connect import open_session, read_target_uid, translate_error
+    from piflash.connect import check_session_options, open_session, read_target_uid, translate_error
 
     if target:
-        target = check_target(target)
+        check_session_options(options or {})  # first: check_target reads the 'pack' option
+        target = check_target(target, (options or {}).get("pack"))
     with open_session(probe, target, frequency, options) as session:
         try:
             regions = []

@@ -14,6 +14,7 @@ A profile is a small YAML mapping (``docs/profiles.md`` has the full story)::
     reset: true                 # optional bool, default true
     description: "..."          # optional
     memory_guard: refuse        # optional: refuse | warn | off (see piflash/host/memguard.py)
+    pack: packs/Vendor.DFP.pack # optional CMSIS pack(s) describing the target; a path or a list
 
 Loading is strict: an unknown key, a value of the wrong type, a missing
 required key or broken YAML raises :class:`~piflash.errors.ProfileError`
@@ -38,7 +39,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, List, NoReturn, Optional, Tuple, Union
 
-from piflash.errors import ChecksumError, FirmwareError, PiflashError, ProfileError
+from piflash.errors import ChecksumError, FirmwareError, PackError, PiflashError, ProfileError
 from piflash.image import ALL_SUFFIXES, format_for_name
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ PROFILE_PATH_ENV = "PIFLASH_PROFILE_PATH"
 
 #: Every key a profile may contain.
 ALLOWED_KEYS = ("target", "probe", "frequency", "erase", "firmware", "sha256",
-                "base_address", "verify", "reset", "description", "memory_guard")
+                "base_address", "verify", "reset", "description", "memory_guard", "pack")
 #: Accepted values of ``memory_guard`` (as piflash.host.memguard.GUARD_MODES; kept here so loading a
 #: profile does not import the guard).
 MEMORY_GUARD_MODES = ("refuse", "warn", "off")
@@ -82,11 +83,17 @@ class Profile:
     reset: bool = True             #: reset and run the target afterwards
     description: Optional[str] = None
     memory_guard: Optional[str] = None  #: "refuse", "warn", "off", or None for the default
+    pack: Optional[Tuple[str, ...]] = None  #: CMSIS pack paths (absolute), pyOCD's ``pack`` option
 
     @property
     def firmware_format(self) -> str:
         """``"hex"``, ``"elf"`` or ``"bin"``, from the firmware file's extension."""
         return format_for_name(self.firmware)
+
+    def session_options(self) -> Optional[dict]:
+        """The pyOCD session options this profile sets: ``{"pack": [paths]}`` when it names a
+        pack, else None."""
+        return {"pack": list(self.pack)} if self.pack else None
 
     def check_firmware(self) -> str:
         """Hash the firmware file and compare it with :attr:`sha256` (if set).
@@ -125,19 +132,22 @@ class Profile:
         """Load the firmware and check it: the one place a profile's image is made ready.
 
         Parses the whole file, compares its SHA-256 with :attr:`sha256` (if set) and, for a
-        target with a static memory map, checks the image lies in its flash.
+        target with a memory map known before connecting (a builtin class's, or a part of
+        :attr:`pack`), checks the image lies in its flash.
 
         :returns: the :class:`piflash.image.FirmwareImage`.
         :raises FirmwareError: missing, unreadable, corrupt or empty file (exit 3).
         :raises ChecksumError: the digest differs from :attr:`sha256` (exit 6).
         :raises ImageRangeError: data outside the target's flash (exit 4).
+        :raises UnknownTargetError, PackError: the target is neither builtin nor in :attr:`pack`
+            (exit 2; :func:`load_profile` with ``check_target`` reports them at their line).
         """
         from piflash.image import check_fits, load_image
-        from piflash.target import builtin_flash_regions
+        from piflash.target import resolve_target
 
         image = load_image(self.firmware, self.base_address)
         self.check_digest(image.sha256)
-        regions = builtin_flash_regions(self.target)
+        regions = resolve_target(self.target, self.pack).flash_regions
         if regions is not None:
             check_fits(image, regions, self.target)
         return image
@@ -310,7 +320,9 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
     :param path: the YAML file (str or path-like).
     :param check_target: optional validator of the target type (e.g.
         :func:`piflash.target.check_target`, which imports pyOCD): returns the normalised name
-        or raises a PiflashError, reported at the 'target' key's line.
+        or raises a PiflashError, reported at the 'target' key's line. When the profile names
+        a ``pack``, it is called as ``check_target(target, packs)`` and a
+        :class:`~piflash.errors.PackError` is reported at the 'pack' key's line.
     :returns: a :class:`Profile`; the firmware file itself is not opened.
     :raises ProfileError: unreadable file, YAML syntax error, empty file, top level not a
         mapping, unknown/duplicate/missing key or bad value; the error's ``path``, ``line``
@@ -348,9 +360,18 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
 
     pfile = Path(src).resolve()
     target, probe, description = text("target"), text("probe"), text("description", blank_ok=True)
+    pack = None
+    if "pack" in values:
+        raw = values["pack"]
+        items = raw if isinstance(raw, list) else [raw]
+        if not items or not all(isinstance(p, str) and p.strip() for p in items):
+            fail("pack", f"expected the path of a CMSIS pack, or a list of paths, got {_describe(raw)}")
+        pack = tuple(str((pfile.parent / Path(p.strip()).expanduser()).resolve()) for p in items)
     if check_target is not None:
         try:
-            target = check_target(target)
+            target = check_target(target, pack) if pack else check_target(target)
+        except PackError as e:
+            fail("pack", e.message, e.hint)
         except PiflashError as e:
             fail("target", e.message, e.hint)
     firmware = (pfile.parent / Path(text("firmware")).expanduser()).resolve()
@@ -390,7 +411,7 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
     return Profile(name=pfile.stem, path=pfile, target=target, probe=probe, frequency=frequency,
                    erase=erase, firmware=firmware, sha256=sha256, base_address=base,
                    verify=flag("verify"), reset=flag("reset"), description=description,
-                   memory_guard=memory_guard)
+                   memory_guard=memory_guard, pack=pack)
 
 
 def profile_dirs(cwd: Optional[PathLike] = None) -> List[Path]:
@@ -474,6 +495,7 @@ def profile_to_dict(profile: Profile) -> dict:
     """The profile as a JSON-friendly dict: one entry per field, paths as str, ints as int."""
     out = dataclasses.asdict(profile)
     out["path"], out["firmware"] = str(profile.path), str(profile.firmware)
+    out["pack"] = list(profile.pack) if profile.pack is not None else None
     return out
 
 

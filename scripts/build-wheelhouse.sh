@@ -2,8 +2,10 @@
 # Builds a wheelhouse: a folder with a wheel of every pinned pip package of a profile in
 # scripts/install-deps.txt, for `scripts/install.sh --wheelhouse DIR` to install offline.
 # Run it on a bigger machine of the same architecture as the target (a Pi 4 or 5 for a
-# Zero 2W: `uname -m` must match, armv7l for 32-bit Raspberry Pi OS, aarch64 for 64-bit),
-# so that what has no wheel on PyPI (capstone on armv7l) is compiled there, not on the Zero.
+# Zero 2W), so that what has no wheel on PyPI (capstone on armv7l) is compiled there, not on
+# the Zero. The architecture is the installed system's (armv7l for 32-bit Raspberry Pi OS,
+# aarch64 for 64-bit; scripts/lib-arch.sh), not the kernel's: a Pi 4/5 runs a 64-bit kernel
+# under 32-bit Raspberry Pi OS.
 #
 #   bash scripts/build-wheelhouse.sh [--profile minimal|full] DIR
 #   # copy DIR and this checkout to the Zero 2W, then there:
@@ -16,6 +18,8 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 deps=$repo/scripts/install-deps.txt
+source "$repo/scripts/lib-arch.sh"
+arch=$(userland_arch)
 profile=full
 die() { local code=$1; printf 'build-wheelhouse: error: %s\n' "$2" >&2; shift 2
         local l; for l in "$@"; do printf '  %s\n' "$l" >&2; done; exit "$code"; }
@@ -23,7 +27,7 @@ say() { printf 'build-wheelhouse: %s\n' "$*" >&2; }
 while (($#)); do
     case $1 in
         --profile) (($# >= 2)) || die 2 "--profile needs minimal or full"; profile=$2; shift 2 ;;
-        -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) die 2 "unknown option $1" ;;
         *) break ;;
     esac
@@ -48,7 +52,7 @@ pip=("$work/venv/bin/python" -m pip --disable-pip-version-check --no-input)
 # Wheels from the index where it has one for this machine; what has none is built here.
 shopt -s nocaseglob
 have_wheel() { local name=${1%%==*} version=${1#*==}; compgen -G "$out/${name//-/_}-$version-*.whl" > /dev/null; }
-say "downloading ${#reqs[@]} wheels for $(uname -m)"
+say "downloading ${#reqs[@]} wheels for $arch"
 if ! "${pip[@]}" download -q --no-deps --only-binary :all: -d "$out" -r "$work/requirements.txt" \
         > "$work/download.log" 2>&1; then
     for req in "${reqs[@]}"; do  # one at a time, to learn which have no wheel
@@ -59,7 +63,7 @@ fi
 missing=()
 for req in "${reqs[@]}"; do have_wheel "$req" || missing+=("$req"); done
 if ((${#missing[@]})); then
-    say "no wheel on the index for $(uname -m): ${missing[*]}; building them here"
+    say "no wheel on the index for $arch: ${missing[*]}; building them here"
     command -v cc > /dev/null && [[ -n $(python3 -c 'import sysconfig; print(sysconfig.get_path("include"))') ]] &&
         [[ -f $(python3 -c 'import sysconfig; print(sysconfig.get_path("include"))')/Python.h ]] ||
         die 3 "building needs a C compiler and Python's headers" \
@@ -70,6 +74,6 @@ if ((${#missing[@]})); then
     printf '%s\n' "${missing[@]}" > "$work/missing.txt"
     "${pip[@]}" wheel --no-deps -w "$out" -r "$work/missing.txt" || die 1 "pip wheel failed"
 fi
-printf 'machine=%s\nprofile=%s\n' "$(uname -m)" "$profile" > "$out/piflash-wheelhouse.txt"
-say "$(ls "$out"/*.whl | wc -l) wheels in $out for $(uname -m)"
+printf 'machine=%s\nprofile=%s\n' "$arch" "$profile" > "$out/piflash-wheelhouse.txt"
+say "$(ls "$out"/*.whl | wc -l) wheels in $out for $arch"
 say "on the target: bash scripts/install.sh --profile $profile --wheelhouse $out"

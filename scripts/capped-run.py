@@ -4,7 +4,7 @@ and benchmarks/install_armhf.py).
 
     python3 scripts/capped-run.py --limit-mib 400 [--timeout S] [--json OUT] -- CMD ARGS...
 
-Needs root and the cgroup v1 memory controller at /sys/fs/cgroup/memory (field notes 6). The
+Needs root and the cgroup v1 memory controller at /sys/fs/cgroup/memory. The
 command runs in a fresh child cgroup of this process's own memory cgroup, with
 memory.limit_in_bytes (and memory.memsw.limit_in_bytes, so swap cannot stretch it) set to the
 cap. Measured, written as one JSON object to --json (and to stderr):

@@ -3,12 +3,15 @@
 # released MicroPython build for the BBC micro:bit (Debian's
 # firmware-microbit-micropython) into a simulated nRF51 board, with progress,
 # read-back verify and reset; then flash it again to show unchanged pages skipped.
+# Run as root (sudo) in a user's checkout, it gives the files it made back to that user.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-"$repo/scripts/dev-setup.sh" sim
 venv=${PIFLASH_VENV:-$repo/.venv}
-hex=/usr/share/firmware-microbit-micropython/firmware.hex
 export PIFLASH_SIM_DIR=${PIFLASH_SIM_DIR:-$repo/.sim-demo}
+source "$repo/scripts/lib-owner.sh"
+owner_guard demo.sh "$venv" "$PIFLASH_SIM_DIR"
+"$repo/scripts/dev-setup.sh" sim
+hex=/usr/share/firmware-microbit-micropython/firmware.hex
 
 "$venv/bin/piflash" sim delete microbit >/dev/null 2>&1 || true
 "$venv/bin/piflash" sim create microbit --target nrf51

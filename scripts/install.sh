@@ -6,6 +6,7 @@
 #
 #   bash scripts/install.sh                     # profile "minimal", for this user
 #   bash scripts/install.sh --profile full      # + capstone and cmsis-pack-manager (wheels only)
+#   bash scripts/install.sh --with-sim          # + the simulated board (Debian's python3-unicorn)
 #   bash scripts/install.sh --wheelhouse DIR    # offline, from scripts/build-wheelhouse.sh's folder
 #   sudo bash scripts/install.sh --system       # /opt/piflash + /usr/local/bin/piflash (the station)
 #   bash scripts/install.sh --uninstall [--system]
@@ -19,7 +20,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 deps=$repo/scripts/install-deps.txt
-profile=minimal system=0 wheelhouse="" uninstall=0 force=0 args=("$@")
+profile=minimal system=0 wheelhouse="" uninstall=0 force=0 with_sim=0 args=("$@")
 
 say() { printf 'install: %s\n' "$*" >&2; }
 # die CODE MESSAGE [HINT LINE...]
@@ -31,7 +32,7 @@ die() {
     for line in "$@"; do printf '  %s\n' "$line" >&2; done
     exit "$code"
 }
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while (($#)); do
     case $1 in
@@ -44,10 +45,11 @@ while (($#)); do
             wheelhouse=$2; shift 2 ;;
         --wheelhouse=*) wheelhouse=${1#*=}; shift ;;
         --system) system=1; shift ;;
+        --with-sim) with_sim=1; shift ;;
         --uninstall) uninstall=1; shift ;;
         --force) force=1; shift ;;
         -h|--help) usage; exit 0 ;;
-        *) die 2 "unknown argument '$1'" "usage: bash scripts/install.sh [--profile minimal|full] [--system] [--wheelhouse DIR] [--uninstall] [--force]" ;;
+        *) die 2 "unknown argument '$1'" "usage: bash scripts/install.sh [--profile minimal|full] [--with-sim] [--system] [--wheelhouse DIR] [--uninstall] [--force]" ;;
     esac
 done
 [[ $profile == minimal || $profile == full ]] ||
@@ -56,13 +58,16 @@ if [[ -n $wheelhouse ]]; then
     [[ -d $wheelhouse ]] || die 2 "wheelhouse '$wheelhouse' is not a directory" \
         "build one on a Pi 4/5 of the same architecture: bash scripts/build-wheelhouse.sh DIR"
     wheelhouse=$(cd "$wheelhouse" && pwd)
+    source "$repo/scripts/lib-arch.sh"
+    arch=$(userland_arch)   # the system's, not the kernel's (a 64-bit kernel under 32-bit OS)
     built_for=$(sed -n 's/^machine=//p' "$wheelhouse/piflash-wheelhouse.txt" 2>/dev/null || true)
-    [[ -z $built_for || $built_for == "$(uname -m)" ]] ||
-        die 2 "the wheelhouse was built on $built_for, this machine is $(uname -m)" \
-            "build it where uname -m says $(uname -m) (armv7l: 32-bit Raspberry Pi OS, aarch64: 64-bit)"
+    [[ -z $built_for || $built_for == "$arch" ]] ||
+        die 2 "the wheelhouse holds $built_for wheels, this system is $arch (dpkg: $(dpkg --print-architecture 2>/dev/null || echo unknown))" \
+            "build it on a system of the same architecture (armv7l: 32-bit Raspberry Pi OS, aarch64: 64-bit)," \
+            "whatever its kernel's uname -m says: bash scripts/build-wheelhouse.sh DIR"
 fi
 
-# Where: root's own ~/.local would be invisible to the user who runs piflash (field notes 1.3),
+# Where: root's own ~/.local (under /root) would be invisible to the user who runs piflash,
 # so root installs only machine-wide, with --system.
 uid=$(id -u)
 if ((system)); then
@@ -83,7 +88,7 @@ while read -r name version source prof _; do
     [[ -z $name || $name == \#* ]] && continue
     [[ $source == debian:* ]] && apt_all+=("${source#debian:}")
     [[ $source == pip && $prof == full ]] && full_only+=("$name")
-    [[ $prof == all || $prof == "$profile" ]] || continue
+    [[ $prof == all || $prof == "$profile" ]] || { [[ $prof == sim ]] && ((with_sim)); } || continue
     case $source in
         pip) pip_reqs+=("$name==$version") ;;
         debian:*) apt_pkgs+=("${source#debian:}") ;;
@@ -267,21 +272,27 @@ if ((${#gaps[@]})); then
 fi
 
 # Smoke test: the system libusb-1.0 through pyusb (libusb-package's stand-in), the J-Link
-# plugin's import of pylink -> psutil (field notes 2), and piflash's own entry point.
+# plugin's import of pylink -> psutil (a compiled module: pyOCD imports it for every probe
+# scan), and piflash's own entry point.
 "$py" - <<'EOF' || die 1 "the installed pyOCD does not load (see above)"
 import usb.backend.libusb1
 assert usb.backend.libusb1.get_backend() is not None, "pyusb finds no libusb-1.0 (apt-get install libusb-1.0-0)"
 import pyocd.probe.jlink_probe
 import pyocd.probe.aggregator
 EOF
+if ((with_sim)); then  # the simulated board's CPU emulator: Debian's build, its C library loads
+    "$py" -c 'import unicorn; unicorn.Uc(unicorn.UC_ARCH_ARM, unicorn.UC_MODE_THUMB)' ||
+        die 1 "the simulated board's CPU emulator (unicorn, Debian's python3-unicorn) does not load" \
+            "check: apt-cache policy python3-unicorn; dpkg -L python3-unicorn"
+fi
 version=$("$venv/bin/piflash" --version) || die 1 "$venv/bin/piflash does not run"
 
 mkdir -p "$bindir"
 ln -sfn "$venv/bin/piflash" "$link"
-"$py" - "$marker" "$profile" "$venv" "$system" "$wheelhouse" <<'EOF'
+"$py" - "$marker" "$profile" "$venv" "$system" "$wheelhouse" "$with_sim" <<'EOF'
 import datetime, json, sys
-path, profile, venv, system, wheelhouse = sys.argv[1:]
-record = {"profile": profile, "venv": venv, "system": system == "1",
+path, profile, venv, system, wheelhouse, with_sim = sys.argv[1:]
+record = {"profile": profile, "venv": venv, "system": system == "1", "sim": with_sim == "1",
           "installed_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
           "wheelhouse": wheelhouse or None}
 with open(path, "w") as f:
@@ -290,8 +301,10 @@ with open(path, "w") as f:
 EOF
 
 pyocd_version=$("$py" -c 'import importlib.metadata as m; print(m.version("pyocd"))')
-say "done: $version, pyOCD $pyocd_version, profile $profile, in $venv"
+say "done: $version, pyOCD $pyocd_version, profile $profile$( ((with_sim)) && echo ' + simulated board'), in $venv"
 say "command: $link"
+# sudo's secure_path has no ~/.local/bin: give it the full path (docs/permissions.md).
+say "USB probes without root: sudo $(printf '%q' "$link") setup permissions   (then log out and back in)"
 if [[ ":$PATH:" != *":$bindir:"* ]]; then
     say "warning: $bindir is not on your PATH yet; log out and back in (~/.profile adds it"
     say "  once it exists), or run: export PATH=\"$bindir:\$PATH\""

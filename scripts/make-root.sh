@@ -39,7 +39,7 @@ if ((${#need[@]})); then
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-# A foreign architecture runs through binfmt_misc + qemu-user-static (field notes, section 6),
+# A foreign architecture runs through binfmt_misc + Debian's qemu-user-static,
 # registered with the C flag (credentials from the binary) so that setuid programs such as
 # sudo work inside the root, as they do on a Pi.
 if [[ $arch != "$(dpkg --print-architecture)" ]]; then

@@ -9,8 +9,9 @@
 #
 # Checks: install and flash succeed under the cap; capstone was never built nor installed (no
 # compiler in the root, no capstone in pip's log, `import capstone` fails); a second install
-# run upgrades in place; --uninstall removes the venv and the link; the board's flash holds
-# the image. Reports wall time, cgroup peak and largest process peak RSS of install and flash,
+# run upgrades in place and adds the simulated board (--with-sim: Debian's python3-unicorn, as
+# PyPI has no armv7l wheel), whose `piflash sim create` then works; --uninstall removes the
+# venv and the link; the board's flash holds the image. Reports wall time, cgroup peak and largest process peak RSS of install and flash,
 # and qemu-user's share of the flash's memory (benchmarks/qemu_share.py; the same flash
 # natively on the host). Prints a table, writes benchmarks/results/test-arm-<time>.json.
 # The root gets the repository as a clone holds it (git archive HEAD); --worktree copies the
@@ -29,7 +30,7 @@ while (($#)); do
         --limit-mib) limit=$2; shift 2 ;;
         --keep) keep=1; shift ;;
         --worktree) worktree=1; shift ;;
-        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "test-arm: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -145,9 +146,13 @@ EOF
     check_flash "$arch-share"
     cp "$ROOT/home/pi/share.json" "$run/share.json"
 
-    log "$arch: install again (upgrade in place), then --uninstall"
-    capped "$run/reinstall.json" chroot "$ROOT" su - pi -c 'cd ~/piflash && bash scripts/install.sh' \
+    log "$arch: install again with --with-sim (upgrade in place, + the simulated board), then --uninstall"
+    capped "$run/reinstall.json" chroot "$ROOT" su - pi -c 'cd ~/piflash && bash scripts/install.sh --with-sim' \
         > "$run/reinstall.log" 2>&1 || { cat "$run/reinstall.log" >&2; fail "$arch: second install failed"; }
+    python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["sim"] is True' \
+        "$ROOT$venv/piflash-install.json" || fail "$arch: the install marker does not record --with-sim"
+    as_pi 'PIFLASH_SIM_DIR=~/sim piflash sim create smoke --target nrf51' >> "$run/reinstall.log" 2>&1 ||
+        { tail -n 5 "$run/reinstall.log" >&2; fail "$arch: piflash sim create after --with-sim"; }
     as_pi 'cd ~/piflash && bash scripts/install.sh --uninstall' >> "$run/reinstall.log" 2>&1 ||
         fail "$arch: --uninstall failed"
     [[ ! -e $ROOT$venv && ! -e $ROOT/home/pi/.local/bin/piflash ]] || fail "$arch: --uninstall left files"

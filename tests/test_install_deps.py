@@ -35,7 +35,7 @@ class Row:
     name: str
     version: str          # exact pin (pip), Debian 12's version (debian:*), "-" (a stand-in)
     source: str           # "pip" or "debian:PACKAGE"
-    profile: str          # "all" or "full"
+    profile: str          # "all", "full" or "sim" (install.sh --with-sim)
     needed_by: tuple[str, ...]
 
 
@@ -50,7 +50,7 @@ def load_rows() -> dict[str, Row]:
         assert norm(name) == name, f"install-deps.txt:{number}: write {norm(name)!r}"
         assert name not in rows, f"install-deps.txt:{number}: {name} listed twice"
         assert source == "pip" or re.fullmatch(r"debian:[a-z0-9][a-z0-9.+-]+", source), line
-        assert profile in ("all", "full"), line
+        assert profile in ("all", "full", "sim"), line
         if source == "pip":
             Version(version)  # an exact, valid version
         elif version != "-":
@@ -62,12 +62,14 @@ def load_rows() -> dict[str, Row]:
 ROWS = load_rows()
 
 
-def requirements(dist: str) -> dict[str, Requirement]:
-    """dist's installed Requires-Dist that apply on Linux without extras, by normalised name."""
+def requirements(dist: str, extra: str = "") -> dict[str, Requirement]:
+    """dist's installed Requires-Dist that apply on Linux without extras (or, given ``extra``,
+    only those the extra adds), by normalised name."""
     reqs = {}
     for text in md.requires(dist) or []:
         req = Requirement(text)
-        if req.marker is None or req.marker.evaluate({**LINUX, "extra": ""}):
+        applies = req.marker is None or req.marker.evaluate({**LINUX, "extra": extra})
+        if applies and (not extra or not (req.marker is None or req.marker.evaluate({**LINUX, "extra": ""}))):
             reqs[norm(req.name)] = req
     return reqs
 
@@ -81,7 +83,7 @@ def check_against(consumer: str, reqs: dict[str, Requirement]) -> None:
     added = sorted(set(reqs) - listed_for(consumer))
     dropped = sorted(listed_for(consumer) - set(reqs))
     assert not added and not dropped, (
-        f"{consumer} {md.version(consumer)} requires {added or 'nothing'} missing from "
+        f"{consumer} {md.version(consumer.split('[')[0])} requires {added or 'nothing'} missing from "
         f"install-deps.txt and no longer requires {dropped or 'nothing'} listed there: "
         "update scripts/install-deps.txt (and docs/install.md if a new one needs compiling)")
     for name, req in reqs.items():
@@ -110,6 +112,13 @@ def test_piflash_requirements_match_the_list():
     check_against("piflash", requirements("piflash"))
 
 
+def test_sim_extra_matches_the_list():
+    """install.sh --with-sim installs exactly piflash's [sim] extra, from Debian (no armv7l wheel)."""
+    check_against("piflash[sim]", requirements("piflash", "sim"))
+    assert all(ROWS[name].profile == "sim" and ROWS[name].source.startswith("debian:")
+               for name in listed_for("piflash[sim]"))
+
+
 def test_requirements_of_requirements_are_listed():
     """Walk the list: each pinned package installed here at its pin has its own needs listed."""
     checked = []
@@ -131,7 +140,7 @@ def test_requirements_of_requirements_are_listed():
 def test_every_consumer_is_listed():
     for row in ROWS.values():
         for consumer in row.needed_by:
-            assert consumer in ("piflash", "build") or consumer in ROWS, (
+            assert consumer in ("piflash", "piflash[sim]", "build") or consumer in ROWS, (
                 f"{row.name} is needed by {consumer}, which install-deps.txt does not list")
             if consumer in ROWS and ROWS[consumer].profile == "full":
                 assert row.profile == "full" or set(row.needed_by) - {consumer}, (

@@ -136,3 +136,102 @@ def test_uninstall_removes_venv_link_and_marker(home):
     assert not venv.exists() and not link.is_symlink()
     assert not venv.parent.exists()  # ~/.local/share/piflash, empty now
     assert other.exists()
+
+
+def fake_kernel(directory: Path, machine: str) -> Path:
+    """A bin directory whose ``uname`` answers ``-m`` with ``machine`` (a 64-bit kernel under a
+    32-bit system, or the reverse), everything else as the real uname."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stub = directory / "uname"
+    stub.write_text(f'#!/bin/sh\n[ "$1" = -m ] && {{ echo {machine}; exit 0; }}\nexec /bin/uname "$@"\n')
+    stub.chmod(0o755)
+    os.chmod(directory, 0o755)
+    return directory
+
+
+def userland() -> str:
+    """This system's architecture in uname -m's names, from dpkg (the scripts' own answer)."""
+    proc = subprocess.run(["bash", "-c", f"source {REPO / 'scripts/lib-arch.sh'}; userland_arch"],
+                          capture_output=True, text=True, check=True)
+    return proc.stdout.strip()
+
+
+def test_userland_arch_is_dpkgs_not_the_kernels(tmp_path):
+    if not shutil.which("dpkg"):
+        pytest.skip("needs dpkg (Debian, Raspberry Pi OS)")
+    dpkg = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip()
+    names = {"armhf": "armv7l", "arm64": "aarch64", "amd64": "x86_64", "i386": "i686"}
+    other = "aarch64" if names.get(dpkg) != "aarch64" else "armv7l"
+    env = dict(os.environ, PATH=f"{fake_kernel(tmp_path / 'bin', other)}:{os.environ['PATH']}")
+    proc = subprocess.run(["bash", "-c", f"uname -m; source {REPO / 'scripts/lib-arch.sh'}; userland_arch"],
+                          capture_output=True, text=True, env=env, check=True)
+    assert proc.stdout.split() == [other, names.get(dpkg, dpkg)]
+
+
+@pytest.mark.parametrize("labelled", ["userland", "kernel"])
+def test_wheelhouse_architecture_is_the_systems(home, labelled):
+    """On a 64-bit kernel under a 32-bit system (or the reverse) a wheelhouse is matched against
+    the system's architecture: one labelled with it is taken, one labelled with the kernel's is
+    refused, naming both."""
+    if not shutil.which("dpkg"):
+        pytest.skip("needs dpkg (Debian, Raspberry Pi OS)")
+    system = userland()
+    kernel = "aarch64" if system != "aarch64" else "armv7l"
+    wheels = home / "wheels"
+    wheels.mkdir()
+    (wheels / "piflash-wheelhouse.txt").write_text(
+        f"machine={system if labelled == 'userland' else kernel}\nprofile=minimal\n")
+    if ROOT:
+        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(wheels)], check=True)
+    bindir = fake_kernel(home / "bin", kernel)
+    cmd = as_user(["bash", str(install_script()), "--wheelhouse", str(wheels), "--uninstall"])
+    env = {"HOME": str(home), "PATH": f"{bindir}:{os.environ['PATH']}", "LANG": "C.UTF-8"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    if labelled == "userland":
+        assert proc.returncode == 0 and "nothing installed" in proc.stderr, proc.stderr
+    else:
+        assert proc.returncode == 2, proc.stderr
+        assert f"the wheelhouse holds {kernel} wheels, this system is {system}" in proc.stderr
+
+
+def debian_packages(profiles=("all", "sim")) -> list[str]:
+    """The Debian packages install.sh wants for these profiles of scripts/install-deps.txt."""
+    pkgs = {"python3-venv"}
+    for line in (REPO / "scripts" / "install-deps.txt").read_text().splitlines():
+        fields = line.split("#", 1)[0].split()
+        if len(fields) == 5 and fields[2].startswith("debian:") and fields[3] in profiles:
+            pkgs.add(fields[2].split(":", 1)[1])
+    return sorted(pkgs)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ROOT, reason="needs root (apt-get for the Debian packages; the install runs as nobody)")
+def test_with_sim_installs_the_simulated_board(home):
+    """`install.sh --with-sim` (a real user install, pip from the configured index): the venv
+    sees Debian's python3-unicorn, the marker says so, and the README's simulated-board
+    commands work with the installed piflash. About 40 s."""
+    missing = [p for p in debian_packages()
+               if subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True,
+                                 text=True).stdout.find("ok installed") < 0]
+    if missing:
+        apt = subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing],
+                             capture_output=True, text=True, timeout=600,
+                             env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        if apt.returncode != 0:
+            pytest.skip(f"apt-get install {' '.join(missing)} failed: {apt.stderr.strip()[-300:]}")
+    proc = subprocess.run(as_user(["bash", str(install_script()), "--with-sim"]), capture_output=True,
+                          text=True, timeout=900,
+                          env={"HOME": str(home), "PATH": os.environ["PATH"], "LANG": "C.UTF-8"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "profile minimal + simulated board" in proc.stderr
+    assert "USB probes without root: sudo " in proc.stderr  # the full path: sudo's PATH lacks ~/.local/bin
+    venv = home / ".local" / "share" / "piflash" / "venv"
+    assert json.loads((venv / "piflash-install.json").read_text())["sim"] is True
+    piflash = home / ".local" / "bin" / "piflash"
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "PIFLASH_SIM_DIR": str(home / "sim"), "LANG": "C.UTF-8"}
+    created = subprocess.run(as_user([str(piflash), "sim", "create", "bench", "--target", "nrf52840"]),
+                             capture_output=True, text=True, env=env, timeout=120)
+    assert created.returncode == 0 and "created sim:bench" in created.stdout, created.stderr
+    where = subprocess.run(as_user([str(venv / "bin" / "python"), "-c", "import unicorn; print(unicorn.__file__)"]),
+                           capture_output=True, text=True, env=env, timeout=60)
+    assert where.stdout.startswith("/usr/lib/python3/dist-packages/"), where  # Debian's, not a wheel

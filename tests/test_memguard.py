@@ -187,6 +187,64 @@ def test_cgroup_v1_limit(zero):
     assert read_machine(zero).available == 300 * MIB
 
 
+def v2_cgroup(root: Path, limit: int, current: int, stat: str = "") -> Path:
+    (root / "proc" / "self").mkdir(parents=True, exist_ok=True)
+    (root / "proc" / "self" / "cgroup").write_text("0::/system.slice/piflash-station.service\n")
+    d = root / "sys" / "fs" / "cgroup" / "system.slice" / "piflash-station.service"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "memory.max").write_text(f"{limit}\n")
+    (d / "memory.current").write_text(f"{current}\n")
+    (d / "memory.stat").write_text(stat)
+    return d
+
+
+def test_cgroup_v2_page_cache_is_not_counted_as_used(zero):
+    """A station under MemoryMax=200M that just wrote a 120 MiB file: usage 190 MiB of which
+    120 MiB is inactive page cache the kernel drops at the limit. 130 MiB are available, not 10."""
+    v2_cgroup(zero, 200 * MIB, 190 * MIB,
+              f"anon {40 * MIB}\nfile {150 * MIB}\nactive_file {30 * MIB}\ninactive_file {120 * MIB}\n"
+              f"inactive_anon {40 * MIB}\n")
+    b = read_machine(zero)
+    assert (b.cgroup_limit, b.cgroup_usage, b.cgroup_reclaimable) == (200 * MIB, 190 * MIB, 120 * MIB)
+    assert b.available == 130 * MIB
+    assert assess_memory("flash", 16 * KIB, image_format="bin", root=zero).status == "ok"
+
+
+def test_cgroup_v1_page_cache_uses_the_hierarchy_total(zero):
+    (zero / "proc" / "self").mkdir()
+    (zero / "proc" / "self" / "cgroup").write_text("4:memory:/capped\n0::/\n")
+    d = zero / "sys" / "fs" / "cgroup" / "memory" / "capped"
+    d.mkdir(parents=True)
+    (d / "memory.limit_in_bytes").write_text(f"{200 * MIB}\n")
+    (d / "memory.usage_in_bytes").write_text(f"{190 * MIB}\n")
+    # v1 lists the cgroup's own figure and, with the total_ prefix, its whole subtree's.
+    (d / "memory.stat").write_text(f"cache {150 * MIB}\ninactive_file {5 * MIB}\nactive_file {10 * MIB}\n"
+                                   f"total_cache {150 * MIB}\ntotal_inactive_file {120 * MIB}\n")
+    assert read_machine(zero).available == 130 * MIB
+    # Never more reclaimable than used (memory.stat and usage are read at different moments).
+    (d / "memory.stat").write_text(f"total_inactive_file {400 * MIB}\n")
+    b = read_machine(zero)
+    assert b.cgroup_reclaimable == 190 * MIB and b.available == min(b.mem_available, 200 * MIB)
+    (d / "memory.stat").unlink()                  # no memory.stat: nothing counted reclaimable
+    assert read_machine(zero).available == 10 * MIB
+
+
+def test_own_memory_is_counted_once(tmp_path):
+    """The checking process already holds part of the peak (its resident set): a need that fits
+    only when that part is not counted twice is admitted; the same need from another process
+    (doctor asking for a future flash) is not."""
+    root = fake_root(tmp_path, meminfo(BASELINE["flash"] + MARGIN - 30 * MIB, 0))
+    (root / "proc" / "self").mkdir()
+    (root / "proc" / "self" / "status").write_text("Name:\tpython3\nVmPeak:\t  99999 kB\n"
+                                                   f"VmRSS:\t   {40 * 1024} kB\nRssAnon:\t  30000 kB\n")
+    v = check_memory("flash", root=root, warn=lambda s: None)
+    assert (v.status, v.held, v.more) == ("ok", 40 * MIB, BASELINE["flash"] - 40 * MIB), v.message
+    assert "40 MiB of it already in use by this process" in v.message
+    assert assess_memory("flash", root=root).status == "refuse"          # held=0: a new process
+    with pytest.raises(MemoryGuardError):
+        check_memory("flash", root=root, held=0)
+
+
 # --- verdicts ---------------------------------------------------------------------------------
 
 def test_verdicts_on_the_three_machines(zero, pi4, pc):

@@ -22,6 +22,9 @@ from support import unprivileged
 from piflash.host import probetable
 from piflash.errors import ExitCode
 
+#: Heavy: debootstrap of a Debian root (cached after the first run). Deselect with -m "not slow".
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("PIFLASH_CACHE_DIR", Path.home() / ".cache" / "piflash"))
 ROOT_NAME = "bookworm-amd64-minbase"

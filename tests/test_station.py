@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 pytest.importorskip("unicorn")
 
 from piflash.sim import SimStore  # noqa: E402
+from piflash.station.loop import REPEAT_WINDOW  # noqa: E402
 from support.stationkit import (MID_PROGRAM_TRANSFERS, StationProcess, rows, wait_for, wait_rows,  # noqa: E402
                         write_config, write_profile)
 
@@ -35,8 +37,8 @@ def firmware(firmware_dir):
 def stations():
     started = []
 
-    def start(config, log):
-        st = StationProcess(config, log)
+    def start(config, log, **kw):
+        st = StationProcess(config, log, **kw)
         started.append(st)
         return st
 
@@ -126,11 +128,60 @@ def test_sigterm_mid_board_finishes_and_records_it(tmp_path, store, stations):
     station.wait_output("sim:bay: flashing")
     assert rows(history) == []                    # caught in the middle of the board
     station.signal(signal.SIGTERM)
-    assert station.stop() == 0
+    assert station.wait() == 0                    # one SIGTERM only: a second would abort the board
     got = rows(history)
     assert len(got) == 1 and got[0]["outcome"] == "pass" and got[0]["programmed_bytes"] == 256 * 1024
     assert "station stopped: 1 passed" in station.output()
     assert store.read_flash("bay")[:256 * 1024] == big.read_bytes()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("via", ["timeout", "twice"])
+def test_one_stop_request_delivered_twice_counts_once(tmp_path, store, stations, sig, via):
+    """One Ctrl-C/SIGTERM often reaches the station twice: `timeout 600 piflash station ...`
+    (GNU timeout passes the signal to the station and then to its whole process group), or a
+    terminal's Ctrl-C reaching every process of the group while a wrapper relays it too. One
+    user action: the board in flight is finished and recorded as pass. ``twice`` delivers the
+    signal twice 50 ms apart (the timeout route is a race: Python may fold two quick deliveries
+    into one handler call)."""
+    if via == "timeout" and not shutil.which("timeout"):
+        pytest.skip("needs GNU timeout (coreutils)")
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(256 * 1024))
+    history = tmp_path / "history.sqlite3"
+    profile = write_profile(tmp_path, big, base_address="0x0")
+    station = stations(write_config(tmp_path, profile, ["sim:bay"], history), tmp_path / "station.log",
+                       prefix=["timeout", "600"] if via == "timeout" else [])
+    store.create("bay", "nrf52840")
+    station.wait_output("sim:bay: flashing")
+    station.signal(sig)                           # via timeout: it relays the signal twice
+    if via == "twice":
+        time.sleep(0.05)
+        station.signal(sig)
+    assert station.wait() == 0, station.output()
+    got = rows(history)
+    assert len(got) == 1 and got[0]["outcome"] == "pass", (got, station.output())
+    assert store.read_flash("bay")[:256 * 1024] == big.read_bytes()
+
+
+def test_a_later_second_stop_request_aborts_the_board(tmp_path, store, stations):
+    """A second SIGTERM well after the first (a user insisting) aborts the board in flight; it is
+    recorded as a failure, never left out of the history."""
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(1024 * 1024))
+    history = tmp_path / "history.sqlite3"
+    profile = write_profile(tmp_path, big, base_address="0x0")
+    station = stations(write_config(tmp_path, profile, ["sim:bay"], history), tmp_path / "station.log")
+    store.create("bay", "nrf52840")
+    station.wait_output("sim:bay: flashing")
+    station.signal(signal.SIGTERM)
+    time.sleep(REPEAT_WINDOW + 0.2)
+    assert station.proc.poll() is None, "the 1 MiB board finished too soon to test an abort"
+    station.signal(signal.SIGTERM)
+    assert station.wait() == 0
+    got = rows(history)
+    assert len(got) == 1 and got[0]["outcome"] == "fail", got
+    assert "station stopped during" in (got[0]["error"] or ""), got
 
 
 def test_skip_reflash_and_sighup_reload(tmp_path, store, firmware, stations, cli):

@@ -32,6 +32,9 @@ import pytest
 from conftest import REPO
 from support.nspawn import BootError, Container
 
+#: Heavy: debootstrap and a systemd-nspawn container boot. Deselect with -m "not slow".
+pytestmark = pytest.mark.slow
+
 CACHE = Path(os.environ.get("PIFLASH_CACHE_DIR") or Path.home() / ".cache" / "piflash")
 ROOT_NAME = "bookworm-amd64-systemd"
 INCLUDE = ("systemd,systemd-sysv,dbus,udev,python3,python3-venv,python3-pip,libusb-1.0-0,"

@@ -10,7 +10,7 @@ import click
 
 from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, Settings, firmware_options, handles_errors,
                                  memory_guarded, output_options, probe_options, reset_option, resolve,
-                                 sigterm_as_interrupt)
+                                 session_options, sigterm_as_interrupt)
 from piflash.errors import PiflashError
 from piflash.program import ERASE_MODES
 
@@ -90,7 +90,8 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
     image = _load(s)
     result = _run_with_progress(s, quiet, json_mode, lambda display: flash_firmware(
         image, probe=s["probe"], target=s["target"], frequency=s["frequency"], erase=s["erase"],
-        verify=s["verify"], reset=s["reset"], progress=display, options=pyocd_options))
+        verify=s["verify"], reset=s["reset"], progress=display,
+        options=session_options(s, pyocd_options)))
     p = result.program
     verified = "verified" if result.verify else "NOT verified"
     _report(result, json_mode, quiet,
@@ -116,7 +117,7 @@ def verify(firmware, probe, target, frequency, profile, pyocd_options, base_addr
     image = _load(s)
     result = _run_with_progress(s, quiet, json_mode, lambda display: verify_firmware(
         image, probe=s["probe"], target=s["target"], frequency=s["frequency"], progress=display,
-        reset=s["reset"], options=pyocd_options))
+        reset=s["reset"], options=session_options(s, pyocd_options)))
     _report(result, json_mode, quiet, f"Verified: all {image.size:,} bytes match on {result.target}")
 
 
@@ -156,7 +157,7 @@ def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, quiet
     ranges = [_range(r) for r in sectors]
     result = _run_with_progress(s, quiet, json_mode, lambda display: erase_target(
         s["probe"], s["target"], "sector" if ranges else "chip", ranges, s["frequency"], display,
-        pyocd_options))
+        session_options(s, pyocd_options)))
     _report(result, json_mode, quiet, f"Erased {result.program.erased_bytes:,} bytes on {result.target}")
 
 
@@ -173,7 +174,7 @@ def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mo
     sigterm_as_interrupt()
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
     result = _recorded(s, lambda: reset_board(s["probe"], s["target"], halt, s["frequency"],
-                                              pyocd_options))
+                                              session_options(s, pyocd_options)))
     _report(result, json_mode, quiet, f"Reset {result.target}" + (" (halted)" if halt else ""))
 
 

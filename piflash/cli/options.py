@@ -157,7 +157,8 @@ def resolve(profile: Optional[str], **cli_values) -> Settings:
 
     given = {k: v for k, v in cli_values.items() if v is not None}
     out = Settings(profile=None, firmware=None, sha256=None, target=None, probe=None,
-                   frequency=None, erase="auto", base_address=None, verify=True, reset=True)
+                   frequency=None, erase="auto", base_address=None, verify=True, reset=True,
+                   pack=None)
     if not profile:
         out.update(given)
         return out
@@ -169,7 +170,16 @@ def resolve(profile: Optional[str], **cli_values) -> Settings:
     out.update(profile=prof.name, firmware=str(prof.firmware), sha256=prof.sha256,
                target=prof.target, probe=prof.probe, frequency=prof.frequency, erase=prof.erase,
                base_address=prof.base_address, verify=prof.verify, reset=prof.reset,
-               profile_obj=prof)
+               pack=prof.pack, profile_obj=prof)
+    return out
+
+
+def session_options(settings: Settings, pyocd_options: Optional[dict]) -> dict:
+    """The pyOCD session options of one command: ``-O NAME=VALUE`` over the profile's (its
+    ``pack``); ``-O pack=FILE`` replaces the profile's pack."""
+    out = dict(pyocd_options or {})
+    if settings.get("pack") and "pack" not in out:
+        out["pack"] = list(settings["pack"])
     return out
 
 

@@ -47,44 +47,126 @@ class PlainProgress(ProgressSink):
         self._print(text)
 
 
-class RichProgress(ProgressSink):
-    """rich progress bars with bytes and rate, one per phase. Use as a context manager."""
+#: Column widths of the rich display, in characters: status mark, phase label, bar, bytes done
+#: of total ("1,023.9/1,023.9 KiB" fits), rate ("2,059.6 KiB/s"), elapsed time ("0:00:01").
+#: With rich's one-space gaps they take 78 columns: an 80-column terminal (a Pi's console)
+#: shows them all; the phase's detail goes after them when it fits and on a line of its own,
+#: under the label, when it does not.
+WIDTHS = {"mark": 1, "label": 11, "bar": 20, "bytes": 17, "rate": 13, "time": 7}
+#: Phases whose rate means something while they run: bytes moved through the probe. An erase
+#: reports whole sectors (or, for a chip erase, nothing until the end), so its live rate is
+#: noise (a chip erase showed "884 bytes/s"); a sector erase gets its average at the end.
+LIVE_RATE = (Phase.PROGRAM, Phase.VERIFY)
 
-    def __init__(self, stream: TextIO = sys.stdout) -> None:
-        from rich.console import Console
-        from rich.progress import (BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn,
-                                   TimeElapsedColumn, TransferSpeedColumn)
-        from rich.table import Column
+
+class RichProgress(ProgressSink):
+    """rich progress bars with bytes and rate, one per phase. Use as a context manager.
+
+    Each phase is a row: a mark (spinner, then ✓, or ✗ for a phase that failed or never ended),
+    the phase, a bar, bytes, rate and elapsed time (:data:`WIDTHS`), then the phase's detail
+    ("sector erase", "all match: 238 pages by CRC32, ...") on the same line when the terminal is
+    wide enough, else on the next line. Phases without a size (connect, reset) leave the byte
+    columns empty.
+
+    :param stream: where to draw (a terminal).
+    :param console: a rich Console to draw on instead (tests: ``Console(width=80, record=True)``).
+    """
+
+    def __init__(self, stream: TextIO = sys.stdout, console=None) -> None:
+        from rich.console import Console, Group
+        from rich.progress import (BarColumn, DownloadColumn, Progress, ProgressColumn, SpinnerColumn,
+                                   TextColumn, TimeElapsedColumn)
+        from rich.table import Column, Table
         from rich.text import Text
 
+        def fixed(name: str, **kw) -> Column:
+            return Column(width=WIDTHS[name], no_wrap=True, overflow="crop", **kw)
+
+        class Mark(SpinnerColumn):
+            def render(self, task):
+                if task.fields.get("failed"):
+                    return Text("✗", style="red")
+                return super().render(task)
+
         def sized(column_cls, **kw):
-            # Connect and reset have no byte count: leave their byte columns empty.
             class Sized(column_cls):
                 def render(self, task):
                     return super().render(task) if task.fields.get("sized") else Text("")
             return Sized(**kw)
 
-        self.console = Console(file=stream)
-        self._progress = Progress(
-            SpinnerColumn(finished_text="[green]✓", table_column=Column(no_wrap=True, min_width=1)), TextColumn("{task.description}", table_column=Column(no_wrap=True, min_width=11)),
-            sized(BarColumn, bar_width=24, table_column=Column(no_wrap=True, min_width=24)),
-            sized(DownloadColumn, binary_units=True, table_column=Column(no_wrap=True, min_width=19)),
-            sized(TransferSpeedColumn, table_column=Column(no_wrap=True, min_width=10)),
-            TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
-            TextColumn("{task.fields[summary]}", table_column=Column(no_wrap=True, overflow="ellipsis")),
-            console=self.console, transient=False)
+        class Rate(ProgressColumn):
+            """The live rate of program/verify; at the end, the phase's average (none for a chip
+            erase or a phase too short to mean anything), as the plain display prints it."""
+
+            def render(self, task):
+                if not task.fields.get("sized"):
+                    return Text("")
+                if task.finished or task.fields.get("failed"):
+                    return Text(task.fields.get("rate", ""), style="progress.data.speed")
+                speed = task.speed if task.fields.get("live") else None
+                return Text(f"{speed / 1024:,.1f} KiB/s" if speed else "", style="progress.data.speed")
+
+        columns = [
+            Mark(finished_text=Text("✓", style="green"), table_column=fixed("mark")),
+            TextColumn("{task.description}", table_column=fixed("label")),
+            sized(BarColumn, bar_width=WIDTHS["bar"], table_column=fixed("bar")),
+            sized(DownloadColumn, binary_units=True, table_column=fixed("bytes", justify="right")),
+            Rate(table_column=fixed("rate", justify="right")),
+            TimeElapsedColumn(table_column=fixed("time")),
+        ]
+        # One-space gaps between the fixed columns (Table.grid's padding (0, 1) collapses to one).
+        row_width = sum(WIDTHS.values()) + len(WIDTHS) - 1
+
+        class Rows(Progress):
+            """Progress drawn task by task: the fixed columns, then the detail beside or below."""
+
+            def get_renderables(self):
+                width = console.width   # (not self.console: rich asks before self.live exists)
+                parts = []
+                for task in self.tasks:
+                    if not task.visible:
+                        continue
+                    grid = Table.grid(padding=(0, 1), collapse_padding=True)
+                    for column in self.columns:
+                        grid.add_column(**{k: getattr(column.get_table_column(), k) for k in
+                                           ("width", "no_wrap", "overflow", "justify")})
+                    cells = [column(task) for column in self.columns]
+                    detail = Text.from_markup(task.fields.get("summary", ""))
+                    beside = bool(detail.plain) and row_width + 1 + detail.cell_len <= width
+                    if beside:
+                        grid.add_column(no_wrap=True, overflow="ellipsis")
+                        cells.append(detail)
+                    grid.add_row(*cells)
+                    parts.append(grid)
+                    if detail.plain and not beside:
+                        indent = WIDTHS["mark"] + 1
+                        below = Text(" " * indent) + detail
+                        below.truncate(width, overflow="ellipsis")
+                        parts.append(below)
+                yield Group(*parts)
+
+        console = self.console = console or Console(file=stream)
+        self._progress = Rows(*columns, console=console, transient=False)
         self._tasks: Dict[str, int] = {}
+        self._start: Dict[str, float] = {}
 
     def __enter__(self) -> "RichProgress":
         self._progress.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
+        # A phase that never ended (a failed connect, Ctrl-C) keeps no spinning mark: ✗, stopped.
+        for task in self._progress.tasks:
+            if not task.finished:
+                self._progress.update(task.id, failed=True)
+                self._progress.stop_task(task.id)
         self._progress.stop()
 
     def phase_start(self, phase: str, total: int) -> None:
+        self._start[phase] = time.monotonic()
         self._tasks[phase] = self._progress.add_task(_LABELS.get(phase, phase), total=total or None,
-                                                     summary="", sized=bool(total))
+                                                     summary="", sized=bool(total), live=phase in LIVE_RATE,
+                                                     rate="")
 
     def phase_update(self, phase: str, done: int) -> None:
         task: Optional[int] = self._tasks.get(phase)
@@ -95,15 +177,26 @@ class RichProgress(ProgressSink):
         task = self._tasks.get(phase)
         if task is None:
             return
-        total = self._progress.tasks[task].total
-        failed = summary.startswith("FAIL")
-        style = "[red]" if failed else "[dim]"
+        state = self._progress.tasks[task]
+        total = state.total
+        failed = summary.upper().startswith("FAIL")
+        took = time.monotonic() - self._start.get(phase, time.monotonic())
+        rate = "" if failed or summary.startswith("chip erase") else _rate(total or 0, took)
+        style = "red" if failed else "dim"
         self._progress.update(task, total=total or 1, completed=(total or 1) if not failed
-                              else self._progress.tasks[task].completed, summary=f"{style}{summary}")
+                              else state.completed, summary=f"[{style}]{escape(summary)}[/]",
+                              failed=failed, rate=rate)
         self._progress.stop_task(task)
 
     def message(self, text: str) -> None:
         self._progress.console.print(text)
+
+
+def escape(text: str) -> str:
+    """``text`` with rich markup characters escaped (a summary is shown as text, not markup)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 def make_progress(quiet: bool, json_mode: bool):

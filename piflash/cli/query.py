@@ -6,7 +6,7 @@ import json
 
 import click
 
-from piflash.cli.options import CONTEXT, handles_errors, probe_options, resolve
+from piflash.cli.options import CONTEXT, handles_errors, probe_options, resolve, session_options
 from piflash.cli.options import memory_guarded
 
 
@@ -20,7 +20,7 @@ def info(probe, target, frequency, profile, pyocd_options, json_mode):
     from piflash.info import target_info
 
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
-    data = target_info(s["probe"], s["target"], s["frequency"], pyocd_options)
+    data = target_info(s["probe"], s["target"], s["frequency"], session_options(s, pyocd_options))
     if json_mode:
         click.echo(json.dumps(data, indent=2))
         return
@@ -66,15 +66,19 @@ def probes(json_mode):
 
 @click.command(context_settings=CONTEXT)
 @click.argument("pattern", required=False)
+@click.option("--pack", "packs", multiple=True, metavar="FILE",
+              help="Also list the parts of this CMSIS pack (.pack or directory; repeatable).")
 @click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
-def targets(pattern, json_mode):
+@handles_errors
+def targets(pattern, packs, json_mode):
     """List the target types pyOCD knows (PATTERN filters by substring)."""
     from piflash.info import list_targets
 
-    rows = list_targets(pattern)
+    rows = list_targets(pattern, list(packs) or None)
     if json_mode:
         click.echo(json.dumps(rows, indent=2))
         return
     for row in rows:
         flash = f"{row['flash_bytes'] // 1024:,} KiB flash" if row["flash_bytes"] else ""
-        click.echo(f"{row['name']:<24} {row['vendor']:<24} {flash}".rstrip())
+        source = f"  (pack {row['pack']})" if row["pack"] else ""
+        click.echo(f"{row['name']:<24} {row['vendor']:<24} {flash}{source}".rstrip())

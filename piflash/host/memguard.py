@@ -9,11 +9,16 @@ works out the sizes from files) first, *before* pyOCD is imported:
   operation (:data:`BASELINE`), plus a measured slope per byte of firmware file
   (:data:`IMAGE_SLOPE`, per format: an Intel HEX file costs far more per byte than a .bin)
   and per byte of CMSIS-pack description (:data:`PACK_SLOPE`);
+- the estimate is of the whole process's peak, counted once: the process that checks already
+  holds part of it (Python, click, piflash: its resident set, ``held``), and that part is
+  already missing from what the machine reports free, so only ``more = need - held`` is
+  compared;
 - it compares that with what the machine has (:func:`piflash.host.machine.read_machine`):
-  ``MemAvailable`` (capped by a cgroup limit) and ``SwapFree``;
-- the verdict is ``"ok"``; ``"tight"`` when ``need > available - MARGIN`` (it only fits by
+  ``MemAvailable`` (capped by a cgroup limit, less the cgroup's working set: its reclaimable
+  page cache is not counted as used) and ``SwapFree``;
+- the verdict is ``"ok"``; ``"tight"`` when ``more > available - MARGIN`` (it only fits by
   swapping, or with less than :data:`MARGIN` to spare): a warning, then the operation goes on;
-  or ``"refuse"`` when ``need > available + swap_free - MARGIN``: :class:`MemoryGuardError`
+  or ``"refuse"`` when ``more > available + swap_free - MARGIN``: :class:`MemoryGuardError`
   (exit code 14) with the numbers and advice.
 
 Overrides, strongest first: ``force=True`` (``--force``); the environment variable
@@ -34,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Union
 
-from piflash.host.machine import MachineFacts, read_machine
+from piflash.host.machine import MachineFacts, read_machine, read_self_rss
 from piflash.errors import GuardConfigError, MemoryGuardError  # noqa: F401  (raised here)
 
 MIB = 1024 * 1024
@@ -47,29 +52,31 @@ MODE_ENV = "PIFLASH_MEMORY_GUARD"
 GUARD_MODES = ("refuse", "warn", "off")
 
 #: Peak RSS in bytes of one ``piflash OPERATION`` process (Python + piflash + pyOCD) with a
-#: 16 KiB image (or none), plus about 10 % and rounded up to a whole MiB.
+#: 16 KiB image (or none), plus about 10 % and rounded up to a whole MiB: the whole process's
+#: peak, of which the checking process already holds a part (see :func:`check_memory`).
 #:
 #: Measured by ``benchmarks/memory_baseline.py`` on the development machine, x86-64 (2 cores,
-#: Linux 6.18, Python 3.11.7, pyOCD 0.46.0), 2026-11-21, highest of 4 runs: info 60.8 MiB, erase
-#: 65.1, flash 65.4, verify 65.2 (docs/benchmarks.md). The simulated board was served by ``piflash sim serve`` in
-#: another process, so its CPU emulator (about 14 MiB more in-process) is not counted: a real
+#: Linux 6.18, Python 3.11.7, pyOCD 0.46.0), 2026-11-22, highest of 5 runs: info 50.7 MiB, erase
+#: 52.1, flash 52.2, verify 52.3 (docs/benchmarks.md; 2026-11-21's run, before the house plan of
+#: issue 9, gave 60.8 to 65.4). The simulated board was served by ``piflash sim serve`` in
+#: another process, so its CPU emulator (about 13 MiB more in-process) is not counted: a real
 #: probe has none. x86-64 uses 8-byte pointers; on 32-bit armv7l Raspberry Pi OS CPython's
 #: objects are smaller, so these figures overstate a 32-bit Pi's need (conservative); on
 #: aarch64 they are about right. ``station`` (a long-running flash + verify) takes flash's;
 #: ``reset`` (connect and reset, no image) takes info's.
 BASELINE = {
-    "info": 67 * MIB,
-    "reset": 67 * MIB,
-    "erase": 72 * MIB,
-    "flash": 72 * MIB,
-    "verify": 72 * MIB,
-    "station": 72 * MIB,
+    "info": 56 * MIB,
+    "reset": 56 * MIB,
+    "erase": 58 * MIB,
+    "flash": 58 * MIB,
+    "verify": 58 * MIB,
+    "station": 58 * MIB,
 }
 
 #: Extra peak RSS per byte of firmware *file*, by format (bytes per byte): the largest of the
 #: flash and verify slopes of the same benchmark (images of 16 KiB to 1 MiB of data), rounded up
-#: with room to spare: measured bin 10.0, elf 9.6, hex 26.1 (a 1 MiB image as a 2.75 MiB .hex
-#: peaked at 133.8 MiB). Intel HEX costs most: ``piflash.image`` parses it with intelhex, which
+#: with room to spare: measured 2026-11-22 bin 9.8, elf 9.7, hex 32.1 fitted (a 1 MiB image as
+#: a 2.75 MiB .hex peaked at 134.1 MiB, 12 MiB under this estimate). Intel HEX costs most: ``piflash.image`` parses it with intelhex, which
 #: keeps a dict entry per data byte and grows it by doubling, so the cost per byte rises with
 #: size (41 bytes per byte between the two largest images); 32 covers the measured range and,
 #: extrapolating that steepest step, a 2 MiB image. The .bin/.elf cost is mostly pyOCD's flash builder, which
@@ -85,7 +92,9 @@ IMAGE_SLOPE = {
 #: ``-O pack=FILE`` is given; the rest of a pack, SVD files and headers, is not read to list
 #: its parts), from the same benchmark with synthetic packs of 10 to 4000 parts (5.9 KB to
 #: 2.2 MB of .pdsc): fitted 14.7 bytes per byte, 18 between the two largest packs; rounded up
-#: to 20.
+#: to 20. When the target is a part of the pack, piflash parses the pack too (before pyOCD, to
+#: check the name and the image's place) and frees that parse before connecting: measured
+#: 85.5 MiB against 85.2 MiB with a builtin target for 2.3 MB of .pdsc (docs/benchmarks.md).
 PACK_SLOPE = 20.0
 #: Fixed extra peak RSS in bytes when any pack is given: pyOCD's pack support (ElementTree,
 #: the pack target builder) loads only then. Measured 4.3 to 6.8 MiB (``info`` with a 10-part
@@ -108,7 +117,7 @@ class MemoryVerdict:
 
     :ivar status: ``"ok"``, ``"tight"`` or ``"refuse"``.
     :ivar operation: the operation checked (a key of :data:`BASELINE`).
-    :ivar need: estimated peak RSS: ``baseline + image + pack``.
+    :ivar need: estimated peak RSS of the whole process: ``baseline + image + pack``.
     :ivar baseline: the operation's :data:`BASELINE` part of ``need``.
     :ivar image: the firmware's part of ``need``.
     :ivar pack: the CMSIS pack's part of ``need``.
@@ -116,6 +125,8 @@ class MemoryVerdict:
     :ivar swap_free: ``SwapFree``.
     :ivar margin: :data:`MARGIN` (or the margin given).
     :ivar facts: the :class:`~piflash.host.machine.MachineFacts` the verdict was made from.
+    :ivar held: the part of ``need`` the checking process already holds (its resident set;
+        0 when the operation will run in another process); only ``more`` is still to come.
     """
 
     status: str
@@ -128,6 +139,12 @@ class MemoryVerdict:
     swap_free: int
     margin: int
     facts: MachineFacts
+    held: int = 0
+
+    @property
+    def more(self) -> int:
+        """Bytes the operation still needs on top of what the process holds: ``need - held``."""
+        return max(0, self.need - self.held)
 
     @property
     def ok(self) -> bool:
@@ -143,7 +160,8 @@ class MemoryVerdict:
             parts.append(f"pack {_mib(self.pack)}")
         where = "available" if self.facts.cgroup_limit is None else "available (cgroup limit)"
         on = f" on {self.facts.short_model}" if self.facts.model else ""
-        return (f"{self.operation} needs about {_mib(self.need)} ({' + '.join(parts)}); "
+        holds = f", {_mib(self.held)} of it already in use by this process" if self.held else ""
+        return (f"{self.operation} needs about {_mib(self.need)} ({' + '.join(parts)}){holds}; "
                 f"MemAvailable {_mib(self.facts.mem_available)}"
                 + (f", {_mib(self.available)} {where}" if self.facts.cgroup_limit is not None else "")
                 + f", swap free {_mib(self.swap_free)}{on}")
@@ -156,7 +174,7 @@ class MemoryVerdict:
                     "as a safety margin)")
         if self.status == "tight":
             how = ("it fits only by swapping, which is slow on an SD card"
-                   if self.need > self.available else
+                   if self.more > self.available else
                    f"less than {_mib(self.margin)} would be left")
             return f"memory is tight: {self.describe()}: {how}"
         return f"memory ok: {self.describe()}"
@@ -178,7 +196,7 @@ class MemoryVerdict:
         return {"status": self.status, "operation": self.operation, "need": self.need,
                 "baseline": self.baseline, "image": self.image, "pack": self.pack,
                 "available": self.available, "swap_free": self.swap_free, "margin": self.margin,
-                "facts": self.facts.to_dict()}
+                "held": self.held, "more": self.more, "facts": self.facts.to_dict()}
 
 
 def _mib(n: int) -> str:
@@ -206,10 +224,14 @@ def estimate_need(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
 
 def assess_memory(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
                   image_format: Optional[str] = None, facts: Optional[MachineFacts] = None,
-                  root: Optional[PathLike] = None, margin: int = MARGIN) -> MemoryVerdict:
+                  root: Optional[PathLike] = None, margin: int = MARGIN,
+                  held: int = 0) -> MemoryVerdict:
     """The verdict on ``operation``, without acting on it (for ``doctor`` and reports).
 
     :param facts: the machine's figures; default :func:`piflash.host.machine.read_machine` of ``root``.
+    :param held: bytes of the operation's peak the process that will run it already holds (its
+        resident set, when it checks for itself); 0 (default) for an operation that will run in
+        a new process (``doctor`` asking "would a flash fit?").
     :param root: root of the /proc and /sys files (default ``$PIFLASH_PROC_ROOT`` or ``/``).
     :param margin: bytes to keep free (default :data:`MARGIN`).
     :returns: a :class:`MemoryVerdict`; never raises MemoryGuardError.
@@ -219,15 +241,16 @@ def assess_memory(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
     baseline, image, pack = estimate_need(operation, image_bytes, pack_bytes, image_format)
     facts = facts if facts is not None else read_machine(root)
     need = baseline + image + pack
+    more = max(0, need - max(0, held))
     available = facts.available
-    if need > available + facts.swap_free - margin:
+    if more > available + facts.swap_free - margin:
         status = "refuse"
-    elif need > available - margin:
+    elif more > available - margin:
         status = "tight"
     else:
         status = "ok"
     return MemoryVerdict(status, operation, need, baseline, image, pack, available,
-                         facts.swap_free, margin, facts)
+                         facts.swap_free, margin, facts, max(0, held))
 
 
 def guard_mode(profile_value: Optional[str] = None) -> str:
@@ -253,8 +276,10 @@ def check_memory(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
                  image_format: Optional[str] = None, *, mode: Optional[str] = None,
                  force: bool = False, facts: Optional[MachineFacts] = None,
                  root: Optional[PathLike] = None,
-                 warn: Optional[Callable[[str], None]] = None) -> Optional[MemoryVerdict]:
-    """Check that ``operation`` fits in memory; call this before importing pyOCD.
+                 warn: Optional[Callable[[str], None]] = None,
+                 held: Optional[int] = None) -> Optional[MemoryVerdict]:
+    """Check that ``operation`` fits in memory; call this before importing pyOCD, in the process
+    that will run the operation.
 
     :param operation: ``info``, ``erase``, ``flash``, ``verify`` or ``station``.
     :param image_bytes: firmware file size in bytes (0 for none).
@@ -266,6 +291,9 @@ def check_memory(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
     :param root: root of the /proc and /sys files; default ``$PIFLASH_PROC_ROOT`` or ``/``.
     :param warn: called with the warning text for a tight (or forced) verdict; default prints
         it on stderr.
+    :param held: bytes of the peak this process already holds; default its resident set
+        (:func:`piflash.host.machine.read_self_rss` of ``root``: 0 for a root without
+        ``proc/self/status``).
     :returns: the :class:`MemoryVerdict`, or None when the mode is ``off`` or the machine has no
         ``/proc/meminfo`` (nothing to go on: the operation proceeds).
     :raises MemoryGuardError: (exit code 14) the verdict is ``refuse`` and neither ``force`` nor
@@ -278,7 +306,9 @@ def check_memory(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
     if mode == "off":
         return None
     try:
-        verdict = assess_memory(operation, image_bytes, pack_bytes, image_format, facts, root)
+        held = read_self_rss(root) if held is None else held
+        verdict = assess_memory(operation, image_bytes, pack_bytes, image_format, facts, root,
+                                held=held)
     except OSError:
         return None
     say = warn or _stderr
@@ -302,7 +332,7 @@ def pack_description_bytes(packs: Union[None, PathLike, Iterable[PathLike]]) -> 
     files). Anything else, or an unreadable zip, counts with its whole file size; a missing
     path counts 0 (pyOCD reports it).
 
-    :param packs: one path, a list of paths, or None.
+    :param packs: one path, a list of paths, or None (anything else counts 0).
     """
     if packs is None:
         return 0
@@ -310,8 +340,12 @@ def pack_description_bytes(packs: Union[None, PathLike, Iterable[PathLike]]) -> 
 
     if isinstance(packs, (str, os.PathLike)):
         packs = [packs]
+    elif not isinstance(packs, (list, tuple)):
+        return 0  # e.g. -O pack=5: the option check refuses it before pyOCD loads
     total = 0
     for pack in packs:
+        if not isinstance(pack, (str, os.PathLike)):
+            continue
         p = Path(pack)
         try:
             if p.is_dir():
@@ -335,8 +369,9 @@ def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Opti
     Works out the sizes without parsing anything heavy: for the operations that load an image
     (:data:`IMAGE_OPERATIONS`) the firmware file's size and format (``firmware``, else the
     profile's ``firmware``), the pack from pyOCD session ``options``
-    (``{"pack": path or [paths]}``), and the mode (``$PIFLASH_MEMORY_GUARD``, else the profile's
-    ``memory_guard``). ``PIFLASH_MEMORY_GUARD=off`` returns at once, before any file is read.
+    (``{"pack": path or [paths]}``, as ``-O pack=FILE`` gives it), else the profile's ``pack``,
+    and the mode (``$PIFLASH_MEMORY_GUARD``, else the profile's ``memory_guard``).
+    ``PIFLASH_MEMORY_GUARD=off`` returns at once, before any file is read.
 
     :param profile: a profile name or path (:func:`piflash.profiles.find_profile`), or None.
     :raises MemoryGuardError: see :func:`check_memory`.
@@ -349,7 +384,8 @@ def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Opti
     loads_image = operation in IMAGE_OPERATIONS
     if not loads_image:
         firmware = None
-    if profile and (not os.environ.get(MODE_ENV) or (loads_image and not firmware)):
+    packs = (options or {}).get("pack")
+    if profile and (not os.environ.get(MODE_ENV) or (loads_image and not firmware) or packs is None):
         from piflash import profiles
 
         prof = profiles.load_profile(profiles.find_profile(profile))
@@ -357,6 +393,8 @@ def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Opti
             mode = guard_mode(prof.memory_guard)
         if loads_image:
             firmware = firmware or prof.firmware
+        if packs is None:
+            packs = prof.pack
     image_bytes, image_format = 0, None
     if firmware:
         try:
@@ -366,6 +404,6 @@ def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Opti
         from piflash.image import format_for_name
 
         image_format = format_for_name(firmware)
-    pack_bytes = pack_description_bytes((options or {}).get("pack"))
+    pack_bytes = pack_description_bytes(packs)
     return check_memory(operation, image_bytes, pack_bytes, image_format, mode=mode, force=force,
                         root=root, warn=warn)

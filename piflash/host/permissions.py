@@ -241,8 +241,8 @@ def setup_permissions(root: str = "/", user: Optional[str] = None, dry_run: bool
     if previous == rules:
         echo(f"rules {target} are current")
     else:
-        verb = "install" if previous is None else "update"
-        changes.append(f"{verb}d rules {target}")
+        verb, done = ("install", "installed") if previous is None else ("update", "updated")
+        changes.append(f"{done} rules {target}")
         if not dry_run:
             new_dirs = _missing_dirs(root, RULES_DIR)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -253,7 +253,7 @@ def setup_permissions(root: str = "/", user: Optional[str] = None, dry_run: bool
             if "rules" not in state:  # keep what the first run found
                 state["rules"] = {"path": f"/{RULES_DIR}/{RULES_NAME}", "created": previous is None,
                                   "previous": previous}
-        _say(echo, dry_run, f"{verb} rules {target}", f"{verb}d rules {target}")
+        _say(echo, dry_run, f"{verb} rules {target}", f"{done} rules {target}")
 
     if changes and not dry_run:
         new_dirs += [d for d in _missing_dirs(root, str(Path(STATE_FILE).parent))

@@ -9,7 +9,11 @@ Signals (installed by :meth:`Station.run`, which must run in the main thread):
 
 - SIGTERM / SIGINT: take no new board; a board being flashed is finished and recorded; then
   exit 0. A second SIGTERM/SIGINT aborts that board at its next progress step (recorded as
-  ``fail``, "station stopped during program").
+  ``fail``, "station stopped during program"), but only when it comes at least
+  :data:`REPEAT_WINDOW` seconds after the first: one user action often delivers the signal
+  twice at once (Ctrl-C reaches every process of the terminal's foreground process group;
+  GNU ``timeout`` signals its child and then its own process group, see ``cleanup()`` in
+  coreutils' ``src/timeout.c``), and one action must count once.
 - SIGHUP: reload the config. The new one is validated first (profile, firmware, checksum); if
   it is broken the error is logged and the old config stays. A board being flashed finishes
   with the config it started with.
@@ -29,6 +33,11 @@ from piflash.station.sdnotify import Notifier
 from piflash.station.status import LogOutput, NotifyOutput, StatusBoard
 
 LOG = logging.getLogger(__name__)
+
+#: Seconds after a first SIGTERM/SIGINT during which another one is taken for the same request
+#: (a duplicate delivery), not for "abort the board". A person pressing Ctrl-C again on purpose
+#: takes longer; duplicate deliveries arrive within milliseconds.
+REPEAT_WINDOW = 1.0
 
 
 def memory_guard(config_path, force: bool = False) -> None:
@@ -80,7 +89,7 @@ class Station:
         self._history_lock = threading.Lock()
         self._wake = threading.Event()
         self._reload_requested = False
-        self._signals = 0
+        self._first_stop: Optional[float] = None   # time.monotonic() of the first stop request
 
     # -- start-up -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -211,10 +220,17 @@ class Station:
         return True
 
     def request_stop(self) -> None:
-        """Stop taking boards (the first call) or abort the boards being flashed (the second)."""
-        self._signals += 1
-        if self._signals > 1:
+        """Stop taking boards (the first call) or abort the boards being flashed (a later call,
+        at least :data:`REPEAT_WINDOW` seconds after the first; one sooner is the same request)."""
+        now = time.monotonic()
+        if self._first_stop is None:
+            self._first_stop = now
+        elif now - self._first_stop >= REPEAT_WINDOW:
+            if not self.abort.is_set():
+                LOG.warning("second stop request: aborting the boards being flashed")
             self.abort.set()
+        else:
+            LOG.debug("stop request %.3f s after the first: the same request", now - self._first_stop)
         self.stop.set()
         for w in list(self.workers.values()):
             w.wake()

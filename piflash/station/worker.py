@@ -175,7 +175,8 @@ class ProbeWorker(threading.Thread):
             result = OperationResult.start("flash", loaded.image, self.uid, prof.target)
             try:
                 with phase(result, ProgressSink(), Phase.CONNECT):
-                    session = stack.enter_context(open_session(self.uid, prof.target, prof.frequency))
+                    session = stack.enter_context(open_session(self.uid, prof.target, prof.frequency,
+                                                               prof.session_options()))
                     try:
                         describe_session(session, result, loaded.image)
                     except ImageRangeError as exc:   # a board is there, but the image cannot go on it

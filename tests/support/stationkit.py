@@ -50,12 +50,17 @@ def write_config(directory: Path, profile: Path, probes, history: Path, name: st
 
 
 class StationProcess:
-    """``python -m piflash station run --plain --config FILE`` with output in a file."""
+    """``python -m piflash station run --plain --config FILE`` with output in a file.
 
-    def __init__(self, config: Path, log: Path, env: Optional[dict] = None) -> None:
+    ``prefix`` runs it under another command (e.g. ``["timeout", "600"]``); :meth:`signal`
+    then goes to that command, as a user's signal would."""
+
+    def __init__(self, config: Path, log: Path, env: Optional[dict] = None,
+                 prefix: List[str] = ()) -> None:
         self.log = log
+        self.prefix = list(prefix)
         self._out = open(log, "w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "piflash", "station", "run", "--plain",
+        self.proc = subprocess.Popen([*prefix, sys.executable, "-m", "piflash", "station", "run", "--plain",
                                       "--config", str(config)], stdout=self._out,
                                      stderr=subprocess.STDOUT, env=env or os.environ.copy())
 
@@ -73,8 +78,16 @@ class StationProcess:
     def signal(self, sig=signal.SIGTERM) -> None:
         self.proc.send_signal(sig)
 
+    def wait(self, deadline: float = 60.0) -> int:
+        """Wait for the station to exit by itself (after :meth:`signal`); returns the exit code."""
+        try:
+            return self.proc.wait(deadline)
+        finally:
+            self._out.close()
+
     def stop(self, deadline: float = 60.0) -> int:
-        """SIGTERM and wait; returns the exit code."""
+        """SIGTERM (unless it has exited) and wait; returns the exit code. Not for a station that
+        was already signalled to stop: this SIGTERM would be a second stop request."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
@@ -83,6 +96,11 @@ class StationProcess:
             self._out.close()
 
     def kill(self) -> None:
+        if self.prefix and self.proc.poll() is None:
+            try:  # the station under the prefix command too (timeout makes its own process group)
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()

@@ -58,7 +58,10 @@ def as_nobody(cmd: List[str], groups: List[int] = ()) -> List[str]:
 def _runs_as_nobody(python: str) -> bool:
     want = "%d.%d" % sys.version_info[:2]
     try:
-        proc = subprocess.run(as_nobody([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]),
+        # Through a shell already running as nobody: setpriv's own exec of a path under a
+        # directory nobody cannot enter (/root/.pyenv) may succeed where a later exec fails.
+        code = "import sys; print('%d.%d' % sys.version_info[:2])"
+        proc = subprocess.run(as_nobody(["/bin/sh", "-c", '"$0" -c "$1"', python, code]),
                               capture_output=True, text=True, timeout=30)
     except OSError:
         return False
@@ -78,7 +81,9 @@ def runtime() -> Runtime:
     shutil.copytree(REPO, repo, ignore=_SKIP, symlinks=True)
     site = base / "site"
     purelib = next(p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix))
-    shutil.copytree(purelib, site, ignore=shutil.ignore_patterns("__editable__*", "*.pth", "piflash*"),
+    # piflash itself comes from the copy; its dist-info stays, for the entry points (pyOCD
+    # finds the 'sim' probe type through them).
+    shutil.copytree(purelib, site, ignore=shutil.ignore_patterns("__editable__*", "*.pth", "piflash"),
                     symlinks=True)
     for path in (base, *base.rglob("*")):
         if not path.is_symlink():

@@ -9,6 +9,10 @@ private to root), laid out as the real ones are:
     sys/bus/usb/devices/1-1/1-1:1.0/interface
     dev/bus/usb/001/002        (a regular file carrying the node's owner, group and mode)
     root/etc/group             (what the explanation reads for group names and members)
+
+Owners (nobody's home, a node's owner and group) are only set when the tests run as root; a
+normal user cannot give files away, and the tests that depend on owners (running piflash as
+nobody) need root anyway and skip without it (:data:`AS_ROOT`, :func:`need_root`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,22 @@ from typing import Dict, List, Optional, Sequence
 from support import unprivileged
 
 NOBODY = unprivileged.NOBODY
+#: The tests run as root: files can be given to other users and piflash run as nobody.
+AS_ROOT = os.geteuid() == 0
+
+
+def need_root(why: str = "to run piflash as another user and give fake /dev nodes their owners") -> None:
+    """Skip the calling test unless it runs as root (with setpriv), saying why."""
+    import pytest
+
+    if not AS_ROOT or not shutil.which("setpriv"):
+        pytest.skip(f"needs root and setpriv (util-linux) {why}")
+
+
+def _chown(path: Path, uid: int, gid: int) -> None:
+    """``os.chown`` as root; as a normal user the file stays this user's (see the module doc)."""
+    if AS_ROOT:
+        os.chown(path, uid, gid)
 
 
 def plugdev_gid() -> int:
@@ -46,7 +66,7 @@ class FakeSystem:
         self.home = base / "home"
         for d in (self.sysfs / "bus/usb/devices", self.dev / "bus/usb", self.sysroot / "etc", self.home):
             d.mkdir(parents=True, exist_ok=True)
-        os.chown(self.home, NOBODY, NOBODY)
+        _chown(self.home, NOBODY, NOBODY)
         self.set_plugdev_members(plugdev_members)
         # Root hubs are USB devices too; they must never be taken for probes.
         self.add_device("usb1", 0x1d6b, 0x0002, 1, 1, product="xHCI Host Controller")
@@ -82,7 +102,7 @@ class FakeSystem:
         if mode is not None:
             node.parent.mkdir(parents=True, exist_ok=True)
             node.write_bytes(b"")
-            os.chown(node, owner, group)
+            _chown(node, owner, group)
             os.chmod(node, mode)
         return node
 
@@ -109,6 +129,7 @@ class FakeSystem:
         env = self.env()
         cmd = [sys.executable, "-m", "piflash", *map(str, args)]
         if uid is not None:
+            need_root()
             rt = unprivileged.runtime()
             env = rt.env(env)
             ids = ["--groups=" + ",".join(map(str, groups))] if groups else ["--clear-groups"]
