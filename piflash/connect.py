@@ -34,15 +34,26 @@ class ProbeInfo:
     :ivar unique_id: pyOCD unique ID (str), what ``--probe`` takes.
     :ivar description: vendor and product (str).
     :ivar target: target type the probe says its board carries (str), or None.
+    :ivar vid_pid: USB identity ``"vvvv:pppp"`` of a USB CMSIS-DAP probe (str), or None.
     """
 
     unique_id: str
     description: str
     target: Optional[str] = None
+    vid_pid: Optional[str] = None
 
     def to_dict(self) -> dict:
         """The probe as a JSON-friendly dict."""
-        return {"unique_id": self.unique_id, "description": self.description, "target": self.target}
+        return {"unique_id": self.unique_id, "description": self.description, "target": self.target,
+                "vid_pid": self.vid_pid}
+
+
+def _probe_vid_pid(probe) -> Optional[str]:
+    # pyOCD's CMSIS-DAP probes carry their USB IDs in DAPAccessCMSISDAP.vidpid (a public property).
+    vidpid = getattr(getattr(probe, "_link", None), "vidpid", None)
+    if not vidpid or not any(vidpid):
+        return None
+    return "%04x:%04x" % tuple(vidpid)
 
 
 def _probe_target(probe) -> Optional[str]:
@@ -77,7 +88,8 @@ def list_probes(unique_id: Optional[str] = None) -> List[ProbeInfo]:
     :param unique_id: keep only probes whose unique ID contains this (str), or all.
     :raises ConnectError: when a remote probe named by ``unique_id`` does not answer.
     """
-    return [ProbeInfo(p.unique_id, p.description, _probe_target(p)) for p in _find_probes(unique_id)]
+    return [ProbeInfo(p.unique_id, p.description, _probe_target(p), _probe_vid_pid(p))
+            for p in _find_probes(unique_id)]
 
 
 def select_probe(unique_id: Optional[str] = None):
@@ -188,7 +200,10 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
             return extra_missing(extra, str(exc))
     text = str(exc) or type(exc).__name__
     foreign = not isinstance(exc, (pe.Error, OSError))  # KeyError, AttributeError... from pyOCD's code
-    if isinstance(exc, pe.ProbeDisconnected) or isinstance(exc, (ConnectionError, BrokenPipeError)):
+    # ENODEV: libusb's LIBUSB_ERROR_NO_DEVICE, which pyusb raises as USBError when a USB probe is
+    # unplugged in the middle of a transfer (pyOCD's CMSIS-DAP driver lets it through).
+    if isinstance(exc, pe.ProbeDisconnected) or isinstance(exc, (ConnectionError, BrokenPipeError)) \
+            or getattr(exc, "errno", None) == errno.ENODEV:
         hint = ("is the probe server still running? Start it again, then run the command again"
                 if "probe server" in text else "check the USB cable and power, then run the command again")
         return ProbeLostError(f"the probe disconnected during {phase}: {text}", hint=hint)

@@ -28,7 +28,7 @@ def test_probes_empty_then_listed(cli):
     cli("sim", "create", "bench", "--target", "stm32f103rc", check=0)
     assert cli.json("probes") == [{"unique_id": "sim:bench", "target": "stm32f103rc",
                                    "description": "piflash Simulated STM32F103RC board",
-                                   "accessible": True}]
+                                   "vid_pid": None, "accessible": True}]
 
 
 def test_command_line_overrides_profile(cli, tmp_path, firmware_dir):

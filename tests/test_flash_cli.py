@@ -17,14 +17,39 @@ def dump(cli, board, tmp_path):
     return out.read_bytes()
 
 
-@pytest.mark.parametrize("target, base, size", TARGETS)
-@pytest.mark.parametrize("route", ["plugin", "remote"])
-def test_flash_real_firmware(cli, sim_server, tmp_path, firmware_dir, microbit_hex,
+#: How the probe is reached: the sim plugin, pyOCD's remote probe protocol, or a simulated USB
+#: CMSIS-DAP probe (piflash.sim.usb) through pyOCD's own USB driver, v2 bulk or v1 HID.
+ROUTES = ["plugin", "remote"]
+USB_PRESETS = {"usb-v2": "debugprobe", "usb-v1": "daplink"}
+#: Every target through the plugin and the remote probe; the USB driver once per CMSIS-DAP
+#: version (v2 bulk with nrf52840, v1 HID with stm32f103rc): flashing through it takes a few
+#: times longer in wall time, and tests/test_sim_usb.py covers all targets x both versions
+#: in-process.
+ROUTE_TARGETS = [(route, *t) for route in ROUTES for t in TARGETS] + [
+    ("usb-v2", *TARGETS[1]), ("usb-v1", *TARGETS[2])]
+
+
+def probe_for(route, board, target, sim_server, monkeypatch):
+    """The --probe value for ``board`` reached by ``route`` (sets PIFLASH_SIM_USB for usb-*)."""
+    if route == "remote":
+        return sim_server(board, target).uid
+    if route in USB_PRESETS:
+        from piflash.sim.usb import ENV_VAR
+        from piflash.sim.usb.device import serial_for
+        from piflash.sim.usb.presets import get_preset
+
+        monkeypatch.setenv(ENV_VAR, f"{board}@{USB_PRESETS[route]}")
+        return serial_for(get_preset(USB_PRESETS[route]), board, target)
+    return f"sim:{board}"
+
+
+@pytest.mark.parametrize("route, target, base, size", ROUTE_TARGETS)
+def test_flash_real_firmware(cli, sim_server, tmp_path, firmware_dir, microbit_hex, monkeypatch,
                              target, base, size, route):
     board = f"{target}-t"
     cli("sim", "create", board, "--target", target, check=0)
     fw = firmware_for(target, firmware_dir, microbit_hex)
-    uid = sim_server(board, target).uid if route == "remote" else f"sim:{board}"
+    uid = probe_for(route, board, target, sim_server, monkeypatch)
 
     first = cli.json("flash", fw, "--target", target, "--probe", uid)
     assert first["ok"] and first["verified"] and first["reset"]
@@ -59,18 +84,21 @@ def test_bin_and_elf(cli, tmp_path, firmware_dir):
     assert dump(cli, "stm32f103rc", tmp_path) == want
 
 
-def test_verify_command(cli, firmware_dir, tmp_path):
+@pytest.mark.parametrize("route", ["plugin"])
+def test_verify_command(cli, firmware_dir, tmp_path, sim_server, monkeypatch, route):
     fw = firmware_dir / "nrf52840" / "firmware.hex"
     from piflash.sim.store import SimStore
 
-    cli("flash", fw, "-t", "nrf52840", "-u", "sim:nrf52840", check=0)
+    cli("sim", "create", "nrf52840", "--target", "nrf52840", check=0)
+    uid = probe_for(route, "nrf52840", "nrf52840", sim_server, monkeypatch)
+    cli("flash", fw, "-t", "nrf52840", "-u", uid, check=0)
     before = SimStore().get("nrf52840").stats
-    res = cli.json("verify", fw, "-t", "nrf52840", "-u", "sim:nrf52840")
+    res = cli.json("verify", fw, "-t", "nrf52840", "-u", uid)
     assert res["ok"] and res["verify"]["verified_bytes"] == res["image_bytes"]
     assert SimStore().get("nrf52840").stats == before  # no erase, no program: verify only reads
     other = tmp_path / "other.bin"
     other.write_bytes(b"\x5a" * 4096)  # the firmware starts with the stack pointer, no 0x5a byte
-    proc = cli("verify", other, "-a", "0", "-t", "nrf52840", "-u", "sim:nrf52840", check=12)
+    proc = cli("verify", other, "-a", "0", "-t", "nrf52840", "-u", uid, check=12)
     assert "differ, first at 0x00000000" in proc.stderr
 
 

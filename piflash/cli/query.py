@@ -57,7 +57,8 @@ def probes(json_mode):
         click.echo("No debug probes found.")
         return
     for p in found:
-        click.echo(f"{p.unique_id:<32} {p.description}" + (f"  [{p.target}]" if p.target else ""))
+        usb = f"  USB {p.vid_pid}" if p.vid_pid else ""
+        click.echo(f"{p.unique_id:<32} {p.description}{usb}" + (f"  [{p.target}]" if p.target else ""))
     for b in blocked:
         click.echo(f"{b.serial or b.vid_pid:<32} {b.name}  " + click.style("[cannot open]", fg="red"))
         click.echo(f"{'':<4}reason: {b.reason}")

@@ -269,10 +269,12 @@ def check_group(ctx: Context) -> Check:
 
 
 def check_probes(ctx: Context) -> List[Check]:
-    """Each attached USB probe openable (:func:`piflash.host.usbscan.scan`)."""
-    if not Path(ctx.sysfs_root, "bus", "usb", "devices").is_dir():
+    """Each attached USB probe openable (:func:`piflash.host.usbscan.scan`, plus the simulated
+    bus of ``PIFLASH_SIM_USB``: :func:`piflash.host.usbscan.scan_simulated_usb`)."""
+    simulated = usbscan.scan_simulated_usb()
+    if not simulated and not Path(ctx.sysfs_root, "bus", "usb", "devices").is_dir():
         return [Check("USB probes", OK, f"no USB devices in {ctx.sysfs_root} (no USB here)")]
-    found = usbscan.scan(ctx.sysfs_root, ctx.dev_root, ctx.sysroot)
+    found = usbscan.scan(ctx.sysfs_root, ctx.dev_root, ctx.sysroot) + simulated
     if not found:
         return [Check("USB probes", OK, "no USB debug probe attached")]
     return [Check(f"probe {p.vid_pid}", OK if p.accessible else FAIL,

@@ -159,7 +159,7 @@ def render_rules() -> str:
     out = [
         f"# {RULES_NAME}: let the {GROUP} group (and the logged-in seat user) open USB debug probes.",
         "# GENERATED from piflash/host/probetable.py by `python -m piflash.host.probetable --write`; do not edit.",
-        "# Installed by `sudo piflash setup permissions` (or scripts/setup-probe-permissions.sh).",
+        "# Installed by `sudo \"$(command -v piflash)\" setup permissions` (or scripts/setup-probe-permissions.sh).",
         f"# Mode {MODE}: never world-writable. See docs/permissions.md.",
         "",
         f'ACTION=="remove", GOTO="{_END}"',

@@ -17,6 +17,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import errno
 import os
 import pwd
 import stat
@@ -176,13 +177,51 @@ def scan(sysfs_root: str = "/sys", dev_root: str = "/dev", sysroot: str = "/") -
     return sorted(found, key=lambda p: (p.busnum, p.devnum))
 
 
+def scan_simulated_usb() -> List[UsbProbe]:
+    """The probes on the simulated USB bus (:mod:`piflash.sim.usb`, switched on by
+    ``PIFLASH_SIM_USB``), with whether pyusb can open each: such a device has no sysfs entry
+    and no device node, so the verdict is pyusb's own (EACCES from opening it, as libusb gives
+    for a node without permission). Empty when the simulation is off or not installed.
+    """
+    if not os.environ.get("PIFLASH_SIM_USB", "").strip():
+        return []
+    try:
+        from piflash.sim.usb import active_backend, install_from_env
+        install_from_env()
+        backend = active_backend()
+        import usb.core
+    except ImportError:
+        return []
+    if backend is None:
+        return []
+    found = []
+    for sim in backend.enumerate_devices():
+        model = probetable.lookup(sim.preset.vid, sim.preset.pid)
+        dev = usb.core.find(backend=backend, address=sim.address)
+        if model is None or dev is None:
+            continue
+        reason = fix = None
+        try:
+            dev.get_active_configuration()          # opens the device, as pyOCD does
+        except usb.core.USBError as err:
+            if err.errno not in (errno.EACCES, errno.EPERM):
+                continue
+            reason = f"pyusb cannot open the device: {err.strerror or err}"
+            fix = permissions.fix_text(_user_name())
+        found.append(UsbProbe(model.name, sim.preset.vid, sim.preset.pid, dev.bus, dev.address,
+                              sim.preset.product, sim.preset.manufacturer, sim.serial,
+                              f"simulated USB bus {dev.bus} device {dev.address}", reason is None,
+                              reason, fix))
+    return found
+
+
 def blocked_probes(unique_id: Optional[str] = None) -> List[UsbProbe]:
     """Probes attached now that this process may not open (roots from the environment).
 
     :param unique_id: keep only probes whose USB serial contains this (case-insensitive),
         as pyOCD matches unique IDs; None keeps all.
     """
-    out = [p for p in scan(**roots_from_env()) if not p.accessible]
+    out = [p for p in scan(**roots_from_env()) + scan_simulated_usb() if not p.accessible]
     if unique_id:
         out = [p for p in out if p.serial and unique_id.lower() in p.serial.lower()]
     return out

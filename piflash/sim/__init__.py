@@ -12,7 +12,8 @@ Modules: ``targets`` (target tables), ``faults`` (fault injection), ``store`` (p
 ``memory`` (bus), ``nvm`` (flash cells), ``nvmc`` / ``nrf`` (Nordic), ``stm32f1`` (ST),
 ``coresight`` (ROM table, DWT, FPB), ``scs`` (SCS and core debug), ``cpu`` (unicorn), ``dap``
 (SW-DP, MEM-AP), ``boards`` (assembly), ``probe`` (pyOCD DebugProbe), ``plugin`` (entry point),
-``server`` (remote probe server).
+``server`` (remote probe server), ``usb`` (simulated USB CMSIS-DAP probes under pyusb, with a
+virtual clock; switched on by ``PIFLASH_SIM_USB``).
 """
 
 from .faults import FAULT_NAMES, Faults

@@ -54,6 +54,10 @@ class NvmArray:
         self.version = 0
         self._mirrors: List[Callable[[int, bytes], None]] = []
         self._lazy: List[List[object]] = []     # [write, lo, hi] with a pending dirty range
+        #: Called as ``observer(op, nbytes)`` after every cell operation (``op`` is
+        #: ``"erase_page"``, ``"erase_all"`` or ``"program"``); a timing model uses it to charge
+        #: the operation's datasheet time. None: nobody listens.
+        self.observer: Optional[Callable[[str, int], None]] = None
 
     def add_mirror(self, write: Callable[[int, bytes], None], lazy: bool = False) -> None:
         """Call ``write(offset, data)`` for every later change (and once now with everything).
@@ -119,11 +123,15 @@ class NvmArray:
         """Set the page containing ``addr`` to 0xFF."""
         self._changed(self.page_base(addr) - self.start, b"\xff" * self.page_size)
         self.stats["erase_ops"] = self.stats.get("erase_ops", 0) + 1
+        if self.observer is not None:
+            self.observer("erase_page", self.page_size)
 
     def erase_all(self) -> None:
         """Set the whole array to 0xFF."""
         self._changed(0, b"\xff" * self.size)
         self.stats["erase_ops"] = self.stats.get("erase_ops", 0) + 1
+        if self.observer is not None:
+            self.observer("erase_all", self.size)
 
     def program(self, addr: int, data: bytes) -> None:
         """Program ``data`` at ``addr``: each stored bit becomes ``old AND new`` (NOR flash can
@@ -136,6 +144,8 @@ class NvmArray:
         self._changed(off, bytes(new))
         self.stats["program_ops"] = self.stats.get("program_ops", 0) + 1
         self.stats["program_bytes"] = self.stats.get("program_bytes", 0) + len(data)
+        if self.observer is not None:
+            self.observer("program", len(data))
 
 
 class NvmRegion(Region):

@@ -33,8 +33,14 @@ def _build_plugin_class() -> type:
         """
 
         def should_load(self) -> bool:
-            """True when ``unicorn`` is importable."""
-            return unicorn_available() and not loading.probe_module_importing
+            """True when ``unicorn`` is importable. Also the moment pyOCD's plugin scan gives
+            piflash to put simulated USB probes on pyusb's bus, when ``PIFLASH_SIM_USB`` asks
+            for them (:mod:`piflash.sim.usb`), before pyOCD looks for USB devices."""
+            if not unicorn_available():
+                return False
+            from .usb import install_from_env
+            install_from_env()
+            return not loading.probe_module_importing
 
         def load(self) -> type:
             """Return the probe class."""

@@ -87,7 +87,10 @@ class SimProbe(DebugProbe):
         except Exception as err:
             LOG.debug("cannot list simulated boards: %s", err)
             return []
-        return [cls(info.name, store, info.target) for info in infos if info.present]
+        from .usb.spec import attached_boards
+        behind_usb = set(attached_boards())     # those are listed as USB probes instead
+        return [cls(info.name, store, info.target) for info in infos
+                if info.present and info.name not in behind_usb]
 
     @classmethod
     def get_probe_with_id(cls, unique_id: str, is_explicit: bool = False) -> Optional["SimProbe"]:

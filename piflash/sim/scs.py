@@ -161,6 +161,11 @@ class Scs(RegisterDevice):
         self.dfsr = 0
         self.demcr = 0
         self.dcrdr = 0
+        #: (instructions, seconds) budgets of a resume and of a poll slice; a host with a
+        #: virtual clock (:mod:`piflash.sim.usb`) raises them so that a run never depends on
+        #: the wall clock.
+        self.resume_budget = RESUME_BUDGET
+        self.poll_budget = POLL_BUDGET
         self.reset_registers()
 
     # -- reset ---------------------------------------------------------------------------------
@@ -227,7 +232,7 @@ class Scs(RegisterDevice):
         """DHCSR read: runs a slice first if the core is running; S_RESET_ST and S_RETIRE_ST
         are sticky and clear on read."""
         if self.running:
-            self._run(POLL_BUDGET)
+            self._run(self.poll_budget)
         value = (C_DEBUGEN if self.debugen else 0) | (C_MASKINTS if self.maskints else 0)
         if self.halted:
             value |= C_HALT | S_HALT | S_REGRDY
@@ -253,7 +258,7 @@ class Scs(RegisterDevice):
             if self.halted:
                 self.halted = False
                 if self.running:
-                    self._run(RESUME_BUDGET)
+                    self._run(self.resume_budget)
             return
         self.debugen = True
         if value & C_HALT:
@@ -275,7 +280,7 @@ class Scs(RegisterDevice):
                 elif reason is StopReason.FAULT and self.demcr & DEMCR_VC_HARDERR:
                     self.dfsr |= DFSR_VCATCH
             else:
-                self._run(RESUME_BUDGET)
+                self._run(self.resume_budget)
 
     # -- register block ------------------------------------------------------------------------
     def peek32(self, offset: int) -> int:

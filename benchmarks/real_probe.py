@@ -1,0 +1,174 @@
+"""Predicted time on real hardware: piflash vs pyOCD through simulated USB CMSIS-DAP probes.
+
+For each probe preset (piflash.sim.usb.presets) and target, a fresh blank board and a re-flash of
+the same image, run in-process through pyOCD's own USB CMSIS-DAP driver on the virtual clock:
+
+* ``piflash_s`` -- ``piflash.flasher.flash_firmware`` (erase auto, program, read-back verify, reset);
+* ``pyocd_s`` -- what ``pyocd flash`` does: connect, ``FileProgrammer.program``, reset (no verify);
+* ``floor_s`` -- max(datasheet erase + write time of what must change, time for the bytes that
+  must cross the link at its best packet rate) + the connect and reset time of the piflash run;
+* ``phases`` -- ``{"piflash": {phase: seconds}, "pyocd": {phase: seconds}}`` (piflash's phases
+  connect/erase/program/verify/reset; pyOCD's connect/program/reset/disconnect);
+* ``requests`` -- ``{"piflash": {...}, "pyocd": {...}}``: counts of USB transfers and bytes, each
+  DAP command, SWD transfers, WAIT acks, DHCSR polls that found the algorithm still running,
+  flash page erases and program operations.
+
+All figures are predictions of the timing model (piflash/sim/usb/timing.py), not measurements;
+they do not depend on this machine's speed. Images: Debian's MicroPython hex for nrf51, a
+256 KiB image for nrf52840, 64 KiB for stm32f103rc (pseudo-random bytes, fixed seed).
+
+    python benchmarks/real_probe.py [--json] [--presets debugprobe,daplink] [--targets nrf52840]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+from pathlib import Path
+
+MICROPYTHON_HEX = Path("/usr/share/firmware-microbit-micropython/firmware.hex")
+SIZES = {"nrf52840": 256 * 1024, "stm32f103rc": 64 * 1024}
+
+
+def make_image(target: str, workdir: Path) -> Path:
+    """The image for ``target``: MicroPython for nrf51, else seeded random bytes (a .bin)."""
+    if target == "nrf51":
+        return MICROPYTHON_HEX
+    path = workdir / ("%s.bin" % target)
+    path.write_bytes(random.Random(target).randbytes(SIZES[target]))
+    return path
+
+
+class _PhaseSink:
+    """A piflash ProgressSink that books virtual time to piflash's phases."""
+
+    def __init__(self, clock) -> None:
+        self.clock = clock
+
+    def phase_start(self, phase: str, total: int) -> None:
+        self.clock.set_phase(phase)
+
+    def phase_update(self, phase: str, done: int) -> None:
+        pass
+
+    def phase_end(self, phase: str, summary: str = "") -> None:
+        pass
+
+    def message(self, text: str) -> None:
+        pass
+
+
+def run_piflash(device, target: str, image: Path) -> dict:
+    from piflash.flasher import flash_firmware
+    from piflash.image import load_image
+    from piflash.sim.targets import TARGETS
+    base = TARGETS[target].flash.start if image.suffix == ".bin" else None
+    clock = device.clock
+    start = clock.snapshot()
+    clock.set_phase("connect")
+    flash_firmware(load_image(str(image), base_address=base), probe=device.serial, target=target,
+                   progress=_PhaseSink(clock))
+    return _delta(start, clock.snapshot())
+
+
+def run_pyocd(device, target: str, image: Path) -> dict:
+    from pyocd.core.helpers import ConnectHelper
+    from pyocd.flash.file_programmer import FileProgrammer
+    from piflash.sim.targets import TARGETS
+    clock = device.clock
+    start = clock.snapshot()
+    clock.set_phase("connect")
+    session = ConnectHelper.session_with_chosen_probe(unique_id=device.serial, blocking=False,
+                                                      target_override=target)
+    with session:
+        clock.set_phase("program")
+        base = TARGETS[target].flash.start if image.suffix == ".bin" else None
+        FileProgrammer(session, progress=lambda _fraction: None).program(str(image), base_address=base)
+        clock.set_phase("reset")
+        session.board.target.reset()
+        clock.set_phase("disconnect")
+    return _delta(start, clock.snapshot())
+
+
+def _delta(a: dict, b: dict) -> dict:
+    phases = {getattr(k, "value", k): v - a["phases"].get(k, 0.0) for k, v in b["phases"].items()}
+    requests = {k: v - a["requests"].get(k, 0) for k, v in b["requests"].items()}
+    return {"seconds": b["now_s"] - a["now_s"],
+            "phases": {k: round(v, 6) for k, v in phases.items() if v > 0},
+            "requests": {k: v for k, v in requests.items() if v}}
+
+
+def floor_seconds(preset, target: str, image: Path, case: str, piflash: dict) -> float:
+    """The physics floor: see the module docstring."""
+    from piflash.image import load_image
+    from piflash.sim.targets import TARGETS
+    from piflash.sim.usb.timing import TARGET_TIMING, Link
+    fixed = sum(piflash["phases"].get(p, 0.0) for p in ("connect", "reset"))
+    if case == "reflash":
+        return fixed                # nothing must change and nothing must cross
+    spec, timing = TARGETS[target], TARGET_TIMING[target]
+    base = spec.flash.start if image.suffix == ".bin" else None
+    img = load_image(str(image), base_address=base)
+    nbytes = img.size
+    chip = nbytes / timing.program_unit * timing.program_s      # blank board: nothing to erase
+    link = nbytes / Link(preset).best_rate(preset.packet_size)
+    return max(chip, link) + fixed
+
+
+def bench(presets, targets) -> list:
+    os.environ.setdefault("PIFLASH_SIM_DIR", tempfile.mkdtemp(prefix="real_probe-"))
+    from piflash.sim import SimStore, usb as sim_usb
+    from piflash.sim.usb.presets import get_preset
+    work = Path(tempfile.mkdtemp(prefix="real_probe-img-"))
+    rows = []
+    for preset_name in presets:
+        preset = get_preset(preset_name)
+        for target in targets:
+            image = make_image(target, work)
+            results = {}
+            for tool in ("piflash", "pyocd"):
+                board = "%s-%s-%s" % (tool, preset_name, target)
+                store = SimStore()
+                store.create(board, target, exist_ok=True)
+                sim_usb.uninstall()
+                os.environ[sim_usb.ENV_VAR] = "%s@%s" % (board, preset_name)
+                device = sim_usb.install(store=store).devices[0]
+                runner = run_piflash if tool == "piflash" else run_pyocd
+                results[tool] = {case: runner(device, target, image) for case in ("fresh", "reflash")}
+            for case in ("fresh", "reflash"):
+                pf, po = results["piflash"][case], results["pyocd"][case]
+                rows.append({"probe": preset_name, "link": preset.link, "target": target, "case": case,
+                             "piflash_s": round(pf["seconds"], 3), "pyocd_s": round(po["seconds"], 3),
+                             "floor_s": round(floor_seconds(preset, target, image, case, pf), 3),
+                             "phases": {"piflash": pf["phases"], "pyocd": po["phases"]},
+                             "requests": {"piflash": pf["requests"], "pyocd": po["requests"]}})
+    sim_usb.uninstall()
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print {\"rows\": [...]} as JSON")
+    parser.add_argument("--presets", default="debugprobe,daplink,mculink")
+    parser.add_argument("--targets", default="nrf51,nrf52840,stm32f103rc")
+    args = parser.parse_args(argv)
+    import logging
+    logging.disable(logging.WARNING)
+    rows = bench(args.presets.split(","), args.targets.split(","))
+    if args.json:
+        print(json.dumps({"rows": rows}, indent=1))
+        return 0
+    print("%-10s %-10s %-11s %-7s %9s %9s %8s" % ("probe", "link", "target", "case", "piflash_s",
+                                                  "pyocd_s", "floor_s"))
+    for r in rows:
+        print("%-10s %-10s %-11s %-7s %9.2f %9.2f %8.2f" % (r["probe"], r["link"], r["target"], r["case"],
+                                                            r["piflash_s"], r["pyocd_s"], r["floor_s"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""Named simulated USB CMSIS-DAP probes: USB identity, DAP capabilities and link timing.
+
+A preset is what a real probe model fixes: its USB descriptors (VID:PID, strings, class,
+endpoints), what its firmware reports through DAP_Info (packet size and count), which USB link it
+uses and how long its firmware takes per command. The VID:PIDs are in piflash's probe table
+(``piflash/host/probetable.py``; a test keeps the two in step) and in pyOCD's
+``probe/pydapaccess/interface/common.py``.
+
+Timing parameters are the model's assumptions; each names its source or says that it is a fitted
+value (fitted against the published measurements listed in ``docs/benchmarks.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Tuple
+
+__all__ = ["ProbePreset", "PRESETS", "LINK_KINDS", "get_preset"]
+
+#: Link kinds: CMSIS-DAP v1 over HID interrupt endpoints at full speed, CMSIS-DAP v2 over vendor
+#: bulk endpoints at full speed (12 Mbit/s) or high speed (480 Mbit/s).
+LINK_KINDS: Tuple[str, ...] = ("v1-hid", "v2-bulk-fs", "v2-bulk-hs")
+
+
+@dataclass(frozen=True)
+class ProbePreset:
+    """One simulated probe model.
+
+    :param name: Preset key (``debugprobe``, ``daplink``, ``mculink``).
+    :param vid: / pid: USB vendor and product ID (int).
+    :param manufacturer: / product: USB string descriptors; ``interface`` is the CMSIS-DAP
+        interface string (pyOCD requires "CMSIS-DAP" in it for v2, and for v1 when there are
+        several HID interfaces).
+    :param link: One of :data:`LINK_KINDS`.
+    :param packet_size: DAP_Info 0xFF, bytes per DAP packet; :param packet_count: DAP_Info 0xFE.
+    :param firmware_version: DAP_Info 0x09 (product firmware version string).
+    :param protocol_version: DAP_Info 0x04 (CMSIS-DAP protocol version string).
+    :param max_swd_hz: Highest SWCLK the probe reaches, Hz (a faster DAP_SWJ_Clock is capped).
+    :param cmd_overhead_s: Probe firmware time per DAP command (parse, dispatch), seconds.
+    :param transfer_overhead_s: Firmware time per SWD transfer on top of its bits, seconds (the
+        reference CMSIS-DAP code bit-bangs each transfer in software).
+    :param serial_digits: Length of the hex serial number (the pyOCD unique ID).
+    :param bcd_device: Device release number in the device descriptor (BCD).
+    """
+
+    name: str
+    vid: int
+    pid: int
+    manufacturer: str
+    product: str
+    interface: str
+    link: str
+    packet_size: int
+    packet_count: int
+    firmware_version: str
+    protocol_version: str
+    max_swd_hz: float
+    cmd_overhead_s: float
+    transfer_overhead_s: float
+    serial_digits: int
+    bcd_device: int
+
+    @property
+    def cmsis_dap_version(self) -> int:
+        """1 (HID reports) or 2 (bulk endpoints)."""
+        return 1 if self.link == "v1-hid" else 2
+
+    @property
+    def high_speed(self) -> bool:
+        """Whether the device runs at USB high speed (480 Mbit/s)."""
+        return self.link == "v2-bulk-hs"
+
+    @property
+    def max_packet(self) -> int:
+        """wMaxPacketSize of the data endpoints: 64 bytes at full speed, 512 for high-speed bulk
+        (USB 2.0 specification sections 5.7.3 and 5.8.3)."""
+        return 512 if self.high_speed else 64
+
+
+PRESETS: Dict[str, ProbePreset] = {
+    # Raspberry Pi Debug Probe (RP2040, debugprobe firmware): CMSIS-DAP v2 bulk, full speed.
+    # raspberrypi/debugprobe v2.3.1: src/usb_descriptors.c (2e8a:000c, "Raspberry Pi",
+    # PROBE_PRODUCT_STRING "Debug Probe (CMSIS-DAP)" from include/board_debug_probe_config.h,
+    # interface "CMSIS-DAP v2 Interface", bcdDevice 0x0231) and include/DAP_config.h
+    # (DAP_PACKET_SIZE 64, DAP_PACKET_COUNT 8, no product firmware version string). The RP2040
+    # PIO drives SWD up to 25 MHz (an assumption of this model).
+    "debugprobe": ProbePreset(
+        name="debugprobe", vid=0x2E8A, pid=0x000C, manufacturer="Raspberry Pi",
+        product="Debug Probe (CMSIS-DAP)", interface="CMSIS-DAP v2 Interface", link="v2-bulk-fs",
+        packet_size=64, packet_count=8, firmware_version="", protocol_version="2.1.0",
+        max_swd_hz=25_000_000.0, cmd_overhead_s=20e-6, transfer_overhead_s=1.0e-6,
+        serial_digits=16, bcd_device=0x0231),
+    # Arm DAPLink on the micro:bit v1 interface chip (KL26Z): CMSIS-DAP v1 over HID, 64-byte
+    # reports, full speed, 1 ms interrupt polling (bInterval 1). 0d28:0204, product "DAPLink
+    # CMSIS-DAP"; DAP_PACKET_SIZE 64 and DAP_PACKET_COUNT 5 (ARMmbed/DAPLink
+    # source/hic_hal/freescale/kl26z/DAP_config.h). Software SWD tops out at about 2 MHz on these
+    # interface chips (ARMmbed/DAPLink issue #627, maintainer's comment). Serial: 48 hex digits.
+    "daplink": ProbePreset(
+        name="daplink", vid=0x0D28, pid=0x0204, manufacturer="ARM", product="DAPLink CMSIS-DAP",
+        interface="CMSIS-DAP v1", link="v1-hid", packet_size=64, packet_count=5,
+        firmware_version="0257", protocol_version="1.3.0", max_swd_hz=2_000_000.0,
+        cmd_overhead_s=30e-6, transfer_overhead_s=3.0e-6, serial_digits=48, bcd_device=0x1000),
+    # A high-speed CMSIS-DAP v2 probe, NXP MCU-Link (1fc9:0143, LPC55S69 with a USB HS PHY):
+    # 512-byte packets (USB 2.0 high-speed bulk wMaxPacketSize). Its firmware is closed: packet
+    # count 8, the strings and the firmware timing are assumptions of this model.
+    "mculink": ProbePreset(
+        name="mculink", vid=0x1FC9, pid=0x0143, manufacturer="NXP Semiconductors",
+        product="MCU-LINK (r0FF) CMSIS-DAP V3.128", interface="MCU-LINK CMSIS-DAP", link="v2-bulk-hs",
+        packet_size=512, packet_count=8, firmware_version="3.128", protocol_version="2.1.0",
+        max_swd_hz=24_000_000.0, cmd_overhead_s=10e-6, transfer_overhead_s=0.3e-6,
+        serial_digits=16, bcd_device=0x0100),
+}
+
+
+def get_preset(name: str) -> ProbePreset:
+    """The preset called ``name``.
+
+    :raises ValueError: Unknown preset.
+    """
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError("unknown simulated probe preset %r (choose from %s)"
+                         % (name, ", ".join(PRESETS))) from None
