@@ -3,8 +3,7 @@
 Every failure a user can cause or meet (bad firmware, a broken profile, no
 probe, a flash that fails) is a :class:`PiflashError` subclass carrying an
 :class:`ExitCode` and, where one exists, a hint that says what to do next.
-All of them are defined here (the history's ``HistoryError`` lives next to the
-history in :mod:`piflash.history`); the modules that raise them import them.
+All of them are defined here; the modules that raise them import them.
 Standard library only: :mod:`piflash.host.permissions` runs before piflash is
 installed and imports this module.
 The CLI prints ``message`` and ``hint`` and exits with ``exit_code``; the
@@ -42,8 +41,10 @@ class ExitCode(enum.IntEnum):
     DOCTOR = 15           #: ``piflash doctor`` found a problem that blocks flashing
     SERVICE = 16          #: installing or removing the systemd unit failed (not root, systemctl)
     EXTRA_MISSING = 17    #: an optional extra (``piflash[sim]``...) is not installed
-    PROBE_TIMEOUT = 18    #: the probe (or probe server) stopped answering within the time limit
-    PROBE_BUSY = 19       #: the probe is in use by another piflash or pyOCD client
+    HISTORY = 18          #: the history database cannot be opened, read or written
+    HISTORY_CHAIN = 19    #: ``piflash history verify-chain`` found an edited, deleted or inserted row
+    PROBE_TIMEOUT = 20    #: the probe (or probe server) stopped answering within the time limit
+    PROBE_BUSY = 21       #: the probe is in use by another piflash or pyOCD client
     INTERRUPTED = 130     #: Ctrl-C or SIGTERM (128 + SIGINT)
 
 
@@ -67,6 +68,8 @@ EXIT_CODE_HELP = {
     ExitCode.DOCTOR: "doctor found a problem that blocks flashing",
     ExitCode.SERVICE: "installing or removing the station service failed",
     ExitCode.EXTRA_MISSING: "an optional extra is not installed",
+    ExitCode.HISTORY: "the history database cannot be opened or written",
+    ExitCode.HISTORY_CHAIN: "the history's hash chain is broken (a row was edited, deleted or inserted)",
     ExitCode.PROBE_TIMEOUT: "the probe did not answer in time",
     ExitCode.PROBE_BUSY: "the probe is in use by another client",
     ExitCode.INTERRUPTED: "interrupted",
@@ -353,3 +356,23 @@ def extra_for_module(module: Optional[str]) -> Optional[str]:
     """The extra (str) whose module is ``module`` or a submodule of it, or None."""
     top = (module or "").split(".")[0]
     return next((name for name, (mod, _, _) in EXTRAS.items() if mod == top), None)
+
+
+class HistoryError(PiflashError):
+    """The history database cannot be opened, read or written (path, permissions, disk full,
+    corrupt, or made by a newer piflash)."""
+
+    exit_code = ExitCode.HISTORY
+
+
+class HistoryChainError(PiflashError):
+    """``piflash history verify-chain`` found a row that was edited, deleted or inserted.
+
+    :ivar report: the :class:`piflash.historychain.ChainReport`.
+    """
+
+    exit_code = ExitCode.HISTORY_CHAIN
+
+    def __init__(self, message: str, report, hint: Optional[str] = None) -> None:
+        super().__init__(message, hint)
+        self.report = report

@@ -13,16 +13,24 @@ Plain functions over a pyOCD session, usable without the CLI:
 
 Every failure is raised as a :class:`~piflash.errors.PiflashError` subclass; the
 partial result is attached to it as ``exc.result``.
+
+The one-shot functions take ``on_touch``, a callable ``on_touch(result)`` called once when the
+operation first reaches the board: the probe is open and the connect to the target either
+succeeded (the board identified, nothing written yet) or failed after it began talking to the
+target. It is not called for refusals that never reach the board (bad firmware or target type,
+an image that does not fit, no probe, several probes, no permission). The CLI opens the board's
+history row there (:mod:`piflash.history`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from typing import Iterator, Optional, Sequence, Tuple
+from typing import Callable, Iterator, Optional, Sequence, Tuple
 
 from piflash.connect import check_session_options, open_session, read_target_uid, translate_error
-from piflash.errors import OperationInterrupted, PiflashError
+from piflash.errors import (ExitCode, NoProbeError, OperationInterrupted, PiflashError, ProbePermissionError,
+                            SeveralProbesError)
 from piflash.image import FirmwareImage, check_fits
 from piflash.program import ERASE_MODES, ImageProgrammer, erase_flash, reset_target
 from piflash.progress import Phase, ProgressSink
@@ -97,27 +105,46 @@ def describe_session(session, result: OperationResult, image: Optional[FirmwareI
 
     :raises ImageRangeError: part of the image is outside the target's flash regions.
     """
-    result.probe = session.probe.unique_id
+    result.probe_id = session.probe.unique_id
     result.target = session.options.get("target_override") or session.target.part_number
     result.target_uid = read_target_uid(session)
     if image is not None:
         check_fits(image, flash_regions(session.target.memory_map), result.target)
 
 
+#: Type of the ``on_touch`` hook: called with the running result when the board is first reached.
+TouchHook = Optional[Callable[[OperationResult], None]]
+
+
+def _reached_board(exc: BaseException) -> bool:
+    """Whether a failure of :func:`~piflash.connect.open_session` came after the probe was opened
+    and the connect began talking to the target (not a refusal before it)."""
+    if isinstance(exc, (NoProbeError, SeveralProbesError, ProbePermissionError)):
+        return False
+    return not (isinstance(exc, PiflashError) and exc.exit_code == ExitCode.USAGE)
+
+
 def _run(operation: str, image: Optional[FirmwareImage], probe: Optional[str], target: Optional[str],
          frequency: Optional[int], progress: Optional[ProgressSink], body,
-         options: Optional[dict] = None) -> OperationResult:
+         options: Optional[dict] = None, on_touch: TouchHook = None) -> OperationResult:
     sink = progress or ProgressSink()
     result = OperationResult.start(operation, image, probe, target)
+    touch = on_touch or (lambda r: None)
     with tracking(result):
         check_session_options(options or {})  # first: _prepare reads the 'pack' option
         target = _prepare(image, target, options)
         with contextlib.ExitStack() as stack:  # the session outlives the connect phase
             with phase(result, sink, Phase.CONNECT):
                 sink.phase_start(Phase.CONNECT, 0)
-                session = stack.enter_context(open_session(probe, target, frequency, options))
+                try:
+                    session = stack.enter_context(open_session(probe, target, frequency, options))
+                except BaseException as exc:
+                    if _reached_board(exc):
+                        touch(result)
+                    raise
                 describe_session(session, result, image)
-                sink.phase_end(Phase.CONNECT, f"{result.target} on {result.probe}")
+                touch(result)
+                sink.phase_end(Phase.CONNECT, f"{result.target} on {result.probe_id}")
             body(session, result, sink)
     return result
 
@@ -139,7 +166,7 @@ def _verify_and_reset(session, result: OperationResult, sink: ProgressSink,
 def flash_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
                    frequency: Optional[int] = None, erase: str = "auto", verify: bool = True,
                    reset: bool = True, progress: Optional[ProgressSink] = None,
-                   options: Optional[dict] = None) -> OperationResult:
+                   options: Optional[dict] = None, on_touch: TouchHook = None) -> OperationResult:
     """Flash ``image``: connect, erase, program, read-back verify, reset.
 
     :param image: from :func:`piflash.image.load_image`.
@@ -152,6 +179,7 @@ def flash_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Op
     :param options: extra pyOCD session options (dict), e.g. ``{"flash.timeout.erase_sector": 2.0}``;
         ``{"pack": "x.pack"}`` (a path or a list of paths) makes the parts of those CMSIS packs
         target types, checked and their memory maps used before connecting.
+    :param on_touch: ``on_touch(result)`` when the board is first reached (see the module's docstring).
     :returns: the :class:`~piflash.result.OperationResult` (``ok`` True).
     :raises UnknownTargetError, PackError, ImageRangeError, NoProbeError, SeveralProbesError, ProbePermissionError,
         ConnectError, FlashError, VerifyError, ProbeLostError, OperationInterrupted:
@@ -162,7 +190,7 @@ def flash_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Op
     def body(session, result, sink):
         flash_session(session, image, result, sink, erase, verify, reset)
 
-    return _run("flash", image, probe, target, frequency, progress, body, options)
+    return _run("flash", image, probe, target, frequency, progress, body, options, on_touch)
 
 
 def flash_session(session, image: FirmwareImage, result: OperationResult,
@@ -199,7 +227,8 @@ def verify_session(session, image: FirmwareImage, result: OperationResult,
 
 def verify_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
                     frequency: Optional[int] = None, progress: Optional[ProgressSink] = None,
-                    reset: bool = True, options: Optional[dict] = None) -> OperationResult:
+                    reset: bool = True, options: Optional[dict] = None,
+                    on_touch: TouchHook = None) -> OperationResult:
     """Compare the target's flash with ``image`` without writing (the ``verify`` phase of a flash).
 
     The on-target CRC32 runs code on the core, so the target is reset afterwards (``reset=True``)
@@ -210,12 +239,13 @@ def verify_firmware(image: FirmwareImage, probe: Optional[str] = None, target: O
     def body(session, result, sink):
         verify_session(session, image, result, sink, reset)
 
-    return _run("verify", image, probe, target, frequency, progress, body, options)
+    return _run("verify", image, probe, target, frequency, progress, body, options, on_touch)
 
 
 def erase_target(probe: Optional[str] = None, target: Optional[str] = None, mode: str = "chip",
                  ranges: Sequence[Tuple[int, int]] = (), frequency: Optional[int] = None,
-                 progress: Optional[ProgressSink] = None, options: Optional[dict] = None) -> OperationResult:
+                 progress: Optional[ProgressSink] = None, options: Optional[dict] = None,
+                 on_touch: TouchHook = None) -> OperationResult:
     """Erase the whole chip, or the sectors covering ``ranges``.
 
     :param mode: ``"chip"``, or ``"sector"`` with ``ranges``.
@@ -236,11 +266,12 @@ def erase_target(probe: Optional[str] = None, target: Optional[str] = None, mode
             result.program.erased_bytes = erase_flash(session, mode, ranges)
             sink.phase_end(Phase.ERASE, f"{result.program.erased_bytes:,} bytes erased")
 
-    return _run("erase", None, probe, target, frequency, progress, body, options)
+    return _run("erase", None, probe, target, frequency, progress, body, options, on_touch)
 
 
 def reset_board(probe: Optional[str] = None, target: Optional[str] = None, halt: bool = False,
-                frequency: Optional[int] = None, options: Optional[dict] = None) -> OperationResult:
+                frequency: Optional[int] = None, options: Optional[dict] = None,
+                on_touch: TouchHook = None) -> OperationResult:
     """Reset the target.
 
     :param halt: leave it halted at the reset vector instead of running.
@@ -254,7 +285,7 @@ def reset_board(probe: Optional[str] = None, target: Optional[str] = None, halt:
         if halt:
             session.options["resume_on_disconnect"] = False
 
-    return _run("reset", None, probe, target, frequency, None, body, options)
+    return _run("reset", None, probe, target, frequency, None, body, options, on_touch)
 
 
 __all__ = ["flash_firmware", "verify_firmware", "erase_target", "reset_board", "ERASE_MODES",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Dict, Optional
@@ -48,10 +49,10 @@ class OperationResult:
     """
 
     operation: str
-    probe: Optional[str] = None
+    probe_id: Optional[str] = None       #: the probe's unique ID (pyOCD's ``DebugProbe.unique_id``)
     target: Optional[str] = None
-    target_uid: Optional[str] = None
-    firmware: Optional[str] = None
+    target_uid: Optional[str] = None     #: the chip's factory unique ID, lower-case hex
+    firmware: Optional[str] = None       #: the firmware file's absolute path
     firmware_sha256: Optional[str] = None
     firmware_format: Optional[str] = None
     image_bytes: int = 0
@@ -66,12 +67,12 @@ class OperationResult:
     error: Optional[dict] = None
 
     @classmethod
-    def start(cls, operation: str, image: Optional[FirmwareImage], probe: Optional[str],
+    def start(cls, operation: str, image: Optional[FirmwareImage], probe_id: Optional[str],
               target: Optional[str]) -> "OperationResult":
-        """A result for an operation starting now."""
-        res = cls(operation=operation, probe=probe, target=target, started_at=time.time())
+        """A result for an operation starting now (``probe_id`` as asked for: unique ID or part of one)."""
+        res = cls(operation=operation, probe_id=probe_id, target=target, started_at=time.time())
         if image is not None:
-            res.firmware = str(image.path) if image.path else None
+            res.firmware = os.path.abspath(image.path) if image.path else None
             res.firmware_sha256 = image.sha256
             res.firmware_format = image.format
             res.image_bytes = image.size

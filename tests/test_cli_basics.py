@@ -40,9 +40,9 @@ def test_command_line_overrides_profile(cli, tmp_path, firmware_dir):
     (profiles / "board.yaml").write_text(f"target: nrf52840\nprobe: sim:a\nfirmware: {fw}\n"
                                          "verify: false\n")
     res = cli.json("flash", "--profile", "board")
-    assert res["probe"] == "sim:a" and res["verify"] is None      # the profile's choices
+    assert res["probe_id"] == "sim:a" and res["verify"] is None      # the profile's choices
     res = cli.json("flash", "--profile", "board", "--probe", "sim:b", "--no-reset")
-    assert res["probe"] == "sim:b" and res["reset"] is False      # the command line wins
+    assert res["probe_id"] == "sim:b" and res["reset"] is False      # the command line wins
     shown = cli.json("profile", "show", "board")
     assert shown["probe"] == "sim:a" and shown["verify"] is False
     assert "OK" in cli("profile", "check", "board", check=0).stdout

@@ -16,7 +16,8 @@ import time
 import pytest
 
 from piflash.errors import ExitCode
-from piflash.history import COLUMN_NAMES, History, summarize
+from piflash.cli.history import export_columns
+from piflash.history import History, summarize
 from piflash.result import OperationResult
 
 NRF = ["-t", "nrf52840", "-u", "sim:nrf52840"]
@@ -34,15 +35,14 @@ def test_cli_operations_are_recorded(cli, app_hex, tmp_path):
     cli("reset", *NRF, check=0)
     cli("sim", "fault", "nrf52840", "--bit-flip", "0x1235:3", check=0)
     bad = cli.json("flash", app_hex, *NRF, "-q", "--erase", "chip", check=ExitCode.VERIFY)
-    cli("flash", tmp_path / "missing.hex", *NRF, check=ExitCode.FIRMWARE)  # nothing was done: no row
 
     out = cli.json("history")
     rows = out["operations"]
     assert [(r["operation"], r["outcome"]) for r in rows] == [
         ("flash", "pass"), ("verify", "pass"), ("reset", "pass"), ("flash", "fail")]
     first, last = rows[0], rows[-1]
-    assert first["target_uid"] == ok["target_uid"] and first["probe_uid"] == "sim:nrf52840"
-    assert first["firmware"] == str(app_hex) and first["firmware_sha256"] == ok["firmware_sha256"]
+    assert first["target_uid"] == ok["target_uid"] and first["probe_id"] == "sim:nrf52840"
+    assert first["firmware"] == str(app_hex.resolve()) and first["firmware_sha256"] == ok["firmware_sha256"]
     assert first["image_bytes"] == ok["image_bytes"] and first["exit_code"] == 0
     assert first["programmed_bytes"] == ok["program"]["programmed_bytes"] > 0
     for phase in ("connect", "erase", "program", "verify", "reset"):
@@ -50,8 +50,8 @@ def test_cli_operations_are_recorded(cli, app_hex, tmp_path):
     assert first["started_at"] <= first["ended_at"] <= last["started_at"]
     assert last["exit_code"] == ExitCode.VERIFY and last["error_kind"] == "VerifyError"
     assert last["error"] == bad["error"]["message"] and last["verify_s"] is not None
-    assert out["summary"] == {"passed": 3, "failed": 1, "skipped": 0, "boards": 1,
-                              "boards_per_hour": out["summary"]["boards_per_hour"]}
+    assert out["summary"] == {"passed": 3, "failed": 1, "skipped": 0, "interrupted": 0, "open": 0,
+                              "boards": 1, "boards_per_hour": out["summary"]["boards_per_hour"]}
     assert out["summary"]["boards_per_hour"] > 0
 
     assert [r["id"] for r in cli.json("history", "--failed")["operations"]] == [last["id"]]
@@ -61,11 +61,14 @@ def test_cli_operations_are_recorded(cli, app_hex, tmp_path):
     assert cli.json("history", "--since", "2099-01-01")["operations"] == []
     assert [r["id"] for r in cli.json("history", "-n", "2")["operations"]] == [3, 4]
 
+    # the group keeps the plain command line working beside its verify-chain subcommand
+    assert [r["id"] for r in csv.DictReader(io.StringIO(
+        cli("history", "--since", "8h", "--failed", "--csv", check=0).stdout))] == [str(last["id"])]
     table = cli("history", check=0).stdout
     assert "FAIL" in table and "PASS" in table
     assert table.strip().splitlines()[-1].startswith("3 passed, 1 failed, 0 skipped, 1 boards, ")
     parsed = list(csv.DictReader(io.StringIO(cli("history", "--csv", check=0).stdout)))
-    assert tuple(parsed[0]) == COLUMN_NAMES and len(parsed) == 4
+    assert tuple(parsed[0]) == export_columns() and len(parsed) == 4
     assert parsed[3]["outcome"] == "fail"
 
 
@@ -73,7 +76,8 @@ def test_history_bad_arguments(cli, tmp_path):
     assert "neither a date" in cli("history", "--since", "yesterday", check=2).stderr
     assert "exclude each other" in cli("history", "--csv", "--json", check=2).stderr
     (tmp_path / "not-a-db").write_text("hello, this is not SQLite " * 100)
-    assert "cannot open" in cli("history", "--file", tmp_path / "not-a-db", check=2).stderr
+    proc = cli("history", "--file", tmp_path / "not-a-db", check=ExitCode.HISTORY)
+    assert "cannot open the history database" in proc.stderr and "hint: check that" in proc.stderr
 
 
 def test_unwritable_history_warns_but_flashes(cli, app_hex, tmp_path, monkeypatch):
@@ -87,7 +91,7 @@ def test_unwritable_history_warns_but_flashes(cli, app_hex, tmp_path, monkeypatc
 
 
 def _result(i: int) -> OperationResult:
-    res = OperationResult(operation="flash", probe=f"sim:b{i}", target="nrf52840",
+    res = OperationResult(operation="flash", probe_id=f"sim:b{i}", target="nrf52840",
                           target_uid=f"{i:016x}", firmware="/fw.hex", firmware_sha256="ab" * 32,
                           image_bytes=65536, ok=i % 5 != 0, started_at=1_700_000_000.0 + 10 * i,
                           duration=2.0, durations={"connect": 0.1, "program": 1.5})
@@ -109,7 +113,7 @@ def test_record_query_summarize(tmp_path):
             db.record(_result(1), outcome="maybe")
     s = summarize(rows)
     # 10 pass/fail operations between the first start (t=10) and the last end (the skip, t=112)
-    assert s == {"passed": 8, "failed": 2, "skipped": 1, "boards": 11,
+    assert s == {"passed": 8, "failed": 2, "skipped": 1, "interrupted": 0, "open": 0, "boards": 11,
                  "boards_per_hour": round(10 * 3600 / 102, 1)}
     assert summarize([])["boards_per_hour"] is None
 
@@ -122,7 +126,7 @@ WRITER = textwrap.dedent("""
     i = 0
     while True:
         i += 1
-        r = OperationResult(operation="flash", probe="sim:k", target="nrf52840",
+        r = OperationResult(operation="flash", probe_id="sim:k", target="nrf52840",
                             target_uid="%016x" % i, firmware="/fw.hex", image_bytes=65536,
                             ok=True, started_at=1.0 * i, duration=0.5,
                             durations={"connect": 0.1, "program": 0.3, "verify": 0.1})
@@ -150,8 +154,14 @@ def test_kill_9_mid_write_leaves_a_sound_database(tmp_path):
         assert len(rows) > last  # every run committed at least its first row
         last = len(rows)
     with History(path) as h:
+        h.reap()                                   # the killed writers' open rows: interrupted
         for r in h.query():
             # every row whole: each column the writer sets is there, consistent with the others
-            assert r["target_uid"] == "%016x" % int(r["started_at"]) and r["ended_at"] == r["started_at"] + 0.5
+            assert r["target_uid"] == "%016x" % int(r["started_at"]) and r["image_bytes"] == 65536
+            if r["outcome"] == "interrupted":      # killed between opening and completing the row
+                assert r["ended_at"] is None and r["error"] == "interrupted (process died)"
+                continue
+            assert r["ended_at"] == r["started_at"] + 0.5 and r["outcome"] == "pass"
             assert (r["connect_s"], r["program_s"], r["verify_s"]) == (0.1, 0.3, 0.1)
-            assert r["outcome"] == "pass" and r["image_bytes"] == 65536
+        report = h.verify_chain()
+        assert report.ok and report.sealed == len(h.query()) and report.open_rows == []

@@ -67,7 +67,7 @@ def test_twenty_boards(tmp_path, store, firmware, stations):
     assert [r["outcome"] for r in got] == ["fail" if i in faults else "pass" for i in range(20)]
     sha = hashlib.sha256(firmware.read_bytes()).hexdigest()
     for r in got:
-        assert (r["station"], r["profile"], r["probe_uid"], r["target"], r["operation"]) == \
+        assert (r["station"], r["profile"], r["probe_id"], r["target"], r["operation"]) == \
             ("test-line", "blinky", "sim:bay", "nrf52840", "flash")
         assert r["firmware_sha256"] == sha and r["firmware"] == str(firmware)
         assert r["connect_s"] > 0 and r["ended_at"] >= r["started_at"]
@@ -100,7 +100,7 @@ def test_two_probes_in_parallel_with_a_fault_on_one(tmp_path, store, firmware, s
     store.set_faults("bay-b", disconnect_after=MID_PROGRAM_TRANSFERS)     # b's probe drops mid-flash
     station = stations(config, tmp_path / "station.log")
     got = wait_rows(history, 2, station)
-    by_probe = {r["probe_uid"]: r for r in got}
+    by_probe = {r["probe_id"]: r for r in got}
     assert by_probe["sim:bay-a"]["outcome"] == "pass"
     assert by_probe["sim:bay-a"]["target_uid"] == a.target_uid.lower()
     lost = by_probe["sim:bay-b"]
@@ -109,11 +109,11 @@ def test_two_probes_in_parallel_with_a_fault_on_one(tmp_path, store, firmware, s
     # b's probe is back with the same board: not flashed again; a keeps working meanwhile.
     a2 = store.swap("bay-a")
     got = wait_rows(history, 3, station)
-    assert (got[2]["probe_uid"], got[2]["target_uid"], got[2]["outcome"]) == \
+    assert (got[2]["probe_id"], got[2]["target_uid"], got[2]["outcome"]) == \
         ("sim:bay-a", a2.target_uid.lower(), "pass")
     b2 = store.swap("bay-b")                                               # a good board on b
     got = wait_rows(history, 4, station)
-    assert (got[3]["probe_uid"], got[3]["target_uid"], got[3]["outcome"]) == \
+    assert (got[3]["probe_id"], got[3]["target_uid"], got[3]["outcome"]) == \
         ("sim:bay-b", b2.target_uid.lower(), "pass")
     assert station.stop() == 0 and len(rows(history)) == 4
 
@@ -126,7 +126,8 @@ def test_sigterm_mid_board_finishes_and_records_it(tmp_path, store, stations):
     station = stations(write_config(tmp_path, profile, ["sim:bay"], history), tmp_path / "station.log")
     store.create("bay", "nrf52840")
     station.wait_output("sim:bay: flashing")
-    assert rows(history) == []                    # caught in the middle of the board
+    assert rows(history) == []                    # caught in the middle of the board...
+    assert [r["outcome"] for r in rows(history, with_open=True)] == ["open"]   # ...its row opened
     station.signal(signal.SIGTERM)
     assert station.wait() == 0                    # one SIGTERM only: a second would abort the board
     got = rows(history)
@@ -271,7 +272,7 @@ def test_station_over_the_remote_probe_protocol(tmp_path, store, firmware, stati
     wait_rows(history, 1, station)
     second = store.swap("remote-bay")
     got = wait_rows(history, 2, station)
-    assert [(r["probe_uid"], r["target_uid"], r["outcome"]) for r in got] == \
+    assert [(r["probe_id"], r["target_uid"], r["outcome"]) for r in got] == \
         [(server.uid, first.target_uid.lower(), "pass"), (server.uid, second.target_uid.lower(), "pass")]
     store.pull("remote-bay")
     station.wait_output("waiting for board")

@@ -4,7 +4,8 @@ Each round starts a real station over a fresh simulated board and kills it with 
 the moment its history's write-ahead log changes (a transaction being written: the kill lands
 inside or just after the write) or at a random moment of the board's cycle. After every kill
 ``PRAGMA integrity_check`` must say ok, no row may be partial, and the row count may only grow
-by the one board of that round.
+by the one board of that round. The board's row is opened before it is flashed, so a kill
+mid-board leaves an ``open`` row, which the next round's station start seals as ``interrupted``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 
 pytest.importorskip("unicorn")
 
+from piflash.history import History  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
 from support.stationkit import StationProcess, rows, write_config, write_profile  # noqa: E402
 
@@ -56,7 +58,7 @@ def test_kill_9_while_recording_leaves_whole_rows(tmp_path, sim_dir, firmware_di
     uids = {store.create("bay", "nrf52840").target_uid.lower()}
     recorded_in_kill_rounds = 0
     for n in range(ROUNDS):
-        before = len(rows(history))
+        before = len(rows(history, with_open=True))
         station = StationProcess(config, tmp_path / f"station-{n}.log")
         if n % 2 == 0:
             _kill_when_wal_changes(station, str(history) + "-wal")
@@ -69,16 +71,26 @@ def test_kill_9_while_recording_leaves_whole_rows(tmp_path, sim_dir, firmware_di
             assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         finally:
             db.close()
-        got = rows(history)
+        got = rows(history, with_open=True)
         assert before <= len(got) <= before + 1, (n, before, len(got))
         recorded_in_kill_rounds += len(got) - before
+        # at most the row of this round's board is open; earlier ones were sealed by later starts
+        assert [r["id"] for r in got if r["outcome"] == "open"] in ([], [r["id"] for r in got[-1:]]), got
         for r in got:
-            assert r["target_uid"] in uids and r["probe_uid"] == "sim:bay"
+            assert r["target_uid"] in uids and r["probe_id"] == "sim:bay"
+            assert r["firmware_sha256"] == sha and r["station"] == "test-line" and r["slot"] == "sim:bay"
+            if r["outcome"] in ("open", "interrupted"):
+                assert r["ended_at"] is None and r["exit_code"] is None
+                assert r["outcome"] == "open" or r["error"] == "interrupted (process died)"
+                continue
             assert r["outcome"] in ("pass", "fail") and r["started_at"] <= r["ended_at"]
-            assert r["firmware_sha256"] == sha and r["station"] == "test-line"
-            assert r["connect_s"] is not None
+            assert r["connect_s"] is not None and r["row_hash"] is not None
             if r["outcome"] == "pass":
                 assert r["exit_code"] == 0 and r["programmed_bytes"] > 0 and r["verify_s"] > 0
         uids.add(store.swap("bay").target_uid.lower())    # the next round gets a fresh board
     assert [r["id"] for r in rows(history)] == sorted(r["id"] for r in rows(history))
+    with History(history) as db:                  # the next writer seals a last open row...
+        db.reap()
+        report = db.verify_chain()
+    assert report.ok and report.open_rows == [], report   # ...and the chain holds every row
     print(f"{ROUNDS} kills, {recorded_in_kill_rounds} rows recorded by killed stations")

@@ -205,7 +205,7 @@ def test_station_under_systemd(box, cli, sim_server, firmware_dir, tmp_path):
         assert done["StatusText"].lower() == f"PASS {uid} #1".lower(), (seen, box.journal(UNIT))
 
         with sqlite3.connect(f"file:{box.root / HISTORY}?mode=ro", uri=True) as db:
-            rows = db.execute("SELECT outcome, station, probe_uid, target_uid, firmware_sha256 "
+            rows = db.execute("SELECT outcome, station, probe_id, target_uid, firmware_sha256 "
                               "FROM operations").fetchall()
         db.close()
         sha = hashlib.sha256(firmware.read_bytes()).hexdigest()

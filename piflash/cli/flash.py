@@ -26,39 +26,82 @@ def _load(settings: Settings):
 
 
 def _run_with_progress(settings: Settings, quiet: bool, json_mode: bool, call):
+    """Run ``call(display, on_touch)`` with the progress display, recorded (see :func:`_recorded`)."""
     from piflash.cli.progress import RichProgress, make_progress
 
     display = make_progress(quiet, json_mode)
     if isinstance(display, RichProgress):
         with display:
-            return _recorded(settings, lambda: call(display))
-    return _recorded(settings, lambda: call(display))
+            return _recorded(settings, lambda on_touch: call(display, on_touch))
+    return _recorded(settings, lambda on_touch: call(display, on_touch))
+
+
+class _Recorder:
+    """The history row of one CLI operation: opened when the workflow first reaches the board
+    (:mod:`piflash.flasher`'s ``on_touch``), completed at the end, passed or failed. A history
+    that cannot be written warns once on stderr and never fails the job.
+
+    The row takes ``settings["serial"]`` (str) and ``settings["patch"]`` (dict) when set, and the
+    result's ``protection`` attribute ("open", "locked") when it has one.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.db = None
+        self.row: "int | None" = None
+        self._warned = False
+
+    def _warn(self, exc) -> None:
+        if not self._warned:
+            self._warned = True
+            click.secho(f"warning: not recorded in the history: {exc.message}", fg="yellow", err=True)
+
+    def touch(self, result) -> None:
+        from piflash.history import History, HistoryError, default_path
+
+        path = default_path()
+        if path is None or self.row is not None:
+            return
+        try:
+            self.db = History(path)
+            self.row = self.db.open(result, profile=self.settings.get("profile"),
+                                    serial=self.settings.get("serial"), patch=self.settings.get("patch"))
+        except HistoryError as exc:
+            self._warn(exc)
+
+    def complete(self, result) -> None:
+        from piflash.history import HistoryError
+
+        try:
+            if self.row is not None and result is not None:
+                self.db.complete(self.row, result, protection=getattr(result, "protection", None))
+        except HistoryError as exc:
+            self._warn(exc)
+        finally:
+            if self.db is not None:
+                self.db.close()
+                self.db = None
 
 
 def _recorded(settings: Settings, call):
-    """Run one workflow call and record its result, passed or failed, in the history."""
+    """Run ``call(on_touch)`` (a workflow call) and record its result in the history.
+
+    The row is opened when the board is first reached and completed here; an operation that
+    never reached the board (exit 2-9: bad input, no or several probes, no permission) records
+    nothing. A process killed in between leaves the row open: the next run shows it as
+    "interrupted (process died)".
+    """
+    rec = _Recorder(settings)
     try:
-        result = call()
+        result = call(rec.touch)
     except PiflashError as exc:
-        if getattr(exc, "result", None) is not None:
-            _record(exc.result, settings)
+        rec.complete(getattr(exc, "result", None))
         raise
-    _record(result, settings)
+    except BaseException:
+        rec.complete(None)          # left open: a bug or an interrupt outside a phase
+        raise
+    rec.complete(result)
     return result
-
-
-def _record(result, settings: Settings) -> None:
-    """Append ``result`` to the history; a history that cannot be written warns, never fails the job."""
-    from piflash.history import History, HistoryError, default_path
-
-    path = default_path()
-    if path is None:
-        return
-    try:
-        with History(path) as db:
-            db.record(result, profile=settings.get("profile"))
-    except HistoryError as exc:
-        click.secho(f"warning: not recorded in the history: {exc}", fg="yellow", err=True)
 
 
 def _report(result, json_mode: bool, quiet: bool, line: str) -> None:
@@ -88,14 +131,14 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
     s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
                 erase=erase, base_address=base_address, verify=verify, reset=reset)
     image = _load(s)
-    result = _run_with_progress(s, quiet, json_mode, lambda display: flash_firmware(
+    result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: flash_firmware(
         image, probe=s["probe"], target=s["target"], frequency=s["frequency"], erase=s["erase"],
         verify=s["verify"], reset=s["reset"], progress=display,
-        options=session_options(s, pyocd_options)))
+        options=session_options(s, pyocd_options), on_touch=on_touch))
     p = result.program
     verified = "verified" if result.verify else "NOT verified"
     _report(result, json_mode, quiet,
-            f"Flashed {image.size:,} bytes to {result.target} ({result.probe}): {p.programmed_bytes:,} "
+            f"Flashed {image.size:,} bytes to {result.target} ({result.probe_id}): {p.programmed_bytes:,} "
             f"programmed, {p.skipped_bytes:,} unchanged, {verified}, in {result.duration:.2f} s")
 
 
@@ -115,9 +158,9 @@ def verify(firmware, probe, target, frequency, profile, pyocd_options, base_addr
     s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
                 base_address=base_address, reset=reset)
     image = _load(s)
-    result = _run_with_progress(s, quiet, json_mode, lambda display: verify_firmware(
+    result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: verify_firmware(
         image, probe=s["probe"], target=s["target"], frequency=s["frequency"], progress=display,
-        reset=s["reset"], options=session_options(s, pyocd_options)))
+        reset=s["reset"], options=session_options(s, pyocd_options), on_touch=on_touch))
     _report(result, json_mode, quiet, f"Verified: all {image.size:,} bytes match on {result.target}")
 
 
@@ -155,9 +198,9 @@ def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, quiet
         raise click.UsageError("--chip and --sector exclude each other")
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
     ranges = [_range(r) for r in sectors]
-    result = _run_with_progress(s, quiet, json_mode, lambda display: erase_target(
+    result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: erase_target(
         s["probe"], s["target"], "sector" if ranges else "chip", ranges, s["frequency"], display,
-        session_options(s, pyocd_options)))
+        session_options(s, pyocd_options), on_touch=on_touch))
     _report(result, json_mode, quiet, f"Erased {result.program.erased_bytes:,} bytes on {result.target}")
 
 
@@ -173,8 +216,9 @@ def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mo
 
     sigterm_as_interrupt()
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
-    result = _recorded(s, lambda: reset_board(s["probe"], s["target"], halt, s["frequency"],
-                                              session_options(s, pyocd_options)))
+    result = _recorded(s, lambda on_touch: reset_board(s["probe"], s["target"], halt, s["frequency"],
+                                                       session_options(s, pyocd_options),
+                                                       on_touch=on_touch))
     _report(result, json_mode, quiet, f"Reset {result.target}" + (" (halted)" if halt else ""))
 
 

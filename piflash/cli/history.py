@@ -1,4 +1,5 @@
-"""``piflash history``: the recorded operations as a table, CSV or JSON, with a summary line."""
+"""``piflash history [verify-chain]``: the recorded operations as a table, CSV or JSON with a
+summary line, and the check of the history's hash chain."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ import re
 import sys
 import time
 from datetime import datetime
+from typing import Dict, Optional
 
 import click
 
+from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG, handles_errors
+
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_TIMES = ("started_at", "ended_at")
 
 
 def parse_since(text: str, now: float = None) -> float:
@@ -30,31 +35,76 @@ def parse_since(text: str, now: float = None) -> float:
                                  "nor an age (30m, 2h, 7d)") from None
 
 
+def iso_time(ts: Optional[float]) -> Optional[str]:
+    """ISO 8601 local time with its UTC offset, to the millisecond: ``2026-11-22T20:15:03.123+00:00``."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts).astimezone().isoformat(timespec="milliseconds")
+
+
+def export_columns():
+    """The columns of ``--csv`` and ``--json``: every stored column, the times as ISO 8601, then
+    ``started_at_unix``/``ended_at_unix`` (the stored Unix seconds, which the row hash covers)."""
+    from piflash.history import COLUMN_NAMES
+
+    return COLUMN_NAMES + tuple(f"{t}_unix" for t in _TIMES)
+
+
+def exported(row: Dict[str, object]) -> Dict[str, object]:
+    """One row for ``--csv``/``--json``: an open row whose process died shows as ``interrupted``
+    (error "interrupted (process died)") as the next writer will store it."""
+    from piflash.history import DIED, OPEN, row_state
+
+    out = dict(row)
+    for t in _TIMES:
+        out[f"{t}_unix"] = row[t]
+        out[t] = iso_time(row[t])
+    if row["outcome"] == OPEN and row_state(row) == "interrupted":
+        out.update(outcome="interrupted", error=DIED)
+    return out
+
+
 def _when(ts: float) -> str:
     return datetime.fromtimestamp(ts).isoformat(sep=" ", timespec="seconds")
 
 
 def _duration(row) -> str:
-    return f"{row['ended_at'] - row['started_at']:.2f}"
+    return f"{row['ended_at'] - row['started_at']:.2f}" if row["ended_at"] is not None else "-"
 
 
 def _summary_line(summary) -> str:
     rate = summary["boards_per_hour"]
-    return (f"{summary['passed']} passed, {summary['failed']} failed, {summary['skipped']} skipped, "
+    extra = "".join(f", {summary[k]} {k}" for k in ("interrupted", "open") if summary[k])
+    return (f"{summary['passed']} passed, {summary['failed']} failed, {summary['skipped']} skipped{extra}, "
             f"{summary['boards']} boards" + (f", {rate:g} boards/hour" if rate is not None else ""))
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def _open_db(path):
+    from piflash.history import History, default_path
+
+    db_path = path or default_path()
+    if db_path is None:
+        raise click.UsageError("history is turned off (PIFLASH_HISTORY=off); give --file")
+    return History(db_path)
+
+
+file_option = click.option(
+    "--file", "path", type=click.Path(dir_okay=False), envvar=None,
+    help="The history database [default: $PIFLASH_HISTORY, $STATE_DIRECTORY or ~/.local/state/piflash].")
+
+
+@click.group(context_settings=CONTEXT, invoke_without_command=True, epilog=EXIT_CODES_EPILOG)
 @click.option("--since", metavar="WHEN", help="Only operations since a date (2026-11-21[T14:30]) or an age (30m, 2h, 7d).")
-@click.option("--failed", is_flag=True, help="Only failed operations.")
-@click.option("--board", metavar="UID", help="Only this target unique ID.")
+@click.option("--failed", is_flag=True, help="Only failed (and interrupted) operations.")
+@click.option("--board", metavar="UID|SERIAL", help="Only this board: its target unique ID or its serial number.")
 @click.option("--station", metavar="NAME", help="Only this station's operations.")
 @click.option("--limit", "-n", type=click.IntRange(min=1), help="Only the newest N operations.")
-@click.option("--csv", "csv_mode", is_flag=True, help="Print CSV (every column).")
+@click.option("--csv", "csv_mode", is_flag=True, help="Print CSV (every column, times in ISO 8601).")
 @click.option("--json", "json_mode", is_flag=True, help="Print JSON: {'operations': [...], 'summary': {...}}.")
-@click.option("--file", "path", type=click.Path(dir_okay=False), envvar=None,
-              help="The history database [default: $PIFLASH_HISTORY, $STATE_DIRECTORY or ~/.local/state/piflash].")
-def history(since, failed, board, station, limit, csv_mode, json_mode, path):
+@file_option
+@click.pass_context
+@handles_errors
+def history(ctx, since, failed, board, station, limit, csv_mode, json_mode, path):
     """Show what was flashed: every operation from the command line and the station.
 
     \b
@@ -62,51 +112,89 @@ def history(since, failed, board, station, limit, csv_mode, json_mode, path):
       piflash history --since 8h
       piflash history --failed --csv > failures.csv
       piflash history --board 5f1a3c0e9b2d4471
+      piflash history verify-chain
     """
-    from piflash.history import COLUMN_NAMES, History, HistoryError, default_path, summarize
+    from piflash.history import summarize
 
+    if ctx.invoked_subcommand is not None:
+        return
     if csv_mode and json_mode:
         raise click.UsageError("--csv and --json exclude each other")
     since_ts = parse_since(since) if since else None
-    db_path = path or default_path()
-    if db_path is None:
-        raise click.UsageError("history is turned off (PIFLASH_HISTORY=off); give --file")
-    try:
-        with History(db_path) as db:
-            rows = db.query(since=since_ts, failed=failed, board=board, station=station, limit=limit)
-    except HistoryError as exc:
-        raise click.UsageError(f"{exc} (check the path and its permissions)") from None
+    with _open_db(path) as db:
+        rows = db.query(since=since_ts, failed=failed, board=board, station=station, limit=limit)
     summary = summarize(rows)
     if json_mode:
-        click.echo(json.dumps({"operations": rows, "summary": summary}, indent=2))
+        click.echo(json.dumps({"operations": [exported(r) for r in rows], "summary": summary}, indent=2))
         return
     if csv_mode:
-        out = csv.DictWriter(sys.stdout, fieldnames=COLUMN_NAMES, lineterminator="\n")
+        out = csv.DictWriter(sys.stdout, fieldnames=export_columns(), lineterminator="\n")
         out.writeheader()
-        out.writerows(rows)
+        out.writerows(exported(r) for r in rows)
         return
     _print_table(rows)
     click.echo(_summary_line(summary))
+
+
+@history.command("verify-chain", context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
+@click.option("--anchor", metavar="HASH", help="A row_hash kept elsewhere earlier (a head printed by an "
+              "earlier verify-chain): fail unless it is still in the chain.")
+@click.option("--json", "json_mode", is_flag=True, help="Print the report as JSON.")
+@file_option
+@handles_errors
+def verify_chain(anchor, json_mode, path):
+    """Check the history's hash chain: exit 0 when every row is as written, 19 naming the first
+    row that was edited, deleted or inserted."""
+    from piflash.errors import HistoryChainError
+
+    with _open_db(path) as db:
+        report = db.verify_chain(anchor)
+    if json_mode:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        for p in report.problems:
+            click.echo(f"row #{p.row_id}: {p.kind}: {p.detail}")
+        if report.open_rows:
+            click.echo(f"not sealed yet (open): {', '.join(f'#{i}' for i in report.open_rows)}")
+    if report.problems:
+        first = report.problems[0]
+        raise HistoryChainError(f"the history chain is broken: row #{first.row_id} was {first.kind}"
+                                + (f" ({len(report.problems)} problems)" if len(report.problems) > 1 else ""),
+                                report, hint="the rows named above no longer are as piflash wrote them; "
+                                "compare with a copy or export of the history")
+    if report.anchor_found is False:
+        raise HistoryChainError(f"the anchor {anchor} is not in the history chain", report,
+                                hint="the chain was rewritten after that head was taken, or it is from "
+                                "another history")
+    if not json_mode:
+        click.echo(f"chain intact: {report.sealed} sealed rows, head seq {report.head_seq} "
+                   f"row_hash {report.head_hash}" + (", anchor found" if anchor else ""))
 
 
 def _print_table(rows) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from piflash.history import DIED, row_state
+
     console = Console(soft_wrap=False)
     if not console.is_terminal:  # a pipe or a log: whole lines, not an 80-column wrap
         console = Console(soft_wrap=False, width=220)
     table = Table(box=None, header_style="bold", pad_edge=False)
+    serials = any(r["serial"] for r in rows)
     for name, justify in (("#", "right"), ("started", "left"), ("station", "left"), ("op", "left"),
-                          ("target", "left"), ("target UID", "left"), ("firmware", "left"),
-                          ("result", "left"), ("bytes", "right"), ("s", "right")):
+                          ("target", "left"), ("target UID", "left")) + ((("serial", "left"),) if serials else ()) + (
+                          ("firmware", "left"), ("result", "left"), ("bytes", "right"), ("s", "right")):
         table.add_column(name, justify=justify, no_wrap=True)
     table.add_column("error", overflow="ellipsis", no_wrap=True, max_width=80)
-    style = {"pass": "green", "fail": "red", "skip": "yellow"}
+    style = {"pass": "green", "fail": "red", "skip": "yellow", "interrupted": "red", "open": "cyan"}
     for r in rows:
+        state = row_state(r)
+        error = DIED if state == "interrupted" and r["outcome"] == "open" else (r["error"] or "")
         firmware = (r["firmware"] or "").rsplit("/", 1)[-1]
-        table.add_row(str(r["id"]), _when(r["started_at"]), r["station"] or "-", r["operation"],
-                      r["target"] or "", r["target_uid"] or "", firmware,
-                      f"[{style[r['outcome']]}]{r['outcome'].upper()}[/]", f"{r['image_bytes']:,}",
-                      _duration(r), r["error"] or "")
+        cells = [str(r["id"]), _when(r["started_at"]), r["station"] or "-", r["operation"],
+                 r["target"] or "", r["target_uid"] or ""] + ([r["serial"] or ""] if serials else []) + [
+                 firmware, f"[{style[state]}]{state.upper()}[/]", f"{r['image_bytes']:,}",
+                 _duration(r), error]
+        table.add_row(*cells)
     console.print(table)

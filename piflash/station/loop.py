@@ -96,7 +96,8 @@ class Station:
         """Load the config and firmware, open the history, start the workers, send READY=1.
 
         :raises ProfileError: (exit 5) a broken config or profile; FirmwareError (3),
-            ChecksumError (6), ImageRangeError (4); HistoryError when the history cannot be opened.
+            ChecksumError (6), ImageRangeError (4); HistoryError (18) when the history cannot be
+            opened or written: a station whose boards would not be recorded does not start.
         """
         memory_guard(self.config_path, self.force)
         self.loaded = load_station(self.config_path)     # imports pyOCD (target check)
@@ -123,12 +124,22 @@ class Station:
         self.notifier.ready(self.status.line())
 
     def _open_history(self) -> None:
-        from piflash.history import History
+        from piflash.history import History, HistoryError
 
         path = self.loaded.config.history
         if self._history is not None and (path is None or path == self._history.path):
             return
-        new = History(path)
+        try:
+            new = History(path)
+        except HistoryError as exc:
+            raise HistoryError(exc.message, hint=f"{exc.hint}; the station records every board, so it "
+                               f"does not start without a history (the 'history:' key of "
+                               f"{self.config_path}, see docs/station.md)") from exc
+        try:
+            new.reap()                      # rows left open by a station that died: interrupted
+        except BaseException:
+            new.close()
+            raise
         with self._history_lock:
             old, self._history = self._history, new
         if old is not None:
@@ -180,17 +191,31 @@ class Station:
         now = time.monotonic()
         return all(w.is_alive() and now - w.beat < limit for w in self.workers.values())
 
-    def record(self, result, outcome: str) -> Optional[int]:
-        """Record one board in the history; returns the row id, or None if it could not be written."""
+    def open_row(self, result, slot: str) -> Optional[int]:
+        """Open the history row of a board about to be flashed (see
+        :meth:`piflash.history.History.open`); returns its id, or None (logged) if it cannot be
+        written: the worker then leaves the board alone."""
         from piflash.history import HistoryError
 
         cfg = self.loaded.config
         try:
             with self._history_lock:
-                return self._history.record(result, outcome=outcome, station=cfg.station,
-                                            profile=cfg.profile.name)
+                return self._history.open(result, station=cfg.station, slot=slot, profile=cfg.profile.name)
         except HistoryError as exc:
-            LOG.error("board %s not recorded: %s", result.target_uid, exc)
+            LOG.error("board %s not flashed: cannot record it: %s", result.target_uid, exc.message)
+            return None
+
+    def complete_row(self, row: int, result, outcome: str) -> Optional[int]:
+        """Complete and seal row ``row`` with the board's result; returns the id, or None (logged)
+        if it could not be written (the row stays open until a later start seals it as
+        interrupted)."""
+        from piflash.history import HistoryError
+
+        try:
+            with self._history_lock:
+                return self._history.complete(row, result, outcome=outcome)
+        except HistoryError as exc:
+            LOG.error("board %s: history row #%s not completed: %s", result.target_uid, row, exc.message)
             return None
 
     # -- reload, signals, stop ----------------------------------------------------------------
@@ -208,7 +233,7 @@ class Station:
             except HistoryError:
                 self.loaded = old
                 raise
-        except (PiflashError, HistoryError) as exc:
+        except PiflashError as exc:
             message = getattr(exc, "message", str(exc))
             self._log(f"reload failed, keeping the previous config: {message}")
             self.notifier.ready(self.status.line())

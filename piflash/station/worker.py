@@ -10,7 +10,9 @@ The loop of :class:`ProbeWorker`, for probe ``P`` and the station's current conf
    the first page that differs); if the board already carries the image it is recorded as
    ``skip``. Otherwise :func:`piflash.flasher.flash_session` erases, programs, verifies and
    resets per the profile: the same code path as ``piflash flash``.
-3. **record** the result in the history and show PASS / SKIP / FAIL.
+3. **record** it: the board's history row is opened before anything is written to it (if the
+   history cannot be written the board is left alone and shown as FAIL) and completed with the
+   result; show PASS / SKIP / FAIL.
 4. **wait for removal**, the session kept open: every ``poll_interval`` read the DP's DPIDR and
    the target unique ID; the board is gone when two reads in a row (10 ms apart) fail or the
    ID changes. A
@@ -207,6 +209,29 @@ class ProbeWorker(threading.Thread):
         return self.retired if self.retired.is_set() else self.station.stop
 
     def _serve(self, session, result: OperationResult, loaded, error: Optional[PiflashError]) -> None:
+        uid = result.target_uid
+        row = self.station.open_row(result, self.uid)    # before anything is written to the board
+        if row is None:
+            self._set("fail", f"FAIL {uid or 'unknown'} not flashed: the history cannot be written", uid)
+            return
+        outcome = "fail"
+        try:
+            outcome = self._flash(session, result, loaded, error)
+        finally:  # even a bug here completes the row: a board is never left without its record
+            if result.error is None and outcome == "fail":
+                result.error = {"kind": "InternalError", "message": "internal error in the station "
+                                "(see its log)", "exit_code": 1}
+            done = self.station.complete_row(row, result, outcome)
+        number = f"#{done}" if done is not None else "(not recorded)"
+        shown = uid or "unknown"
+        if outcome == "fail":
+            reason = " ".join(str(result.error.get("message", "")).split())
+            self._set("fail", f"FAIL {shown} {reason}", uid)
+        else:
+            self._set(outcome, f"{outcome.upper()} {shown} {number}", uid)
+
+    def _flash(self, session, result: OperationResult, loaded, error: Optional[PiflashError]) -> str:
+        """The board's job (skip check, flash) on its open session; returns the outcome."""
         cfg, image = loaded.config, loaded.image
         prof = cfg.profile
         uid = result.target_uid
@@ -237,14 +262,7 @@ class ProbeWorker(threading.Thread):
             if not isinstance(exc, (ProbeLostError, OperationInterrupted, ImageRangeError)) \
                     and self._answers(session, uid) is False:
                 result.error["message"] = f"board removed during {result.phase}: {exc.message}"
-        row = self.station.record(result, outcome)
-        number = f"#{row}" if row is not None else "(not recorded)"
-        shown = uid or "unknown"
-        if outcome == "fail":
-            reason = " ".join(str(result.error.get("message", "")).split())
-            self._set("fail", f"FAIL {shown} {reason}", uid)
-        else:
-            self._set(outcome, f"{outcome.upper()} {shown} {number}", uid)
+        return outcome
 
     def _answers(self, session, uid: Optional[str]) -> Optional[bool]:
         """Whether the board ``uid`` still answers on the open session (True), does not or was

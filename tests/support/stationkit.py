@@ -107,15 +107,17 @@ class StationProcess:
         self._out.close()
 
 
-def rows(history: Path) -> List[dict]:
-    """Every history row, oldest first (a plain sqlite3 reader, as any tool would be)."""
+def rows(history: Path, with_open: bool = False) -> List[dict]:
+    """The finished history rows, oldest first (a plain sqlite3 reader, as any tool would be);
+    ``with_open``: also the rows still open (a board being flashed, or a process that died)."""
     if not history.exists():
         return []
     db = sqlite3.connect(f"file:{history}?mode=ro", uri=True, timeout=30)
     try:
         db.row_factory = sqlite3.Row
         try:
-            return [dict(r) for r in db.execute("SELECT * FROM operations ORDER BY id")]
+            where = "" if with_open else " WHERE outcome != 'open'"
+            return [dict(r) for r in db.execute(f"SELECT * FROM operations{where} ORDER BY id")]
         except sqlite3.OperationalError as exc:       # table not created yet
             if "no such table" in str(exc):
                 return []
