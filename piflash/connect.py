@@ -24,6 +24,10 @@ LOG = logging.getLogger(__name__)
 BASE_SESSION_OPTIONS: Dict[str, object] = {
     "hide_programming_progress": True,   # piflash draws its own progress
     "smart_flash": True,
+    # Never mass-erase a chip behind the user's back: pyOCD's default auto_unlock erases an nRF52
+    # whose CTRL-AP reads APPROTECT enabled while connecting (pyOCD issue #1766: a false
+    # detection wiped boards). piflash erases only on 'piflash protect recover'.
+    "auto_unlock": False,
 }
 
 

@@ -43,8 +43,11 @@ class ExitCode(enum.IntEnum):
     EXTRA_MISSING = 17    #: an optional extra (``piflash[sim]``...) is not installed
     HISTORY = 18          #: the history database cannot be opened, read or written
     HISTORY_CHAIN = 19    #: ``piflash history verify-chain`` found an edited, deleted or inserted row
-    PROBE_TIMEOUT = 20    #: the probe (or probe server) stopped answering within the time limit
-    PROBE_BUSY = 21       #: the probe is in use by another piflash or pyOCD client
+    PROTECTED = 20        #: the chip is read-out protected (APPROTECT, RDP): recover it first
+    PROTECT_FAILED = 21   #: a lock did not take, a recover failed or timed out, or the state is unreadable
+    SERIAL = 22           #: no serial number to give (counter used up) or the serial database is unusable
+    PROBE_TIMEOUT = 23    #: the probe (or probe server) stopped answering within the time limit
+    PROBE_BUSY = 24       #: the probe is in use by another piflash or pyOCD client
     INTERRUPTED = 130     #: Ctrl-C or SIGTERM (128 + SIGINT)
 
 
@@ -70,6 +73,9 @@ EXIT_CODE_HELP = {
     ExitCode.EXTRA_MISSING: "an optional extra is not installed",
     ExitCode.HISTORY: "the history database cannot be opened or written",
     ExitCode.HISTORY_CHAIN: "the history's hash chain is broken (a row was edited, deleted or inserted)",
+    ExitCode.PROTECTED: "chip is read-out protected; 'piflash protect recover' unlocks it (erasing it)",
+    ExitCode.PROTECT_FAILED: "lock, recover or protection read-back failed",
+    ExitCode.SERIAL: "no serial number available (counter used up, serial database unusable)",
     ExitCode.PROBE_TIMEOUT: "the probe did not answer in time",
     ExitCode.PROBE_BUSY: "the probe is in use by another client",
     ExitCode.INTERRUPTED: "interrupted",
@@ -224,6 +230,27 @@ class OperationInterrupted(PiflashError):
     """The operation was interrupted (Ctrl-C or SIGTERM)."""
 
     exit_code = ExitCode.INTERRUPTED
+
+
+class ProtectedError(PiflashError):
+    """The chip is read-out protected (nRF APPROTECT, STM32 RDP level 1): the debugger may not read
+    or write its flash until ``piflash protect recover`` mass-erases it."""
+
+    exit_code = ExitCode.PROTECTED
+
+
+class ProtectError(PiflashError):
+    """Setting, clearing or reading read-out protection failed: a lock that did not take (the chip
+    is still open), a recover that timed out or left the chip locked, or a target without support."""
+
+    exit_code = ExitCode.PROTECT_FAILED
+
+
+class SerialError(PiflashError):
+    """No serial number can be given: the counter is used up, the serial database cannot be
+    opened or written, or a one-off ``--serial`` does not fit the profile's encoding."""
+
+    exit_code = ExitCode.SERIAL
 
 
 class ServiceError(PiflashError):

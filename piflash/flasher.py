@@ -29,14 +29,19 @@ import time
 from typing import Callable, Iterator, Optional, Sequence, Tuple
 
 from piflash.connect import check_session_options, open_session, read_target_uid, translate_error
-from piflash.errors import (ExitCode, NoProbeError, OperationInterrupted, PiflashError, ProbePermissionError,
-                            SeveralProbesError)
+from piflash.errors import (ConnectError, ExitCode, NoProbeError, OperationInterrupted, PiflashError,
+                            ProbePermissionError, ProtectError, SeveralProbesError)
 from piflash.image import FirmwareImage, check_fits
+from piflash.serials import checkpoint
 from piflash.program import ERASE_MODES, ImageProgrammer, erase_flash, reset_target
 from piflash.progress import Phase, ProgressSink
 from piflash.result import OperationResult
 from piflash.target import flash_regions, resolve_target
 from piflash.verify import verify_image
+
+#: The post-verify lock's phase name (not a progress.Phase: it has no progress and no duration
+#: column of its own in the history).
+LOCK_PHASE = "lock"
 
 #: What an interruption in each phase leaves on the board, for the message.
 _STATE_AFTER_INTERRUPT = {
@@ -45,6 +50,8 @@ _STATE_AFTER_INTERRUPT = {
     Phase.PROGRAM: "the flash is partly programmed: flash again before using the board",
     Phase.VERIFY: "the flash was fully programmed but not verified: run 'piflash verify'",
     Phase.RESET: "the flash was programmed and verified; the target was not reset",
+    LOCK_PHASE: "the flash was programmed and verified; read-out protection may or may not be set: "
+                "run 'piflash protect status'",
 }
 
 
@@ -134,19 +141,68 @@ def _run(operation: str, image: Optional[FirmwareImage], probe: Optional[str], t
         check_session_options(options or {})  # first: _prepare reads the 'pack' option
         target = _prepare(image, target, options)
         with contextlib.ExitStack() as stack:  # the session outlives the connect phase
-            with phase(result, sink, Phase.CONNECT):
-                sink.phase_start(Phase.CONNECT, 0)
-                try:
-                    session = stack.enter_context(open_session(probe, target, frequency, options))
-                except BaseException as exc:
-                    if _reached_board(exc):
-                        touch(result)
-                    raise
-                describe_session(session, result, image)
-                touch(result)
-                sink.phase_end(Phase.CONNECT, f"{result.target} on {result.probe_id}")
+            try:
+                with phase(result, sink, Phase.CONNECT):
+                    sink.phase_start(Phase.CONNECT, 0)
+                    try:
+                        session = stack.enter_context(open_session(probe, target, frequency, options))
+                    except BaseException as exc:
+                        if _reached_board(exc):
+                            touch(result)
+                        raise
+                    describe_session(session, result, image)
+                    touch(result)
+                    sink.phase_end(Phase.CONNECT, f"{result.target} on {result.probe_id}")
+            except ConnectError:
+                _explain_connect_error(probe, target, frequency, result)
+                raise
             body(session, result, sink)
     return result
+
+
+def _explain_connect_error(probe, target, frequency, result: OperationResult) -> None:
+    """A locked nRF52 does not let pyOCD initialise it: say so (exit 19) instead of "cannot connect"."""
+    from piflash.protect import locked_behind_connect_error, raise_locked
+
+    status = locked_behind_connect_error(probe, target, frequency)
+    if status is not None:
+        result.protection = status.state
+        raise_locked(target, status)
+
+
+def check_protection(session, result: OperationResult) -> None:
+    """Before touching flash: read the chip's read-out protection into ``result.protection``.
+
+    :raises ProtectedError: the chip is locked (exit code 19, with a 'recover' hint).
+    """
+    from piflash.protect import check_open
+
+    try:  # a few register reads: not a phase of its own (no duration column)
+        status = check_open(session, result.target or "")
+    except PiflashError:
+        raise
+    except KeyboardInterrupt:
+        raise OperationInterrupted("interrupted while reading the protection state: the board was not "
+                                   "changed", hint="run the same command again") from None
+    except Exception as exc:
+        raise translate_error(exc, "protection check") from exc
+    result.protection = status.state if status is not None else None
+
+
+def patched_image(session, result: OperationResult, image: FirmwareImage, plan, serial: Optional[int]
+                  ) -> FirmwareImage:
+    """``image`` with this board's serial / patch bytes (``plan``: a :class:`piflash.patch.PatchPlan`)
+    laid over it, checked against the connected target's flash map; the values go into
+    ``result.serial`` / ``result.patch``.
+
+    :raises SerialError: a value the encoding cannot hold. :raises ImageRangeError: a patch
+        outside the target's flash.
+    """
+    patched, values = plan.apply(image, serial, result.target_uid)
+    result.serial = str(serial) if serial is not None else None
+    result.patch = values
+    check_fits(patched, flash_regions(session.target.memory_map), result.target or "the target")
+    return patched
 
 
 def _verify_and_reset(session, result: OperationResult, sink: ProgressSink,
@@ -166,7 +222,8 @@ def _verify_and_reset(session, result: OperationResult, sink: ProgressSink,
 def flash_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
                    frequency: Optional[int] = None, erase: str = "auto", verify: bool = True,
                    reset: bool = True, progress: Optional[ProgressSink] = None,
-                   options: Optional[dict] = None, on_touch: TouchHook = None) -> OperationResult:
+                   options: Optional[dict] = None, on_touch: TouchHook = None, plan=None,
+                   serial: Optional[int] = None, protect: Optional[str] = None) -> OperationResult:
     """Flash ``image``: connect, erase, program, read-back verify, reset.
 
     :param image: from :func:`piflash.image.load_image`.
@@ -180,37 +237,58 @@ def flash_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Op
         ``{"pack": "x.pack"}`` (a path or a list of paths) makes the parts of those CMSIS packs
         target types, checked and their memory maps used before connecting.
     :param on_touch: ``on_touch(result)`` when the board is first reached (see the module's docstring).
+    :param plan: per-board data (:class:`piflash.patch.PatchPlan`): the patched image is what is
+        programmed and verified. :param serial: the serial number for ``plan`` (int).
+    :param protect: ``"lock"``: set read-out protection after a passed verify (see
+        :func:`flash_session`).
     :returns: the :class:`~piflash.result.OperationResult` (``ok`` True).
     :raises UnknownTargetError, PackError, ImageRangeError, NoProbeError, SeveralProbesError, ProbePermissionError,
-        ConnectError, FlashError, VerifyError, ProbeLostError, OperationInterrupted:
+        ConnectError, FlashError, VerifyError, ProbeLostError, OperationInterrupted, ProtectedError,
+        ProtectError, SerialError:
     """
     if erase not in ERASE_MODES:
         raise ValueError(f"erase mode must be one of {ERASE_MODES}, not {erase!r}")
 
     def body(session, result, sink):
-        flash_session(session, image, result, sink, erase, verify, reset)
+        board_image = patched_image(session, result, image, plan, serial) if plan is not None else image
+        flash_session(session, board_image, result, sink, erase, verify, reset, protect)
 
     return _run("flash", image, probe, target, frequency, progress, body, options, on_touch)
 
 
 def flash_session(session, image: FirmwareImage, result: OperationResult,
                   progress: Optional[ProgressSink] = None, erase: str = "auto", verify: bool = True,
-                  reset: bool = True) -> None:
+                  reset: bool = True, protect: Optional[str] = None) -> None:
     """The erase, program, verify and reset phases of :func:`flash_firmware` on an open session.
 
     Each phase is timed into ``result`` and ``result.program`` / ``result.verify`` are filled;
     the caller opened the session (and timed its connect) and wraps this in :func:`tracking`.
+    A locked chip is refused before anything is erased. With ``protect="lock"`` read-out
+    protection is set after the verify passed (never before, never without a verify) and read
+    back into ``result.protection``.
 
-    :raises FlashError, VerifyError, ProbeLostError, OperationInterrupted:
+    :raises FlashError, VerifyError, ProbeLostError, OperationInterrupted, ProtectedError:
+    :raises ProtectError: the lock did not take (the chip still reads open).
     """
+    if protect == "lock" and not verify:
+        raise ProtectError("refusing to lock a board that is not verified",
+                           hint="locking comes after a passed verify: drop --no-verify")
     sink = progress or ProgressSink()
+    check_protection(session, result)
     with phase(result, sink, Phase.ERASE):
         programmer = ImageProgrammer(session, image, erase, progress=sink)
         result.program = programmer.stats
         programmer.erase()
     with phase(result, sink, Phase.PROGRAM):
         programmer.program()
+    checkpoint("programmed")
     _verify_and_reset(session, result, sink, image if verify else None, reset)
+    checkpoint("verified")
+    if protect == "lock":
+        from piflash.protect import lock, session_port
+
+        with phase(result, sink, LOCK_PHASE):
+            result.protection = lock(session_port(session), result.target or "").state
 
 
 def verify_session(session, image: FirmwareImage, result: OperationResult,
@@ -222,7 +300,9 @@ def verify_session(session, image: FirmwareImage, result: OperationResult,
         :func:`piflash.verify.verify_image`): a cheap "does the board already carry it?".
     :raises VerifyError: and the errors of :func:`flash_session`.
     """
-    _verify_and_reset(session, result, progress or ProgressSink(), image, reset, quick)
+    sink = progress or ProgressSink()
+    check_protection(session, result)
+    _verify_and_reset(session, result, sink, image, reset, quick)
 
 
 def verify_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
@@ -261,6 +341,7 @@ def erase_target(probe: Optional[str] = None, target: Optional[str] = None, mode
             raise ValueError(f"empty erase range {start:#010x}-{end:#010x} (end is exclusive)")
 
     def body(session, result, sink):
+        check_protection(session, result)
         with phase(result, sink, Phase.ERASE):
             sink.phase_start(Phase.ERASE, 0)
             result.program.erased_bytes = erase_flash(session, mode, ranges)
@@ -289,4 +370,5 @@ def reset_board(probe: Optional[str] = None, target: Optional[str] = None, halt:
 
 
 __all__ = ["flash_firmware", "verify_firmware", "erase_target", "reset_board", "ERASE_MODES",
-           "flash_session", "verify_session", "describe_session", "phase", "tracking"]
+           "flash_session", "verify_session", "describe_session", "phase", "tracking",
+           "check_protection", "patched_image"]

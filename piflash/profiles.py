@@ -15,6 +15,9 @@ A profile is a small YAML mapping (``docs/profiles.md`` has the full story)::
     description: "..."          # optional
     memory_guard: refuse        # optional: refuse | warn | off (see piflash/host/memguard.py)
     pack: packs/Vendor.DFP.pack # optional CMSIS pack(s) describing the target; a path or a list
+    serial: {...}               # optional: per-board serial number (piflash/patch.py, docs/production.md)
+    patch: [...]                # optional: more per-board bytes from templates
+    protect: lock               # optional: lock | off -- read-out protection after a passed verify
 
 Loading is strict: an unknown key, a value of the wrong type, a missing
 required key or broken YAML raises :class:`~piflash.errors.ProfileError`
@@ -41,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, NoReturn, Optional, Tuple
 
 from piflash.errors import ChecksumError, FirmwareError, PackError, PiflashError, ProfileError
 from piflash.image import ALL_SUFFIXES, format_for_name
+from piflash.patch import PatchPlan, parse_plan
 
 if TYPE_CHECKING:
     from piflash.image import FirmwareImage
@@ -53,7 +57,10 @@ PROFILE_PATH_ENV = "PIFLASH_PROFILE_PATH"
 
 #: Every key a profile may contain.
 ALLOWED_KEYS = ("target", "probe", "frequency", "erase", "firmware", "sha256",
-                "base_address", "verify", "reset", "description", "memory_guard", "pack")
+                "base_address", "verify", "reset", "description", "memory_guard", "pack",
+                "serial", "patch", "protect")
+#: Accepted values of ``protect`` (piflash/protect.py): lock after a passed verify, or leave open.
+PROTECT_MODES = ("lock", "off")
 #: Accepted values of ``memory_guard`` (as piflash.host.memguard.GUARD_MODES; kept here so loading a
 #: profile does not import the guard).
 MEMORY_GUARD_MODES = ("refuse", "warn", "off")
@@ -84,6 +91,8 @@ class Profile:
     description: Optional[str] = None
     memory_guard: Optional[str] = None  #: "refuse", "warn", "off", or None for the default
     pack: Optional[Tuple[str, ...]] = None  #: CMSIS pack paths (absolute), pyOCD's ``pack`` option
+    patch_plan: Optional[PatchPlan] = None  #: per-board serial / patch entries, or None
+    protect: Optional[str] = None   #: "lock" after a passed verify, or None / "off"
 
     @property
     def firmware_format(self) -> str:
@@ -408,10 +417,24 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
     elif fmt == "bin":
         fail("firmware", f"a .bin firmware needs 'base_address' (where {firmware.name} goes in flash)",
              hint="add e.g. 'base_address: 0x08000000'")
+    def fail_nested(dotted: str, message: str) -> NoReturn:  # "serial.encoding": the line of serial:
+        raise ProfileError(message, path=src, line=lines.get(dotted.split(".")[0].split("[")[0], root_line),
+                           key=dotted)
+
+    plan = parse_plan(values.get("serial"), values.get("patch"), target, pfile.stem, fail_nested)
+    protect = values.get("protect")
+    if protect is False:  # YAML 1.1 reads a bare `off` as false
+        protect = "off"
+    if protect is not None and protect not in PROTECT_MODES:
+        fail("protect", f"must be one of {', '.join(PROTECT_MODES)}, got {protect!r}")
+    if protect == "lock" and not flag("verify"):
+        fail("protect", "a board is locked only after a passed verify; 'verify: false' never passes one",
+             hint="remove 'verify: false', or 'protect: lock'")
     return Profile(name=pfile.stem, path=pfile, target=target, probe=probe, frequency=frequency,
                    erase=erase, firmware=firmware, sha256=sha256, base_address=base,
                    verify=flag("verify"), reset=flag("reset"), description=description,
-                   memory_guard=memory_guard, pack=pack)
+                   memory_guard=memory_guard, pack=pack, patch_plan=plan,
+                   protect=protect if protect == "lock" else None)
 
 
 def profile_dirs(cwd: Optional[PathLike] = None) -> List[Path]:
@@ -496,6 +519,10 @@ def profile_to_dict(profile: Profile) -> dict:
     out = dataclasses.asdict(profile)
     out["path"], out["firmware"] = str(profile.path), str(profile.firmware)
     out["pack"] = list(profile.pack) if profile.pack is not None else None
+    if out.get("patch_plan"):
+        for entry in out["patch_plan"]["entries"]:
+            entry["address"] = f"{entry['address']:#010x}"
+        out["patch_plan"]["entries"] = list(out["patch_plan"]["entries"])
     return out
 
 

@@ -65,6 +65,9 @@ class OperationResult:
     duration: float = 0.0                #: seconds, whole operation
     durations: Dict[str, float] = field(default_factory=dict)
     error: Optional[dict] = None
+    serial: Optional[str] = None         #: the board's serial number (piflash.patch), if one was given
+    patch: Optional[dict] = None         #: per-board values written: {name: {address, value, bytes}}
+    protection: Optional[str] = None     #: read-out protection read back: "open" / "locked"
 
     @classmethod
     def start(cls, operation: str, image: Optional[FirmwareImage], probe_id: Optional[str],
@@ -94,3 +97,4 @@ class OperationResult:
         out["verify"] = asdict(self.verify) if self.verify is not None else None
         out["verified"] = self.verify is not None and self.ok
         return out
+

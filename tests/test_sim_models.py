@@ -21,7 +21,7 @@ KEY = 0xA05F0000
 
 def make_board(target, faults=None, flash=None, uid=None):
     spec = TARGETS[target]
-    images = {n.name: b"\xff" * n.size for n in spec.nvm}
+    images = {n.name: n.initial() for n in spec.nvm}
     if flash is not None:
         images["flash"] = flash + b"\xff" * (spec.flash.size - len(flash))
     return SimBoard(spec, uid or bytes(range(spec.uid_length)), images, faults or Faults())

@@ -34,6 +34,7 @@ COMMANDS = (
     ("setup", ("setup",)),
     ("sim", ("sim",)),
     ("station", ("station",)),
+    ("protect", ("protect",)),
 )
 
 

@@ -74,7 +74,8 @@ class _Recorder:
 
         try:
             if self.row is not None and result is not None:
-                self.db.complete(self.row, result, protection=getattr(result, "protection", None))
+                self.db.complete(self.row, result, protection=getattr(result, "protection", None),
+                                 serial=getattr(result, "serial", None), patch=getattr(result, "patch", None))
         except HistoryError as exc:
             self._warn(exc)
         finally:
@@ -118,28 +119,52 @@ def _report(result, json_mode: bool, quiet: bool, line: str) -> None:
               help="Erase mode [default: auto, the faster of the two].")
 @click.option("--verify/--no-verify", default=None,
               help="Read back and compare every programmed byte [default: on, or the profile's].")
+@click.option("--serial", "serial", type=click.IntRange(min=0), metavar="N",
+              help="Serial number for this one board, written where the profile's 'serial:' says "
+                   "(one-offs; the station takes numbers from the counter).")
 @reset_option
 @output_options
 @handles_errors
 @memory_guarded("flash")
 def flash(firmware, probe, target, frequency, profile, pyocd_options, base_address, erase, verify,
-          reset, quiet, json_mode):
-    """Flash FIRMWARE (.hex, .elf, or .bin with --base-address), verify it and reset the target."""
+          serial, reset, quiet, json_mode):
+    """Flash FIRMWARE (.hex, .elf, or .bin with --base-address), verify it and reset the target.
+
+    With a profile's 'serial:'/'patch:' the board's own bytes are laid over the image, and that
+    patched image is programmed and verified; with 'protect: lock' the chip is locked after a
+    passed verify and the lock is read back.
+    """
     from piflash.flasher import flash_firmware
 
     sigterm_as_interrupt()
     s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
                 erase=erase, base_address=base_address, verify=verify, reset=reset)
+    prof = s.get("profile_obj")
+    plan = prof.patch_plan if prof is not None else None
+    protect = prof.protect if prof is not None else None
+    if serial is not None and (plan is None or not plan.uses_serial):
+        raise click.UsageError("--serial needs a profile with a 'serial:' section (where and how to write it)")
+    if plan is not None and plan.uses_serial and serial is None:
+        raise click.UsageError(f"profile {prof.name} numbers its boards: give this one's number with "
+                               "--serial N (the station takes numbers from the counter)")
+    if protect == "lock" and not s["verify"]:
+        raise click.UsageError(f"profile {prof.name} locks boards after a passed verify: --no-verify "
+                               "would lock an unverified board")
+    if serial is not None:
+        s["serial"] = str(serial)                   # in the history row from the first touch on
     image = _load(s)
     result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: flash_firmware(
         image, probe=s["probe"], target=s["target"], frequency=s["frequency"], erase=s["erase"],
         verify=s["verify"], reset=s["reset"], progress=display,
-        options=session_options(s, pyocd_options), on_touch=on_touch))
+        options=session_options(s, pyocd_options), on_touch=on_touch, plan=plan, serial=serial,
+        protect=protect))
     p = result.program
     verified = "verified" if result.verify else "NOT verified"
+    extra = f", serial {result.serial}" if result.serial is not None else ""
+    extra += ", read-out protection LOCKED" if result.protection == "locked" and protect else ""
     _report(result, json_mode, quiet,
             f"Flashed {image.size:,} bytes to {result.target} ({result.probe_id}): {p.programmed_bytes:,} "
-            f"programmed, {p.skipped_bytes:,} unchanged, {verified}, in {result.duration:.2f} s")
+            f"programmed, {p.skipped_bytes:,} unchanged, {verified}{extra}, in {result.duration:.2f} s")
 
 
 @click.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)

@@ -105,17 +105,29 @@ def delete(board):
 @sim.command()
 @click.argument("board")
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="Output .bin file.")
+@click.option("--region", default="flash", show_default=True, metavar="NAME",
+              help="Which array: flash, uicr (nRF: customer registers, APPROTECT), option (STM32 option bytes).")
 @handles_errors
-def dump(board, out):
-    """Write BOARD's whole flash (erased bytes 0xFF) to a binary file."""
-    data = _store_call(_store().read_flash, _name(board))
+def dump(board, out, region):
+    """Write BOARD's whole flash (erased bytes 0xFF), or another non-volatile array, to a binary file."""
+    store, name = _store(), _name(board)
+
+    def read():
+        try:
+            return store.read_nvm(name, region)
+        except KeyError as exc:
+            if store.exists(name):
+                raise click.BadParameter(f"sim:{name} has no '{region}' array", param_hint="--region") from None
+            raise exc
+
+    data = _store_call(read)
 
     def write():
         with open(out, "wb") as fh:
             fh.write(data)
 
     _store_call(write)
-    click.echo(f"wrote {len(data):,} bytes of sim:{_name(board)} flash to {out}")
+    click.echo(f"wrote {len(data):,} bytes of sim:{_name(board)} {region} to {out}")
 
 
 @sim.command()
@@ -129,9 +141,12 @@ def dump(board, out):
 @click.option("--remove-after", type=int, metavar="N",
               help="Board pulled off the fixture after N DAP transfers (once).")
 @click.option("--absent", is_flag=True, help="No target on the probe (DP does not answer).")
+@click.option("--lock-ignored", is_flag=True, help="A read-out protection lock does not take (chip stays open).")
+@click.option("--recover-stuck", is_flag=True, help="The recovery mass erase never finishes.")
 @click.option("--clear", is_flag=True, help="Remove every fault first.")
 @handles_errors
-def fault(board, write_protect, stuck_busy, bit_flip, disconnect_after, remove_after, absent, clear):
+def fault(board, write_protect, stuck_busy, bit_flip, disconnect_after, remove_after, absent, lock_ignored,
+          recover_stuck, clear):
     """Inject faults into BOARD (they persist until --clear)."""
     store, name = _store(), _name(board)
     if clear:
@@ -149,6 +164,10 @@ def fault(board, write_protect, stuck_busy, bit_flip, disconnect_after, remove_a
         faults["remove_after"] = remove_after
     if absent:
         faults["absent"] = True
+    if lock_ignored:
+        faults["lock_ignored"] = True
+    if recover_stuck:
+        faults["recover_stuck"] = True
     if faults:
         _store_call(store.set_faults, name, **faults)
     info = _store_call(store.get, name)

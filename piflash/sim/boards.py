@@ -9,7 +9,7 @@ gets a SWD FAULT, a CPU access locks the core up.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 from . import nrf, stm32f1
 from .coresight import Dwt, Fpb, RomTable
@@ -79,9 +79,12 @@ class SimBoard:
         self.bus.add_background(ZeroRegion(PPB_BASE, PPB_SIZE, "ppb"))
         self.cpu.map_mmio(PPB_BASE, PPB_SIZE)
 
+        #: Set by the family builder when the part has read-out protection: ``(addr, length) ->
+        #: bool``, True when the debugger is refused those bytes (see MemAp's ``guard``).
+        self.debug_guard: Optional[Callable[[int, int], bool]] = None
         FAMILIES[spec.family](self)
 
-        self._aps[0] = MemAp(spec.ap_idr, self.bus, ROM_TABLE_BASE, spec.ap_wrap)
+        self._aps[0] = MemAp(spec.ap_idr, self.bus, ROM_TABLE_BASE, spec.ap_wrap, guard=self.debug_guard)
         self.dp = SwDp(spec.dpidr, self._aps)
         self.system_reset()         # power-on reset
 

@@ -10,7 +10,7 @@ STICKYERR is set is a SWD FAULT (``TransferFaultError``).
 from __future__ import annotations
 
 import struct
-from typing import Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from pyocd.core.exceptions import TransferFaultError
 
@@ -99,11 +99,16 @@ class MemAp(AccessPortModel):
     :param wrap: TAR auto-increment wrap in bytes (1 KiB or 4 KiB; ADIv5.2 C2.2.2 says the
         increment is only guaranteed within 1 KiB, the M3/M4 AHB-AP wraps at 4 KiB).
     :param csw_reset: CSW value at reset (HPROT data+privileged, DeviceEn).
+    :param guard: ``guard(addr, length) -> bool``: True when the chip's read-out protection
+        refuses debugger access to those bytes (nRF APPROTECT, STM32 RDP); the transfer then gets
+        an AHB error, i.e. a SWD FAULT, as on the real parts. None: everything is accessible.
     """
 
-    def __init__(self, idr: int, bus: Bus, rom_base: int, wrap: int, csw_reset: int = 0x03000040) -> None:
+    def __init__(self, idr: int, bus: Bus, rom_base: int, wrap: int, csw_reset: int = 0x03000040,
+                 guard: Optional[Callable[[int, int], bool]] = None) -> None:
         super().__init__(idr)
         self.bus = bus
+        self.guard = guard
         self.base = (rom_base & 0xFFFFF000) | 3
         self.wrap = wrap
         self.csw = csw_reset | CSW_DEVICEEN
@@ -119,9 +124,14 @@ class MemAp(AccessPortModel):
             w = self.wrap
             self.tar = (self.tar & ~(w - 1) & 0xFFFFFFFF) | ((self.tar + nbytes) & (w - 1))
 
+    def _check(self, addr: int, length: int) -> None:
+        if self.guard is not None and self.guard(addr, length):
+            raise BusError(addr, "debug access to 0x%08x refused: read-out protection" % addr)
+
     def _read_data(self, addr: int) -> int:
         size = self._size
         addr &= ~(size - 1) & 0xFFFFFFFF
+        self._check(addr, size)
         value = self.bus.read(addr, size)
         return value << (8 * (addr & 3)) if size < 4 else value
 
@@ -130,6 +140,7 @@ class MemAp(AccessPortModel):
         addr &= ~(size - 1) & 0xFFFFFFFF
         if size < 4:
             value = (value >> (8 * (addr & 3))) & ((1 << (8 * size)) - 1)
+        self._check(addr, size)
         self.bus.write(addr, size, value)
 
     def _bulk(self) -> bool:
@@ -146,6 +157,7 @@ class MemAp(AccessPortModel):
             self._increment(self._size)
             return value
         if AP_BD0 <= reg < AP_BD0 + 16:
+            self._check((self.tar & ~0xF) + (reg - AP_BD0), 4)
             return self.bus.read((self.tar & ~0xF) + (reg - AP_BD0), 4)
         if reg == AP_CFG:
             return 0            # little-endian, no large address / large data extensions
@@ -166,6 +178,7 @@ class MemAp(AccessPortModel):
             self._write_data(self.tar, value)
             self._increment(self._size)
         elif AP_BD0 <= reg < AP_BD0 + 16:
+            self._check((self.tar & ~0xF) + (reg - AP_BD0), 4)
             self.bus.write((self.tar & ~0xF) + (reg - AP_BD0), 4, value)
 
     def read_multiple(self, reg: int, count: int) -> List[int]:
@@ -174,6 +187,7 @@ class MemAp(AccessPortModel):
         out = bytearray()
         while count:
             n = min(count, (self.wrap - (self.tar & (self.wrap - 1))) // 4) or 1
+            self._check(self.tar & ~3, 4 * n)
             out += self.bus.read_block(self.tar & ~3, 4 * n)
             self._increment(4 * n)
             count -= n
@@ -187,6 +201,7 @@ class MemAp(AccessPortModel):
         pos = 0
         while pos < len(data):
             n = min(len(data) - pos, (self.wrap - (self.tar & (self.wrap - 1))) & ~3) or 4
+            self._check(self.tar & ~3, n)
             self.bus.write_block(self.tar & ~3, data[pos:pos + n])
             self._increment(n)
             pos += n

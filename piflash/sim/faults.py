@@ -46,6 +46,17 @@ open). The faults:
     ``TransferError``, no ACK) while the probe stays plugged in. One-shot: pulling the board
     spends the fault, so seating the same board again does not pull it again.
 
+``lock_ignored`` -- bool.
+    A read-out protection lock does not take: the setting is written (nRF UICR.APPROTECT /
+    RBPCONF, STM32 RDP option byte) and reads back as written, but after the reset the chip is
+    still open (nRF52 CTRL-AP APPROTECTSTATUS reads 1, nRF51 flash stays readable, STM32
+    FLASH_OBR.RDPRT stays 0). A tool must read the state back to notice.
+
+``recover_stuck`` -- bool.
+    The recovery erase never finishes: nRF52 CTRL-AP ERASEALLSTATUS stays 1, nRF51 NVMC READY
+    stays 0 after ERASEALL, STM32 FLASH_SR.BSY stays set after an option-byte erase; nothing is
+    erased and the chip stays locked.
+
 ``absent`` -- bool.
     The probe is there but no target answers: every DP/AP access raises pyOCD's
     ``TransferError`` (no ACK). pyOCD's connect fails at once with "Target not detected".
@@ -60,7 +71,7 @@ __all__ = ["FAULT_NAMES", "Faults"]
 
 #: Names accepted by :meth:`Faults.from_dict` and ``SimStore.set_faults``.
 FAULT_NAMES: Tuple[str, ...] = ("write_protect", "stuck_busy", "bit_flip", "disconnect_after",
-                                "remove_after", "absent")
+                                "remove_after", "absent", "lock_ignored", "recover_stuck")
 
 
 @dataclass
@@ -77,6 +88,8 @@ class Faults:
     disconnect_after: Optional[int] = None
     remove_after: Optional[int] = None
     absent: bool = False
+    lock_ignored: bool = False
+    recover_stuck: bool = False
 
     # -- conversion -------------------------------------------------------------------------
     def to_dict(self) -> Dict[str, Any]:
@@ -94,6 +107,10 @@ class Faults:
             out["remove_after"] = self.remove_after
         if self.absent:
             out["absent"] = True
+        if self.lock_ignored:
+            out["lock_ignored"] = True
+        if self.recover_stuck:
+            out["recover_stuck"] = True
         return out
 
     @classmethod
@@ -116,7 +133,7 @@ class Faults:
             raise ValueError("unknown fault %r (known: %s)" % (name, ", ".join(FAULT_NAMES)))
         if name == "write_protect":
             self.write_protect = _pages(value, spec)
-        elif name in ("stuck_busy", "absent"):
+        elif name in ("stuck_busy", "absent", "lock_ignored", "recover_stuck"):
             if value is not None and not isinstance(value, bool):
                 raise ValueError("fault %s takes True or False" % name)
             setattr(self, name, bool(value))
@@ -135,6 +152,8 @@ class Faults:
         self.disconnect_after = other.disconnect_after
         self.remove_after = other.remove_after
         self.absent = other.absent
+        self.lock_ignored = other.lock_ignored
+        self.recover_stuck = other.recover_stuck
 
     # -- queries used by the models ---------------------------------------------------------
     def is_protected(self, page_start: int) -> bool:

@@ -17,11 +17,19 @@ from .nvmc import NVMC_BASE, Nvmc
 if TYPE_CHECKING:
     from .boards import SimBoard
 
-__all__ = ["Ficr", "CtrlAp", "attach", "FICR_BASE", "CTRL_AP_IDR"]
+__all__ = ["Ficr", "CtrlAp", "NrfProtection", "attach", "FICR_BASE", "CTRL_AP_IDR"]
 
 FICR_BASE = 0x10000000
 #: CTRL-AP IDR (nRF52840 PS 4.6.1; pyOCD CTRL_IDR_EXPECTED).
 CTRL_AP_IDR = 0x02880000
+
+#: nRF52840 UICR.APPROTECT (PS v1.7 section 4.5, UICR register table, offset 0x208): field PALL
+#: [7:0], 0xFF = Disabled, 0x00 = Enabled; the parts modelled (build code before F0) take any
+#: value other than 0xFF as enabled.
+UICR_APPROTECT = 0x10001208
+#: nRF51 UICR.RBPCONF (nRF51 Series Reference Manual v3.0 section 8.1, offset 0x004): PR0 [7:0]
+#: protects code region 0, PALL [15:8] protects everything; 0xFF = disabled, 0x00 = enabled.
+UICR_RBPCONF = 0x10001004
 
 # CTRL-AP registers.
 CTRL_RESET = 0x000
@@ -54,21 +62,65 @@ class _Erased(Region):
         pass
 
 
+class NrfProtection:
+    """Read-out protection of an nRF part, as the debugger sees it.
+
+    The setting lives in UICR (APPROTECT on nRF52, RBPCONF.PALL on nRF51) and so persists with
+    the board; it is latched at every reset (:meth:`latch`), as on the real parts, where writing
+    UICR takes effect after the next reset. While locked, :meth:`refuses` tells the AHB-AP which
+    debugger accesses fail: all of them on nRF52 (the AHB-AP is cut off; the CTRL-AP still
+    answers), the code region and RAM on nRF51 (the NVMC, FICR, UICR and the core's debug
+    registers stay reachable; nRF51 RM v3.0 section 9.1 "Memory protection").
+    With the ``lock_ignored`` fault the latch never closes.
+
+    :param uicr: the board's UICR array; :param faults: the board's shared fault settings.
+    :param nrf52: True for nRF52840 (APPROTECT), False for nRF51 (RBPCONF).
+    """
+
+    def __init__(self, uicr, faults, nrf52: bool) -> None:
+        self.uicr, self.faults, self.nrf52 = uicr, faults, nrf52
+        self.locked = False
+
+    def configured(self) -> bool:
+        """Whether UICR asks for protection (whatever the latch says)."""
+        if self.nrf52:
+            return self.uicr.read_int(UICR_APPROTECT, 4) & 0xFF != 0xFF
+        return (self.uicr.read_int(UICR_RBPCONF, 4) >> 8) & 0xFF != 0xFF
+
+    def latch(self) -> None:
+        """Reset: take the UICR setting into effect."""
+        self.locked = self.configured() and not self.faults.lock_ignored
+
+    def refuses(self, addr: int, length: int) -> bool:
+        """Whether a debugger access to ``[addr, addr + length)`` fails."""
+        if not self.locked:
+            return False
+        if self.nrf52:
+            return True
+        end = addr + length
+        return addr < 0x10000000 or (addr < 0x20004000 and end > 0x20000000)
+
+
 class CtrlAp(AccessPortModel):
     """nRF52 CTRL-AP: RESET, ERASEALL, ERASEALLSTATUS and APPROTECTSTATUS.
 
-    APPROTECTSTATUS always reads 1 (access port protection disabled): the simulated parts are
-    never locked. ERASEALL erases flash and UICR at once (ignoring ``write_protect``, as the
-    recovery path does); with ``stuck_busy`` it never completes (ERASEALLSTATUS stays 1).
+    APPROTECTSTATUS reads 0 while the part is locked, 1 when it is open (nRF52840 PS v1.7
+    section 4.6.1, CTRL-AP register table). ERASEALL erases flash and UICR at once (ignoring
+    ``write_protect``, as the recovery path does); with ``stuck_busy`` or ``recover_stuck`` it
+    never completes (ERASEALLSTATUS stays 1). The erase clears APPROTECT in UICR; the part opens
+    at the next reset (RESET written 1 then 0, as pyOCD's and nrfjprog's recover do).
 
     :param erase_all: Performs the erase; returns whether it was carried out.
     :param hold_reset: Called with True / False when RESET is written 1 / 0.
+    :param protection: the part's :class:`NrfProtection` (None: never locked).
     """
 
-    def __init__(self, erase_all: Callable[[], bool], hold_reset: Callable[[bool], None]) -> None:
+    def __init__(self, erase_all: Callable[[], bool], hold_reset: Callable[[bool], None],
+                 protection: "NrfProtection | None" = None) -> None:
         super().__init__(CTRL_AP_IDR)
         self._erase_all = erase_all
         self._hold_reset = hold_reset
+        self._protection = protection
         self.reset_reg = 0
         self.eraseall = 0
         self.busy = False
@@ -81,7 +133,7 @@ class CtrlAp(AccessPortModel):
         if reg == CTRL_ERASEALLSTATUS:
             return 1 if self.busy else 0
         if reg == CTRL_APPROTECTSTATUS:
-            return 1
+            return 0 if self._protection is not None and self._protection.locked else 1
         return super().read(reg)
 
     def write(self, reg: int, value: int) -> None:
@@ -138,5 +190,9 @@ def attach(board: "SimBoard") -> None:
     board.bus.add(DeviceRegion(NVMC_BASE, 0x1000, nvmc, "nvmc"))
     board.cpu.map_mmio(FICR_BASE, 0x2000)               # FICR + UICR pages
     board.add_reset_hook(nvmc.reset)
+    protection = NrfProtection(uicr, board.faults, nrf52=bool(board.spec.extra.get("has_ctrl_ap")))
+    board.add_reset_hook(protection.latch)
+    board.debug_guard = protection.refuses
     if board.spec.extra.get("has_ctrl_ap"):
-        board.add_ap(1, CtrlAp(lambda: nvmc.erase_all(respect_protection=False), board.set_reset_pin))
+        board.add_ap(1, CtrlAp(lambda: nvmc.erase_all(respect_protection=False, recovery=True),
+                               board.set_reset_pin, protection))

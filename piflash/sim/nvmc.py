@@ -54,15 +54,17 @@ class Nvmc(RegisterDevice):
         self.nrf52 = nrf52
         self.config = CONFIG_REN
         self._regs = {ERASEPAGEPARTIALCFG: 0x0000000A, ICACHECNF: 0}
+        self._stuck_erase = False   # an ERASEALL that never ends (fault recover_stuck)
 
     def reset(self) -> None:
-        """System reset: CONFIG back to read-only."""
+        """System reset: CONFIG back to read-only (an erase stuck by ``recover_stuck`` ends)."""
         self.config = CONFIG_REN
+        self._stuck_erase = False
 
     # -- registers ---------------------------------------------------------------------------
     def read32(self, offset: int) -> int:
         if offset == READY or (offset == READYNEXT and self.nrf52):
-            return 0 if self.faults.stuck_busy else 1
+            return 0 if self.faults.stuck_busy or self._stuck_erase else 1
         if offset == CONFIG:
             return self.config
         return self._regs.get(offset, 0)
@@ -78,7 +80,7 @@ class Nvmc(RegisterDevice):
                 self._erase_page(value)     # modelled as one complete page erase
         elif offset == ERASEALL:
             if self.config == CONFIG_EEN and value & 1:
-                self.erase_all(respect_protection=True)
+                self.erase_all(respect_protection=True, recovery=True)
         elif offset == ERASEUICR:
             if self.config == CONFIG_EEN and value & 1:
                 if not self.faults.stuck_busy and not self.uicr.is_protected(self.uicr.start):
@@ -99,10 +101,15 @@ class Nvmc(RegisterDevice):
             return
         nvm.erase_page(addr)
 
-    def erase_all(self, respect_protection: bool) -> bool:
+    def erase_all(self, respect_protection: bool, recovery: bool = False) -> bool:
         """Erase flash and UICR (NVMC ERASEALL, or nRF52 CTRL-AP ERASEALL with
-        ``respect_protection=False``). Returns whether the erase was carried out."""
+        ``respect_protection=False``). Returns whether the erase was carried out.
+        ``recovery``: this erase can clear read-out protection, so the ``recover_stuck`` fault
+        applies (the erase never finishes; NVMC READY stays 0 until a reset)."""
         if self.faults.stuck_busy:
+            return False
+        if recovery and self.faults.recover_stuck:
+            self._stuck_erase = True
             return False
         if respect_protection and (self.flash.any_protected() or self.uicr.any_protected()):
             return False

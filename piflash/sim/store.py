@@ -5,7 +5,9 @@ Layout under the state root (see :func:`default_root`)::
     <root>/<name>/board.json     target type, target unique ID, present and seated flags,
                                  board generation, faults, stats
     <root>/<name>/flash.bin      raw main flash image (erased bytes are 0xFF)
-    <root>/<name>/uicr.bin       nRF UICR image (nRF targets only)
+    <root>/<name>/uicr.bin       nRF UICR image (nRF targets only): holds APPROTECT / RBPCONF,
+                                 so a locked board stays locked across sessions
+    <root>/<name>/option.bin     STM32 option bytes (RDP: read-out protection level)
     <root>/.locks/<name>.lock    fcntl lock taken for every read/modify/write of the files
     <root>/.locks/<name>.session fcntl lock held while a probe has the board open
 
@@ -190,7 +192,7 @@ class SimStore:
                              path=self._dir(name))
             self._dir(name).mkdir(parents=True, exist_ok=True)
             for nvm in spec.nvm:
-                _atomic_write(self._nvm_path(name, nvm.name), b"\xff" * nvm.size)
+                _atomic_write(self._nvm_path(name, nvm.name), nvm.initial())
             self._write_info(info)
             return info
 
@@ -309,7 +311,8 @@ class SimStore:
         """Replace the board on the fixture with another one of the same target type, seated.
 
         The new board has its own target unique ID, its own flash (erased, or ``flash``: the
-        first bytes of main flash, the rest erased; other arrays such as nRF UICR erased), zeroed
+        first bytes of main flash, the rest erased; other arrays as on a new part: nRF UICR erased,
+        STM32 option bytes unprotected), zeroed
         operation counts and only the given faults (faults belong to the board; set probe
         faults such as ``disconnect_after`` again after a swap). ``generation`` goes up by one, so
         a session still open on the old board never saves its flash into the new one.
@@ -329,7 +332,7 @@ class SimStore:
             if flash is not None and len(flash) > spec.flash.size:
                 raise ValueError("data does not fit in the %d-byte flash" % spec.flash.size)
             for nvm in spec.nvm:
-                data = b"\xff" * nvm.size
+                data = nvm.initial()
                 if nvm.name == spec.flash.name and flash:
                     data = bytes(flash) + data[len(flash):]
                 _atomic_write(self._nvm_path(name, nvm.name), data)
@@ -452,7 +455,10 @@ class SimStore:
             data = self._nvm_path(name, nvm.name).read_bytes()
         except FileNotFoundError:
             data = b""
-        # A short or missing file reads as erased; a long one is cut to size.
+        # A missing file reads as a new part's array (a board stored before the array was
+        # modelled); a short one is padded as erased; a long one is cut to size.
+        if not data:
+            return nvm.initial()
         return data[:size] + b"\xff" * max(0, size - len(data))
 
     def _set_present(self, name: str, present: bool) -> BoardInfo:

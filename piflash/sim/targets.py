@@ -21,12 +21,19 @@ class NvmSpec:
     :param start: First byte address (int, bytes).
     :param size: Length in bytes.
     :param page_size: Erase unit in bytes (a pyOCD "sector").
+    :param factory: Contents of a new part (bytes from ``start``; the rest erased, 0xFF). Only
+        the STM32 option bytes differ from erased when new (RDP 0xA5 = unprotected).
     """
 
     name: str
     start: int
     size: int
     page_size: int
+    factory: bytes = b""
+
+    def initial(self) -> bytes:
+        """The array's contents on a new part (``size`` bytes)."""
+        return self.factory[:self.size] + b"\xff" * (self.size - len(self.factory[:self.size]))
 
     @property
     def end(self) -> int:
@@ -139,7 +146,11 @@ TARGETS: Dict[str, TargetSpec] = {
     # at 0x1FFFF7E0: RM0008 section 30.
     "stm32f103rc": TargetSpec(
         name="stm32f103rc", family="stm32f1", display_name="STM32F103RC", core="cortex-m3",
-        nvm=(NvmSpec("flash", 0x08000000, 0x80000, 0x800),),
+        # Option bytes 0x1FFFF800-0x1FFFF80F (PM0075 section 2.5, table 5): RDP 0xA5 with its
+        # complement 0x5A = read protection off; USER 0xFF/0x00; Data0/1 and WRP0-3 0xFF/0x00.
+        nvm=(NvmSpec("flash", 0x08000000, 0x80000, 0x800),
+             NvmSpec("option", 0x1FFFF800, 0x10, 0x10,
+                     factory=bytes.fromhex("a55aff00ff00ff00ff00ff00ff00ff00"))),
         ram_start=0x20000000, ram_size=0x10000, flash_alias=0x00000000,
         uid_address=0x1FFFF7E8, uid_length=12,
         dpidr=0x1BA01477, ap_idr=0x14770011, ap_wrap=0x1000,

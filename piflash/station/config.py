@@ -9,6 +9,9 @@
     on_same_firmware: skip     # skip | reflash (default skip)
     poll_interval: 0.5         # seconds between looks for a probe, a board, its removal
     history: /var/lib/piflash/history.sqlite3   # optional; default piflash.history.default_path()
+    serials: /var/lib/piflash/serials.sqlite3   # optional; the serial counter (profile 'serial:')
+    serial_block: 16           # serial numbers leased at a time (a crash loses at most these)
+    protect: profile           # profile | lock | off: read-out protection after a passed verify
     gpio:                      # optional; needs the 'gpio' extra (gpiozero); BCM pin numbers
       pass_led: 17
       fail_led: 27
@@ -34,7 +37,12 @@ from typing import Any, Dict, NoReturn, Optional, Tuple, Union
 from piflash.errors import ProfileError
 from piflash.profiles import Profile, find_profile, load_profile, read_yaml_mapping
 
-ALLOWED_KEYS = ("station", "profile", "probes", "on_same_firmware", "poll_interval", "history", "gpio")
+ALLOWED_KEYS = ("station", "profile", "probes", "on_same_firmware", "poll_interval", "history", "gpio",
+                "serials", "serial_block", "protect")
+#: Station protect policy: what the profile says, or lock / leave open every board regardless.
+PROTECT_POLICIES = ("profile", "lock", "off")
+#: Bounds of serial_block (numbers per lease).
+SERIAL_BLOCK_MAX = 10000
 #: What to do with a board whose flash already matches the image.
 ON_SAME_FIRMWARE = ("skip", "reflash")
 #: GPIO roles and what they drive (gpiozero classes, see piflash.station.status).
@@ -57,6 +65,10 @@ class StationConfig:
     :ivar poll_interval: seconds (float).
     :ivar history: path of the history database, or None for the default.
     :ivar gpio: role -> BCM pin number (int); empty when GPIO is off.
+    :ivar serials: path of the serial database, or None for the default (beside the history).
+    :ivar serial_block: serial numbers per lease (int).
+    :ivar protect: "lock" to lock every board after a passed verify, else None (from the
+        ``protect`` policy and the profile's ``protect:``).
     """
 
     path: Path
@@ -67,6 +79,20 @@ class StationConfig:
     poll_interval: float = DEFAULT_POLL
     history: Optional[Path] = None
     gpio: Dict[str, int] = dataclasses.field(default_factory=dict)
+    serials: Optional[Path] = None
+    serial_block: int = 16
+    protect: Optional[str] = None
+
+    @property
+    def serials_path(self) -> Optional[Path]:
+        """The serial database: ``serials``, else beside ``history``, else the default."""
+        if self.serials is not None:
+            return self.serials
+        if self.history is not None:
+            return self.history.parent / "serials.sqlite3"
+        from piflash.serials import default_path
+
+        return default_path()
 
 
 def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> StationConfig:
@@ -142,8 +168,27 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
             fail(f"gpio.{role}", f"GPIO {pin} is used twice")
         pins[role] = pin
 
+    serials = values.get("serials")
+    if serials is not None:
+        if not isinstance(serials, str) or not serials.strip():
+            fail("serials", f"expected a file path, got {serials!r}")
+        serials = (cfile.parent / Path(serials).expanduser()).resolve()
+    block = values.get("serial_block", 16)
+    if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= SERIAL_BLOCK_MAX:
+        fail("serial_block", f"expected a count of numbers from 1 to {SERIAL_BLOCK_MAX}, got {block!r}")
+    policy = values.get("protect", "profile")
+    if policy is False:  # YAML 1.1 reads a bare `off` as false
+        policy = "off"
+    if policy not in PROTECT_POLICIES:
+        fail("protect", f"must be one of {', '.join(PROTECT_POLICIES)}, got {policy!r}")
+    protect = profile.protect if policy == "profile" else ("lock" if policy == "lock" else None)
+    if protect == "lock" and not profile.verify:
+        fail("protect", f"boards are locked only after a passed verify, and profile {profile.name} "
+                        "has 'verify: false'")
+
     return StationConfig(path=cfile, station=station.strip(), profile=profile, probes=probes,
-                         on_same_firmware=same, poll_interval=float(poll), history=history, gpio=pins)
+                         on_same_firmware=same, poll_interval=float(poll), history=history, gpio=pins,
+                         serials=serials, serial_block=block, protect=protect)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,4 +216,4 @@ def load_station(path: Union[str, "os.PathLike[str]"]) -> LoadedStation:
 
 
 __all__ = ["StationConfig", "LoadedStation", "load_config", "load_station", "ALLOWED_KEYS",
-           "ON_SAME_FIRMWARE", "GPIO_ROLES"]
+           "ON_SAME_FIRMWARE", "GPIO_ROLES", "PROTECT_POLICIES"]

@@ -213,7 +213,8 @@ class Station:
 
         try:
             with self._history_lock:
-                return self._history.complete(row, result, outcome=outcome)
+                return self._history.complete(row, result, outcome=outcome, protection=result.protection,
+                                              serial=result.serial, patch=result.patch)
         except HistoryError as exc:
             LOG.error("board %s: history row #%s not completed: %s", result.target_uid, row, exc.message)
             return None

@@ -11,7 +11,9 @@
 The status texts (docs/station.md): ``waiting for probe``, ``waiting for board``,
 ``waiting for start button``, ``flashing 42%``, ``PASS <target unique ID> #<history row>``,
 ``SKIP <target unique ID> #<row>`` (already carried the firmware), ``FAIL <target unique ID>
-<reason>``, ``stopping``. With one probe the systemd STATUS line is that text; with several it
+<reason>``, ``stopping``. A board that gets a serial number shows it: ``flashing <target unique
+ID> serial <n>`` in the log, ``PASS <uid> #<row> serial <n>``, ``FAIL <uid> serial <n> <reason>``,
+and a "serial" column in the rich view. With one probe the systemd STATUS line is that text; with several it
 is ``<probe>: <text>`` for each, joined by `` | ``.
 """
 
@@ -35,7 +37,7 @@ class ProbeState:
 
     :ivar probe: probe unique ID; :ivar state: one of :data:`STATES`; :ivar text: the status
     text; :ivar target_uid: the board's target unique ID (or None); :ivar percent: 0..100 while
-    flashing.
+    flashing; :ivar serial: the board's serial number (str) once one is taken, else None.
     """
 
     probe: str
@@ -43,6 +45,7 @@ class ProbeState:
     text: str = "waiting for probe"
     target_uid: Optional[str] = None
     percent: int = 0
+    serial: Optional[str] = None
 
 
 class StatusBoard:
@@ -59,16 +62,19 @@ class StatusBoard:
         self._lock = threading.RLock()
 
     def set(self, probe: str, state: str, text: str, target_uid: Optional[str] = None,
-            percent: int = 0) -> None:
-        """Change ``probe``'s state; outputs hear of it unless nothing changed."""
+            percent: int = 0, serial: Optional[str] = None) -> None:
+        """Change ``probe``'s state; outputs hear of it unless nothing changed. ``serial`` is kept
+        until the probe waits for a new board."""
         with self._lock:
             cur = self.probes.setdefault(probe, ProbeState(probe))
             new_state = cur.state != state
-            if not new_state and cur.text == text:
+            if not new_state and cur.text == text and (serial is None or serial == cur.serial):
                 return
             cur.state, cur.text, cur.percent = state, text, percent
             if target_uid is not None or state in ("waiting", "waiting_probe"):
                 cur.target_uid = target_uid
+            if serial is not None or state in ("waiting", "waiting_probe"):
+                cur.serial = serial
             if new_state and state in self.counts:
                 self.counts[state] += 1
             for out in self.outputs:
@@ -109,11 +115,17 @@ class LogOutput:
 
     def __init__(self, stream: TextIO = sys.stdout) -> None:
         self._stream = stream
+        self._serial: Dict[str, Optional[str]] = {}    # serial last shown per probe
 
     def update(self, board: StatusBoard, st: ProbeState, new_state: bool) -> None:
-        if st.state == "flashing" and not new_state:
+        # While flashing, only the start is logged, and again once the board's serial is known
+        # (the skip check runs before a number is taken).
+        if st.state == "flashing" and not new_state and self._serial.get(st.probe) == st.serial:
             return
+        self._serial[st.probe] = st.serial
         text = f"flashing {st.target_uid or 'board'}" if st.state == "flashing" else st.text
+        if st.state == "flashing" and st.serial is not None:
+            text += f" serial {st.serial}"
         print(f"{st.probe}: {text}", file=self._stream, flush=True)
 
     def close(self) -> None:
@@ -155,10 +167,13 @@ class RichOutput:
 
         table = Table(title=f"piflash station {self._station}", caption=self._board.summary(),
                       expand=False)
-        for name in ("probe", "board", "state"):
+        states = list(self._board.probes.values())
+        serials = any(st.serial is not None for st in states)
+        for name in ("probe", "board") + (("serial",) if serials else ()) + ("state",):
             table.add_column(name)
-        for st in list(self._board.probes.values()):
-            table.add_row(st.probe, st.target_uid or "-", st.text, style=_STYLES.get(st.state, ""))
+        for st in states:
+            cells = (st.probe, st.target_uid or "-") + ((st.serial or "-",) if serials else ()) + (st.text,)
+            table.add_row(*cells, style=_STYLES.get(st.state, ""))
         return table
 
     def update(self, board: StatusBoard, st: ProbeState, new_state: bool) -> None:

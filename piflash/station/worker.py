@@ -8,11 +8,15 @@ The loop of :class:`ProbeWorker`, for probe ``P`` and the station's current conf
    the connect phase is timed into its result and its target unique ID read.
 2. **flash**: with ``on_same_firmware: skip`` a quick verify first (on-target CRC32, stopping at
    the first page that differs); if the board already carries the image it is recorded as
-   ``skip``. Otherwise :func:`piflash.flasher.flash_session` erases, programs, verifies and
-   resets per the profile: the same code path as ``piflash flash``.
+   ``skip``. Otherwise, if the profile numbers its boards, a serial number is taken from the
+   counter (committed before anything is written, :mod:`piflash.serials`) and laid into the
+   image with the other ``patch:`` bytes; :func:`piflash.flasher.flash_session` erases,
+   programs, verifies and resets that patched image per the profile (the same code path as
+   ``piflash flash``), and locks the chip after the verify when the config says so. The number
+   is then marked pass or fail: a failed board keeps its number.
 3. **record** it: the board's history row is opened before anything is written to it (if the
    history cannot be written the board is left alone and shown as FAIL) and completed with the
-   result; show PASS / SKIP / FAIL.
+   result (serial, patch values and protection state with it); show PASS / SKIP / FAIL.
 4. **wait for removal**, the session kept open: every ``poll_interval`` read the DP's DPIDR and
    the target unique ID; the board is gone when two reads in a row (10 ms apart) fail or the
    ID changes. A
@@ -36,11 +40,12 @@ from typing import Optional, Tuple
 
 from piflash.connect import open_session, read_target_uid
 from piflash.errors import (ConnectError, ImageRangeError, NoProbeError, OperationInterrupted,
-                            PiflashError, ProbeLostError, ProbePermissionError, SeveralProbesError,
-                            VerifyError)
-from piflash.flasher import describe_session, flash_session, phase, tracking, verify_session
+                            PiflashError, ProbeLostError, ProbePermissionError, SerialError,
+                            SeveralProbesError, VerifyError)
+from piflash.flasher import describe_session, flash_session, patched_image, phase, tracking, verify_session
 from piflash.progress import Phase, ProgressSink
 from piflash.result import OperationResult
+from piflash.serials import SerialAllocator, checkpoint
 
 LOG = logging.getLogger(__name__)
 
@@ -49,6 +54,26 @@ LOG = logging.getLogger(__name__)
 #: not a whole poll interval later.
 REMOVAL_READS = 2
 CONFIRM_DELAY = 0.01
+
+#: One serial allocator per (database, counter, station), shared by the station's workers.
+_ALLOCATORS: dict = {}
+_ALLOCATORS_LOCK = threading.Lock()
+
+
+def serial_allocator(config) -> SerialAllocator:
+    """The station's allocator for its profile's counter (opened once; a new one after a reload
+    that changes the database or the counter). :raises SerialError:"""
+    counter = config.profile.patch_plan.counter
+    key = (str(config.serials_path), counter, config.station, config.serial_block)
+    with _ALLOCATORS_LOCK:
+        if key not in _ALLOCATORS:
+            alloc = SerialAllocator(counter, config.station, config.serials_path, config.serial_block)
+            if any(alloc.lost.values()):
+                LOG.warning("serial counter %s: %d leased number(s) left unused and %d board(s) "
+                            "unfinished by the last run (never given again)", counter.name,
+                            alloc.lost["unused"], alloc.lost["interrupted"])
+            _ALLOCATORS[key] = alloc
+        return _ALLOCATORS[key]
 
 
 class StationSink(ProgressSink):
@@ -66,8 +91,9 @@ class StationSink(ProgressSink):
     SPANS = {Phase.CONNECT: (0, 0), Phase.ERASE: (0, 20), Phase.PROGRAM: (20, 85),
              Phase.VERIFY: (85, 98), Phase.RESET: (98, 100)}
 
-    def __init__(self, worker: "ProbeWorker", target_uid: Optional[str], label: str = "flashing") -> None:
-        self.worker, self.target_uid, self.label = worker, target_uid, label
+    def __init__(self, worker: "ProbeWorker", target_uid: Optional[str], label: str = "flashing",
+                 serial: Optional[str] = None) -> None:
+        self.worker, self.target_uid, self.label, self.serial = worker, target_uid, label, serial
         self._total = 0
         self._last = -1
 
@@ -81,7 +107,8 @@ class StationSink(ProgressSink):
         if pct != self._last:
             self._last = pct
             text = f"{self.label} {pct}%" if self.label == "flashing" else self.label
-            self.worker.station.status.set(self.worker.uid, "flashing", text, self.target_uid, pct)
+            self.worker.station.status.set(self.worker.uid, "flashing", text, self.target_uid, pct,
+                                           self.serial)
 
     def phase_start(self, phase: str, total: int) -> None:
         self._total = total
@@ -112,6 +139,7 @@ class ProbeWorker(threading.Thread):
         self._wake = threading.Event()
         self._last_uid: Optional[str] = None   # the last board handled on this probe
         self._unobserved = False               # ...and we lost contact before it was removed
+        self._locked_nrf52 = False             # ...and it is an nRF52 we locked (see _answers)
 
     # -- control ------------------------------------------------------------------------------
     def stopping(self) -> bool:
@@ -222,20 +250,28 @@ class ProbeWorker(threading.Thread):
                 result.error = {"kind": "InternalError", "message": "internal error in the station "
                                 "(see its log)", "exit_code": 1}
             done = self.station.complete_row(row, result, outcome)
+        checkpoint("recorded")
+        from piflash.protect import family_of
+
+        self._locked_nrf52 = result.protection == "locked" and family_of(result.target) == "nrf52"
         number = f"#{done}" if done is not None else "(not recorded)"
         shown = uid or "unknown"
+        tag = f" serial {result.serial}" if result.serial is not None else ""
         if outcome == "fail":
             reason = " ".join(str(result.error.get("message", "")).split())
-            self._set("fail", f"FAIL {shown} {reason}", uid)
+            self._set("fail", f"FAIL {shown}{tag} {reason}", uid)
         else:
-            self._set(outcome, f"{outcome.upper()} {shown} {number}", uid)
+            self._set(outcome, f"{outcome.upper()} {shown} {number}{tag}", uid)
 
     def _flash(self, session, result: OperationResult, loaded, error: Optional[PiflashError]) -> str:
         """The board's job (skip check, flash) on its open session; returns the outcome."""
         cfg, image = loaded.config, loaded.image
         prof = cfg.profile
+        plan = prof.patch_plan
         uid = result.target_uid
         outcome, precheck_s = "fail", 0.0
+        serial: Optional[int] = None
+        alloc = None
         try:
             with tracking(result):
                 if error is not None:
@@ -249,9 +285,16 @@ class ProbeWorker(threading.Thread):
                         precheck_s = result.durations.pop(Phase.VERIFY, 0.0)
                         result.verify = None
                 if outcome != "skip":
+                    board_image = image
+                    if plan is not None:
+                        if plan.uses_serial:
+                            alloc = serial_allocator(cfg)
+                            serial = alloc.take(uid)        # committed before anything is written
+                        board_image = patched_image(session, result, image, plan, serial)
                     try:
-                        flash_session(session, image, result, StationSink(self, uid), prof.erase,
-                                      prof.verify, prof.reset)
+                        flash_session(session, board_image, result,
+                                      StationSink(self, uid, serial=result.serial), prof.erase,
+                                      prof.verify, prof.reset, cfg.protect)
                     finally:
                         if precheck_s:
                             result.durations[Phase.VERIFY] = round(result.durations.get(Phase.VERIFY, 0.0)
@@ -259,18 +302,30 @@ class ProbeWorker(threading.Thread):
                     outcome = "pass"
         except PiflashError as exc:
             outcome = "fail"
-            if not isinstance(exc, (ProbeLostError, OperationInterrupted, ImageRangeError)) \
+            if not isinstance(exc, (ProbeLostError, OperationInterrupted, ImageRangeError, SerialError)) \
                     and self._answers(session, uid) is False:
                 result.error["message"] = f"board removed during {result.phase}: {exc.message}"
+        if serial is not None and alloc is not None:
+            try:
+                alloc.finish(serial, outcome == "pass", uid)
+            except SerialError as exc:             # the number stays 'taken': still never reused
+                LOG.error("serial %s of board %s not marked %s: %s", serial, uid, outcome, exc.message)
         return outcome
 
-    def _answers(self, session, uid: Optional[str]) -> Optional[bool]:
+    def _answers(self, session, uid: Optional[str], locked: bool = False) -> Optional[bool]:
         """Whether the board ``uid`` still answers on the open session (True), does not or was
-        replaced (False); None when the probe itself is gone."""
+        replaced (False); None when the probe itself is gone. ``locked``: the board is an nRF52
+        this station just locked, whose unique ID is out of reach: it counts as there while the
+        debug port answers and its CTRL-AP still reads locked (an open board in its place is
+        another board)."""
         from pyocd.core.exceptions import ProbeDisconnected
 
         try:
             session.probe.read_dp(0)              # DPIDR: the debug port answers
+            if locked:
+                from piflash.protect import read_status, session_port
+
+                return read_status(session_port(session), "nrf52").locked
             now = read_target_uid(session, strict=True)
             if now is None:                       # no known ID location: the boot memory answers
                 session.target.read32(session.target.memory_map.get_boot_memory().start)
@@ -286,7 +341,7 @@ class ProbeWorker(threading.Thread):
         misses = 0
         while not self.stopping():
             self._sleep(CONFIRM_DELAY if misses else loaded.config.poll_interval)
-            answer = self._answers(session, uid)
+            answer = self._answers(session, uid, self._locked_nrf52)
             if answer is None:
                 LOG.info("probe %s lost while board %s was on the fixture", self.uid, uid)
                 return False
