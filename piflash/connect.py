@@ -14,8 +14,9 @@ import logging
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional
 
-from piflash.errors import (ConnectError, ExitCode, FlashError, NoProbeError, PiflashError,
-                            ProbeLostError, ProbePermissionError, SeveralProbesError)
+from piflash.errors import (ConnectError, FlashError, NoProbeError, PiflashError, ProbeBusyError,
+                            ProbeLostError, ProbePermissionError, SeveralProbesError, TargetRequiredError,
+                            UnknownOptionError, extra_available, extra_for_module, extra_missing)
 
 LOG = logging.getLogger(__name__)
 
@@ -65,6 +66,17 @@ def _probe_target(probe) -> Optional[str]:
 
 
 def _find_probes(unique_id: Optional[str]) -> list:
+    """pyOCD's probes matching ``unique_id``; a ``remote:`` one is piflash's bounded-wait client.
+
+    :raises ProbeSyntaxError: a malformed ``remote:HOST:PORT``.
+    :raises ExtraMissingError: a ``sim:`` unique ID without the simulator installed.
+    """
+    from piflash import remote
+
+    if remote.is_remote(unique_id):
+        return [remote.remote_probe(unique_id)]
+    if unique_id and unique_id.lower().startswith("sim:") and not extra_available("sim"):
+        raise extra_missing("sim")
     from pyocd.core.helpers import ConnectHelper
 
     try:
@@ -130,12 +142,6 @@ def _raise_if_blocked(unique_id: Optional[str]) -> None:
         hint=f"{first.fix}; 'piflash doctor' checks everything (running as root is not the fix)")
 
 
-class UnknownOptionError(PiflashError):
-    """A pyOCD session option that pyOCD does not know, or a value of the wrong type."""
-
-    exit_code = ExitCode.USAGE
-
-
 def check_session_options(options: Dict[str, object]) -> None:
     """Check option names and value types against pyOCD's table (pyocd/core/options.py).
 
@@ -160,8 +166,30 @@ def check_session_options(options: Dict[str, object]) -> None:
                                      f"not {value!r}")
 
 
+def _extra_of_import_error(exc: ImportError) -> Optional[str]:
+    """The optional extra whose module failed to import in ``exc`` (by name, else by traceback)."""
+    extra = extra_for_module(getattr(exc, "name", None))
+    if extra:
+        return extra
+    import os
+    import traceback
+
+    from piflash.errors import EXTRAS
+
+    for frame in traceback.extract_tb(exc.__traceback__):
+        parts = frame.filename.split(os.sep)
+        for name, (module, _, _) in EXTRAS.items():
+            if module in parts:
+                return name
+    return None
+
+
 def translate_error(exc: BaseException, phase: str) -> PiflashError:
     """Turn a pyOCD (or USB/socket) exception raised during ``phase`` into a :class:`PiflashError`.
+
+    The message never carries Python's own exception text (``KeyError: 1``): an exception that
+    is not pyOCD's or the OS's is a failure inside pyOCD's code, reported as such (its traceback
+    is logged at debug level, shown by ``piflash -vv``).
 
     :param phase: what was being done (``"connect"``, ``"erase"``, ``"program"``, ``"verify"``...).
     """
@@ -169,15 +197,27 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
 
     if isinstance(exc, PiflashError):
         return exc
+    LOG.debug("%s failed", phase, exc_info=exc)
+    if isinstance(exc, ImportError):
+        extra = _extra_of_import_error(exc)
+        if extra:
+            return extra_missing(extra, str(exc))
     text = str(exc) or type(exc).__name__
-    if not isinstance(exc, pe.Error) and not isinstance(exc, OSError):
-        text = f"{type(exc).__name__}: {text}"  # e.g. a KeyError from a target's connect sequence
+    foreign = not isinstance(exc, (pe.Error, OSError))  # KeyError, AttributeError... from pyOCD's code
     # ENODEV: libusb's LIBUSB_ERROR_NO_DEVICE, which pyusb raises as USBError when a USB probe is
     # unplugged in the middle of a transfer (pyOCD's CMSIS-DAP driver lets it through).
     if isinstance(exc, pe.ProbeDisconnected) or isinstance(exc, (ConnectionError, BrokenPipeError)) \
             or getattr(exc, "errno", None) == errno.ENODEV:
-        return ProbeLostError(f"the probe disconnected during {phase}: {text}",
-                              hint="check the USB cable and power, then run the command again")
+        hint = ("is the probe server still running? Start it again, then run the command again"
+                if "probe server" in text else "check the USB cable and power, then run the command again")
+        return ProbeLostError(f"the probe disconnected during {phase}: {text}", hint=hint)
+    if isinstance(exc, pe.ProbeError) and "in use by another" in text:
+        # 'piflash sim serve' refuses a second client this way (over the remote protocol the text
+        # follows "error received from server ... (status code 3): "); a local simulated board
+        # held by another session for longer than its 10 s wait says so too.
+        return ProbeBusyError(text.rsplit("): ", 1)[-1],
+                              hint="wait until the other piflash (or pyOCD) using this probe has finished, "
+                                   "then run the command again")
     if getattr(exc, "errno", None) in (errno.EACCES, errno.EPERM) or "Access denied" in text \
             or "insufficient permissions" in text.lower():
         from piflash.host.permissions import setup_command
@@ -194,8 +234,9 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
             hint = ("the flash controller did not finish: power-cycle the board and try again; "
                     "if it keeps timing out the part may be locked or damaged")
         else:
-            hint = ("the sector may be write-protected or the flash worn; "
-                    "'piflash erase --chip' clears protection on many targets")
+            hint = ("the sector may be write-protected (STM32: the WRP option bytes, which a chip "
+                    "erase does not clear; nRF: NVMC BPROT/ACL) or the flash worn: remove the "
+                    "protection, then flash again")
         return FlashError(f"{phase} failed{where}: {text}{extra}", address=addr, hint=hint)
     if isinstance(exc, pe.TargetSupportError):
         return ConnectError(f"target support problem during {phase}: {text}",
@@ -204,6 +245,11 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
         if isinstance(exc, OSError):
             return ConnectError(f"cannot reach the probe: {text}",
                                 hint="for remote:HOST:PORT, is the probe server running?")
+        if foreign:
+            return ConnectError("cannot connect to the target: pyOCD's connect sequence failed "
+                                "(run with -vv for its details)",
+                                hint="is --target right for this chip, the board powered and seated, "
+                                     "SWD wired (SWDIO, SWCLK, GND)? A lower --frequency can help")
         return ConnectError(f"cannot connect to the target: {text}",
                             hint="is the board powered and seated, SWD wired (SWDIO, SWCLK, GND), "
                                  "and --target right? A lower --frequency can help")
@@ -213,7 +259,67 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
                           hint="the target stopped answering: check power and wiring, then flash again")
     if isinstance(exc, pe.Error):
         return FlashError(f"{phase} failed: {text}")
-    return PiflashError(f"unexpected error during {phase}: {type(exc).__name__}: {text}")
+    return PiflashError(f"unexpected error inside pyOCD during {phase} ({type(exc).__name__})",
+                        hint="run the command again with -vv and report the output as a bug")
+
+
+def _probe_gone(probe) -> Optional[PiflashError]:
+    """After a failed connect: whether the probe itself has vanished or stopped answering (one DP
+    read, DPIDR), as a ProbeLostError or ProbeTimeoutError; None when it still answers.
+
+    pyOCD's AP discovery logs and swallows what goes wrong ("No cores were discovered!", or a
+    target's connect sequence missing its AP), so the failure that reaches piflash names the
+    consequence; asking the probe once tells the cause.
+    """
+    from pyocd.core.exceptions import ProbeDisconnected
+
+    try:
+        probe.read_dp(0)
+    except ProbeDisconnected:
+        return ProbeLostError("the probe disconnected during connect (it stopped answering in the "
+                              "first requests)", hint="check the USB cable and power, then run the command again")
+    except PiflashError as exc:  # e.g. the remote probe's bounded wait expired during discovery
+        return exc
+    except Exception:  # noqa: BLE001  (any other answer: the probe is still there)
+        return None
+    return None
+
+
+def _connect_error(exc: BaseException, probe, target: Optional[str]) -> PiflashError:
+    """The :class:`PiflashError` for a failed ``Session.open()`` on ``probe`` with ``target``
+    (None: the probe's own), naming the cause: no server, probe gone, wrong target type."""
+    from pyocd.core import exceptions as pe
+
+    from piflash import remote
+
+    if isinstance(exc, PiflashError):
+        return exc
+    server = remote.server_address(probe)
+    if server and isinstance(exc, OSError) and not isinstance(exc, (BrokenPipeError, ConnectionResetError)):
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        return NoProbeError(f"no probe server answers at {server}: {reason}",
+                            hint=f"is 'piflash sim serve' or 'pyocd server' running at {server}? "
+                                 "Check the host and the port")
+    err = translate_error(exc, "connect")
+    if type(err) is ConnectError and not isinstance(exc, OSError):
+        gone = _probe_gone(probe)
+        if gone is not None:
+            return gone
+    if not isinstance(err, ConnectError) or not target:
+        return err
+    said = _probe_target(probe)
+    told = f" (the probe reports target type '{said}')" if said and said.lower() != target.lower() else ""
+    if not isinstance(exc, (pe.Error, OSError)) or told:
+        if said:
+            check = (f"'piflash info -u {probe.unique_id}' without --target names the chip for probes that "
+                     "know their board (DAPLink, sim:); 'piflash probes' shows it in brackets; else read "
+                     "the chip's marking")
+        else:
+            check = ("this probe does not report which chip it is wired to, so read the chip's marking "
+                     "(or the board's documentation); 'piflash targets PATTERN' lists the types")
+        return ConnectError(f"cannot connect to the target as '{target}': the target type probably does "
+                            f"not match the chip{told}", hint=f"check the target type: {check}")
+    return err
 
 
 class _SkipSvd:
@@ -272,25 +378,31 @@ def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
     if target:
         opts["target_override"] = target
     elif not _probe_target(probe):
-        from piflash.target import TargetRequiredError
-
         raise TargetRequiredError(f"probe {probe.unique_id} does not say which target it is wired to",
                                   hint="give the target type with --target (or 'target:' in a profile)")
     if frequency:
         opts["frequency"] = int(frequency)
     elif "frequency" not in opts:
         opts["frequency"] = DEFAULT_FREQUENCY_HZ
+    from piflash.target import erase_sector_timeout
+
+    sector_timeout = erase_sector_timeout(target or _probe_target(probe))
+    if sector_timeout is not None:
+        opts.setdefault("flash.timeout.erase_sector", sector_timeout)
     session = Session(probe, auto_open=False, options=opts)
     if session.delegate is None:  # no pyOCD user script: skip its SVD load (see _SkipSvd)
         session.delegate = _SkipSvd()
     try:
         session.open()
     except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            with contextlib.suppress(Exception):
+                session.close()
+            raise
+        err = _connect_error(exc, probe, target)
         with contextlib.suppress(Exception):
             session.close()
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        raise translate_error(exc, "connect") from exc
+        raise err from exc
     try:
         yield session
     finally:

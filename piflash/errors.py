@@ -3,6 +3,9 @@
 Every failure a user can cause or meet (bad firmware, a broken profile, no
 probe, a flash that fails) is a :class:`PiflashError` subclass carrying an
 :class:`ExitCode` and, where one exists, a hint that says what to do next.
+All of them are defined here; the modules that raise them import them.
+Standard library only: :mod:`piflash.host.permissions` runs before piflash is
+installed and imports this module.
 The CLI prints ``message`` and ``hint`` and exits with ``exit_code``; the
 Python API raises these exceptions unchanged.
 
@@ -13,7 +16,8 @@ by ``piflash --help``; keep the three in step (a test checks it).
 from __future__ import annotations
 
 import enum
-from typing import Optional
+import importlib.util
+from typing import Dict, Optional, Tuple
 
 
 class ExitCode(enum.IntEnum):
@@ -36,11 +40,14 @@ class ExitCode(enum.IntEnum):
     MEMORY = 14           #: not enough free memory for the operation
     DOCTOR = 15           #: ``piflash doctor`` found a problem that blocks flashing
     SERVICE = 16          #: installing or removing the systemd unit failed (not root, systemctl)
+    EXTRA_MISSING = 17    #: an optional extra (``piflash[sim]``...) is not installed
     HISTORY = 18          #: the history database cannot be opened, read or written
     HISTORY_CHAIN = 19    #: ``piflash history verify-chain`` found an edited, deleted or inserted row
     PROTECTED = 20        #: the chip is read-out protected (APPROTECT, RDP): recover it first
     PROTECT_FAILED = 21   #: a lock did not take, a recover failed or timed out, or the state is unreadable
     SERIAL = 22           #: no serial number to give (counter used up) or the serial database is unusable
+    PROBE_TIMEOUT = 23    #: the probe (or probe server) stopped answering within the time limit
+    PROBE_BUSY = 24       #: the probe is in use by another piflash or pyOCD client
     INTERRUPTED = 130     #: Ctrl-C or SIGTERM (128 + SIGINT)
 
 
@@ -63,11 +70,14 @@ EXIT_CODE_HELP = {
     ExitCode.MEMORY: "not enough free memory",
     ExitCode.DOCTOR: "doctor found a problem that blocks flashing",
     ExitCode.SERVICE: "installing or removing the station service failed",
+    ExitCode.EXTRA_MISSING: "an optional extra is not installed",
     ExitCode.HISTORY: "the history database cannot be opened or written",
     ExitCode.HISTORY_CHAIN: "the history's hash chain is broken (a row was edited, deleted or inserted)",
     ExitCode.PROTECTED: "chip is read-out protected; 'piflash protect recover' unlocks it (erasing it)",
     ExitCode.PROTECT_FAILED: "lock, recover or protection read-back failed",
     ExitCode.SERIAL: "no serial number available (counter used up, serial database unusable)",
+    ExitCode.PROBE_TIMEOUT: "the probe did not answer in time",
+    ExitCode.PROBE_BUSY: "the probe is in use by another client",
     ExitCode.INTERRUPTED: "interrupted",
 }
 
@@ -249,11 +259,130 @@ class ServiceError(PiflashError):
     exit_code = ExitCode.SERVICE
 
 
+class UnknownTargetError(PiflashError):
+    """The target type is not one pyOCD knows (builtin or from an installed pack)."""
+
+    exit_code = ExitCode.USAGE
+
+
+class TargetRequiredError(PiflashError):
+    """No target type was given and the probe does not know which target it is wired to."""
+
+    exit_code = ExitCode.USAGE
+
+
 class PackError(PiflashError):
     """A CMSIS pack given with ``-O pack=FILE`` (or a profile's ``pack``) cannot be read: missing,
     not a zip or pack directory, no ``.pdsc`` in it, or a ``.pdsc`` that is not valid."""
 
     exit_code = ExitCode.USAGE
+
+
+class UnknownOptionError(PiflashError):
+    """A pyOCD session option that pyOCD does not know, or a value of the wrong type."""
+
+    exit_code = ExitCode.USAGE
+
+
+class ProbeSyntaxError(PiflashError):
+    """A probe unique ID that cannot be right, e.g. ``remote:HOST:PORT`` with a PORT that is not a number."""
+
+    exit_code = ExitCode.USAGE
+
+
+class ProbeTimeoutError(PiflashError):
+    """The probe (or a remote probe server) accepted the connection but did not answer in time.
+
+    :ivar seconds: the time limit (float, seconds) that expired, or None.
+    """
+
+    exit_code = ExitCode.PROBE_TIMEOUT
+
+    def __init__(self, message: str, seconds: Optional[float] = None, hint: Optional[str] = None) -> None:
+        super().__init__(message, hint)
+        self.seconds = seconds
+
+
+class ProbeBusyError(PiflashError):
+    """The probe is open in another client (another piflash or pyOCD on the same probe server)."""
+
+    exit_code = ExitCode.PROBE_BUSY
+
+
+class ExtraMissingError(PiflashError):
+    """An optional part of piflash is used but its extra is not installed.
+
+    :ivar extra: the extra's name (str), e.g. ``"sim"`` for ``piflash[sim]``.
+    :ivar module: the missing top-level module (str), e.g. ``"unicorn"``.
+    """
+
+    exit_code = ExitCode.EXTRA_MISSING
+
+    def __init__(self, message: str, extra: str, module: str, hint: Optional[str] = None) -> None:
+        super().__init__(message, hint)
+        self.extra = extra
+        self.module = module
+
+
+class SetupError(PiflashError):
+    """The permissions setup (:mod:`piflash.host.permissions`) cannot run or a system tool failed."""
+
+    exit_code = ExitCode.INTERNAL
+
+
+class NeedsRootError(SetupError):
+    """The permissions setup changes system files and was started without root."""
+
+    exit_code = ExitCode.PERMISSION
+
+
+class UnknownUserError(SetupError):
+    """The user to add to the probe group does not exist in the root's ``etc/passwd``."""
+
+    exit_code = ExitCode.USAGE
+
+
+class GuardConfigError(PiflashError):
+    """``PIFLASH_MEMORY_GUARD`` (or a ``mode`` argument) has a value other than refuse|warn|off."""
+
+    exit_code = ExitCode.USAGE
+
+
+#: piflash's optional extras (pyproject.toml ``[project.optional-dependencies]``): extra name ->
+#: (the top-level module it brings, what needs it, how to install it).
+EXTRAS: Dict[str, Tuple[str, str, str]] = {
+    "sim": ("unicorn", "the simulator",
+            "with scripts/install.sh: 'bash scripts/install.sh --with-sim'; in a development "
+            "checkout's venv: pip install 'piflash[sim]'"),
+    "gpio": ("gpiozero", "the station's GPIO support",
+             "pip install 'piflash[gpio]' into piflash's venv"),
+}
+
+
+def extra_available(extra: str) -> bool:
+    """Whether the module of optional extra ``extra`` (a key of :data:`EXTRAS`) can be found,
+    checked without importing it (so a heavy module costs nothing here)."""
+    try:
+        return importlib.util.find_spec(EXTRAS[extra][0]) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def extra_missing(extra: str, detail: str = "") -> ExtraMissingError:
+    """The :class:`ExtraMissingError` for optional extra ``extra`` (a key of :data:`EXTRAS`).
+
+    :param detail: appended to the message, e.g. the import error's text.
+    """
+    module, purpose, how = EXTRAS[extra]
+    why = f"{module} cannot be imported: {detail}" if detail else f"{module} is not installed"
+    return ExtraMissingError(f"{purpose} is not installed (piflash's '{extra}' extra: {why})",
+                             extra=extra, module=module, hint=f"install it {how}")
+
+
+def extra_for_module(module: Optional[str]) -> Optional[str]:
+    """The extra (str) whose module is ``module`` or a submodule of it, or None."""
+    top = (module or "").split(".")[0]
+    return next((name for name, (mod, _, _) in EXTRAS.items() if mod == top), None)
 
 
 class HistoryError(PiflashError):

@@ -461,9 +461,12 @@ class EngineRegion:
         self.plan: Optional[RegionPlan] = None
         self._fallback: Optional[BuilderRegion] = None
 
-    def erase(self, mode: str, progress: Progress = _no_progress) -> bool:
+    def erase(self, mode: str, progress: Progress = _no_progress,
+              on_plan: Optional[Callable[[List[Tuple[int, int]]], None]] = None) -> bool:
         """Plan (one CRC pass), then erase; ``mode`` ``"chip"`` erases the chip. A region the
         plan finds the engine cannot handle (:class:`NotApplicable`) goes to FlashBuilder.
+        ``on_plan`` receives the (start, end exclusive) byte ranges of the sectors about to be
+        erased, before the erase starts.
         :returns: whether the chip was erased."""
         try:
             self.plan = plan_region(self.flash, self.chunks, chip_erase=(mode == "chip"))
@@ -471,7 +474,9 @@ class EngineRegion:
             LOG.debug("%s: pyOCD's FlashBuilder (%s)", self.flash.region.name, why)
             self.flash.cleanup()
             self._fallback = BuilderRegion(self.flash, self.chunks)
-            return self._fallback.erase(mode, progress)
+            return self._fallback.erase(mode, progress, on_plan)
+        if on_plan is not None:
+            on_plan([(s.address, s.address + s.size) for s in self.plan.sectors if s.erase])
         LOG.debug("plan for %s: %d CRC blocks, %d B read, erase %s, program %d pages",
                   self.flash.region.name, self.plan.crc_blocks, self.plan.read_bytes,
                   "chip" if self.plan.chip_erase else f"{sum(s.erase for s in self.plan.sectors)} sectors",
@@ -512,6 +517,7 @@ class BuilderRegion:
     def __init__(self, flash, chunks: Sequence[Tuple[int, bytes]], smart_flash: bool = True) -> None:
         self.builder = flash.get_flash_builder()
         self.builder.log_performance = False
+        self._chunks = list(chunks)
         for addr, data in chunks:
             self.builder.add_data(addr, data)
         self.data_size = self.builder.buffered_data_size
@@ -520,7 +526,10 @@ class BuilderRegion:
     unchanged_plan = None     #: FlashBuilder gives no per-page evidence
     erased_sectors = None     #: nor says what it erased before program()
 
-    def erase(self, mode: str, progress: Progress = _no_progress) -> bool:
+    def erase(self, mode: str, progress: Progress = _no_progress,
+              on_plan: Optional[Callable[[List[Tuple[int, int]]], None]] = None) -> bool:
+        if on_plan is not None:     # FlashBuilder decides inside erase(): the image's ranges
+            on_plan([(addr, addr + len(data)) for addr, data in self._chunks])
         self.builder.erase(chip_erase=mode, progress_cb=progress, smart_flash=self._smart, keep_unwritten=True)
         return bool(self.builder.last_erase_was_chip)
 

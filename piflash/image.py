@@ -40,6 +40,7 @@ def format_for_name(path: "os.PathLike[str] | str") -> Optional[str]:
     return next((fmt for fmt, ends in FORMAT_SUFFIXES.items() if suffix in ends), None)
 
 _ELF_MAGIC = b"\x7fELF"
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
 
 
 @dataclass(frozen=True)
@@ -130,9 +131,19 @@ def merge_segments(chunks: Iterable[Tuple[int, bytes]]) -> Tuple[Segment, ...]:
 def _load_hex(path: Path, raw: bytes) -> List[Tuple[int, bytes]]:
     from intelhex import IntelHex, IntelHexError
 
+    if not raw.strip():
+        raise FirmwareError(f"{path}: the file is empty ({len(raw)} bytes)" if raw else f"{path}: the file is empty",
+                            hint="check the build: the output is empty")
+    numbered = [(n, ln.strip()) for n, ln in enumerate(raw.splitlines(), 1) if ln.strip()]
+    for number, line in numbered:  # every record is ':' and hex digits (Intel HEX-86 spec, 1988)
+        if not line.startswith(b":") or line[1:].translate(None, _HEX_DIGITS):
+            what = "does not start with ':'" if not line.startswith(b":") else "holds characters that are not hex digits"
+            raise FirmwareError(f"{path}: not an Intel HEX file: line {number} {what}",
+                                hint="is it a .bin or .elf named .hex? Give it its right extension "
+                                     "(a .bin also needs --base-address)")
     # intelhex accepts a file cut at a line boundary; a real hex ends with an EOF record (type 01).
-    lines = [ln.strip() for ln in raw.splitlines() if ln.strip()]
-    if not lines or not lines[-1].upper().startswith(b":") or lines[-1][7:9] != b"01":
+    lines = [ln for _, ln in numbered]
+    if not lines or lines[-1][7:9] != b"01":
         raise FirmwareError(f"{path}: Intel HEX file is truncated (no end-of-file record)",
                             hint="the file was cut short: copy or download it again")
     ih = IntelHex()

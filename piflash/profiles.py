@@ -196,13 +196,24 @@ class Profile:
         return new
 
 
+#: Accepted SWD clock range, Hz. The wire protocols do not bound it usefully: CMSIS-DAP's
+#: DAP_SWJ_Clock command carries any 32-bit Hz value (CMSIS-DAP 2.x, "DAP_SWJ_Clock") and a probe
+#: silently rounds what it cannot do. 100 MHz is above the fastest SWD clock of any probe pyOCD
+#: drives (ST-LINK/V3: 24 MHz, UM2448; DAPLink and other CMSIS-DAP firmware: tens of MHz at
+#: most); 1 kHz is below the slowest setting any of them offers (ST-LINK/V2: 5 kHz). A value
+#: outside the range is a typo (a missing "k"/"M" or extra zeros), not a wish.
+FREQUENCY_MIN = 1_000
+FREQUENCY_MAX = 100_000_000
+
+
 def parse_frequency(value: Any, path: Optional[str] = None, line: Optional[int] = None) -> int:
     """Convert a clock frequency to whole Hz.
 
     :param value: a positive int (Hz) or a string such as "4000000", "4MHz", "400 kHz",
         "1.5M" (k/M prefixes, "Hz" optional, case-insensitive).
-    :returns: frequency in Hz (int > 0).
-    :raises ProfileError: (key "frequency") anything else, including bools, floats and 0.
+    :returns: frequency in Hz (int, :data:`FREQUENCY_MIN` to :data:`FREQUENCY_MAX`).
+    :raises ProfileError: (key "frequency") anything else, including bools, floats, 0 and values
+        outside that range.
     """
     hz: Optional[Decimal] = None
     if isinstance(value, int) and not isinstance(value, bool):
@@ -218,6 +229,9 @@ def parse_frequency(value: Any, path: Optional[str] = None, line: Optional[int] 
     if hz <= 0 or hz != hz.to_integral_value():
         raise ProfileError(f"must be a positive whole number of Hz, got {_describe(value)}",
                            path=path, line=line, key="frequency")
+    if not FREQUENCY_MIN <= hz <= FREQUENCY_MAX:
+        raise ProfileError(f"must be between 1 kHz and 100 MHz (the SWD clocks probes support), "
+                           f"got {_describe(value)}", path=path, line=line, key="frequency")
     return int(hz)
 
 
@@ -254,7 +268,7 @@ def read_yaml_mapping(src: str, allowed_keys: Tuple[str, ...], what: str = "prof
         if e.context and e.problem and e.problem.startswith("but "):
             problem = f"{e.context}, {e.problem}"  # e.g. a second document in the file
         raise ProfileError(f"YAML syntax error: {problem}", path=src,
-                           line=mark.line + 1 if mark else None) from None
+                           line=_syntax_error_line(e, text) if mark else None) from None
     except yaml.YAMLError as e:
         raise ProfileError(f"YAML error: {e}", path=src) from None
     if root is None or root.tag == "tag:yaml.org,2002:null":
@@ -293,6 +307,20 @@ def read_yaml_mapping(src: str, allowed_keys: Tuple[str, ...], what: str = "prof
             values[key] = value
 
     return values, lines, root.start_mark.line + 1
+
+
+def _syntax_error_line(error, text: str) -> int:
+    """1-based line of a YAML syntax error, as a user counts it.
+
+    PyYAML marks where it noticed the problem; for a construct left open (an unclosed ``[``,
+    ``{`` or quote) that is the end of the stream, the line after the last one, while the
+    mistake is where the construct started: its ``context_mark``.
+    """
+    mark = error.problem_mark or error.context_mark
+    line = mark.line + 1
+    if error.problem_mark is not None and mark.index >= len(text.rstrip()):
+        line = error.context_mark.line + 1 if error.context_mark is not None else text.rstrip().count("\n") + 1
+    return line
 
 
 def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = None) -> Profile:

@@ -8,8 +8,9 @@ a long-running caller such as the station can use them directly.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from piflash.errors import FlashError, ImageRangeError
 from piflash.image import FirmwareImage
@@ -59,6 +60,7 @@ class ImageProgrammer:
         self._erase_mode, self._smart = erase, smart_flash
         self._sink = progress or ProgressSink()
         self._total = image.size
+        self._session, self._image = session, image
         self._regions = self._make_regions(session, image, smart_flash)
         self.stats = ProgramStats()
 
@@ -96,13 +98,16 @@ class ImageProgrammer:
         :raises pyocd.core.exceptions.FlashFailure: and other pyOCD errors.
         """
         chip = [False]
+        spans: List[Tuple[int, int]] = []   # (start, end) of the sectors about to be erased
 
         def one(i, region, cb):
             # Chip erase once at most: the first region erases the chip, later ones use sectors.
             mode = self._erase_mode if (self._erase_mode != "chip" or i == 0) else "sector"
-            chip[0] = region.erase(mode, cb) or chip[0]
+            chip[0] = region.erase(mode, cb, on_plan=spans.extend) or chip[0]
 
-        self.stats.erase_seconds = self._each(Phase.ERASE, one)
+        # A sector erase that times out is named by the first planned sector still holding data.
+        with _naming_stuck_sector(self._session, spans):
+            self.stats.erase_seconds = self._each(Phase.ERASE, one)
         counts = [region.erased_sectors for region in self._regions]
         if chip[0]:
             summary = "chip erase"
@@ -180,13 +185,19 @@ def _check_erase_range(start: int, end: int, regions) -> None:
 
 
 def erase_flash(session, mode: str = "chip", ranges: Sequence[Tuple[int, int]] = ()) -> int:
-    """Erase the whole chip, or the sectors that cover ``ranges``.
+    """Erase the whole chip, or the sectors that cover ``ranges``, and prove it with a blank check.
+
+    A flash controller that refuses an erase (write protection: the STM32F1 FPEC sets
+    SR.WRPRTERR and erases nothing, RM0008 s3.3.5 / PM0075 s2.5; the nRF NVMC ignores it) does
+    not always make pyOCD's flash algorithm fail, so every erased byte is checked afterwards
+    (:func:`piflash.verify.blank_check`: on-target CRC32, read-back where there is no analyzer).
 
     :param mode: ``"chip"``, or ``"sector"`` with ``ranges``.
     :param ranges: (start, end_exclusive) address pairs in bytes, for sector mode.
     :returns: bytes erased (int): every flash region's size for chip erase, the sectors' sizes otherwise.
     :raises ValueError: unknown mode, sector mode without ranges, an empty range.
     :raises piflash.errors.ImageRangeError: a range outside flash.
+    :raises piflash.errors.FlashError: the erase did not take: the first address that is not blank.
     :raises pyocd.core.exceptions.Error: from pyOCD.
     """
     from pyocd.flash.eraser import FlashEraser
@@ -194,19 +205,86 @@ def erase_flash(session, mode: str = "chip", ranges: Sequence[Tuple[int, int]] =
     regions = flash_regions(session.target.memory_map)
     if mode == "chip":
         FlashEraser(session, FlashEraser.Mode.CHIP).erase()
+        _check_blank(session, "chip", [(r.start, r.end + 1) for r in session.target.memory_map.regions
+                                       if r.is_flash and r.flash is not None])
         return sum(end - start for start, end, _ in regions)
     if mode != "sector":
         raise ValueError(f"erase mode must be 'chip' or 'sector', not {mode!r}")
     if not ranges:
         raise ValueError("sector erase needs at least one address range")
-    erased = 0
+    sectors = []
     for start, end in ranges:
         _check_erase_range(start, end, regions)
         addr = start
         while addr < end:
             region = session.target.memory_map.get_region_for_address(addr)
             sector = region.flash.get_sector_info(addr)
-            erased += sector.size
+            if (sector.base_addr, sector.base_addr + sector.size) not in sectors:
+                sectors.append((sector.base_addr, sector.base_addr + sector.size))
             addr = sector.base_addr + sector.size
-    FlashEraser(session, FlashEraser.Mode.SECTOR).erase(list(ranges))
-    return erased
+    with _naming_stuck_sector(session, sectors):
+        FlashEraser(session, FlashEraser.Mode.SECTOR).erase(list(ranges))
+    _check_blank(session, "sector", sectors)
+    return sum(end - start for start, end in sectors)
+
+
+def _check_blank(session, mode: str, ranges: Sequence[Tuple[int, int]]) -> None:
+    """Raise FlashError (exit 11) if any byte of ``ranges`` is not erased after a ``mode`` erase."""
+    from piflash.verify import blank_check
+
+    stats = blank_check(session, list(ranges))
+    if not stats.dirty_bytes:
+        return
+    raise FlashError(
+        f"{mode} erase did not take: {stats.dirty_bytes:,} byte(s) are not blank, first at "
+        f"{stats.first_dirty:#010x}", address=stats.first_dirty,
+        hint="the flash controller refused or skipped the erase, as it does for write-protected "
+             "flash (STM32: the WRP option bytes; nRF: the NVMC protection, BPROT/ACL); remove the "
+             "protection and erase again. The same bytes staying programmed without protection "
+             "means worn flash")
+
+
+@contextlib.contextmanager
+def _naming_stuck_sector(session, spans: Sequence[Tuple[int, int]]) -> Iterator[None]:
+    """Turn pyOCD's address-less "flash erase sector timed out" into a FlashError naming the sector.
+
+    Sectors are erased in ascending order, so the one the controller got stuck on is the first
+    sector of ``spans`` (byte ranges, end exclusive) that still holds data; it is found by
+    reading back (the algorithm's core is halted, the debug port still reads flash).
+    """
+    from pyocd.core.exceptions import FlashEraseFailure
+
+    try:
+        yield
+    except FlashEraseFailure as exc:
+        if "timed out" not in str(exc) or getattr(exc, "address", None) is not None:
+            raise
+        seconds = session.options.get("flash.timeout.erase_sector")
+        where = _first_dirty_sector(session, spans)
+        at = f" at {where:#010x}" if where is not None else ""
+        raise FlashError(
+            f"erasing the sector{at} timed out: the flash controller did not finish within {seconds:g} s",
+            address=where,
+            hint="the sector is probably write-protected (nRF: NVMC BPROT/ACL, or APPROTECT; STM32: "
+                 "the WRP option bytes) or the controller is locked: remove the protection, "
+                 "power-cycle the board and try again") from exc
+
+
+def _first_dirty_sector(session, spans: Sequence[Tuple[int, int]]) -> Optional[int]:
+    """Base address (int) of the first sector in ``spans`` that is not all 0xFF, or None."""
+    memory_map = session.target.memory_map
+    for start, end in sorted(spans):
+        addr = start
+        while addr < end:
+            region = memory_map.get_region_for_address(addr)
+            if region is None or not region.is_flash or region.flash is None:
+                break
+            sector = region.flash.get_sector_info(addr)
+            try:
+                data = bytes(session.target.read_memory_block8(sector.base_addr, sector.size))
+            except Exception:  # noqa: BLE001  (a diagnosis only: the timeout is reported anyway)
+                return None
+            if data.count(0xFF) != len(data):
+                return sector.base_addr
+            addr = sector.base_addr + sector.size
+    return None

@@ -18,19 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from piflash.errors import PackError, PiflashError, ExitCode
-
-
-class UnknownTargetError(PiflashError):
-    """The target type is not one pyOCD knows (builtin or from an installed pack)."""
-
-    exit_code = ExitCode.USAGE
-
-
-class TargetRequiredError(PiflashError):
-    """No target type was given and the probe does not know which target it is wired to."""
-
-    exit_code = ExitCode.USAGE
+from piflash.errors import PackError, TargetRequiredError, UnknownTargetError  # noqa: F401  (raised here)
 
 
 @dataclass(frozen=True)
@@ -56,6 +44,24 @@ TARGET_UID_LOCATIONS: Dict[str, TargetUidLocation] = {
     # 96-bit unique device ID: STM32F10xxx RM0008 rev 21, section 30.2 (U_ID at 0x1FFFF7E8).
     "stm32f1": TargetUidLocation(0x1FFFF7E8, 12, "RM0008 rev 21 s30.2 U_ID"),
 }
+
+
+#: pyOCD's ``flash.timeout.erase_sector`` for target types whose page erase time piflash knows,
+#: seconds: ten times the datasheet maximum or more, so that a controller that will never
+#: finish (a protected or locked page) is reported in about a second instead of pyOCD's
+#: default 10 s. Datasheet maxima: nRF51 Series RM v3.0 / nRF51822 PS v3.4 s8.22 t_ERASEPAGE
+#: 22.3 ms; nRF52840 PS v1.7 s4.3.9 t_ERASEPAGE 85 ms; STM32F103xC/D/E datasheet DS5792 table
+#: 31 t_ERASE (page) 40 ms.
+ERASE_SECTOR_TIMEOUTS: Dict[str, float] = {"nrf51": 1.0, "nrf52": 1.0, "stm32f1": 1.0}
+
+
+def erase_sector_timeout(target_type: Optional[str]) -> Optional[float]:
+    """Seconds piflash allows one sector erase of ``target_type`` (see :data:`ERASE_SECTOR_TIMEOUTS`),
+    or None to keep pyOCD's default."""
+    for prefix, seconds in ERASE_SECTOR_TIMEOUTS.items():
+        if (target_type or "").lower().startswith(prefix):
+            return seconds
+    return None
 
 
 def uid_location(target_type: str) -> Optional[TargetUidLocation]:

@@ -37,8 +37,13 @@ LOG = logging.getLogger(__name__)
 # at 0x08000000 in 2 KiB pages becomes the boot alias at 0, which is flash only when BOOT0
 # selects it). A verify must not depend on a boot pin: such pages are checked in larger blocks
 # whose index fits (STM32: 4 KiB, index 0x8000; :func:`piflash.flashplan.crc_unit`) when the
-# image fills every page of the block, and read back otherwise (the nRF UICR always). The limit
-# is :data:`piflash.flashplan.MAX_CRC_INDEX`.
+# image fills every page of the block, and read back otherwise (the nRF UICR always).
+MAX_CRC_PAGE_INDEX = 0xFFFF     #: the same limit as :data:`piflash.flashplan.MAX_CRC_INDEX`
+
+#: Blocks per analyzer call in :func:`blank_check`. compute_crcs() writes one word per block into
+#: the algorithm's first page buffer and reads the CRCs back from it, so this stays well below the
+#: smallest page buffer of a builtin algorithm (256 bytes = 64 words).
+CRC_BATCH_PAGES = 64
 
 #: Bytes read back per debug-port block read (pyOCD splits further as the probe needs).
 READBACK_BLOCK = 16 * 1024
@@ -214,4 +219,106 @@ def verify_image(session, image: FirmwareImage, progress: Optional[ProgressSink]
             hint="flash again; if the same address fails again the flash is worn or protected")
     sink.phase_end(Phase.VERIFY, f"all match: {stats.crc_pages} pages by CRC32, "
                    f"{stats.readback_bytes:,} B read back")
+    return stats
+
+
+#: Largest block one analyzer call checksums in a blank check (bytes). The analyzer runs on the
+#: target's core; 64 KiB keeps one call well inside pyOCD's ``flash.timeout.analyzer`` (30 s)
+#: even on a slow core, and a differing block is read back whole to find the first bad byte.
+BLANK_BLOCK_MAX = 64 * 1024
+
+
+@dataclass
+class BlankStats:
+    """What a blank check found.
+
+    :ivar checked_bytes: bytes checked (int).
+    :ivar crc_bytes: of those, bytes proven blank by on-target CRC32 (int).
+    :ivar readback_bytes: bytes read back over the debug port (int).
+    :ivar dirty_bytes: bytes that are not the erased value (0 when blank).
+    :ivar first_dirty: lowest such address (int) or None.
+    """
+
+    checked_bytes: int = 0
+    crc_bytes: int = 0
+    readback_bytes: int = 0
+    dirty_bytes: int = 0
+    first_dirty: Optional[int] = None
+
+
+def _blank_blocks(start: int, end: int) -> List[Tuple[int, int, bool]]:
+    """Split [start, end) into (address, size, crc_ok) blocks: power-of-two sized and aligned
+    blocks whose index fits the analyzer's 16-bit field (see :data:`MAX_CRC_PAGE_INDEX`) have
+    ``crc_ok``; what is left is read back."""
+    out: List[Tuple[int, int, bool]] = []
+    addr = start
+    while addr < end:
+        size = BLANK_BLOCK_MAX
+        while size >= 4 and (addr % size or addr + size > end or addr // size > MAX_CRC_PAGE_INDEX):
+            size //= 2
+        if size >= 4:
+            out.append((addr, size, True))
+            addr += size
+        else:  # read back up to where a block could start (e.g. nRF UICR at 0x10001000 is read whole)
+            stop = min(end, (addr // BLANK_BLOCK_MAX + 1) * BLANK_BLOCK_MAX)
+            out.append((addr, stop - addr, False))
+            addr = stop
+    return out
+
+
+def blank_check(session, ranges: List[Tuple[int, int]]) -> BlankStats:
+    """Prove that flash in ``ranges`` reads as erased, cheaply: one on-target CRC32 per block of
+    up to :data:`BLANK_BLOCK_MAX` bytes (``Flash.compute_crcs``, compared with the CRC32 of the
+    same number of erased bytes), reading back only blocks whose CRC differs and flash without
+    an analyzer.
+
+    :param ranges: (start, end_exclusive) byte addresses inside flash regions.
+    :returns: :class:`BlankStats`; ``dirty_bytes`` > 0 when something is not erased.
+    :raises pyocd.core.exceptions.Error: transfer or probe errors (the caller translates them).
+    """
+    target = session.target
+    stats = BlankStats()
+    by_flash: Dict[int, Tuple[object, int, List[Tuple[int, int]]]] = {}
+    readback: List[Tuple[int, int, int]] = []
+    for start, end in ranges:
+        addr = start
+        while addr < end:
+            region = target.memory_map.get_region_for_address(addr)
+            stop = min(end, region.end + 1)
+            erased = getattr(region, "erased_byte_value", 0xFF)
+            flash = getattr(region, "flash", None)
+            analyzer = flash is not None and getattr(flash, "use_analyzer", False)
+            for baddr, bsize, crc_ok in _blank_blocks(addr, stop):
+                stats.checked_bytes += bsize
+                if analyzer and crc_ok:
+                    by_flash.setdefault(id(flash), (flash, erased, []))[2].append((baddr, bsize))
+                else:
+                    readback.append((baddr, bsize, erased))
+            addr = stop
+    for flash, erased, blocks in by_flash.values():
+        try:
+            flash.init(flash.Operation.VERIFY)
+        except Exception:  # some algorithms only init for erase/program
+            flash.init(flash.Operation.ERASE)
+        try:
+            for i in range(0, len(blocks), CRC_BATCH_PAGES):
+                batch = blocks[i:i + CRC_BATCH_PAGES]
+                for (baddr, bsize), crc in zip(batch, flash.compute_crcs(batch)):
+                    if (crc & 0xFFFFFFFF) == binascii.crc32(bytes([erased]) * bsize):
+                        stats.crc_bytes += bsize
+                    else:
+                        readback.append((baddr, bsize, erased))
+        finally:
+            flash.cleanup()
+    for baddr, bsize, erased in sorted(readback):
+        for off in range(0, bsize, READBACK_BLOCK):
+            n = min(READBACK_BLOCK, bsize - off)
+            got = bytes(target.read_memory_block8(baddr + off, n))
+            stats.readback_bytes += n
+            dirty = [i for i, b in enumerate(got) if b != erased]
+            if dirty:
+                stats.dirty_bytes += len(dirty)
+                first = baddr + off + dirty[0]
+                if stats.first_dirty is None or first < stats.first_dirty:
+                    stats.first_dirty = first
     return stats

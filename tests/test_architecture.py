@@ -16,7 +16,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "piflash"
 
 #: The core: piflash's API, usable without the CLI (docs/architecture.md, "Rooms").
-CORE = ("image", "target", "profiles", "connect", "flashplan", "program", "verify", "flasher", "result",
+CORE = ("image", "target", "profiles", "connect", "remote", "flashplan", "program", "verify", "flasher",
+        "result",
         "progress", "history", "errors", "info")
 #: What no core or host module may import.
 FRONT_END = ("click", "rich", "piflash.cli")

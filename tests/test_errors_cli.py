@@ -23,7 +23,7 @@ def app_hex(firmware_dir):
 
 
 @pytest.mark.parametrize("content, message", [
-    ("", "truncated"),
+    ("", "the file is empty"),
     (":10000000FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF01\n:00000001FF\n", "corrupt Intel HEX"),
     (":00000001FF\n", "contains no data"),
 ])

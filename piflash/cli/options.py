@@ -123,7 +123,9 @@ def firmware_options(func):
     """The FIRMWARE argument and --base-address, shared by flash and verify."""
     func = click.option("--base-address", "-a", callback=_int_auto, metavar="ADDR",
                         help="Load address of a .bin file, e.g. 0x08000000.")(func)
-    return click.argument("firmware", required=False, type=click.Path(dir_okay=False))(func)
+    # A plain string: a missing, unreadable or directory FIRMWARE is piflash.image.load_image's
+    # FirmwareError (exit 3, as docs/exit-codes.md says), not click's usage error (exit 2).
+    return click.argument("firmware", required=False, type=str)(func)
 
 
 reset_option = click.option("--reset/--no-reset", default=None,

@@ -8,19 +8,18 @@ import sys
 import click
 
 from piflash.cli.options import CONTEXT, handles_errors
-from piflash.errors import PiflashError
-
-
-class SimUnavailable(PiflashError):
-    """The simulator's optional dependency (unicorn) is not installed."""
+from piflash.errors import extra_missing
 
 
 def _store():
+    """The simulator's board store; the ``sim`` extra (unicorn) must be importable.
+
+    :raises ExtraMissingError: (exit 17) unicorn is missing or cannot be imported.
+    """
     try:
         import unicorn  # noqa: F401  (the simulator's CPU)
-    except ImportError:
-        raise SimUnavailable("the simulated board needs the 'sim' extra (unicorn)",
-                             hint="pip install 'piflash[sim]'") from None
+    except ImportError as exc:
+        raise extra_missing("sim", str(exc) if exc.name != "unicorn" else "") from None
     from piflash.sim.store import SimStore
 
     return SimStore()

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from piflash.errors import ExitCode, PiflashError
+from piflash.errors import NeedsRootError, PiflashError, SetupError, UnknownUserError
 from piflash.host.probetable import GROUP, RULES_NAME, packaged_rules_path
 
 #: Where the rules go, relative to the root (udev(7): local administration rules).
@@ -39,24 +39,6 @@ RULES_DIR = "etc/udev/rules.d"
 STATE_FILE = "var/lib/piflash/permissions.json"
 
 Echo = Callable[[str], None]
-
-
-class SetupError(PiflashError):
-    """The permissions setup cannot run or a system tool failed (message says which)."""
-
-    exit_code = ExitCode.INTERNAL
-
-
-class NeedsRootError(SetupError):
-    """The setup changes system files and was started without root."""
-
-    exit_code = ExitCode.PERMISSION
-
-
-class UnknownUserError(SetupError):
-    """The user to add does not exist in the root's ``etc/passwd``."""
-
-    exit_code = ExitCode.USAGE
 
 
 def setup_command(user: Optional[str] = None) -> str:

@@ -15,7 +15,9 @@ import threading
 import time
 from typing import Callable, Optional
 
+from pyocd.core import exceptions
 from pyocd.core.session import Session
+from pyocd.probe.shared_probe_proxy import SharedDebugProbeProxy
 from pyocd.probe.tcp_probe_server import DebugProbeServer
 
 from .probe import SimProbe
@@ -25,6 +27,69 @@ __all__ = ["SimProbeServer", "start_server", "serve"]
 
 _LOCAL_HOSTS = ("127.0.0.1", "localhost")
 _ALL_HOSTS = ("0.0.0.0", "")
+
+
+class ExclusiveProbeProxy(SharedDebugProbeProxy):
+    """Serves the probe to one client connection at a time, as a USB probe serves one process.
+
+    pyOCD's ``SharedDebugProbeProxy`` lets every client open and drive the probe at once (for a
+    debugger and a flash tool side by side); two flash tools then reset and program the same
+    target in turns and both fail with misleading errors. Here the first client connection to
+    open the probe owns it until it closes it or its connection ends; another client's ``open``
+    (or ``connect``) is refused with ``ProbeError("probe ... is in use by another client ...")``,
+    which reaches that client as status PROBE_ERROR with this text. pyOCD's server handles each connection in its
+    own thread (``socketserver.ThreadingTCPServer``), so the owner is that thread; a connection
+    that ended without closing the probe releases it to the next client.
+    """
+
+    def __init__(self, probe) -> None:
+        super().__init__(probe)
+        self._owner: Optional[threading.Thread] = None
+        self._owner_lock = threading.Lock()
+
+    def _busy(self) -> "exceptions.ProbeError":
+        return exceptions.ProbeError("probe %s is in use by another client of this probe server"
+                                     % self._probe.unique_id)
+
+    def _is_owner(self) -> bool:
+        return self._owner is threading.current_thread()
+
+    def open(self) -> None:
+        with self._owner_lock:
+            owner = self._owner
+            if owner is not None and owner is not threading.current_thread():
+                if owner.is_alive():
+                    raise self._busy()
+                self._release()         # the owner's connection ended without closing
+            self._owner = threading.current_thread()
+        super().open()
+
+    def _release(self) -> None:
+        try:
+            if self._connect_count:
+                self._probe.disconnect()
+            if self._open_count:
+                self._probe.close()
+        except exceptions.Error:
+            pass
+        self._connect_count = self._open_count = 0
+        self._owner = None
+
+    def close(self) -> None:
+        if not self._is_owner():
+            return                      # a refused client closing what it never opened
+        super().close()
+        if self._open_count <= 0:
+            self._open_count, self._owner = 0, None
+
+    def connect(self, protocol=None) -> None:
+        if not self._is_owner():
+            raise self._busy()
+        super().connect(protocol)
+
+    def disconnect(self) -> None:
+        if self._is_owner():
+            super().disconnect()
 
 
 class SimProbeServer:
@@ -88,7 +153,7 @@ def start_server(board_name: str, host: str = "127.0.0.1", port: int = 0,
         info = store.create(board_name, target)
     probe = SimProbe(board_name, store, info.target)
     session = Session(None, no_config=True, serve_local_only=local_only)
-    server = DebugProbeServer(session, probe, port, local_only)
+    server = DebugProbeServer(session, ExclusiveProbeProxy(probe), port, local_only)
     server.start()
     deadline = time.monotonic() + 5.0
     while server.port == 0 and time.monotonic() < deadline:     # set by the server thread

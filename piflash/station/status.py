@@ -192,17 +192,18 @@ class GpioOutput:
     (:meth:`wait_for_press`) before it is flashed.
 
     :param pins: role -> BCM pin (see :data:`piflash.station.config.GPIO_ROLES`).
-    :raises PiflashError: gpiozero is not installed (``pip install 'piflash[gpio]'``).
+    :raises ExtraMissingError: gpiozero is not installed (``pip install 'piflash[gpio]'``).
     """
 
     def __init__(self, pins: Dict[str, int]) -> None:
         try:
             import gpiozero
         except ImportError:
-            from piflash.errors import PiflashError
+            from piflash.errors import extra_missing
 
-            raise PiflashError("the station config has a 'gpio' section but gpiozero is not installed",
-                               hint="pip install 'piflash[gpio]', or remove 'gpio' from the config") from None
+            exc = extra_missing("gpio")
+            exc.hint += ", or remove 'gpio' from the station config"
+            raise exc from None
         self._devices = {}
         for role, pin in pins.items():
             if role == "button":

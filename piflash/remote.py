@@ -1,0 +1,181 @@
+"""``remote:HOST:PORT`` probes (pyOCD's remote probe protocol) with a checked address and bounded waits.
+
+pyOCD's client (``pyocd/probe/tcp_client_probe.py``) waits for each reply in
+``ClientSocket.readline`` (``pyocd/utility/sockets.py``), which retries its 0.1 s socket timeout
+forever and spins on a closed connection: a server that accepts and never answers hangs the
+client for good. pyOCD has no session option for it, so piflash builds its remote probes
+itself: :class:`RemoteProbe` is pyOCD's ``TCPClientProbe`` (a public class, subclassed) reading
+replies through :class:`BoundedSocket`, which gives up after :data:`REPLY_TIMEOUT` seconds
+without a complete reply line and raises :class:`~piflash.errors.ProbeTimeoutError`.
+
+pyOCD is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Optional, Tuple
+
+from piflash.errors import ProbeSyntaxError, ProbeTimeoutError
+
+#: Prefix of a remote probe's unique ID (pyOCD's ``TCPClientProbePlugin`` name).
+PREFIX = "remote:"
+#: pyOCD's default port when the unique ID has none (``TCPClientProbe.DEFAULT_PORT``).
+DEFAULT_PORT = 5555
+#: Seconds to wait for the TCP connection to the server (pyOCD's own ``ClientSocket`` default is 10 s).
+CONNECT_TIMEOUT = 5.0
+#: Seconds to wait for one reply. Every request of the protocol is one short probe operation
+#: (a register or a memory block of at most a few KiB); the slowest seen on the simulated
+#: board over loopback is under 0.1 s, a real probe over a LAN a few tens of ms. Overridden by
+#: ``$PIFLASH_PROBE_TIMEOUT`` (seconds).
+REPLY_TIMEOUT = 10.0
+TIMEOUT_ENV = "PIFLASH_PROBE_TIMEOUT"
+
+
+def is_remote(unique_id: Optional[str]) -> bool:
+    """Whether ``unique_id`` (str or None) names a remote probe (``remote:...``)."""
+    return bool(unique_id) and unique_id.lower().startswith(PREFIX)
+
+
+def parse_remote(unique_id: str) -> Tuple[str, int]:
+    """Split ``remote:HOST[:PORT]`` into (host, port), as pyOCD will read it.
+
+    :raises ProbeSyntaxError: (exit 2) no host, or a port that is not a number in 1..65535.
+    """
+    rest = unique_id[len(PREFIX):]
+    host, sep, port_text = rest.partition(":")
+    if not host:
+        raise ProbeSyntaxError(f"'{unique_id}' names no host: use remote:HOST:PORT, e.g. remote:127.0.0.1:5555")
+    if not sep:
+        return host, DEFAULT_PORT
+    try:
+        port = int(port_text, 10)
+    except ValueError:
+        port = -1
+    if not 1 <= port <= 65535:
+        raise ProbeSyntaxError(f"'{unique_id}': the port '{port_text}' is not a TCP port number (1-65535)",
+                               hint="use remote:HOST:PORT, e.g. remote:127.0.0.1:5555")
+    return host, port
+
+
+def reply_timeout() -> float:
+    """Seconds to wait for one reply: ``$PIFLASH_PROBE_TIMEOUT`` or :data:`REPLY_TIMEOUT`.
+
+    :raises ProbeSyntaxError: the variable is not a positive number.
+    """
+    raw = os.environ.get(TIMEOUT_ENV)
+    if not raw:
+        return REPLY_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise ProbeSyntaxError(f"{TIMEOUT_ENV}={raw!r} is not a positive number of seconds")
+    return value
+
+
+def _socket_class():
+    from pyocd.utility.sockets import ClientSocket
+
+    class BoundedSocket(ClientSocket):
+        """pyOCD's ``ClientSocket`` whose ``readline`` gives up after ``reply_timeout`` seconds.
+
+        After a timeout the connection is dead: later writes raise at once, so closing the
+        session does not wait a second time.
+        """
+
+        def __init__(self, host: str, port: int, reply_timeout: float) -> None:
+            super().__init__(host, port, timeout=CONNECT_TIMEOUT)
+            self.reply_timeout = reply_timeout
+            self.address = f"{host}:{port}"
+            self.dead = False
+
+        def timeout_error(self) -> ProbeTimeoutError:
+            return ProbeTimeoutError(
+                f"the probe server at {self.address} stopped answering: no reply within "
+                f"{self.reply_timeout:g} s", self.reply_timeout,
+                hint=f"is a pyOCD probe server ('piflash sim serve', 'pyocd server') listening at "
+                     f"{self.address}, and not stuck? Restart it and try again "
+                     f"(${TIMEOUT_ENV} sets the wait, in seconds)")
+
+        def write(self, data):
+            if self.dead:
+                raise self.timeout_error()
+            return super().write(data)
+
+        def readline(self):
+            from pyocd.core.exceptions import ProbeDisconnected
+
+            deadline = time.monotonic() + self.reply_timeout
+            while True:
+                end = self._buffer.find(b"\n")
+                if end != -1:
+                    line = bytes(self._buffer[:end + 1])
+                    del self._buffer[:end + 1]
+                    return line
+                if self.dead or time.monotonic() > deadline:
+                    self.dead = True
+                    raise self.timeout_error()
+                try:
+                    data = self.read()
+                except socket.timeout:
+                    continue
+                if not data:
+                    raise ProbeDisconnected(f"the probe server at {self.address} closed the connection")
+                self._buffer += data
+
+    return BoundedSocket
+
+
+_CLASSES: dict = {}
+
+
+def _probe_class():
+    if "probe" in _CLASSES:
+        return _CLASSES["probe"]
+    from pyocd.probe.tcp_client_probe import TCPClientProbe
+
+    socket_class = _socket_class()
+
+    class RemoteProbe(TCPClientProbe):
+        """pyOCD's remote probe client reading its replies through a ``BoundedSocket``.
+
+        :param address: ``HOST:PORT`` (already checked by :func:`parse_remote`).
+        :param reply_timeout: seconds to wait for one reply.
+        """
+
+        def __init__(self, address: str, reply_timeout: float) -> None:
+            super().__init__(address)
+            host, _, port = address.rpartition(":")
+            # TCPClientProbe keeps its connection in ``_socket`` and reads every reply from it
+            # (``_perform_request_without_raise``): this subclass gives it one whose wait ends.
+            self._socket = socket_class(host, int(port), reply_timeout)
+
+        @property
+        def server_address(self) -> str:
+            """``HOST:PORT`` of the probe server."""
+            return self._socket.address
+
+    _CLASSES["probe"] = RemoteProbe
+    return RemoteProbe
+
+
+def remote_probe(unique_id: str, timeout: Optional[float] = None):
+    """A pyOCD ``DebugProbe`` for ``remote:HOST[:PORT]`` whose every reply wait is bounded.
+
+    Nothing is connected until the probe is opened.
+
+    :param timeout: seconds to wait for one reply, or :func:`reply_timeout`.
+    :raises ProbeSyntaxError: see :func:`parse_remote`.
+    """
+    host, port = parse_remote(unique_id)
+    return _probe_class()(f"{host}:{port}", timeout or reply_timeout())
+
+
+def server_address(probe) -> Optional[str]:
+    """``HOST:PORT`` of a probe made by :func:`remote_probe` (str), else None."""
+    return getattr(probe, "server_address", None) if "probe" in _CLASSES and \
+        isinstance(probe, _CLASSES["probe"]) else None
