@@ -192,6 +192,10 @@ def test_silent_server_times_out(cli, tmp_path, sim_server, monkeypatch, answers
     image = tmp_path / "big.bin"
     image.write_bytes(os.urandom(256 * 1024))  # far more than 1500 requests to flash
     server = sim_server("nrf52840", "nrf52840") if answers else None
+    if answers == 1500:  # old data on the board, so that there is an erase to be in the middle of
+        from piflash.sim.store import SimStore  # (a blank board is programmed without one)
+
+        SimStore().write_flash("nrf52840", b"\x00" * 256 * 1024)
     proxy = SilentAfter(int(server.uid.rsplit(":", 1)[1]) if server else None, answers)
     monkeypatch.setenv("PIFLASH_PROBE_TIMEOUT", "2")
     try:
