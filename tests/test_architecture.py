@@ -15,10 +15,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "piflash"
 
-#: The core: piflash's API, usable without the CLI (docs/architecture.md, "Rooms").
-CORE = ("image", "target", "profiles", "connect", "remote", "flashplan", "program", "verify", "flasher",
-        "result",
-        "progress", "history", "errors", "info")
+#: The core: piflash's API, usable without the CLI (docs/architecture.md, "Rooms"): every module
+#: at the top of the package but the entry point.
+CORE = tuple(sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__")))
 #: What no core or host module may import.
 FRONT_END = ("click", "rich", "piflash.cli")
 
@@ -128,7 +127,7 @@ def test_no_import_circle_inside_piflash(graph):
 def test_no_room_below_the_cli_imports_click_rich_or_the_cli(graph, room):
     if room == "core":
         members = [f"piflash.{m}" for m in CORE]
-        assert all(m in graph for m in members), "a core module was renamed: update CORE"
+        assert len(members) >= 12 and all(m in graph for m in members)
     else:
         members = [m for m in graph if m.startswith(f"piflash.{room}")]
     offenders = {}
