@@ -124,23 +124,6 @@ def compute_crcs(flash, blocks: Sequence[Tuple[int, int]]) -> List[int]:
     return out
 
 
-def erased_blocks(flash, blocks: Sequence[Tuple[int, int]]) -> List[bool]:
-    """Which of ``blocks`` ((address, size) pairs the analyzer can address, see
-    :func:`crc_encodable`) are blank, from one CRC pass: a block is blank when its CRC equals that
-    of ``size`` bytes of the region's erased value. Loads the flash algorithm (``init`` for
-    verify) and leaves it loaded; the caller calls ``flash.cleanup()``.
-
-    :raises ValueError: a block the analyzer cannot address.
-    :raises pyocd.core.exceptions.Error: from pyOCD.
-    """
-    for addr, size in blocks:
-        if not crc_encodable(addr, size):
-            raise ValueError(f"the CRC analyzer cannot address {size} bytes at {addr:#010x}")
-    _init_for_read(flash)
-    erased = flash.region.erased_byte_value
-    return [crc == erased_crc(size, erased) for (_, size), crc in zip(blocks, compute_crcs(flash, blocks))]
-
-
 def _init_for_read(flash) -> None:
     """Load the algorithm and make flash readable (what FlashBuilder._enable_read_access does)."""
     from pyocd.core.exceptions import FlashFailure

@@ -158,19 +158,18 @@ def test_image_with_gaps_and_two_segments_in_one_sector():
     assert flash[:0x100] == b"\xff" * 0x100 and flash[0x100 + 300:0x800] == b"\xff" * (0x800 - 0x100 - 300)
 
 
-def test_erased_blocks_tells_blank_from_written():
+def test_blank_check_tells_blank_from_written():
+    # The one blank check (verify.blank_check, used after every erase): CRC proves the blank
+    # blocks; the written one is read back and its first non-blank byte named.
     from piflash.connect import open_session
-    from piflash.flashplan import erased_blocks
+    from piflash.verify import blank_check
 
-    _flash(image_from_bytes(b"\x00" * 16, 0x1000), "nrf52840")
+    _flash(image_from_bytes(b"\x00" * 16, 0x1010), "nrf52840")
     with open_session("sim:nrf52840", "nrf52840") as session:
-        flash = session.target.memory_map.get_boot_memory().flash
-        try:
-            assert erased_blocks(flash, [(0, 4096), (0x1000, 4096), (0x2000, 4096)]) == [True, False, True]
-        finally:
-            flash.cleanup()
-        with pytest.raises(ValueError, match="cannot address"):
-            erased_blocks(flash, [(0x10001000, 0x400)])
+        blank = blank_check(session, [(0, 0x1000), (0x2000, 0x3000)])
+        assert blank.dirty_bytes == 0 and blank.crc_bytes == 0x2000 and blank.readback_bytes == 0
+        written = blank_check(session, [(0x1000, 0x2000)])
+        assert written.dirty_bytes == 16 and written.first_dirty == 0x1010
 
 
 def test_crc_unit_brings_stm32_blocks_under_16_bits():
