@@ -210,7 +210,9 @@ def test_silent_server_times_out(cli, tmp_path, sim_server, monkeypatch, answers
     assert elapsed < 25, elapsed  # one 2 s wait (closing does not wait again), plus the work before it
 
 
-def test_second_client_of_a_remote_probe_is_told_busy(cli, sim_server, tmp_path, app_hex):
+def _flash_in_progress(sim_server, tmp_path):
+    """A served nRF52840 and a ``piflash flash`` of 384 KiB through it, returned once programming
+    has begun: (server, Popen)."""
     server = sim_server("nrf52840", "nrf52840")
     big = tmp_path / "big.bin"
     big.write_bytes(os.urandom(384 * 1024))
@@ -219,6 +221,11 @@ def test_second_client_of_a_remote_probe_is_told_busy(cli, sim_server, tmp_path,
     for line in first.stdout:
         if line.startswith("Programming..."):
             break
+    return server, first
+
+
+def test_second_client_of_a_remote_probe_is_told_busy(cli, sim_server, tmp_path, app_hex):
+    server, first = _flash_in_progress(sim_server, tmp_path)
     second = cli("flash", app_hex, "-t", "nrf52840", "-u", server.uid, check=ExitCode.PROBE_BUSY)
     assert "in use by another client" in second.stderr and "write-protected" not in second.stderr
     out, err = first.communicate(timeout=120)
@@ -227,14 +234,7 @@ def test_second_client_of_a_remote_probe_is_told_busy(cli, sim_server, tmp_path,
 
 
 def test_remote_probe_left_by_a_killed_client_is_free_again(cli, sim_server, tmp_path, app_hex):
-    server = sim_server("nrf52840", "nrf52840")
-    big = tmp_path / "big.bin"
-    big.write_bytes(os.urandom(384 * 1024))
-    first = subprocess.Popen([sys.executable, "-m", "piflash", "flash", big, "-a", "0", "-t", "nrf52840",
-                              "-u", server.uid], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for line in first.stdout:
-        if line.startswith("Programming..."):
-            break
+    server, first = _flash_in_progress(sim_server, tmp_path)
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=30)
     time.sleep(0.5)  # the server sees the connection end

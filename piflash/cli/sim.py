@@ -151,23 +151,11 @@ def fault(board, write_protect, stuck_busy, bit_flip, disconnect_after, remove_a
     store, name = _store(), _name(board)
     if clear:
         _store_call(store.clear_faults, name)
-    faults = {}
-    if write_protect:
-        faults["write_protect"] = write_protect
-    if stuck_busy:
-        faults["stuck_busy"] = True
-    if bit_flip:
-        faults["bit_flip"] = bit_flip
-    if disconnect_after is not None:
-        faults["disconnect_after"] = disconnect_after
-    if remove_after is not None:
-        faults["remove_after"] = remove_after
-    if absent:
-        faults["absent"] = True
-    if lock_ignored:
-        faults["lock_ignored"] = True
-    if recover_stuck:
-        faults["recover_stuck"] = True
+    given = {"write_protect": write_protect or None, "stuck_busy": stuck_busy or None,
+             "bit_flip": bit_flip, "disconnect_after": disconnect_after,
+             "remove_after": remove_after, "absent": absent or None,
+             "lock_ignored": lock_ignored or None, "recover_stuck": recover_stuck or None}
+    faults = {key: value for key, value in given.items() if value is not None}
     if faults:
         _store_call(store.set_faults, name, **faults)
     info = _store_call(store.get, name)
