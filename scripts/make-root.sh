@@ -28,6 +28,12 @@ done
 dir=$1
 [[ $(id -u) -eq 0 ]] || { echo "make-root: needs root (debootstrap, chroot)" >&2; exit 1; }
 
+# The test suite runs on several workers (pytest-xdist): two may ask for the same root at once.
+# The first builds it, the others wait here and then reuse it.
+mkdir -p "$(dirname "$dir")"
+exec 9>"$dir.lock"
+flock 9
+
 need=()
 command -v debootstrap >/dev/null || need+=(debootstrap)
 if [[ $arch != "$(dpkg --print-architecture)" ]]; then
@@ -35,8 +41,8 @@ if [[ $arch != "$(dpkg --print-architecture)" ]]; then
 fi
 if ((${#need[@]})); then
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null
-    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
 # A foreign architecture runs through binfmt_misc + Debian's qemu-user-static,

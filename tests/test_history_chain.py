@@ -19,6 +19,9 @@ from piflash.result import OperationResult
 NRF = ["-t", "nrf52840", "-u", "sim:nrf52840"]
 
 
+#: One worker runs the whole module (pytest-xdist --dist loadgroup): its history is built once.
+pytestmark = pytest.mark.xdist_group("history-chain")
+
 @pytest.fixture(scope="module")
 def real_history(tmp_path_factory, firmware_dir):
     """A history of four real CLI operations on the simulated board (one failed verify)."""

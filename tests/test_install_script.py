@@ -214,7 +214,7 @@ def test_with_sim_installs_the_simulated_board(home):
                if subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True,
                                  text=True).stdout.find("ok installed") < 0]
     if missing:
-        apt = subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing],
+        apt = subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-qq", "--no-install-recommends", *missing],
                              capture_output=True, text=True, timeout=600,
                              env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
         if apt.returncode != 0:

@@ -23,7 +23,8 @@ from piflash.host import probetable
 from piflash.errors import ExitCode
 
 #: Heavy: debootstrap of a Debian root (cached after the first run). Deselect with -m "not slow".
-pytestmark = pytest.mark.slow
+#: One worker runs the whole module (pytest-xdist --dist loadgroup): its fixture is built once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("debian-root")]
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("PIFLASH_CACHE_DIR", Path.home() / ".cache" / "piflash"))

@@ -33,7 +33,8 @@ from conftest import REPO
 from support.nspawn import BootError, Container
 
 #: Heavy: debootstrap and a systemd-nspawn container boot. Deselect with -m "not slow".
-pytestmark = pytest.mark.slow
+#: One worker runs the whole module (pytest-xdist --dist loadgroup): its fixture is built once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("systemd-container")]
 
 CACHE = Path(os.environ.get("PIFLASH_CACHE_DIR") or Path.home() / ".cache" / "piflash")
 ROOT_NAME = "bookworm-amd64-systemd"
@@ -56,9 +57,9 @@ def _skip_unless_possible() -> None:
     if arch.strip() != "amd64":
         pytest.skip(f"the cached root {ROOT_NAME} is amd64; this machine is {arch.strip()}")
     if not shutil.which("systemd-nspawn"):
-        subprocess.run(["apt-get", "update", "-qq"], capture_output=True)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends",
-                        "systemd-container"], capture_output=True,
+        subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=600", "update", "-qq"], capture_output=True)
+        subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-qq",
+                        "--no-install-recommends", "systemd-container"], capture_output=True,
                        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
         if not shutil.which("systemd-nspawn"):
             pytest.skip("systemd-nspawn missing and 'apt-get install systemd-container' failed")
