@@ -26,7 +26,8 @@ work over the probe, on pyOCD's public flash API (``pyocd.flash.flash.Flash``: `
 2. **Erase** (:meth:`RegionPlan.erase`) the sectors the plan names, or the chip.
 3. **Program** (:meth:`RegionPlan.program`) the pages the plan names, double buffered when the
    flash algorithm has two page buffers: the next page crosses the probe while the target
-   programs the current one.
+   programs the current one. For the algorithms known to program across pages
+   (:mod:`piflash.multipage`), runs of consecutive pages go in one algorithm call.
 
 What is trusted: a CRC32 match, as ``piflash.verify`` trusts one (pyOCD's ``fast_verify``; two
 different 4 KiB pages collide with probability 2**-32). A wrong "blank" would program over old
@@ -54,6 +55,8 @@ import logging
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from . import multipage
 
 LOG = logging.getLogger(__name__)
 
@@ -287,9 +290,20 @@ class RegionPlan:
         pages = self.pages_to_program
         total, done = max(1, sum(p.size for p in pages)), 0
         progress(0.0)
+        layout = multipage.layout_for(flash, flash.region.page_size) if pages else None
         if pages:
             flash.init(flash.Operation.PROGRAM)
-            if flash.is_double_buffering_supported:
+            if layout is not None:     # several pages per algorithm call (piflash.multipage)
+                def run_done(nbytes: int) -> None:
+                    nonlocal done
+                    done += nbytes
+                    progress(done / total)
+                runs = multipage.group_runs([(p.address, p.data) for p in pages], layout.run_size,
+                                           first_run=flash.region.page_size)
+                LOG.debug("%s: %d pages in %d calls of up to %d B (%s)", flash.region.name, len(pages),
+                          len(runs), layout.run_size, layout.algorithm)
+                multipage.RunProgrammer(flash, layout).program(runs, run_done)
+            elif flash.is_double_buffering_supported:
                 timeout = flash.target.session.options.get("flash.timeout.program")
                 flash.load_page_buffer(0, pages[0].address, list(pages[0].data))
                 buf = 0

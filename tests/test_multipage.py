@@ -1,0 +1,140 @@
+"""Several pages per flash-algorithm call (piflash/multipage.py), on pyOCD's own algorithms.
+
+The simulated core executes the algorithm's real instructions and the simulated flash controller
+carries out its writes, so a run that programs byte for byte here is a run the algorithm really
+programs in one call: an algorithm that stopped after one page would leave the rest erased.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import pytest
+
+from piflash import multipage
+
+BASE = {"nrf51": 0x0, "nrf52840": 0x0, "stm32f103rc": 0x08000000}
+PAGE = {"nrf51": 1024, "nrf52840": 4096, "stm32f103rc": 2048}
+RUN = {"nrf51": 4096, "nrf52840": 8192, "stm32f103rc": 8192}
+TARGETS = list(BASE)
+
+
+def _session(target: str, board: str):
+    from piflash.connect import open_session
+    from piflash.sim.store import SimStore
+
+    SimStore().create(board, target, exist_ok=True)
+    return open_session(f"sim:{board}", target)
+
+
+def _boot_flash(session):
+    return session.target.memory_map.get_boot_memory().flash
+
+
+def _rand(n: int, seed: int) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_pyocds_algorithms_for_the_three_targets_are_known(target):
+    with _session(target, f"known-{target}") as session:
+        flash = _boot_flash(session)
+        layout = multipage.layout_for(flash, flash.region.page_size)
+    assert layout is not None, multipage.algorithm_digest(flash.flash_algo)
+    assert layout.run_size == RUN[target]
+    lo, hi = min(layout.buffers), max(layout.buffers) + layout.run_size
+    algo = flash.flash_algo
+    # Nothing the algorithm, its stack or pyOCD's analyzer uses.
+    assert lo >= max(flash.end_flash_algo, algo["begin_stack"])
+    analyzer = (algo["analyzer_address"], algo["analyzer_address"] + multipage.ANALYZER_BYTES)
+    assert hi <= analyzer[0] or lo >= analyzer[1]
+    ram = session.target.memory_map.get_region_for_address(lo)
+    assert ram.is_ram and ram.contains_range(lo, end=hi - 1)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_one_call_programs_several_pages(target):
+    """Runs of three pages, a gap, and a one-page run: byte-exact, the gap left erased."""
+    from piflash.sim.store import SimStore
+
+    page, base = PAGE[target], BASE[target]
+    three, one = _rand(3 * page, 1), _rand(page, 2)
+    runs = [(base + page, three), (base + 5 * page, one)]
+    calls = []
+    with _session(target, f"runs-{target}") as session:
+        flash = _boot_flash(session)
+        layout = multipage.layout_for(flash, flash.region.page_size)
+        flash.init(flash.Operation.PROGRAM)
+        multipage.RunProgrammer(flash, layout).program(runs, calls.append)
+        flash.uninit()
+        flash.cleanup()
+    assert calls == [3 * page, page]
+    dump = SimStore().read_flash(f"runs-{target}")
+    assert dump[page:4 * page] == three
+    assert dump[4 * page:5 * page] == b"\xff" * page
+    assert dump[5 * page:6 * page] == one
+    assert dump[:page] == b"\xff" * page
+
+
+@pytest.mark.parametrize("target", ["nrf51", "stm32f103rc"])
+def test_flash_firmware_uses_fewer_calls_and_is_byte_exact(target, caplog):
+    from piflash.flasher import flash_firmware
+    from piflash.image import image_from_bytes
+    from piflash.sim.store import SimStore
+
+    data = _rand(11 * PAGE[target] + 100, 3)      # a partial last page
+    SimStore().create(f"ff-{target}", target)
+    with caplog.at_level(logging.DEBUG, logger="piflash.flashplan"):
+        flash_firmware(image_from_bytes(data, BASE[target]), probe=f"sim:ff-{target}", target=target)
+    assert SimStore().read_flash(f"ff-{target}")[:len(data)] == data
+    pages, calls, run, left = 12, 0, PAGE[target], 12 * PAGE[target]
+    while left > 0:                                # one page, then doubling up to the run size
+        calls, left, run = calls + 1, left - run, min(RUN[target], 2 * run)
+    assert f"{pages} pages in {calls} calls of up to {RUN[target]} B" in caplog.text
+
+
+def test_an_unknown_algorithm_keeps_one_page_per_call():
+    from pyocd.flash.flash import Flash
+
+    with _session("nrf52840", "unknown") as session:
+        flash = _boot_flash(session)
+        changed = dict(flash.flash_algo, instructions=list(flash.flash_algo["instructions"]))
+        changed["instructions"][-1] ^= 1           # another build of the algorithm
+        other = Flash(session.target, changed)
+        other.region = flash.region
+        assert multipage.layout_for(other, flash.region.page_size) is None
+        single = dict(flash.flash_algo, page_buffers=flash.flash_algo["page_buffers"][:1])
+        assert multipage.layout_for(Flash(session.target, single), flash.region.page_size) is None
+
+
+def test_a_failed_run_is_named_by_its_address():
+    """STM32F1: a write-protected page makes pyOCD's algorithm return 1 (it reads back each
+    half-word): the error names the run, and the pages before the protected one are written."""
+    from pyocd.core.exceptions import FlashProgramFailure
+    from piflash.sim.store import SimStore
+
+    board, base, page = "wp", BASE["stm32f103rc"], PAGE["stm32f103rc"]
+    SimStore().create(board, "stm32f103rc")
+    SimStore().set_faults(board, write_protect=[base + 2 * page])
+    data = _rand(4 * page, 4)
+    with _session("stm32f103rc", board) as session:
+        flash = _boot_flash(session)
+        layout = multipage.layout_for(flash, flash.region.page_size)
+        flash.init(flash.Operation.PROGRAM)
+        with pytest.raises(FlashProgramFailure) as err:
+            multipage.RunProgrammer(flash, layout).program([(base, data)], lambda n: None)
+        flash.uninit()
+        flash.cleanup()
+    assert err.value.address == base and err.value.result_code == 1
+    assert SimStore().read_flash(board)[:2 * page] == data[:2 * page]
+
+
+def test_group_runs():
+    pages = [(0, b"a" * 4), (4, b"b" * 4), (8, b"c" * 4), (16, b"d" * 4), (20, b"e" * 4)]
+    assert multipage.group_runs(pages, 8) == [(0, b"aaaabbbb"), (8, b"cccc"), (16, b"ddddeeee")]
+    assert multipage.group_runs(pages, 1024) == [(0, b"aaaabbbbcccc"), (16, b"ddddeeee")]
+    assert multipage.group_runs([], 8) == []
+    # Ramp: one page first, then each run up to twice the one before, up to the run size.
+    eight = [(4 * i, bytes([i]) * 4) for i in range(16)]
+    assert [len(d) for _, d in multipage.group_runs(eight, 24, first_run=4)] == [4, 8, 16, 24, 12]
