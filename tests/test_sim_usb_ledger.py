@@ -1,8 +1,10 @@
 """The virtual clock's ledger (``PIFLASH_SIM_USB_LEDGER``, piflash/sim/usb/ledger.py): another process's
-clock, read from a file."""
+clock, read from a file; and the station-vs-shell benchmark built on it
+(benchmarks/station_vs_shell_usb.py)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from pyocd.flash.file_programmer import FileProgrammer  # noqa: E402
 from piflash.sim import SimStore, usb as sim_usb  # noqa: E402
 from piflash.sim.usb.ledger import LEDGER_ENV_VAR, read_ledger  # noqa: E402
 
+REPO = Path(__file__).resolve().parent.parent
 IMAGE = 16 * 1024
 
 
@@ -92,3 +95,28 @@ def test_a_pyocd_flash_process_ledger_is_identical_across_runs(tmp_path):
     assert figures[0] == figures[1]
     assert figures[0][1]["erase_page"] == IMAGE // 4096 and figures[0][0] > 0.5
     assert store.read_flash("b1")[:IMAGE] == image.read_bytes()
+
+
+def _benchmark():
+    path = REPO / "benchmarks" / "station_vs_shell_usb.py"
+    spec = importlib.util.spec_from_file_location("station_vs_shell_usb", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_station_over_the_usb_probe_records_every_board(tmp_path):
+    """The benchmark's station run: a ``piflash station`` process over the simulated USB probe
+    flashes three boards the script swaps in; the two counted give the same virtual seconds."""
+    bench = _benchmark()
+    store = SimStore()
+    store.create("st", "nrf52840")
+    env = dict(os.environ, **{sim_usb.ENV_VAR: "st@mculink"})
+    env.pop(LEDGER_ENV_VAR, None)
+    serial = bench.probe_serial(env)
+    result = bench.run_station(store, "st", serial, env, tmp_path, "nrf52840", _image(tmp_path), 0,
+                               boards=2, poll=0.2)
+    first, second = (p["usb_s"] for p in result["per_board"])
+    assert first == pytest.approx(second, abs=1e-9) and first > IMAGE / 4 * 41e-6
+    assert result["seconds"][0] == pytest.approx(first + 0.1 + 0.01)
+    assert result["per_board"][0]["requests"]["DAP_Connect"] == 1      # one new session per board
