@@ -18,6 +18,10 @@ Then the station's memory: RSS while idle (no board on the fixture), and after 1
 
 Goals (issue #5): station >= 2x the shell loop's boards per hour; idle RSS < 60 MB; RSS after
 500 boards within 5 MB of RSS after 10.
+
+This runs on the wall clock with the zero-time ``sim:`` probe, so it says nothing about a real
+probe; ``station_vs_shell_usb.py`` runs both contenders over the simulated USB probe and reports
+boards per hour on its virtual clock (issue 12).
 """
 
 from __future__ import annotations

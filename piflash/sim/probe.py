@@ -232,6 +232,24 @@ class SimProbe(DebugProbe):
         return self._transfers
 
     @property
+    def generation(self) -> int:
+        """The board generation this session loaded (:attr:`BoardInfo.generation`)."""
+        return self._generation
+
+    def board_gone(self) -> bool:
+        """Whether the board of this session has left the fixture (swapped or pulled), looking
+        at the store as a transfer does (at most every 0.05 s of wall time). False while no
+        session is open or once the probe itself is lost (its transfers say so)."""
+        with self._guard:
+            if not self._is_open or self._lost:
+                return False
+            try:
+                self._check_alive()
+            except exceptions.ProbeDisconnected:
+                return False
+            return self._target_gone
+
+    @property
     def board(self) -> "object":
         """The live :class:`~piflash.sim.boards.SimBoard` while open (None otherwise)."""
         return self._board

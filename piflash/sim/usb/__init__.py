@@ -18,6 +18,11 @@ discovery paths meet; nothing of pyOCD is touched. While the variable is set, re
 are not visible to pyusb in that process: a machine with real probes never gets the simulation
 by itself, and a simulation never mixes with real probes.
 
+Each device keeps a virtual clock (:mod:`piflash.sim.usb.timing`). ``PIFLASH_SIM_USB_LEDGER=FILE``
+(off by default) makes every device append its clock's snapshot to ``FILE`` as JSON lines when a
+session opens and closes, when the board behind it is swapped or pulled, and at process exit, so a
+benchmark can read the clock of another process (:mod:`piflash.sim.usb.ledger`).
+
 :func:`install` runs when ``piflash`` starts and when pyOCD loads piflash's ``sim`` probe plugin
 (so the stock ``pyocd`` command sees the probes too), always only if the variable is set.
 """

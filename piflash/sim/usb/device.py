@@ -32,6 +32,7 @@ from typing import Deque, List, Optional, Tuple
 
 from ..store import SimStore
 from .firmware import DapFirmware, Unplugged
+from .ledger import ledger_from_env
 from .presets import ProbePreset
 from .timing import HOST_TRANSFER_S, Link, VirtualClock
 
@@ -75,7 +76,8 @@ class SimUsbDevice:
 
     Attributes: ``serial`` (str), ``clock`` (:class:`VirtualClock`), ``firmware``,
     ``unplugged`` (bool; set by :meth:`unplug`), ``access_denied`` (bool: opening fails with
-    EACCES, as a device node without permission does).
+    EACCES, as a device node without permission does), ``ledger`` (a
+    :class:`~piflash.sim.usb.ledger.Ledger` when ``PIFLASH_SIM_USB_LEDGER`` is set, else None).
     """
 
     def __init__(self, preset: ProbePreset, board_name: str, store: SimStore, address: int) -> None:
@@ -99,6 +101,8 @@ class SimUsbDevice:
         self._dap_access = None                      # pyOCD's DAPAccessCMSISDAP writing to us
         self._cond = threading.Condition()
         self.clock.add_sync(self.sync)
+        self.ledger = ledger_from_env(self)
+        self._watch_board = False                    # ledger: a board is seated in this session
         self.strings = {I_MANUFACTURER: preset.manufacturer, I_PRODUCT: preset.product,
                         I_SERIAL: self.serial, I_INTERFACE: preset.interface}
         hid = preset.cmsis_dap_version == 1
@@ -164,10 +168,16 @@ class SimUsbDevice:
             self.check_present()
         self.claimed = True
         self._arrivals, self._consumed, self._dap_access = [], 0, None
+        if self.ledger is not None:
+            self._watch_board = not self.firmware.board_gone()
+            self.ledger.record("claim", self, self.firmware.generation)
 
     def release(self) -> None:
         """The host released the interface: save and release the board."""
         self.sync()
+        if self.ledger is not None:
+            self.ledger.record("release", self, self.firmware.generation)
+            self._watch_board = False
         self.claimed = False
         with self._cond:
             self._responses.clear()
@@ -186,6 +196,9 @@ class SimUsbDevice:
         if self._dap_access is None:
             self._dap_access = _find_dap_access()
         self.sync()
+        if self._watch_board and self.firmware.board_gone():
+            self._watch_board = False
+            self.ledger.record("board_changed", self, self.firmware.generation)
         with self._cond:
             t_submit = clock.now + HOST_TRANSFER_S
             clock.count("usb_out")

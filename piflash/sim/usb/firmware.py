@@ -121,6 +121,15 @@ class DapFirmware:
         if probe is not None:
             probe.close()
 
+    def board_gone(self) -> bool:
+        """Whether the session's board has been swapped or pulled (:meth:`SimProbe.board_gone`)."""
+        return self.probe is not None and self.probe.board_gone()
+
+    @property
+    def generation(self):
+        """The session's board generation (int), or None outside a session."""
+        return self.probe.generation if self.probe is not None else None
+
     def _board(self):
         """The live board, with the timing hooks attached (once per board object)."""
         board = self.probe.board if self.probe is not None else None
