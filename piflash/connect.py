@@ -302,6 +302,15 @@ def _connect_error(exc: BaseException, probe, target: Optional[str]) -> PiflashE
                                  "Check the host and the port")
     err = translate_error(exc, "connect")
     if type(err) is ConnectError and not isinstance(exc, OSError):
+        if not probe.is_open:
+            # Session.open() failed in the probe's own open(): the USB interface could not be
+            # claimed (another program holds it) or the device went away after it was listed. The
+            # probe must not be asked anything now: pyOCD's CMSIS-DAP driver has no packet size
+            # before a successful open and would loop for ever building the first packet.
+            return ProbeLostError(f"cannot open probe {probe.unique_id}: its USB interface could not be "
+                                  "claimed, or the probe is no longer there",
+                                  hint="is another program (pyocd, openocd, a piflash station) using it? "
+                                       "Close it, or unplug and replug the probe, then run the command again")
         gone = _probe_gone(probe)
         if gone is not None:
             return gone

@@ -173,6 +173,19 @@ def test_unplugged_mid_flash_is_probe_lost(usb_sim, tmp_path, cli):
     assert "disconnected" in result.stderr
 
 
+def test_probe_that_cannot_be_opened_fails_at_once(monkeypatch, cli, firmware_dir):
+    """A listed probe whose open fails (here: no board behind the simulated USB probe, so claiming
+    its interface fails as a busy or vanished device does): exit 13 within seconds. piflash used
+    to ask the unopened probe for DPIDR, which pyOCD's CMSIS-DAP driver never finishes."""
+    monkeypatch.setenv(sim_usb.ENV_VAR, "nosuch@daplink")
+    rows = cli.json("probes")
+    assert len(rows) == 1 and rows[0]["vid_pid"] == "0d28:0204"
+    result = cli("flash", firmware_dir / "nrf52840" / "firmware.hex", "-t", "nrf52840", timeout=60)
+    assert result.returncode == 13, result.stdout + result.stderr
+    assert f"cannot open probe {rows[0]['unique_id']}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_cli_lists_the_usb_probe_with_its_usb_identity(usb_sim, cli):
     device = usb_sim("b1", "nrf52840", "debugprobe")
     rows = cli.json("probes")

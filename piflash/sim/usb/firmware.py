@@ -28,7 +28,7 @@ from typing import List, Optional, Tuple
 from pyocd.core import exceptions
 
 from ..probe import SimProbe
-from ..store import SimStore
+from ..store import SimStore, UnknownBoardError
 from .presets import ProbePreset
 from .timing import (CYCLES_PER_HALFWORD, TARGET_TIMING, VirtualClock, swd_transfer_bits,
                      swd_wait_bits)
@@ -106,10 +106,12 @@ class DapFirmware:
         """
         if self.probe is not None:
             return
-        probe = SimProbe(self.board_name, self.store)
         try:
+            probe = SimProbe(self.board_name, self.store)
             probe.open()
-        except exceptions.ProbeDisconnected as err:
+        except (exceptions.ProbeDisconnected, UnknownBoardError) as err:
+            # A board the store does not have (a typo in PIFLASH_SIM_USB, or deleted): the
+            # device behaves as one that went away, which pyOCD and piflash already explain.
             raise Unplugged(str(err)) from None
         self.probe = probe
         self._timing = TARGET_TIMING.get(probe.target_type)
