@@ -109,17 +109,27 @@ def crc_unit(flash, region, page_size: int) -> Optional[int]:
     return None
 
 
-def compute_crcs(flash, blocks: Sequence[Tuple[int, int]]) -> List[int]:
-    """Run pyOCD's CRC32 analyzer over ``blocks`` ((address, size) pairs, each
-    :func:`crc_encodable`), as few analyzer calls as the first page buffer allows.
+def compute_crcs(flash, blocks: Sequence[Tuple[int, int]], check=None) -> List[int]:
+    """The CRC32 of ``blocks`` ((address, size) pairs, each :func:`crc_encodable`), computed on
+    the target: by piflash's own routine (:class:`piflash.flashcheck.FlashCheck`, about twice
+    the analyzer's speed) where the algorithm leaves RAM for it, else by pyOCD's CRC32 analyzer
+    in as few calls as the first page buffer allows.
 
-    The flash algorithm must be initialised (``flash.init``): the analyzer returns to its
-    breakpoint. ``compute_crcs`` writes one word per block into ``page_buffers[0]``, which holds
-    at least one page (pyocd/flash/flash.py), so a call takes up to ``page_size // 4`` blocks.
+    The flash algorithm must be initialised (``flash.init``): both routines run on its stack.
+    ``Flash.compute_crcs`` writes one word per block into ``page_buffers[0]``, which holds at
+    least one page (pyocd/flash/flash.py), so an analyzer call takes up to ``page_size // 4``
+    blocks.
 
+    :param check: a :class:`~piflash.flashcheck.FlashCheck` of ``flash`` already made (its code
+        loaded once for several calls); by default one is made for this call.
     :returns: one unsigned CRC per block, in order.
-    :raises pyocd.core.exceptions.Error: transfer errors, analyzer timeout.
+    :raises pyocd.core.exceptions.Error: transfer errors, routine timeout.
     """
+    from .flashcheck import FlashCheck
+
+    check = check or FlashCheck.for_flash(flash)
+    if check is not None:
+        return check.crc32(blocks)
     batch = max(1, flash.region.page_size // 4)
     out: List[int] = []
     for i in range(0, len(blocks), batch):
@@ -151,7 +161,8 @@ class PagePlan:
         CRC, or read back); None when only known to differ.
     :ivar data: what the page must hold afterwards (bytes), once planned.
     :ivar write: program ``data`` into this page.
-    :ivar evidence: how ``current`` became known: ``"crc"`` (the analyzer) or ``"read"``.
+    :ivar evidence: how ``current`` became known: ``"blank"`` (the on-target blank check),
+        ``"crc"`` (an on-target CRC32) or ``"read"``.
     """
 
     address: int
@@ -403,7 +414,18 @@ def plan_region(flash, chunks: Sequence[Tuple[int, bytes]], chip_erase: bool = F
             if page.size == page_size and start + unit - 1 <= region.end:
                 blocks.setdefault(start, []).append(page)
     keys = sorted(blocks)
-    crcs = compute_crcs(flash, [(a, unit) for a in keys]) if keys else []
+    # A fresh board's pages are all blank: piflash's blank check tells that at about a cycle
+    # per byte, and only the blocks that are not blank need the CRC.
+    from .flashcheck import FlashCheck
+
+    check = FlashCheck.for_flash(flash) if keys else None
+    if check is not None:
+        is_blank = check.blank([(a, unit) for a in keys], erased_value)
+        for start in (a for a, b in zip(keys, is_blank) if b):
+            for page in blocks[start]:
+                page.current, page.evidence = blank(page.size), "blank"
+        keys = [a for a, b in zip(keys, is_blank) if not b]
+    crcs = compute_crcs(flash, [(a, unit) for a in keys], check) if keys else []
     for start, crc in zip(keys, crcs):
         members = blocks[start]
         # Every page of the block must be one of ours to know what "image over blank" is.

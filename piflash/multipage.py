@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
 __all__ = ["KNOWN_ALGORITHMS", "MAX_RUN_BYTES", "ANALYZER_BYTES", "Layout", "algorithm_digest",
-           "layout_for", "group_runs", "RunProgrammer"]
+           "free_window", "layout_for", "group_runs", "RunProgrammer"]
 
 #: Flash algorithms whose ProgramPage programs any multiple of the write unit across pages,
 #: keyed by the first 16 hex digits of the SHA-256 of their instruction words (little-endian).
@@ -69,9 +69,12 @@ class Layout:
     algorithm: str
 
 
-def _free_window(flash) -> Optional[Tuple[int, int]]:
+def free_window(flash) -> Optional[Tuple[int, int]]:
     """The largest stretch of the algorithm's RAM region above both its code and its initial
-    stack pointer that the analyzer does not use: (start, end exclusive), or None."""
+    stack pointer that the analyzer does not use: (start, end exclusive), or None.
+
+    :param flash: pyOCD ``Flash`` with a ``flash_algo``. Also where :mod:`piflash.flashcheck`
+        loads its code between the flash operations that use the run buffers."""
     algo = flash.flash_algo
     top_of_algo = max(flash.end_flash_algo, algo["begin_stack"])
     ram = flash.target.memory_map.get_region_for_address(algo["begin_stack"] - 1)
@@ -106,7 +109,7 @@ def layout_for(flash, page_size: int) -> Optional[Layout]:
     name = KNOWN_ALGORITHMS.get(algorithm_digest(algo))
     if name is None:
         return None
-    window = _free_window(flash)
+    window = free_window(flash)
     if window is None:
         return None
     start = (window[0] + 3) & ~3

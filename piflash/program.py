@@ -150,7 +150,7 @@ class ImageProgrammer:
         stats = VerifyStats(verified_bytes=self._total)
         for plan in plans:
             pages = plan.image_pages()
-            stats.crc_pages += sum(1 for p in pages if p.evidence == "crc")
+            stats.crc_pages += sum(1 for p in pages if p.evidence in ("crc", "blank"))
             stats.readback_bytes += sum(p.covered for p in pages if p.evidence == "read")
         return stats
 

@@ -74,7 +74,8 @@ class VerifyStats:
     """What a verify did.
 
     :ivar verified_bytes: image bytes proven to match (int).
-    :ivar crc_pages: pages checked by on-target CRC32 (int).
+    :ivar crc_pages: pages checked on the target (int): by CRC32, or, in the proof of an
+        unchanged re-flash, by the blank check for a page the image leaves blank.
     :ivar readback_bytes: bytes read back over the debug port (int).
     :ivar mismatched_bytes: bytes that differ (0 on success).
     :ivar first_mismatch: lowest differing address (int) or None.
@@ -114,10 +115,10 @@ def _differs(page: _Page) -> None:
 
 
 def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = False) -> List[_Page]:
-    """Run the analyzer over fully covered pages, in CRC blocks of one page or, where a page's
-    index does not fit the analyzer's 16 bits, of the pages of one :func:`crc_unit` block; return
-    the pages still to read back. With ``quick``, the first block whose CRC differs raises
-    VerifyError at once."""
+    """CRC32 on the target (:func:`piflash.flashplan.compute_crcs`) of fully covered pages, in
+    CRC blocks of one page or, where a page's index does not fit the analyzer's 16 bits, of the
+    pages of one :func:`crc_unit` block; return the pages still to read back. With ``quick``,
+    the first block whose CRC differs raises VerifyError at once."""
     from piflash.flashplan import compute_crcs, crc_unit
 
     todo: List[_Page] = []

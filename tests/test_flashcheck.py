@@ -1,0 +1,140 @@
+"""piflash's on-target blank check and CRC-32 (targetcode/flashcheck.c, piflash/flashcheck.py).
+
+The simulated core executes the binary's real instructions on the simulated flash, so a result
+that matches here is what the code computes on a Cortex-M0, M3 and M4F.
+"""
+
+from __future__ import annotations
+
+import binascii
+import random
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from piflash import flashcheck, flashplan
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = {"nrf51": 0x0, "nrf52840": 0x0, "stm32f103rc": 0x08000000}
+PAGE = {"nrf51": 1024, "nrf52840": 4096, "stm32f103rc": 2048}
+TARGETS = list(BASE)
+
+
+def _session(target: str, board: str):
+    from piflash.connect import open_session
+
+    return open_session(f"sim:{board}", target)
+
+
+def _board(target: str, board: str, flash: bytes = b""):
+    from piflash.sim.store import SimStore
+
+    store = SimStore()
+    store.create(board, target, exist_ok=True)
+    if flash:
+        store.write_flash(board, flash)
+
+
+def _check(session):
+    flash = session.target.memory_map.get_boot_memory().flash
+    flash.init(flash.Operation.VERIFY)
+    check = flashcheck.FlashCheck.for_flash(flash)
+    assert check is not None
+    return flash, check
+
+
+@pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None or shutil.which("make") is None,
+                    reason="needs make and gcc-arm-none-eabi (scripts/build-test-firmware.sh installs them)")
+def test_the_committed_binary_is_built_from_its_source(tmp_path):
+    subprocess.run(["make", "-s", "-C", str(ROOT / "targetcode"), f"OUT={tmp_path}"], check=True)
+    built = (tmp_path / "flashcheck.bin").read_bytes()
+    assert built == flashcheck.binary(), "run `make -C targetcode` and commit piflash/data/flashcheck.bin"
+
+
+def test_runs_join_contiguous_blocks_of_one_size():
+    blocks = [(0, 1024), (1024, 1024), (2048, 1024), (8192, 1024), (9216, 4096), (13312, 4096)]
+    assert flashcheck.runs_of(blocks) == [(0, 1024, 3), (8192, 1024, 1), (9216, 4096, 2)]
+    with pytest.raises(ValueError, match="not whole words"):
+        flashcheck.runs_of([(2, 1024)])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_blank_check_finds_one_programmed_byte_anywhere(target):
+    """A block is blank until any one byte in it is not 0xFF: the first, one in the middle,
+    the last (after the 16-byte unrolled loop), or a single bit cleared."""
+    page, base = PAGE[target], BASE[target]
+    image = bytearray(b"\xff" * (8 * page))
+    image[1 * page] = 0x00                       # page 1: first byte
+    image[3 * page + page // 2 + 5] = 0x7F       # page 3: the middle, one bit
+    image[5 * page + page - 1] = 0xFE            # page 5: the last byte
+    image[7 * page + 16] = 0xEF                  # page 7: just after the first 16 bytes
+    _board(target, f"blank-{target}", bytes(image))
+    with _session(target, f"blank-{target}") as session:
+        _flash, check = _check(session)
+        result = check.blank([(base + i * page, page) for i in range(8)])
+        # Out of order and across a gap: blocks are taken as given.
+        shuffled = check.blank([(base + 7 * page, page), (base + 2 * page, page), (base + page, page)])
+    assert result == [True, False, True, False, True, False, True, False]
+    assert shuffled == [False, True, False]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_crc32_equals_binascii_on_the_flash(target):
+    page, base = PAGE[target], BASE[target]
+    data = random.Random(target).randbytes(6 * page)
+    _board(target, f"crc-{target}", data)
+    blocks = [(base + i * page, page) for i in range(6)] + [(base, 2 * page), (base + 4, 12)]
+    with _session(target, f"crc-{target}") as session:
+        _flash, check = _check(session)
+        crcs = check.crc32(blocks)
+    expect = [binascii.crc32(data[a - base:a - base + n]) for a, n in blocks]
+    assert crcs == expect
+
+
+def test_batches_split_when_the_arguments_do_not_fit():
+    """A small I/O area: many calls, the same answers, in order."""
+    target, page = "nrf51", 1024
+    data = bytearray(random.Random(7).randbytes(40 * page))
+    for i in range(0, 40, 3):
+        data[i * page:(i + 1) * page] = b"\xff" * page
+    _board(target, "batches", bytes(data))
+    blocks = [(i * page, page) for i in range(40)]
+    with _session(target, "batches") as session:
+        _flash, check = _check(session)
+        check.io_bytes = 64                 # 4 runs + 4 results per call at most
+        crcs = check.crc32(blocks)
+        blank = check.blank(blocks)
+    assert crcs == [binascii.crc32(bytes(data[a:a + n])) for a, n in blocks]
+    assert blank == [i % 3 == 0 for i in range(40)]
+
+
+def test_the_plan_uses_the_blank_check_and_crcs_only_what_is_not_blank():
+    """A half-programmed nrf51: blank pages are known from the blank check, the rest by CRC."""
+    target, page = "nrf51", 1024
+    old = random.Random(3).randbytes(4 * page) + b"\xff" * (4 * page)
+    _board(target, "plan", old)
+    image = old[:4 * page] + random.Random(4).randbytes(4 * page)   # same 4 pages, 4 new ones
+    with _session(target, "plan") as session:
+        flash = session.target.memory_map.get_boot_memory().flash
+        plan = flashplan.plan_region(flash, [(0, image)])
+        flash.cleanup()
+    pages = plan.image_pages()
+    assert [p.evidence for p in pages] == ["crc"] * 4 + ["blank"] * 4
+    assert [p.write for p in pages] == [False] * 4 + [True] * 4
+    assert not any(s.erase for s in plan.sectors)
+
+
+def test_a_routine_that_returns_the_wrong_count_is_an_error():
+    """The code in RAM overwritten between the load and the call: a clear FlashFailure."""
+    from pyocd.core.exceptions import FlashFailure
+
+    _board("nrf51", "clobbered")
+    with _session("nrf51", "clobbered") as session:
+        flash, check = _check(session)
+        check.blank([(0, 1024)])                 # loads the code
+        # Make fc_blank return at once with R0 = 0: "movs r0, #0; bx lr" at its entry.
+        session.target.write_memory_block8(check._entries["blank"] & ~1, [0x00, 0x20, 0x70, 0x47])
+        with pytest.raises(FlashFailure, match=r"returned 0x0 for 1 blocks"):
+            check.blank([(0, 1024)])
