@@ -138,3 +138,33 @@ def test_a_routine_that_returns_the_wrong_count_is_an_error():
         session.target.write_memory_block8(check._entries["blank"] & ~1, [0x00, 0x20, 0x70, 0x47])
         with pytest.raises(FlashFailure, match=r"returned 0x0 for 1 blocks"):
             check.blank([(0, 1024)])
+
+
+def test_the_quick_check_asks_one_block_first_then_doubles(monkeypatch):
+    """The station's "is the image already there?" check: a fresh board costs one CRC of one
+    block; a board that carries the image is proven block by block in calls of 1, 2, 4... ."""
+    from piflash.errors import VerifyError
+    from piflash.image import image_from_bytes
+    from piflash.verify import verify_image
+
+    page, pages = 1024, 20
+    data = random.Random(9).randbytes(pages * page)
+    asked = []
+    real = flashcheck.FlashCheck.crc32
+
+    def spy(self, blocks):
+        asked.append(len(blocks))
+        return real(self, blocks)
+
+    monkeypatch.setattr(flashcheck.FlashCheck, "crc32", spy)
+    image = image_from_bytes(data, 0)
+    _board("nrf51", "quick-fresh")
+    with _session("nrf51", "quick-fresh") as session:
+        with pytest.raises(VerifyError) as err:
+            verify_image(session, image, quick=True)
+    assert asked == [1] and err.value.first_address == 0
+    asked.clear()
+    _board("nrf51", "quick-same", data)
+    with _session("nrf51", "quick-same") as session:
+        stats = verify_image(session, image, quick=True)
+    assert asked == [1, 2, 4, 8, 5] and stats.crc_pages == pages
