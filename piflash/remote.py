@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from typing import Optional, Tuple
 
@@ -153,6 +154,33 @@ def _probe_class():
             # TCPClientProbe keeps its connection in ``_socket`` and reads every reply from it
             # (``_perform_request_without_raise``): this subclass gives it one whose wait ends.
             self._socket = socket_class(host, int(port), reply_timeout)
+            self._held = 0
+            self._held_guard = threading.RLock()
+
+        def lock(self) -> None:
+            """Take the server's probe lock (nested locks send one request), counting only the
+            locks that were granted.
+
+            :raises ProbeTimeoutError: the server did not answer the lock request."""
+            with self._held_guard:
+                super().lock()
+                self._held += 1
+
+        def unlock(self) -> None:
+            """Release one granted lock; nothing when none is held.
+
+            pyOCD's ``@locked`` (pyocd/utility/concurrency.py) calls ``unlock()`` in a
+            ``finally`` even when ``lock()`` raised, and ``TCPClientProbe.unlock`` asserts a
+            positive count: after a lock request that timed out, that AssertionError replaced
+            the timeout (seen as "unexpected error inside pyOCD (AssertionError)" when a server
+            went silent at a lock request).
+
+            :raises ProbeTimeoutError: the server did not answer the unlock request."""
+            with self._held_guard:
+                if self._held == 0:
+                    return
+                self._held -= 1
+                super().unlock()
 
         @property
         def server_address(self) -> str:

@@ -187,6 +187,54 @@ class SilentAfter:
             s.close()
 
 
+class SilentAtLock(SilentAfter):
+    """A proxy that forwards everything until the ``nth`` ``lock`` request of the remote probe
+    protocol, which it swallows: the server never answers it, and nothing after it."""
+
+    def __init__(self, upstream_port, nth):
+        self.nth = nth
+        super().__init__(upstream_port, None)
+
+    def _pipe(self, src, dst, budget):
+        if src not in self.sockets[::2]:        # server -> client: as it comes
+            return super()._pipe(src, dst, budget)
+        seen, buffer = 0, b""
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            buffer += data
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if b'"request": "lock"' in line:
+                    seen += 1
+                    if seen == self.nth:
+                        return              # swallowed: silence from here on
+                dst.sendall(line + b"\n")
+
+
+@pytest.mark.parametrize("nth", [40, 100])     # 100: inside an AP access (pyOCD 0.46, this image)
+def test_server_silent_at_a_lock_request_is_a_timeout(cli, tmp_path, sim_server, monkeypatch, nth):
+    """pyOCD's ``@locked`` calls unlock() after a lock() that raised, and its remote client
+    asserted on that: the timeout must come through, not an AssertionError (exit 1). With the
+    old client the 100th lock request gave exit 1 "unexpected error inside pyOCD during program"."""
+    image = tmp_path / "big.bin"
+    image.write_bytes(os.urandom(64 * 1024))
+    server = sim_server("nrf52840", "nrf52840")
+    proxy = SilentAtLock(int(server.uid.rsplit(":", 1)[1]), nth)
+    monkeypatch.setenv("PIFLASH_PROBE_TIMEOUT", "2")
+    try:
+        proc = cli("flash", image, "-a", "0", "-t", "nrf52840", "-u", f"remote:127.0.0.1:{proxy.port}",
+                   timeout=60, check=ExitCode.PROBE_TIMEOUT)
+    finally:
+        proxy.close()
+    assert "stopped answering: no reply within 2 s" in proc.stderr
+    assert "AssertionError" not in proc.stderr
+
+
 @pytest.mark.parametrize("answers", [0, 60, 1500])  # at once, during connect, mid-erase
 def test_silent_server_times_out(cli, tmp_path, sim_server, monkeypatch, answers):
     image = tmp_path / "big.bin"
