@@ -244,7 +244,8 @@ class BlankStats:
     """What a blank check found.
 
     :ivar checked_bytes: bytes checked (int).
-    :ivar crc_bytes: of those, bytes proven blank by on-target CRC32 (int).
+    :ivar crc_bytes: of those, bytes proven blank on the target (int): by the blank check or
+        pyOCD's CRC32 analyzer.
     :ivar readback_bytes: bytes read back over the debug port (int).
     :ivar dirty_bytes: bytes that are not the erased value (0 when blank).
     :ivar first_dirty: lowest such address (int) or None.
@@ -278,15 +279,18 @@ def _blank_blocks(start: int, end: int) -> List[Tuple[int, int, bool]]:
 
 
 def blank_check(session, ranges: List[Tuple[int, int]]) -> BlankStats:
-    """Prove that flash in ``ranges`` reads as erased, cheaply: one on-target CRC32 per block of
-    up to :data:`BLANK_BLOCK_MAX` bytes (``Flash.compute_crcs``, compared with the CRC32 of the
-    same number of erased bytes), reading back only blocks whose CRC differs and flash without
-    an analyzer.
+    """Prove that flash in ``ranges`` reads as erased, cheaply: on the target, per block of up
+    to :data:`BLANK_BLOCK_MAX` bytes, piflash's blank check (:class:`piflash.flashcheck.FlashCheck`)
+    or, where the algorithm leaves no RAM for it, pyOCD's CRC32 analyzer (``Flash.compute_crcs``,
+    compared with the CRC32 of the same number of erased bytes); reading back only blocks that
+    are not blank, to find the first dirty byte, and flash without an analyzer.
 
     :param ranges: (start, end_exclusive) byte addresses inside flash regions.
     :returns: :class:`BlankStats`; ``dirty_bytes`` > 0 when something is not erased.
     :raises pyocd.core.exceptions.Error: transfer or probe errors (the caller translates them).
     """
+    from piflash.flashcheck import FlashCheck
+
     target = session.target
     stats = BlankStats()
     by_flash: Dict[int, Tuple[object, int, List[Tuple[int, int]]]] = {}
@@ -312,6 +316,14 @@ def blank_check(session, ranges: List[Tuple[int, int]]) -> BlankStats:
         except Exception:  # some algorithms only init for erase/program
             flash.init(flash.Operation.ERASE)
         try:
+            check = FlashCheck.for_flash(flash)
+            if check is not None:       # piflash's blank check: a cycle per byte, not ~15
+                for (baddr, bsize), blank in zip(blocks, check.blank(blocks, erased)):
+                    if blank:
+                        stats.crc_bytes += bsize
+                    else:
+                        readback.append((baddr, bsize, erased))
+                blocks = []
             for i in range(0, len(blocks), CRC_BATCH_PAGES):
                 batch = blocks[i:i + CRC_BATCH_PAGES]
                 for (baddr, bsize), crc in zip(batch, flash.compute_crcs(batch)):
