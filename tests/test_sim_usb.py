@@ -220,3 +220,23 @@ def test_stock_pyocd_command_flashes_through_the_usb_probe(usb_sim, firmware_dir
                            str(fw)], capture_output=True, text=True, timeout=300, env=os.environ.copy())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert SimStore().read_flash("b1") == expected_flash(fw, 512 * 1024, 0x08000000)
+
+
+def test_a_routine_longer_than_the_resume_budget_is_polled_to_its_end(usb_sim):
+    """A routine on the core that outlasts one resume's instruction budget runs on in slices at
+    each DHCSR poll; a poll must not see it halted and the next one running again (pyOCD then
+    fails reading R0: "core not halted"). Here: piflash's CRC over 2 MiB of the nRF52840's flash,
+    about 12 million instructions (the budget is 10 million)."""
+    import binascii
+
+    from piflash.flashcheck import FlashCheck
+
+    device = usb_sim("long-routine", "nrf52840")
+    session = ConnectHelper.session_with_chosen_probe(unique_id=device.serial, blocking=False,
+                                                      target_override="nrf52840")
+    with session:
+        flash = session.target.memory_map.get_boot_memory().flash
+        flash.init(flash.Operation.VERIFY)
+        crcs = FlashCheck.for_flash(flash).crc32([(0, 1024 * 1024)] * 2)
+    assert crcs == [binascii.crc32(b"\xff" * 1024 * 1024)] * 2
+    assert device.clock.requests["core_polls_running"] > 0

@@ -390,13 +390,17 @@ class DapFirmware:
             return ACK_FAULT, 0, t
         except exceptions.TransferError:
             return ACK_NONE, 0, t
+        # Book the code this transfer ran first: a DHCSR read runs another slice of a routine
+        # longer than the resume budget, and that slice's time must count before the read
+        # tells whether the routine is still running (else the read says halted and the next
+        # one running again, which pyOCD reports as "core not halted" reading R0).
+        self._settle_target_time(t, board)
         if tar == DHCSR_ADDR:
             if rnw and t < self._core_busy_until:
                 got &= ~S_HALT          # the algorithm is still running in virtual time
                 self.clock.count("core_polls_running")
             elif not rnw and value & C_HALT:
                 self._core_busy_until = 0.0     # the debugger halts the core: at once
-        self._settle_target_time(t, board)
         return ACK_OK, got, t
 
     def _settle_target_time(self, t: float, board) -> None:
