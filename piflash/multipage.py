@@ -11,10 +11,10 @@ A CMSIS flash algorithm's ``ProgramPage`` takes the byte count as an argument; t
 listed in :data:`KNOWN_ALGORITHMS` program any count that is a multiple of their write unit,
 across page boundaries (a loop over words or half-words, each waiting for the controller). For
 those, :class:`RunProgrammer` programs runs of consecutive pages of up to :attr:`Layout.run_size`
-bytes per call, double buffered in target RAM that neither the algorithm nor pyOCD's analyzer
-uses. Any other algorithm keeps pyOCD's one page per call: a list, not a guess, because an
-algorithm written for one page at a time (a page buffer in the controller, a per-page command)
-would silently program only the first page.
+bytes per call, double buffered in target RAM above the algorithm and its stack
+(:func:`free_window`). Any other algorithm keeps pyOCD's one page per call: a list, not a
+guess, because an algorithm written for one page at a time (a page buffer in the controller, a
+per-page command) would silently program only the first page.
 
 The calls use pyOCD's public target API (``write_memory_block8``, ``write_core_registers_raw``,
 ``resume``) and ``Flash.wait_for_completion``, the same sequence as pyOCD's
@@ -28,7 +28,7 @@ import struct
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
-__all__ = ["KNOWN_ALGORITHMS", "MAX_RUN_BYTES", "ANALYZER_BYTES", "Layout", "algorithm_digest",
+__all__ = ["KNOWN_ALGORITHMS", "MAX_RUN_BYTES", "Layout", "algorithm_digest",
            "free_window", "layout_for", "group_runs", "RunProgrammer"]
 
 #: Flash algorithms whose ProgramPage programs any multiple of the write unit across pages,
@@ -48,9 +48,6 @@ KNOWN_ALGORITHMS = {
 #: not overlapped with any transfer and the first run's transfer with no programming: 8 KiB is
 #: 84 ms of nRF52840 writes (41 us per word) against about 10 round trips saved per call.
 MAX_RUN_BYTES = 8 * 1024
-#: RAM pyOCD's CRC32 analyzer occupies at ``analyzer_address``, bytes (the ``Flash`` class
-#: docstring in pyocd/flash/flash.py: "at least 0x600 free bytes after this address").
-ANALYZER_BYTES = 0x600
 
 
 def algorithm_digest(flash_algo: dict) -> str:
@@ -70,30 +67,23 @@ class Layout:
 
 
 def free_window(flash) -> Optional[Tuple[int, int]]:
-    """The largest stretch of the algorithm's RAM region above both its code and its initial
-    stack pointer that the analyzer does not use: (start, end exclusive), or None.
+    """The RAM of the algorithm's region above both its code and its initial stack pointer:
+    (start, end exclusive), or None when the stack is not in RAM.
 
-    :param flash: pyOCD ``Flash`` with a ``flash_algo``. Also where :mod:`piflash.flashcheck`
-        loads its code between the flash operations that use the run buffers."""
+    pyOCD's CRC32 analyzer lives in this RAM too (``analyzer_address``), but only for the length
+    of one ``Flash.compute_crcs`` call, which writes the analyzer's code there again every time
+    (pyocd/flash/flash.py): the run buffers (used only inside :meth:`RunProgrammer.program`) and
+    :mod:`piflash.flashcheck`'s code (used only between its own calls) never overlap such a
+    call, so the window includes it.
+
+    :param flash: pyOCD ``Flash`` with a ``flash_algo``.
+    """
     algo = flash.flash_algo
     top_of_algo = max(flash.end_flash_algo, algo["begin_stack"])
     ram = flash.target.memory_map.get_region_for_address(algo["begin_stack"] - 1)
-    if ram is None or not ram.is_ram:
+    if ram is None or not ram.is_ram or top_of_algo > ram.end:
         return None
-    used = [(algo["load_address"], top_of_algo)]
-    if algo.get("analyzer_supported"):
-        used.append((algo["analyzer_address"], algo["analyzer_address"] + ANALYZER_BYTES))
-    cuts = sorted(used)
-    gaps, cursor = [], top_of_algo
-    for lo, hi in cuts:
-        if hi <= cursor:
-            continue
-        if lo > cursor:
-            gaps.append((cursor, min(lo, ram.end + 1)))
-        cursor = max(cursor, hi)
-    gaps.append((cursor, ram.end + 1))
-    gaps = [(lo, hi) for lo, hi in gaps if hi > lo and lo >= ram.start]
-    return max(gaps, key=lambda g: g[1] - g[0]) if gaps else None
+    return top_of_algo, ram.end + 1
 
 
 def layout_for(flash, page_size: int) -> Optional[Layout]:
