@@ -125,15 +125,18 @@ class FlashCheck:
         return result
 
     def _batches(self, blocks: Sequence[Tuple[int, int]], result_bytes: int):
-        """Split ``blocks`` so one call's runs and ``result_bytes`` per block fit the I/O area."""
+        """Split ``blocks`` so that one call's run descriptors plus ``result_bytes`` per block
+        (and a word of rounding) fit the I/O area; yields lists of blocks, in order."""
         batch: List[Tuple[int, int]] = []
-        for block in blocks:
-            trial = batch + [block]
-            need = len(runs_of(trial)) * RUN_BYTES + len(trial) * result_bytes + 4
+        nruns = 0
+        for address, size in blocks:
+            joins = bool(batch) and batch[-1][1] == size and batch[-1][0] + size == address
+            need = (nruns + (not joins)) * RUN_BYTES + (len(batch) + 1) * result_bytes + 4
             if batch and need > self.io_bytes:
                 yield batch
-                trial = [block]
-            batch = trial
+                batch, nruns, joins = [], 0, False
+            batch.append((address, size))
+            nruns += not joins
         if batch:
             yield batch
 
@@ -154,7 +157,7 @@ class FlashCheck:
             self.flash.target.write_memory_block32(self.io_address, [w for r in runs for w in r])
             done = self._call("blank", self.io_address, len(runs), bitmap, erased_byte * 0x01010101)
             if done != len(batch):
-                raise_bad_result("blank", done, len(batch))
+                _raise_bad_result("blank", done, len(batch))
             bits = self.flash.target.read_memory_block32(bitmap, words)
             out.extend(not (bits[i // 32] >> (i % 32)) & 1 for i in range(len(batch)))
         return out
@@ -173,12 +176,12 @@ class FlashCheck:
             self.flash.target.write_memory_block32(self.io_address, [w for r in runs for w in r])
             done = self._call("crc32", self.io_address, len(runs), crcs, self.table_address)
             if done != len(batch):
-                raise_bad_result("crc32", done, len(batch))
+                _raise_bad_result("crc32", done, len(batch))
             out.extend(self.flash.target.read_memory_block32(crcs, len(batch)))
         return out
 
 
-def raise_bad_result(entry: str, done: int, expected: int) -> None:
+def _raise_bad_result(entry: str, done: int, expected: int) -> None:
     """Raise the FlashFailure for a routine that returned another block count than asked:
     its code or arguments in RAM were not what the host wrote."""
     from pyocd.core.exceptions import FlashFailure
