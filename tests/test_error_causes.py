@@ -168,7 +168,8 @@ class SilentAfter:
                 threading.Thread(target=self._pipe, args=(up, client, self.answers), daemon=True).start()
 
     @staticmethod
-    def _pipe(src, dst, budget):
+    def _chunks(src):
+        """What ``src`` sends, chunk by chunk, until it closes."""
         while True:
             try:
                 data = src.recv(65536)
@@ -176,6 +177,10 @@ class SilentAfter:
                 return
             if not data:
                 return
+            yield data
+
+    def _pipe(self, src, dst, budget):
+        for data in self._chunks(src):
             if budget is not None:
                 budget -= data.count(b"\n")
                 if budget < 0:
@@ -199,15 +204,8 @@ class SilentAtLock(SilentAfter):
         if src not in self.sockets[::2]:        # server -> client: as it comes
             return super()._pipe(src, dst, budget)
         seen, buffer = 0, b""
-        while True:
-            try:
-                data = src.recv(65536)
-            except OSError:
-                return
-            if not data:
-                return
-            buffer += data
-            *lines, buffer = buffer.split(b"\n")
+        for data in self._chunks(src):
+            *lines, buffer = (buffer + data).split(b"\n")
             for line in lines:
                 if b'"request": "lock"' in line:
                     seen += 1
