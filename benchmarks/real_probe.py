@@ -16,6 +16,7 @@ the same image, run in-process through pyOCD's own USB CMSIS-DAP driver on the v
 * ``requests`` -- ``{"piflash": {...}, "pyocd": {...}}``: counts of USB transfers and bytes, each
   DAP command, SWD transfers, WAIT acks, DHCSR polls that found the algorithm still running,
   flash page erases and program operations.
+* ``phase_requests`` -- the same counts per phase (``{"piflash": {phase: {...}}, "pyocd": ...}``).
 
 All figures are predictions of the timing model (piflash/sim/usb/timing.py), not measurements;
 they do not depend on this machine's speed. Images: Debian's MicroPython hex for nrf51, a
@@ -98,12 +99,18 @@ def run_pyocd(device, target: str, image: Path) -> dict:
     return _delta(start, clock.snapshot())
 
 
+def _counts(after: dict, before: dict) -> dict:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+
+
 def _delta(a: dict, b: dict) -> dict:
     phases = {getattr(k, "value", k): v - a["phases"].get(k, 0.0) for k, v in b["phases"].items()}
-    requests = {k: v - a["requests"].get(k, 0) for k, v in b["requests"].items()}
+    by_phase = {getattr(k, "value", k): _counts(v, a["phase_requests"].get(k, {}))
+                for k, v in b["phase_requests"].items()}
     return {"seconds": b["now_s"] - a["now_s"],
             "phases": {k: round(v, 6) for k, v in phases.items() if v > 0},
-            "requests": {k: v for k, v in requests.items() if v}}
+            "requests": _counts(b["requests"], a["requests"]),
+            "phase_requests": {k: v for k, v in by_phase.items() if v}}
 
 
 #: DAP_TransferBlock request header, bytes: command, DAP index, 2-byte transfer count, transfer
@@ -160,7 +167,9 @@ def bench(presets, targets) -> list:
                              "floor_framed_s": round(floor_seconds(preset, target, image, case, pf,
                                                                    framed=True), 3),
                              "phases": {"piflash": pf["phases"], "pyocd": po["phases"]},
-                             "requests": {"piflash": pf["requests"], "pyocd": po["requests"]}})
+                             "requests": {"piflash": pf["requests"], "pyocd": po["requests"]},
+                             "phase_requests": {"piflash": pf["phase_requests"],
+                                                "pyocd": po["phase_requests"]}})
     sim_usb.uninstall()
     return rows
 
