@@ -3,8 +3,9 @@
 pyOCD's CRC32 analyzer (``Flash.compute_crcs``, pyocd/flash/flash.py) is the only on-target
 check pyOCD offers. On a board fresh from the factory the plan's CRC pass over every page only
 learns that the pages are blank, and it costs the analyzer's CRC time: about 15 core cycles per
-byte, 0.23 s for MicroPython on a 16 MHz nRF51, while a blank check can stop reading a page at its
-first programmed word and otherwise needs about one cycle per byte. The analyzer is also
+byte, 0.24 s for MicroPython on a 16 MHz nRF51 (benchmarks/real_probe.py), while a blank check
+can stop reading a page at its first programmed word and otherwise needs about one cycle per
+byte. The analyzer is also
 re-loaded (1.5 KiB over the probe) on every call.
 
 ``targetcode/flashcheck.c``, built with Debian's gcc-arm-none-eabi into
