@@ -16,19 +16,32 @@ bytes per call, double buffered in target RAM above the algorithm and its stack
 guess, because an algorithm written for one page at a time (a page buffer in the controller, a
 per-page command) would silently program only the first page.
 
-The calls use pyOCD's public target API (``write_memory_block8``, ``write_core_registers_raw``,
-``resume``) and ``Flash.wait_for_completion``, the same sequence as pyOCD's
-``Flash._call_function`` (pyocd/flash/flash.py).
+Each call goes through piflash's run caller (``targetcode/runcall.S``, shipped as
+``piflash/data/runcall.bin``): a few instructions in the algorithm's stack RAM that take the
+address and byte count from a mailbox written with the previous call's poll, call ``ProgramPage``
+and halt on BKPT. Starting a call is then one register write (PC) and a resume, and finishing it
+one read of DHCSR and of the result word: two USB round trips per call where pyOCD's
+``Flash._call_function`` and ``wait_for_completion`` take nine (register writes for PC, R0-R2 and
+LR with a DHCSR read each, a halt check before and after, reading R0). On a CMSIS-DAP v1 probe
+each of those is a 1 ms report that carries no image data.
+
+The host side uses pyOCD's public target API only: ``write_memory_block8``, ``write_memory`` and
+``read_memory`` (deferred, so a call's start crosses the probe in the same queue as the next
+run's data) and ``write_core_registers_raw``; the debug registers it writes (DCRDR, DCRSR, DFSR,
+DHCSR) are the architecture's, with the values pyOCD's ``CortexM.write_core_register_raw`` and
+``resume`` write (ARMv6-M ARM DDI 0419E C1.6; ARMv7-M ARM DDI 0403E C1.6).
 """
 
 from __future__ import annotations
 
 import hashlib
 import struct
+from importlib import resources
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
-__all__ = ["KNOWN_ALGORITHMS", "MAX_RUN_BYTES", "Layout", "algorithm_digest",
+__all__ = ["KNOWN_ALGORITHMS", "MAX_RUN_BYTES", "STACK_BYTES", "CALLER_BYTES", "Layout", "algorithm_digest",
+           "run_caller",
            "free_window", "layout_for", "group_runs", "RunProgrammer"]
 
 #: Flash algorithms whose ProgramPage programs any multiple of the write unit across pages,
@@ -48,6 +61,15 @@ KNOWN_ALGORITHMS = {
 #: not overlapped with any transfer and the first run's transfer with no programming: 8 KiB is
 #: 84 ms of nRF52840 writes (41 us per word) against about 10 round trips saved per call.
 MAX_RUN_BYTES = 8 * 1024
+#: Stack kept for the algorithm between its initial stack pointer and the run caller, bytes:
+#: twice the 512 bytes pyOCD gives a two-buffer algorithm at least
+#: (``_MIN_TWO_BUF_STACK_SIZE``, pyocd/target/pack/flash_algo.py). tests/test_multipage.py
+#: measures what the known algorithms use (16-24 bytes with the run caller).
+STACK_BYTES = 1024
+#: The run caller's code, then two mailboxes of four words (targetcode/runcall.S), bytes.
+_CODE_BYTES = 32
+_MAILBOX_BYTES = 16
+CALLER_BYTES = _CODE_BYTES + 2 * _MAILBOX_BYTES
 
 
 def algorithm_digest(flash_algo: dict) -> str:
@@ -57,13 +79,25 @@ def algorithm_digest(flash_algo: dict) -> str:
     return hashlib.sha256(struct.pack("<%dI" % len(words), *words)).hexdigest()[:16]
 
 
+def run_caller() -> bytes:
+    """The run caller's instructions (``piflash/data/runcall.bin``, built from
+    ``targetcode/runcall.S`` by ``make -C targetcode``), at most ``_CODE_BYTES`` bytes."""
+    code = resources.files("piflash").joinpath("data/runcall.bin").read_bytes()
+    if not 0 < len(code) <= _CODE_BYTES or len(code) % 2:
+        raise ValueError(f"piflash/data/runcall.bin is {len(code)} bytes, not Thumb code of "
+                         f"at most {_CODE_BYTES}")
+    return code
+
+
 @dataclass(frozen=True)
 class Layout:
-    """Where the runs go: two buffers of ``run_size`` bytes at ``buffers`` (addresses)."""
+    """Where the runs go: two buffers of ``run_size`` bytes at ``buffers`` (addresses), and the
+    run caller's ``CALLER_BYTES`` at ``caller`` (address; code, then the two mailboxes)."""
 
     buffers: Tuple[int, int]
     run_size: int
     algorithm: str
+    caller: int
 
 
 def free_window(flash) -> Optional[Tuple[int, int]]:
@@ -87,9 +121,11 @@ def free_window(flash) -> Optional[Tuple[int, int]]:
 
 
 def layout_for(flash, page_size: int) -> Optional[Layout]:
-    """Two run buffers for ``flash`` (a pyOCD ``Flash`` with its algorithm loaded or not), or
-    None when its algorithm is not in :data:`KNOWN_ALGORITHMS`, has fewer than two page buffers
-    (pyOCD's single-buffer path is kept), or there is no room for two runs of two pages.
+    """Two run buffers and the run caller for ``flash`` (a pyOCD ``Flash`` with its algorithm
+    loaded or not), or None when its algorithm is not in :data:`KNOWN_ALGORITHMS`, has fewer than
+    two page buffers (pyOCD's single-buffer path is kept), or there is no room for two runs of
+    two pages, or for the run caller between the algorithm (code and static data) and the
+    :data:`STACK_BYTES` below its initial stack pointer.
 
     :param page_size: The region's page size, bytes; runs are whole pages.
     """
@@ -106,7 +142,10 @@ def layout_for(flash, page_size: int) -> Optional[Layout]:
     run = min(MAX_RUN_BYTES, (window[1] - start) // 2) // page_size * page_size
     if run < 2 * page_size:
         return None
-    return Layout((start, start + run), run, name)
+    caller = (algo["begin_stack"] - STACK_BYTES - CALLER_BYTES) & ~3
+    if caller < max(flash.end_flash_algo, algo.get("static_base", 0)):
+        return None
+    return Layout((start, start + run), run, name, caller)
 
 
 def group_runs(pages: Sequence[Tuple[int, bytes]], run_size: int,
@@ -135,51 +174,114 @@ def group_runs(pages: Sequence[Tuple[int, bytes]], run_size: int,
 
 
 class RunProgrammer:
-    """Program runs of pages with one ``ProgramPage`` call each, double buffered.
+    """Program runs of pages with one ``ProgramPage`` call each, double buffered, through the
+    run caller (two USB round trips per call).
 
-    :param flash: pyOCD ``Flash`` of the region, already ``init(Operation.PROGRAM)``-ed.
+    :param flash: pyOCD ``Flash`` of the region, already ``init(Operation.PROGRAM)``-ed (the
+        core is halted with the algorithm's stack pointer and static base set).
     :param layout: From :func:`layout_for`.
     """
 
     def __init__(self, flash, layout: Layout) -> None:
         self.flash = flash
         self.layout = layout
+        self.mailboxes = (layout.caller + _CODE_BYTES, layout.caller + _CODE_BYTES + _MAILBOX_BYTES)
 
     def _load(self, buffer: int, address: int, data: bytes) -> None:
         data = self.flash.override_security_bits(address, list(data))
         self.flash.target.write_memory_block8(self.layout.buffers[buffer], data)
 
-    def _start(self, buffer: int, address: int, size: int) -> None:
-        algo = self.flash.flash_algo
-        self.flash.target.write_core_registers_raw(
-            ["pc", "r0", "r1", "r2", "lr"],
-            [algo["pc_program_page"], address, size, self.layout.buffers[buffer], algo["load_address"] + 1])
-        self.flash.target.resume()
+    def _post(self, buffer: int, address: int, size: int) -> None:
+        """Queue the mailbox of ``buffer`` for its next call (a count is never 0)."""
+        target = self.flash.target
+        target.write_memory(self.mailboxes[buffer], address)
+        target.write_memory(self.mailboxes[buffer] + 4, size)
+
+    def _start(self) -> Callable[[], int]:
+        """Queue PC = run caller and a resume (what pyOCD's ``write_core_register_raw('pc')``
+        and ``resume`` write); returns the deferred DHCSR read taken between the two, whose
+        S_REGRDY shows the PC write done before the core ran."""
+        from pyocd.coresight.cortex_m import CortexM
+
+        target = self.flash.target
+        target.write_memory(CortexM.DCRDR, self.layout.caller | 1)
+        target.write_memory(CortexM.DCRSR, CortexM.DCRSR_REGWnR | _REGSEL_PC)
+        regrdy = target.read_memory(CortexM.DHCSR, now=False)
+        target.write_memory(CortexM.DFSR, _DFSR_ALL)
+        target.write_memory(CortexM.DHCSR, CortexM.DBGKEY | CortexM.C_DEBUGEN)
+        return regrdy
+
+    def _wait(self, buffer: int, timeout: Optional[float], regrdy: Callable[[], int],
+              post: Optional[Tuple[int, int, int]]) -> Optional[int]:
+        """Poll DHCSR until the core halts; returns the result word of ``buffer``'s mailbox
+        (0 = success; the byte count if ``ProgramPage`` did not return to the caller), or None
+        on timeout (the core is halted again). ``post`` (buffer, address, size) rides in the
+        first poll's report."""
+        from pyocd.coresight.cortex_m import CortexM
+        from pyocd.core.exceptions import FlashFailure
+        from pyocd.utility.timeout import Timeout
+
+        target = self.flash.target
+        if post is not None:
+            self._post(*post)
+        with Timeout(timeout) as time_out:
+            while time_out.check():
+                dhcsr = target.read_memory(CortexM.DHCSR, now=False)
+                result = target.read_memory(self.mailboxes[buffer] + 4, now=False)
+                if regrdy is not None:
+                    if not regrdy() & CortexM.S_REGRDY:
+                        target.halt()
+                        raise FlashFailure("the core did not take the run caller's PC (DHCSR.S_REGRDY clear)")
+                    regrdy = None
+                if dhcsr() & CortexM.S_HALT:
+                    return result()
+        target.halt()
+        return None
 
     def program(self, runs: Sequence[Tuple[int, bytes]], done: Callable[[int], None]) -> None:
         """Program ``runs`` ((address, data), each at most ``layout.run_size`` bytes): the next
         run crosses the probe while the target programs the current one.
 
         :param done: Called with each run's byte count when it is programmed.
-        :raises pyocd.core.exceptions.FlashProgramFailure: The algorithm returned non-zero or
-            timed out (``address`` is the run's first byte).
+        :raises pyocd.core.exceptions.FlashProgramFailure: The algorithm returned non-zero, did
+            not return, or timed out (``address`` is the run's first byte).
+        :raises pyocd.core.exceptions.FlashFailure: The core did not take the PC write.
         """
         from pyocd.core.exceptions import FlashProgramFailure
 
         if not runs:
             return
-        flash = self.flash
-        timeout = flash.target.session.options.get("flash.timeout.program")
+        flash, target, layout = self.flash, self.flash.target, self.layout
+        timeout = target.session.options.get("flash.timeout.program")
+        mailbox = [0, 0, layout.buffers[0], 0, 0, 0, layout.buffers[1], 0]
+        target.write_memory_block8(layout.caller, list(run_caller().ljust(_CODE_BYTES, b"\0")
+                                                       + struct.pack("<8I", *mailbox)))
+        target.write_core_registers_raw(["r4", "r5", "r6"], [self.mailboxes[0], self.mailboxes[1],
+                                                             flash.flash_algo["pc_program_page"] | 1])
         self._load(0, *runs[0])
+        self._post(0, runs[0][0], len(runs[0][1]))
         buf = 0
         for i, (address, data) in enumerate(runs):
-            self._start(buf, address, len(data))
+            regrdy = self._start()
+            post = None
             if i + 1 < len(runs):
                 self._load(1 - buf, *runs[i + 1])
-            result = flash.wait_for_completion(timeout=timeout)
+                post = (1 - buf, runs[i + 1][0], len(runs[i + 1][1]))
+            result = self._wait(buf, timeout, regrdy, post)
+            if result is None:
+                raise FlashProgramFailure(f"flash program timed out ({len(data)} bytes in one call)",
+                                          address=address, result_code=flash.TIMEOUT_ERROR)
+            if result == len(data):
+                raise FlashProgramFailure(f"flash program failed: the algorithm halted without "
+                                          f"returning ({len(data)} bytes in one call)", address=address)
             if result != 0:
-                what = "timeout" if result == flash.TIMEOUT_ERROR else "failure"
-                raise FlashProgramFailure(f"flash program {what} ({len(data)} bytes in one call)",
+                raise FlashProgramFailure(f"flash program failure ({len(data)} bytes in one call)",
                                           address=address, result_code=result)
             buf = 1 - buf
             done(len(data))
+
+
+#: DCRSR REGSEL of the PC (DebugReturnAddress), ARMv6-M ARM DDI 0419E C1.6.3.
+_REGSEL_PC = 15
+#: All of DFSR's sticky bits (write one to clear), as pyOCD's ``clear_debug_cause_bits``.
+_DFSR_ALL = 0x1F

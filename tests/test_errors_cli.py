@@ -156,6 +156,17 @@ def test_stuck_busy_controller_times_out(cli, app_hex):
     assert res["phase"] == "erase" and "timed out" in res["error"]["message"]
 
 
+def test_stuck_busy_controller_times_out_while_programming(cli, app_hex):
+    """A blank board needs no erase: the first run's ProgramPage waits for NVMC.READY forever,
+    and piflash's run caller gives up after flash.timeout.program with the timeout's hint."""
+    cli("sim", "create", "nrf52840", "-t", "nrf52840", check=0)
+    cli("sim", "fault", "nrf52840", "--stuck-busy", check=0)
+    proc = cli("flash", app_hex, *NRF, "-O", "flash.timeout.program=0.5", "--json", check=ExitCode.FLASH)
+    res = json.loads(proc.stdout)
+    assert res["phase"] == "program" and "timed out" in res["error"]["message"]
+    assert "did not finish" in res["error"]["hint"]
+
+
 def test_bit_flip_caught_by_verify(cli, app_hex):
     cli("sim", "create", "nrf52840", "-t", "nrf52840", check=0)
     cli("sim", "fault", "nrf52840", "--bit-flip", "0x1235:3", check=0)

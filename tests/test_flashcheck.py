@@ -47,10 +47,14 @@ def _check(session):
 
 @pytest.mark.skipif(shutil.which("arm-none-eabi-gcc") is None or shutil.which("make") is None,
                     reason="needs make and gcc-arm-none-eabi (scripts/build-test-firmware.sh installs them)")
-def test_the_committed_binary_is_built_from_its_source(tmp_path):
+def test_the_committed_binaries_are_built_from_their_source(tmp_path):
     subprocess.run(["make", "-s", "-C", str(ROOT / "targetcode"), f"OUT={tmp_path}"], check=True)
     built = (tmp_path / "flashcheck.bin").read_bytes()
     assert built == flashcheck.binary(), "run `make -C targetcode` and commit piflash/data/flashcheck.bin"
+    from piflash import multipage       # the run caller (targetcode/runcall.S) is built alongside
+
+    assert (tmp_path / "runcall.bin").read_bytes() == multipage.run_caller(), \
+        "run `make -C targetcode` and commit piflash/data/runcall.bin"
 
 
 def test_runs_join_contiguous_blocks_of_one_size():

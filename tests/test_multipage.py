@@ -157,3 +157,98 @@ def test_pyocds_analyzer_works_after_runs_overwrote_its_ram():
         flash.uninit()
         flash.cleanup()
     assert [c & 0xFFFFFFFF for c in crcs] == [binascii.crc32(data[i * page:(i + 1) * page]) for i in range(12)]
+
+
+def _program(session, runs):
+    flash = _boot_flash(session)
+    layout = multipage.layout_for(flash, flash.region.page_size)
+    flash.init(flash.Operation.PROGRAM)
+    try:
+        multipage.RunProgrammer(flash, layout).program(runs, lambda n: None)
+    finally:
+        flash.uninit()
+        flash.cleanup()
+    return flash, layout
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_algorithm_stack_stays_clear_of_the_run_caller(target):
+    """The run caller sits STACK_BYTES below the algorithm's initial stack pointer: paint that
+    stack, program several runs, and find how deep ProgramPage and the caller went."""
+    page, base = PAGE[target], BASE[target]
+    paint = 0x5A5A5A5A
+    with _session(target, f"stack-{target}") as session:
+        flash = _boot_flash(session)
+        layout = multipage.layout_for(flash, flash.region.page_size)
+        top = flash.flash_algo["begin_stack"]
+        low = layout.caller + multipage.CALLER_BYTES
+        assert top - low == multipage.STACK_BYTES
+        flash.init(flash.Operation.PROGRAM)
+        session.target.write_memory_block32(low, [paint] * ((top - low) // 4))
+        data = _rand(3 * layout.run_size // page * page, 6)
+        multipage.RunProgrammer(flash, layout).program(
+            multipage.group_runs([(base + i, data[i:i + page]) for i in range(0, len(data), page)],
+                                 layout.run_size), lambda n: None)
+        stack = session.target.read_memory_block32(low, (top - low) // 4)
+        code = bytes(session.target.read_memory_block8(layout.caller, len(multipage.run_caller())))
+        flash.uninit()
+        flash.cleanup()
+    used = next(i for i, word in enumerate(stack) if word != paint)
+    depth = top - (low + 4 * used)
+    assert 0 < depth <= 128, f"{depth} bytes of stack"
+    assert code == multipage.run_caller()
+
+
+def test_a_call_that_halts_without_returning_is_a_failure(monkeypatch):
+    """A caller that halts before ProgramPage returns (a fault, a clobbered caller) leaves the
+    byte count in the mailbox: a failure named by the run, not a success."""
+    from pyocd.core.exceptions import FlashProgramFailure
+
+    monkeypatch.setattr(multipage, "run_caller", lambda: b"\x00\xbe")     # BKPT #0 only
+    page = PAGE["nrf51"]
+    with _session("nrf51", "no-return") as session:
+        with pytest.raises(FlashProgramFailure, match="halted without returning") as err:
+            _program(session, [(page, _rand(2 * page, 7))])
+    assert err.value.address == page
+    from piflash.connect import translate_error
+
+    error = translate_error(err.value, "program")
+    assert "faulted" in error.hint and "write-protected" not in error.hint
+
+
+def test_a_call_costs_two_probe_round_trips_on_cmsis_dap():
+    """Through pyOCD's CMSIS-DAP driver and the simulated USB probe (DAPLink: 64-byte HID
+    reports): the image crosses in DAP_TransferBlock commands plus one DAP_Transfer per 1 KiB
+    (the tail of each TAR block); each call adds two (start; poll and result), where pyOCD's
+    call sequence takes nine. Polls that find the core still running (the last run programs
+    after the last transfer) are counted apart."""
+    pytest.importorskip("unicorn")
+    from pyocd.core.helpers import ConnectHelper
+    from piflash.sim import SimStore, usb as sim_usb
+
+    page, runs, calls = PAGE["nrf51"], 4, []
+    store = SimStore()
+    store.create("trips", "nrf51", exist_ok=True)
+    device = sim_usb.install("trips@daplink", store).devices[0]
+    try:
+        session = ConnectHelper.session_with_chosen_probe(unique_id=device.serial, blocking=False,
+                                                          target_override="nrf51")
+        with session:
+            flash = _boot_flash(session)
+            layout = multipage.layout_for(flash, flash.region.page_size)
+            data = _rand(runs * layout.run_size, 8)
+            flash.init(flash.Operation.PROGRAM)
+            before = device.clock.requests["DAP_Transfer"] - device.clock.requests["core_polls_running"]
+            multipage.RunProgrammer(flash, layout).program(
+                [(i, data[i:i + layout.run_size]) for i in range(0, len(data), layout.run_size)],
+                calls.append)
+            transfers = (device.clock.requests["DAP_Transfer"] - device.clock.requests["core_polls_running"]
+                         - before)
+            flash.uninit()
+            flash.cleanup()
+    finally:
+        sim_usb.uninstall()
+    assert calls == [layout.run_size] * runs
+    assert store.read_flash("trips")[:len(data)] == data
+    setup = 4                       # the caller and mailboxes, R4-R6
+    assert transfers <= len(data) // 1024 + 2 * runs + setup, transfers
