@@ -204,9 +204,7 @@ def erase_flash(session, mode: str = "chip", ranges: Sequence[Tuple[int, int]] =
 
     regions = flash_regions(session.target.memory_map)
     if mode == "chip":
-        FlashEraser(session, FlashEraser.Mode.CHIP).erase()
-        _check_blank(session, "chip", [(r.start, r.end + 1) for r in session.target.memory_map.regions
-                                       if r.is_flash and r.flash is not None])
+        _chip_erase(session)
         return sum(end - start for start, end, _ in regions)
     if mode != "sector":
         raise ValueError(f"erase mode must be 'chip' or 'sector', not {mode!r}")
@@ -228,13 +226,60 @@ def erase_flash(session, mode: str = "chip", ranges: Sequence[Tuple[int, int]] =
     return sum(end - start for start, end in sectors)
 
 
+def _chip_erase(session) -> None:
+    """Erase every flash region of the selected core, each region's chip erase (``EraseAll``)
+    run only if the chip erases before it left the region holding data.
+
+    pyOCD's ``FlashEraser`` chip mode runs ``EraseAll`` once per region because it cannot know
+    whether one algorithm's chip erase clears the others (pyocd/flash/eraser.py). The blank
+    check after each erase does know: on an nRF, one NVMC ERASEALL clears the code flash and the
+    UICR (register ERASEALL in the NVMC chapter of the nRF52840 PS v1.7 and the nRF51 RM v3.0:
+    "erase all non-volatile memory including UICR registers"), so the UICR region's EraseAll
+    (a second ERASEALL, 169 ms on the nRF52840) is skipped. A region without ``EraseAll`` is
+    erased sector by sector, as pyOCD does.
+
+    :raises piflash.errors.FlashError: a region still holds data after its own erase.
+    :raises pyocd.core.exceptions.Error: from pyOCD (an erase that fails or times out).
+    """
+    from pyocd.core.memory_map import MemoryType
+    from pyocd.flash.eraser import FlashEraser
+    from piflash.verify import blank_check
+
+    memory_map = session.target.memory_map
+    pending = sorted((r for r in memory_map.iter_matching_regions(
+        type=MemoryType.FLASH, pname=session.target.selected_core.node_name) if r.flash is not None),
+        key=lambda r: r.start)
+    erased = set()
+    while pending:
+        region = pending[0]
+        if region.flash.is_erase_all_supported:
+            region.flash.init(region.flash.Operation.ERASE)
+            region.flash.erase_all()
+            region.flash.cleanup()
+        else:
+            FlashEraser(session, FlashEraser.Mode.SECTOR).erase([(region.start, region.end)])
+        erased.add(region.start)
+        stats = blank_check(session, [(r.start, r.end + 1) for r in pending])
+        if not stats.dirty_bytes:
+            return
+        dirty = memory_map.get_region_for_address(stats.first_dirty)
+        if dirty.start in erased:
+            _raise_not_blank("chip", stats)
+        pending = [r for r in pending if r.start >= dirty.start]
+
+
 def _check_blank(session, mode: str, ranges: Sequence[Tuple[int, int]]) -> None:
     """Raise FlashError (exit 11) if any byte of ``ranges`` is not erased after a ``mode`` erase."""
     from piflash.verify import blank_check
 
     stats = blank_check(session, list(ranges))
-    if not stats.dirty_bytes:
-        return
+    if stats.dirty_bytes:
+        _raise_not_blank(mode, stats)
+
+
+def _raise_not_blank(mode: str, stats) -> None:
+    """Raise the FlashError (exit 11) of a ``mode`` erase that left ``stats.dirty_bytes``
+    (:class:`piflash.verify.BlankStats`) not blank."""
     raise FlashError(
         f"{mode} erase did not take: {stats.dirty_bytes:,} byte(s) are not blank, first at "
         f"{stats.first_dirty:#010x}", address=stats.first_dirty,

@@ -232,3 +232,60 @@ def test_a_flipped_bit_on_the_board_is_found_and_rewritten(target, offset):
     assert ops["erase_ops"] >= 1 and ops["program_bytes"] >= SECTOR[target]
     assert result.verify.verified_bytes == len(data) and result.verify.crc_pages >= 1
     assert _store().read_flash(target)[:len(data)] == data
+
+
+def _uicr_written(board):
+    """Give the board's UICR data (CUSTOMER[0] at offset 0x80), bypassing the NVMC."""
+    store = _store()
+    _, images = store.load_state(board)
+    uicr = bytearray(images["uicr"])
+    uicr[0x80:0x84] = b"\x78\x56\x34\x12"
+    store.save_state(board, {"uicr": bytes(uicr)}, {})
+
+
+def test_chip_erase_runs_one_eraseall_when_it_clears_every_region():
+    """nRF52840: NVMC ERASEALL clears the code flash and the UICR. pyOCD's chip erase runs
+    EraseAll for each of the two regions (four NVM erases in the simulator: each ERASEALL
+    clears both arrays); piflash runs it once and proves both regions blank."""
+    from piflash.connect import open_session
+    from piflash.program import erase_flash
+
+    store = _store()
+    store.create("chip1", "nrf52840")
+    store.write_flash("chip1", _rand(8192, 9))
+    _uicr_written("chip1")
+    before = store.get("chip1").stats["erase_ops"]
+    with open_session("sim:chip1", "nrf52840") as session:
+        erase_flash(session, "chip")
+    assert store.get("chip1").stats["erase_ops"] - before == 2
+    assert store.read_flash("chip1")[:8192] == b"\xff" * 8192
+    assert set(store.read_nvm("chip1", "uicr")) == {0xFF}
+
+
+def test_chip_erase_erases_a_region_the_first_eraseall_left():
+    """An algorithm whose EraseAll clears only its own region (here the nRF's main-flash EraseAll
+    made to erase the code flash sector by sector): the blank check finds the UICR still
+    written and that region's own EraseAll runs."""
+    from piflash.connect import open_session
+    from piflash.program import erase_flash
+
+    store = _store()
+    store.create("chip2", "nrf52840")
+    store.write_flash("chip2", _rand(8192, 10))
+    _uicr_written("chip2")
+    calls = []
+    with open_session("sim:chip2", "nrf52840") as session:
+        main = session.target.memory_map.get_boot_memory().flash
+        uicr = session.target.memory_map.get_region_for_address(0x10001000).flash
+
+        def main_only():
+            calls.append("main")
+            for address in range(0, main.region.length, 4096):
+                main.erase_sector(address)
+
+        main.erase_all = main_only
+        real = uicr.erase_all
+        uicr.erase_all = lambda: (calls.append("uicr"), real())[1]
+        erase_flash(session, "chip")
+    assert calls == ["main", "uicr"]
+    assert set(store.read_nvm("chip2", "uicr")) == {0xFF}
