@@ -233,10 +233,11 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
         if "timed out" in text:
             hint = ("the flash controller did not finish: power-cycle the board and try again; "
                     "if it keeps timing out the part may be locked or damaged")
-        elif "without returning" in text:
-            hint = ("the flash algorithm faulted on the target (its RAM may have been changed "
-                    "while it ran): power-cycle the board and flash again; if it recurs, report "
-                    "it with the output of 'piflash -vv flash ...'")
+        elif "flash program failed: the core" in text:      # piflash.multipage's run calls
+            hint = ("the target's core did not run the flash algorithm to its end (a fault, a "
+                    "halt from another debugger, or its RAM changed while it ran): power-cycle "
+                    "the board and flash again; if it recurs, report it with the output of "
+                    "'piflash -vv flash ...'")
         else:
             hint = ("the sector may be write-protected (STM32: the WRP option bytes, which a chip "
                     "erase does not clear; nRF: NVMC BPROT/ACL) or the flash worn: remove the "

@@ -124,8 +124,10 @@ def layout_for(flash, page_size: int) -> Optional[Layout]:
     """Two run buffers and the run caller for ``flash`` (a pyOCD ``Flash`` with its algorithm
     loaded or not), or None when its algorithm is not in :data:`KNOWN_ALGORITHMS`, has fewer than
     two page buffers (pyOCD's single-buffer path is kept), or there is no room for two runs of
-    two pages, or for the run caller between the algorithm (code and static data) and the
-    :data:`STACK_BYTES` below its initial stack pointer.
+    two pages, or for the run caller :data:`STACK_BYTES` below the initial stack pointer and
+    above the algorithm's code and the start of its static data (``static_base``; pyOCD's
+    algorithm dicts give no size for that data: the known algorithms' caller sits 2.6-8.4 KiB
+    above it, and tests/test_multipage.py checks their stack stays clear of the caller).
 
     :param page_size: The region's page size, bytes; runs are whole pages.
     """
@@ -211,17 +213,26 @@ class RunProgrammer:
         target.write_memory(CortexM.DHCSR, CortexM.DBGKEY | CortexM.C_DEBUGEN)
         return regrdy
 
-    def _wait(self, buffer: int, timeout: Optional[float], regrdy: Callable[[], int],
-              post: Optional[Tuple[int, int, int]]) -> Optional[int]:
-        """Poll DHCSR until the core halts; returns the result word of ``buffer``'s mailbox
-        (0 = success; the byte count if ``ProgramPage`` did not return to the caller), or None
-        on timeout (the core is halted again). ``post`` (buffer, address, size) rides in the
-        first poll's report."""
+    def _wait(self, buffer: int, address: int, size: int, timeout: Optional[float],
+              regrdy: Callable[[], int], post: Optional[Tuple[int, int, int]]) -> None:
+        """Poll DHCSR until the core halts, then check the result word of ``buffer``'s mailbox.
+        ``post`` (buffer, address, size) rides in the first poll's report.
+
+        :raises pyocd.core.exceptions.FlashProgramFailure: ``ProgramPage`` returned non-zero;
+            the core halted before it returned (the count still in the mailbox); the PC write
+            was not taken (DHCSR.S_REGRDY clear in the read between it and the resume: a
+            diagnosis after the fact, the resume was already queued); the core locked up (a
+            fault: nothing sets a vector catch, so a fault never halts it); or ``timeout``
+            seconds passed. The core is halted again on the last three.
+        """
         from pyocd.coresight.cortex_m import CortexM
-        from pyocd.core.exceptions import FlashFailure
+        from pyocd.core.exceptions import FlashProgramFailure
         from pyocd.utility.timeout import Timeout
 
         target = self.flash.target
+        # "flash program failed: the core ..." is what piflash.connect.translate_error gives
+        # the hint of a core that did not run the algorithm to its end.
+        what = f"({size} bytes in one call)"
         if post is not None:
             self._post(*post)
         with Timeout(timeout) as time_out:
@@ -231,24 +242,38 @@ class RunProgrammer:
                 if regrdy is not None:
                     if not regrdy() & CortexM.S_REGRDY:
                         target.halt()
-                        raise FlashFailure("the core did not take the run caller's PC (DHCSR.S_REGRDY clear)")
+                        raise FlashProgramFailure(f"flash program failed: the core took no start "
+                                                  f"address (DHCSR.S_REGRDY clear) {what}", address=address)
                     regrdy = None
-                if dhcsr() & CortexM.S_HALT:
-                    return result()
+                status = dhcsr()
+                if status & CortexM.S_LOCKUP:
+                    break
+                if status & CortexM.S_HALT:
+                    result = result()
+                    if result == size:
+                        raise FlashProgramFailure(f"flash program failed: the core halted before "
+                                                  f"the flash algorithm returned {what}", address=address)
+                    if result != 0:
+                        raise FlashProgramFailure(f"flash program failure {what}", address=address,
+                                                  result_code=result)
+                    return
+        locked = target.read32(CortexM.DHCSR) & CortexM.S_LOCKUP
         target.halt()
-        return None
+        if locked:
+            raise FlashProgramFailure(f"flash program failed: the core locked up in the flash "
+                                      f"algorithm (a fault) {what}", address=address)
+        raise FlashProgramFailure(f"flash program timed out {what}", address=address,
+                                  result_code=self.flash.TIMEOUT_ERROR)
 
     def program(self, runs: Sequence[Tuple[int, bytes]], done: Callable[[int], None]) -> None:
         """Program ``runs`` ((address, data), each at most ``layout.run_size`` bytes): the next
         run crosses the probe while the target programs the current one.
 
         :param done: Called with each run's byte count when it is programmed.
-        :raises pyocd.core.exceptions.FlashProgramFailure: The algorithm returned non-zero, did
-            not return, or timed out (``address`` is the run's first byte).
-        :raises pyocd.core.exceptions.FlashFailure: The core did not take the PC write.
+        :raises pyocd.core.exceptions.FlashProgramFailure: The algorithm returned non-zero, the
+            core did not run it to its end, or it timed out (``address`` is the run's first
+            byte; the messages of :meth:`_wait`).
         """
-        from pyocd.core.exceptions import FlashProgramFailure
-
         if not runs:
             return
         flash, target, layout = self.flash, self.flash.target, self.layout
@@ -267,16 +292,7 @@ class RunProgrammer:
             if i + 1 < len(runs):
                 self._load(1 - buf, *runs[i + 1])
                 post = (1 - buf, runs[i + 1][0], len(runs[i + 1][1]))
-            result = self._wait(buf, timeout, regrdy, post)
-            if result is None:
-                raise FlashProgramFailure(f"flash program timed out ({len(data)} bytes in one call)",
-                                          address=address, result_code=flash.TIMEOUT_ERROR)
-            if result == len(data):
-                raise FlashProgramFailure(f"flash program failed: the algorithm halted without "
-                                          f"returning ({len(data)} bytes in one call)", address=address)
-            if result != 0:
-                raise FlashProgramFailure(f"flash program failure ({len(data)} bytes in one call)",
-                                          address=address, result_code=result)
+            self._wait(buf, address, len(data), timeout, regrdy, post)
             buf = 1 - buf
             done(len(data))
 

@@ -226,46 +226,49 @@ def erase_flash(session, mode: str = "chip", ranges: Sequence[Tuple[int, int]] =
     return sum(end - start for start, end in sectors)
 
 
+#: Flash algorithms whose ``EraseAll`` clears every flash region of the chip, keyed as
+#: :data:`piflash.multipage.KNOWN_ALGORITHMS`: a chip erase runs it once, not once per region.
+CHIP_WIDE_ERASE_ALL = {
+    # pyOCD 0.46 nRF51822/nRF52840 algorithm: EraseAll starts NVMC ERASEALL, which erases "all
+    # non-volatile memory including UICR registers" (register ERASEALL, NVMC chapter of the
+    # nRF52840 PS v1.7 and the nRF51 RM v3.0).
+    "43643eff0906aec4": "pyOCD nRF5x NVMC",
+}
+
+
 def _chip_erase(session) -> None:
-    """Erase every flash region of the selected core, each region's chip erase (``EraseAll``)
-    run only if the chip erases before it left the region holding data.
+    """Erase every flash region of the selected core, then prove it with the blank check.
 
     pyOCD's ``FlashEraser`` chip mode runs ``EraseAll`` once per region because it cannot know
-    whether one algorithm's chip erase clears the others (pyocd/flash/eraser.py). The blank
-    check after each erase does know: on an nRF, one NVMC ERASEALL clears the code flash and the
-    UICR (register ERASEALL in the NVMC chapter of the nRF52840 PS v1.7 and the nRF51 RM v3.0:
-    "erase all non-volatile memory including UICR registers"), so the UICR region's EraseAll
-    (a second ERASEALL, 169 ms on the nRF52840) is skipped. A region without ``EraseAll`` is
-    erased sector by sector, as pyOCD does.
+    whether one region's chip erase clears the others (pyocd/flash/eraser.py). For the
+    algorithms in :data:`CHIP_WIDE_ERASE_ALL` it does: their EraseAll runs once (on an nRF the
+    UICR region's EraseAll was a second ERASEALL, 169 ms on the nRF52840). Any other algorithm's
+    regions each get their own EraseAll, or sector erases where there is none, as in pyOCD.
 
-    :raises piflash.errors.FlashError: a region still holds data after its own erase.
+    :raises piflash.errors.FlashError: a byte of any flash region is not blank afterwards.
     :raises pyocd.core.exceptions.Error: from pyOCD (an erase that fails or times out).
     """
     from pyocd.core.memory_map import MemoryType
     from pyocd.flash.eraser import FlashEraser
-    from piflash.verify import blank_check
+    from piflash.multipage import algorithm_digest
 
-    memory_map = session.target.memory_map
-    pending = sorted((r for r in memory_map.iter_matching_regions(
-        type=MemoryType.FLASH, pname=session.target.selected_core.node_name) if r.flash is not None),
-        key=lambda r: r.start)
-    erased = set()
-    while pending:
-        region = pending[0]
+    regions = [r for r in session.target.memory_map.iter_matching_regions(
+        type=MemoryType.FLASH, pname=session.target.selected_core.node_name) if r.flash is not None]
+    chip_wide_done = set()
+    for region in regions:
+        algo = getattr(region.flash, "flash_algo", None)
+        digest = algorithm_digest(algo) if algo else None
+        if digest in chip_wide_done:
+            continue
         if region.flash.is_erase_all_supported:
             region.flash.init(region.flash.Operation.ERASE)
             region.flash.erase_all()
             region.flash.cleanup()
+            if digest in CHIP_WIDE_ERASE_ALL:
+                chip_wide_done.add(digest)
         else:
             FlashEraser(session, FlashEraser.Mode.SECTOR).erase([(region.start, region.end)])
-        erased.add(region.start)
-        stats = blank_check(session, [(r.start, r.end + 1) for r in pending])
-        if not stats.dirty_bytes:
-            return
-        dirty = memory_map.get_region_for_address(stats.first_dirty)
-        if dirty.start in erased:
-            _raise_not_blank("chip", stats)
-        pending = [r for r in pending if r.start >= dirty.start]
+    _check_blank(session, "chip", [(r.start, r.end + 1) for r in regions])
 
 
 def _check_blank(session, mode: str, ranges: Sequence[Tuple[int, int]]) -> None:
@@ -273,13 +276,8 @@ def _check_blank(session, mode: str, ranges: Sequence[Tuple[int, int]]) -> None:
     from piflash.verify import blank_check
 
     stats = blank_check(session, list(ranges))
-    if stats.dirty_bytes:
-        _raise_not_blank(mode, stats)
-
-
-def _raise_not_blank(mode: str, stats) -> None:
-    """Raise the FlashError (exit 11) of a ``mode`` erase that left ``stats.dirty_bytes``
-    (:class:`piflash.verify.BlankStats`) not blank."""
+    if not stats.dirty_bytes:
+        return
     raise FlashError(
         f"{mode} erase did not take: {stats.dirty_bytes:,} byte(s) are not blank, first at "
         f"{stats.first_dirty:#010x}", address=stats.first_dirty,

@@ -207,13 +207,32 @@ def test_a_call_that_halts_without_returning_is_a_failure(monkeypatch):
     monkeypatch.setattr(multipage, "run_caller", lambda: b"\x00\xbe")     # BKPT #0 only
     page = PAGE["nrf51"]
     with _session("nrf51", "no-return") as session:
-        with pytest.raises(FlashProgramFailure, match="halted without returning") as err:
+        with pytest.raises(FlashProgramFailure,
+                           match="the core halted before the flash algorithm returned") as err:
             _program(session, [(page, _rand(2 * page, 7))])
     assert err.value.address == page
     from piflash.connect import translate_error
 
     error = translate_error(err.value, "program")
-    assert "faulted" in error.hint and "write-protected" not in error.hint
+    assert "did not run the flash algorithm to its end" in error.hint and "write-protected" not in error.hint
+
+
+def test_a_call_that_faults_is_a_lockup_not_a_timeout(monkeypatch):
+    """A fault in the call (here an undefined instruction: UDF #0) locks the core up, as a
+    HardFault with no handler does: reported at once as the core's failure, not after
+    flash.timeout.program as a stuck flash controller."""
+    import time
+    from pyocd.core.exceptions import FlashProgramFailure
+
+    monkeypatch.setattr(multipage, "run_caller", lambda: b"\x00\xde")     # UDF #0
+    page = PAGE["nrf51"]
+    with _session("nrf51", "lockup") as session:
+        session.options["flash.timeout.program"] = 30.0
+        started = time.monotonic()
+        with pytest.raises(FlashProgramFailure, match="the core locked up") as err:
+            _program(session, [(page, _rand(2 * page, 11))])
+        assert time.monotonic() - started < 10
+    assert err.value.address == page
 
 
 def test_a_call_costs_two_probe_round_trips_on_cmsis_dap():
