@@ -17,13 +17,13 @@ All figures are predictions of the timing model (piflash/sim/usb/timing.py), not
 
 from __future__ import annotations
 
-import argparse
 import json
-import logging
 import os
 import random
 import sys
 import tempfile
+
+from real_probe import preset_target_args
 
 
 def run_piflash(device, target: str) -> None:
@@ -67,12 +67,7 @@ def bench(presets, targets) -> list:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print {\"rows\": [...]} as JSON")
-    parser.add_argument("--presets", default="debugprobe,daplink,mculink")
-    parser.add_argument("--targets", default="nrf51,nrf52840,stm32f103rc")
-    args = parser.parse_args(argv)
-    logging.disable(logging.WARNING)
+    args = preset_target_args(__doc__.splitlines()[0], argv)
     rows = bench(args.presets.split(","), args.targets.split(","))
     if args.json:
         print(json.dumps({"rows": rows}, indent=1))

@@ -174,14 +174,21 @@ def bench(presets, targets) -> list:
     return rows
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def preset_target_args(description: str, argv=None) -> argparse.Namespace:
+    """Parse the options of a script run over every probe preset and target: ``--json``,
+    ``--presets`` and ``--targets`` (comma-separated); also silences pyOCD's warnings."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--json", action="store_true", help="print {\"rows\": [...]} as JSON")
     parser.add_argument("--presets", default="debugprobe,daplink,mculink")
     parser.add_argument("--targets", default="nrf51,nrf52840,stm32f103rc")
     args = parser.parse_args(argv)
     import logging
     logging.disable(logging.WARNING)
+    return args
+
+
+def main(argv=None) -> int:
+    args = preset_target_args(__doc__.splitlines()[0], argv)
     rows = bench(args.presets.split(","), args.targets.split(","))
     if args.json:
         print(json.dumps({"rows": rows}, indent=1))

@@ -64,7 +64,7 @@ MAX_RUN_BYTES = 8 * 1024
 #: Stack kept for the algorithm between its initial stack pointer and the run caller, bytes:
 #: twice the 512 bytes pyOCD gives a two-buffer algorithm at least
 #: (``_MIN_TWO_BUF_STACK_SIZE``, pyocd/target/pack/flash_algo.py). tests/test_multipage.py
-#: measures what the known algorithms use (16-24 bytes with the run caller).
+#: checks that the known algorithms and the run caller use at most 128 of them.
 STACK_BYTES = 1024
 #: The run caller's code, then two mailboxes of four words (targetcode/runcall.S), bytes.
 _CODE_BYTES = 32
