@@ -238,7 +238,7 @@ class RunProgrammer:
         with Timeout(timeout) as time_out:
             while time_out.check():
                 dhcsr = target.read_memory(CortexM.DHCSR, now=False)
-                result = target.read_memory(self.mailboxes[buffer] + 4, now=False)
+                result_word = target.read_memory(self.mailboxes[buffer] + 4, now=False)
                 if regrdy is not None:
                     if not regrdy() & CortexM.S_REGRDY:
                         target.halt()
@@ -249,7 +249,7 @@ class RunProgrammer:
                 if status & CortexM.S_LOCKUP:
                     break
                 if status & CortexM.S_HALT:
-                    result = result()
+                    result = result_word()
                     if result == size:
                         raise FlashProgramFailure(f"flash program failed: the core halted before "
                                                   f"the flash algorithm returned {what}", address=address)
