@@ -17,13 +17,12 @@ All figures are predictions of the timing model (piflash/sim/usb/timing.py), not
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import sys
 import tempfile
 
-from real_probe import preset_target_args
+from real_probe import bench_rows
 
 
 def run_piflash(device, target: str) -> None:
@@ -67,10 +66,8 @@ def bench(presets, targets) -> list:
 
 
 def main(argv=None) -> int:
-    args = preset_target_args(__doc__.splitlines()[0], argv)
-    rows = bench(args.presets.split(","), args.targets.split(","))
-    if args.json:
-        print(json.dumps({"rows": rows}, indent=1))
+    rows = bench_rows(__doc__.splitlines()[0], bench, argv)
+    if rows is None:
         return 0
     print("%-10s %-11s %9s %9s %8s %8s" % ("probe", "target", "piflash_s", "pyocd_s", "erases", "(pyocd)"))
     for r in rows:

@@ -187,11 +187,21 @@ def preset_target_args(description: str, argv=None) -> argparse.Namespace:
     return args
 
 
-def main(argv=None) -> int:
-    args = preset_target_args(__doc__.splitlines()[0], argv)
-    rows = bench(args.presets.split(","), args.targets.split(","))
+def bench_rows(description: str, bench_fn, argv=None):
+    """Run ``bench_fn(presets, targets)`` with the options of :func:`preset_target_args`;
+    print its rows as JSON and return None under ``--json``, else return the rows (a list)
+    for the script to print as a table."""
+    args = preset_target_args(description, argv)
+    rows = bench_fn(args.presets.split(","), args.targets.split(","))
     if args.json:
         print(json.dumps({"rows": rows}, indent=1))
+        return None
+    return rows
+
+
+def main(argv=None) -> int:
+    rows = bench_rows(__doc__.splitlines()[0], bench, argv)
+    if rows is None:
         return 0
     print("%-10s %-10s %-11s %-7s %9s %9s %8s" % ("probe", "link", "target", "case", "piflash_s",
                                                   "pyocd_s", "floor_s"))
