@@ -1,6 +1,6 @@
 """Calibration of the USB probe timing model against published pyOCD measurements.
 
-Reproduces, on the virtual clock (piflash.sim.usb), the setups of published pyOCD figures and
+Reproduces, on the virtual clock (piflash.sim.probes.usb), the setups of published pyOCD figures and
 prints predicted next to published. Sources and setups are in docs/benchmarks.md
 ("Calibration"). All of them are pyOCD's own test programs (test/speed_test.py and
 test/flash_test.py in pyOCD's repository) run on an nRF51 at pyOCD's nRF test clock of 1 MHz
@@ -41,7 +41,8 @@ PUBLISHED_2017 = {"ram_write_kBps": (44.281,), "ram_read_kBps": (43.230,)}
 def measure(preset: str) -> dict:
     os.environ.setdefault("PIFLASH_SIM_DIR", tempfile.mkdtemp(prefix="calibrate-"))
     from pyocd.core.helpers import ConnectHelper
-    from piflash.sim import SimStore, usb as sim_usb
+    from piflash.sim import SimStore
+    from piflash.sim.probes import usb as sim_usb
     store = SimStore()
     store.create("cal", "nrf51", exist_ok=True)
     os.environ[sim_usb.ENV_VAR] = "cal@%s" % preset

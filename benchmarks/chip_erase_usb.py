@@ -3,14 +3,14 @@
 For each probe preset and target, a board whose whole flash holds data, erased in-process through
 pyOCD's own USB CMSIS-DAP driver on the simulated probe's virtual clock:
 
-* ``piflash_s`` -- ``piflash.flasher.erase_target(mode="chip")``: connect, the chip erase, the
+* ``piflash_s`` -- ``piflash.flashing.workflow.erase_target(mode="chip")``: connect, the chip erase, the
   blank check that proves every flash region erased, reset;
 * ``pyocd_s`` -- what ``pyocd erase --chip`` does: connect, ``FlashEraser`` in chip mode (one
   ``EraseAll`` per flash region, no check);
 * ``nvm_erases`` -- erase operations the simulated flash arrays carried out (an nRF ERASEALL
   clears the code flash and the UICR: two).
 
-All figures are predictions of the timing model (piflash/sim/usb/timing.py), not measurements.
+All figures are predictions of the timing model (piflash/sim/probes/usb/timing.py), not measurements.
 
     python benchmarks/chip_erase_usb.py [--json] [--presets debugprobe,daplink] [--targets nrf52840]
 """
@@ -26,7 +26,7 @@ from real_probe import bench_rows
 
 
 def run_piflash(device, target: str) -> None:
-    from piflash.flasher import erase_target
+    from piflash.flashing.workflow import erase_target
     erase_target(probe=device.serial, target=target, mode="chip")
 
 
@@ -41,7 +41,8 @@ def run_pyocd(device, target: str) -> None:
 
 def bench(presets, targets) -> list:
     os.environ.setdefault("PIFLASH_SIM_DIR", tempfile.mkdtemp(prefix="chip_erase-"))
-    from piflash.sim import SimStore, usb as sim_usb
+    from piflash.sim import SimStore
+    from piflash.sim.probes import usb as sim_usb
     rows = []
     for preset in presets:
         for target in targets:

@@ -41,7 +41,7 @@ COUNTS = {"requests": 0, "transfers": 0}
 
 def _count_dap_calls() -> None:
     """Wrap the simulated probe's DAP methods (this benchmark process only) to count them."""
-    from piflash.sim.probe import SimProbe
+    from piflash.sim.probes.simprobe import SimProbe
 
     for name in _DAP_CALLS:
         original = getattr(SimProbe, name)
@@ -72,8 +72,8 @@ def make_image(tmp: Path, target: str) -> tuple:
 
 
 def run_piflash(path: Path, base, target: str, board: str) -> None:
-    from piflash.flasher import flash_firmware
-    from piflash.image import load_image
+    from piflash.flashing.workflow import flash_firmware
+    from piflash.firmware.image import load_image
 
     flash_firmware(load_image(path, base), probe=f"sim:{board}", target=target)
 

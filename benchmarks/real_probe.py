@@ -1,9 +1,9 @@
 """Predicted time on real hardware: piflash vs pyOCD through simulated USB CMSIS-DAP probes.
 
-For each probe preset (piflash.sim.usb.presets) and target, a fresh blank board and a re-flash of
+For each probe preset (piflash.sim.probes.usb.presets) and target, a fresh blank board and a re-flash of
 the same image, run in-process through pyOCD's own USB CMSIS-DAP driver on the virtual clock:
 
-* ``piflash_s`` -- ``piflash.flasher.flash_firmware`` (erase auto, program, read-back verify, reset);
+* ``piflash_s`` -- ``piflash.flashing.workflow.flash_firmware`` (erase auto, program, read-back verify, reset);
 * ``pyocd_s`` -- what ``pyocd flash`` does: connect, ``FileProgrammer.program``, reset (no verify);
 * ``floor_s`` -- max(datasheet erase + write time of what must change, time for the bytes that
   must cross the link at its best packet rate) + the connect and reset time of the piflash run;
@@ -18,7 +18,7 @@ the same image, run in-process through pyOCD's own USB CMSIS-DAP driver on the v
   flash page erases and program operations.
 * ``phase_requests`` -- the same counts per phase (``{"piflash": {phase: {...}}, "pyocd": ...}``).
 
-All figures are predictions of the timing model (piflash/sim/usb/timing.py), not measurements;
+All figures are predictions of the timing model (piflash/sim/probes/usb/timing.py), not measurements;
 they do not depend on this machine's speed. Images: Debian's MicroPython hex for nrf51, a
 256 KiB image for nrf52840, 64 KiB for stm32f103rc (pseudo-random bytes, fixed seed).
 
@@ -68,9 +68,9 @@ class _PhaseSink:
 
 
 def run_piflash(device, target: str, image: Path) -> dict:
-    from piflash.flasher import flash_firmware
-    from piflash.image import load_image
-    from piflash.sim.targets import TARGETS
+    from piflash.flashing.workflow import flash_firmware
+    from piflash.firmware.image import load_image
+    from piflash.sim.specs import TARGETS
     base = TARGETS[target].flash.start if image.suffix == ".bin" else None
     clock = device.clock
     start = clock.snapshot()
@@ -83,7 +83,7 @@ def run_piflash(device, target: str, image: Path) -> dict:
 def run_pyocd(device, target: str, image: Path) -> dict:
     from pyocd.core.helpers import ConnectHelper
     from pyocd.flash.file_programmer import FileProgrammer
-    from piflash.sim.targets import TARGETS
+    from piflash.sim.specs import TARGETS
     clock = device.clock
     start = clock.snapshot()
     clock.set_phase("connect")
@@ -121,9 +121,9 @@ TRANSFER_BLOCK_HEADER = 5
 def floor_seconds(preset, target: str, image: Path, case: str, piflash: dict,
                   framed: bool = False) -> float:
     """The physics floor: see the module docstring (``framed``: ``floor_framed_s``)."""
-    from piflash.image import load_image
-    from piflash.sim.targets import TARGETS
-    from piflash.sim.usb.timing import TARGET_TIMING, Link
+    from piflash.firmware.image import load_image
+    from piflash.sim.specs import TARGETS
+    from piflash.sim.probes.usb.timing import TARGET_TIMING, Link
     fixed = sum(piflash["phases"].get(p, 0.0) for p in ("connect", "reset"))
     if case == "reflash":
         return fixed                # nothing must change and nothing must cross
@@ -141,8 +141,9 @@ def floor_seconds(preset, target: str, image: Path, case: str, piflash: dict,
 
 def bench(presets, targets) -> list:
     os.environ.setdefault("PIFLASH_SIM_DIR", tempfile.mkdtemp(prefix="real_probe-"))
-    from piflash.sim import SimStore, usb as sim_usb
-    from piflash.sim.usb.presets import get_preset
+    from piflash.sim import SimStore
+    from piflash.sim.probes import usb as sim_usb
+    from piflash.sim.probes.usb.presets import get_preset
     work = Path(tempfile.mkdtemp(prefix="real_probe-img-"))
     rows = []
     for preset_name in presets:

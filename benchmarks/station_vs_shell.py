@@ -55,7 +55,7 @@ def count_rows(db: Path) -> int:
         return 0
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
     try:
-        # A board's row is opened when the station reaches it (outcome 'open', piflash/history.py):
+        # A board's row is opened when the station reaches it (outcome 'open', piflash/record/history.py):
         # count finished boards only, or the operator swaps a board in the middle of its flash.
         return con.execute("SELECT count(*) FROM operations WHERE outcome != 'open'").fetchone()[0]
     except sqlite3.OperationalError:

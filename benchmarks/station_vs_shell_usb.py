@@ -4,7 +4,7 @@ both over a simulated USB CMSIS-DAP probe (issue 12). Predictions of the timing 
 measurements.
 
 For each probe preset and target, each contender runs in its own processes with
-``PIFLASH_SIM_USB=BOARD@PRESET`` and ``PIFLASH_SIM_USB_LEDGER=FILE`` (piflash/sim/usb/ledger.py:
+``PIFLASH_SIM_USB=BOARD@PRESET`` and ``PIFLASH_SIM_USB_LEDGER=FILE`` (piflash/sim/probes/usb/ledger.py:
 every simulated device appends its virtual clock's snapshot to FILE when a session opens or
 closes, when the board behind it changes, and at exit). The probe is named by its USB serial
 number, read from ``piflash probes --json`` as a user would. The script is the operator: it swaps
@@ -81,7 +81,7 @@ def probe_serial(env: dict) -> str:
 
 
 def _read_ledger(path: Path) -> list:
-    from piflash.sim.usb.ledger import read_ledger
+    from piflash.sim.probes.usb.ledger import read_ledger
     return read_ledger(str(path))
 
 
@@ -166,8 +166,8 @@ def run_shell(store, board: str, serial: str, env: dict, tmp: Path, target: str,
 
 
 def _check_image(store, board: str, image: Path, base) -> None:
-    from piflash.image import load_image
-    from piflash.sim.targets import get_target
+    from piflash.firmware.image import load_image
+    from piflash.sim.specs import get_target
     img = load_image(str(image), base_address=base)
     start = get_target(store.get(board).target).flash.start
     flash = store.read_flash(board)

@@ -395,7 +395,7 @@ class HistoryError(PiflashError):
 class HistoryChainError(PiflashError):
     """``piflash history verify-chain`` found a row that was edited, deleted or inserted.
 
-    :ivar report: the :class:`piflash.historychain.ChainReport`.
+    :ivar report: the :class:`piflash.record.chain.ChainReport`.
     """
 
     exit_code = ExitCode.HISTORY_CHAIN

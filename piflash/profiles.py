@@ -15,7 +15,7 @@ A profile is a small YAML mapping (``docs/profiles.md`` has the full story)::
     description: "..."          # optional
     memory_guard: refuse        # optional: refuse | warn | off (see piflash/host/memguard.py)
     pack: packs/Vendor.DFP.pack # optional CMSIS pack(s) describing the target; a path or a list
-    serial: {...}               # optional: per-board serial number (piflash/patch.py, docs/production.md)
+    serial: {...}               # optional: per-board serial number (piflash/firmware/patch.py, docs/production.md)
     patch: [...]                # optional: more per-board bytes from templates
     protect: lock               # optional: lock | off -- read-out protection after a passed verify
 
@@ -43,12 +43,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, List, NoReturn, Optional, Tuple, Union
 
 from piflash.errors import ChecksumError, FirmwareError, PackError, PiflashError, ProfileError
-from piflash.image import ALL_SUFFIXES, format_for_name
-from piflash.patch import PatchPlan, parse_plan
+from piflash.firmware.image import ALL_SUFFIXES, format_for_name
+from piflash.firmware.patch import PatchPlan, parse_plan
+
+from piflash.flashing.program import ERASE_MODES
 
 if TYPE_CHECKING:
-    from piflash.image import FirmwareImage
-from piflash.program import ERASE_MODES
+    from piflash.firmware.image import FirmwareImage
+    from piflash.host.memguard import MemoryVerdict
 
 #: System-wide profile directory, searched last (tests may monkeypatch it).
 SYSTEM_PROFILE_DIR = Path("/etc/piflash/profiles")
@@ -59,7 +61,7 @@ PROFILE_PATH_ENV = "PIFLASH_PROFILE_PATH"
 ALLOWED_KEYS = ("target", "probe", "frequency", "erase", "firmware", "sha256",
                 "base_address", "verify", "reset", "description", "memory_guard", "pack",
                 "serial", "patch", "protect")
-#: Accepted values of ``protect`` (piflash/protect.py): lock after a passed verify, or leave open.
+#: Accepted values of ``protect`` (piflash/production/protect.py): lock after a passed verify, or leave open.
 PROTECT_MODES = ("lock", "off")
 #: Accepted values of ``memory_guard`` (as piflash.host.memguard.GUARD_MODES; kept here so loading a
 #: profile does not import the guard).
@@ -144,15 +146,15 @@ class Profile:
         target with a memory map known before connecting (a builtin class's, or a part of
         :attr:`pack`), checks the image lies in its flash.
 
-        :returns: the :class:`piflash.image.FirmwareImage`.
+        :returns: the :class:`piflash.firmware.image.FirmwareImage`.
         :raises FirmwareError: missing, unreadable, corrupt or empty file (exit 3).
         :raises ChecksumError: the digest differs from :attr:`sha256` (exit 6).
         :raises ImageRangeError: data outside the target's flash (exit 4).
         :raises UnknownTargetError, PackError: the target is neither builtin nor in :attr:`pack`
             (exit 2; :func:`load_profile` with ``check_target`` reports them at their line).
         """
-        from piflash.image import check_fits, load_image
-        from piflash.target import resolve_target
+        from piflash.firmware.image import check_fits, load_image
+        from piflash.target.catalog import resolve_target
 
         image = load_image(self.firmware, self.base_address)
         self.check_digest(image.sha256)
@@ -328,7 +330,7 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
 
     :param path: the YAML file (str or path-like).
     :param check_target: optional validator of the target type (e.g.
-        :func:`piflash.target.check_target`, which imports pyOCD): returns the normalised name
+        :func:`piflash.target.catalog.check_target`, which imports pyOCD): returns the normalised name
         or raises a PiflashError, reported at the 'target' key's line. When the profile names
         a ``pack``, it is called as ``check_target(target, packs)`` and a
         :class:`~piflash.errors.PackError` is reported at the 'pack' key's line.
@@ -549,3 +551,52 @@ def _describe(value: Any) -> str:
     kind = {bool: "boolean", int: "integer", float: "number", str: "string",
             list: "list", dict: "mapping"}.get(type(value), type(value).__name__)
     return f"{kind} {shown}"
+
+
+# --- the memory guard for a job a profile describes ---------------------------------------------
+
+def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Optional[str] = None,
+              options: Optional[dict] = None, *, force: bool = False,
+              root: Optional[PathLike] = None,
+              warn: Optional[Callable[[str], None]] = None) -> Optional["MemoryVerdict"]:
+    """:func:`piflash.host.memguard.check_memory` for a job as the CLI and the station describe it.
+
+    Works out the sizes without parsing anything heavy: for the operations that load an image
+    (:data:`piflash.host.memguard.IMAGE_OPERATIONS`) the firmware file's size and format (``firmware``, else the
+    profile's ``firmware``), the pack from pyOCD session ``options``
+    (``{"pack": path or [paths]}``, as ``-O pack=FILE`` gives it), else the profile's ``pack``,
+    and the mode (``$PIFLASH_MEMORY_GUARD``, else the profile's ``memory_guard``).
+    ``PIFLASH_MEMORY_GUARD=off`` returns at once, before any file is read.
+
+    :param profile: a profile name or path (:func:`find_profile`), or None.
+    :raises MemoryGuardError: see :func:`piflash.host.memguard.check_memory`.
+    :raises ProfileError: the profile cannot be found or is invalid (its target is not checked
+        here: that needs pyOCD).
+    """
+    from piflash.host import memguard
+
+    mode = memguard.guard_mode()
+    if mode == "off":
+        return None
+    loads_image = operation in memguard.IMAGE_OPERATIONS
+    if not loads_image:
+        firmware = None
+    packs = (options or {}).get("pack")
+    if profile and (not os.environ.get(memguard.MODE_ENV) or (loads_image and not firmware) or packs is None):
+        prof = load_profile(find_profile(profile))
+        if not os.environ.get(memguard.MODE_ENV):
+            mode = memguard.guard_mode(prof.memory_guard)
+        if loads_image:
+            firmware = firmware or prof.firmware
+        if packs is None:
+            packs = prof.pack
+    image_bytes, image_format = 0, None
+    if firmware:
+        try:
+            image_bytes = os.stat(firmware).st_size
+        except OSError:
+            image_bytes = 0  # loading it reports the problem
+        image_format = format_for_name(firmware)
+    pack_bytes = memguard.pack_description_bytes(packs)
+    return memguard.check_memory(operation, image_bytes, pack_bytes, image_format, mode=mode, force=force,
+                        root=root, warn=warn)

@@ -21,7 +21,7 @@ class Phase(str, enum.Enum):
     CONNECT = "connect"   #: open the probe, power up the DAP, discover the core, read the unique ID
     ERASE = "erase"       #: chip or sector erase (pyOCD's FlashBuilder.erase)
     PROGRAM = "program"   #: write pages (pyOCD's FlashBuilder.program)
-    VERIFY = "verify"     #: read-back verify (piflash.verify)
+    VERIFY = "verify"     #: read-back verify (piflash.flashing.verify)
     RESET = "reset"       #: reset the target so the new firmware runs
 
     def __str__(self) -> str:

@@ -92,7 +92,7 @@ def sim_server():
 
 def expected_flash(image_path: Path, flash_size: int, base: int = 0, base_address=None) -> bytes:
     """The whole flash as it must be after flashing only ``image_path`` into erased flash."""
-    from piflash.image import load_image
+    from piflash.firmware.image import load_image
 
     image = load_image(image_path, base_address)
     buf = bytearray(b"\xff" * flash_size)

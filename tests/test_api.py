@@ -8,8 +8,8 @@ import os
 import pytest
 
 from piflash.errors import FlashError, NoProbeError, VerifyError
-from piflash.flasher import flash_firmware, verify_firmware
-from piflash.image import image_from_bytes, load_image
+from piflash.flashing.workflow import flash_firmware, verify_firmware
+from piflash.firmware.image import image_from_bytes, load_image
 from piflash.progress import ProgressSink
 
 
@@ -128,7 +128,7 @@ def test_stm32_pages_are_verified_by_crc_blocks_and_a_flipped_bit_is_caught(offs
     (None, {"frequency": 2_000_000}, 2_000_000),      # so does -O frequency=
 ])
 def test_swd_clock_asked_for(frequency, options, expected):
-    from piflash.connect import open_session
+    from piflash.target.connect import open_session
     from piflash.sim.store import SimStore
 
     SimStore().create("clk", "nrf52840")

@@ -316,7 +316,7 @@ def test_wrong_target_type_on_a_probe_that_does_not_know_its_board(cli, sim_serv
                                  TypeError("unsupported operand")])
 @pytest.mark.parametrize("phase", ["connect", "erase", "program", "verify", "reset"])
 def test_no_raw_python_exception_text(exc, phase):
-    from piflash.connect import translate_error
+    from piflash.target.connect import translate_error
 
     err = translate_error(exc, phase)
     text = f"{err.message} {err.hint}"
@@ -445,7 +445,7 @@ def test_stuck_sector_erase_is_named_and_quick(cli, tmp_path):
 
 
 def test_blank_check_blocks_fit_the_crc_analyzer():
-    from piflash.verify import MAX_CRC_PAGE_INDEX, _blank_blocks
+    from piflash.flashing.verify import MAX_CRC_PAGE_INDEX, _blank_blocks
 
     stm32 = _blank_blocks(0x08000000, 0x08080000)  # 512 KiB: eight 64 KiB analyzer calls
     assert stm32 == [(0x08000000 + i * 0x10000, 0x10000, True) for i in range(8)]

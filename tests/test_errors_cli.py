@@ -139,7 +139,7 @@ def test_write_protected_sector_nrf_caught_by_verify(cli, app_hex):
 
 def _holds_old_data(board):
     """Give the board's first sectors other data, so that flashing must erase them first (a
-    blank sector is programmed without an erase: piflash/flashplan.py)."""
+    blank sector is programmed without an erase: piflash/flashing/plan.py)."""
     from piflash.sim.store import SimStore
 
     SimStore().write_flash(board, b"\x00" * 64 * 1024)

@@ -18,7 +18,7 @@ def dump(cli, board, tmp_path):
 
 
 #: How the probe is reached: the sim plugin, pyOCD's remote probe protocol, or a simulated USB
-#: CMSIS-DAP probe (piflash.sim.usb) through pyOCD's own USB driver, v2 bulk or v1 HID.
+#: CMSIS-DAP probe (piflash.sim.probes.usb) through pyOCD's own USB driver, v2 bulk or v1 HID.
 ROUTES = ["plugin", "remote"]
 USB_PRESETS = {"usb-v2": "debugprobe", "usb-v1": "daplink"}
 #: Every target through the plugin and the remote probe; the USB driver once per CMSIS-DAP
@@ -34,9 +34,9 @@ def probe_for(route, board, target, sim_server, monkeypatch):
     if route == "remote":
         return sim_server(board, target).uid
     if route in USB_PRESETS:
-        from piflash.sim.usb import ENV_VAR
-        from piflash.sim.usb.device import serial_for
-        from piflash.sim.usb.presets import get_preset
+        from piflash.sim.probes.usb import ENV_VAR
+        from piflash.sim.probes.usb.device import serial_for
+        from piflash.sim.probes.usb.presets import get_preset
 
         monkeypatch.setenv(ENV_VAR, f"{board}@{USB_PRESETS[route]}")
         return serial_for(get_preset(USB_PRESETS[route]), board, target)
@@ -59,7 +59,7 @@ def test_flash_real_firmware(cli, sim_server, tmp_path, firmware_dir, microbit_h
     second = cli.json("flash", fw, "--target", target, "--probe", uid)
     assert second["ok"] and second["verified"]
     # Nothing is rewritten, not even the micro:bit image's 28-byte UICR record, which the CRC
-    # analyzer cannot address (0x10001000, see piflash/flashplan.py): it is read back and compared.
+    # analyzer cannot address (0x10001000, see piflash/flashing/plan.py): it is read back and compared.
     assert second["program"]["programmed_pages"] == 0, second["program"]
     assert second["program"]["erased_bytes"] == 0, second["program"]
     assert second["program"]["skipped_pages"] > 0

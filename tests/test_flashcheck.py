@@ -1,4 +1,4 @@
-"""piflash's on-target blank check and CRC-32 (targetcode/flashcheck.c, piflash/flashcheck.py).
+"""piflash's on-target blank check and CRC-32 (targetcode/flashcheck.c, piflash/flashing/flashcheck.py).
 
 The simulated core executes the binary's real instructions on the simulated flash, so a result
 that matches here is what the code computes on a Cortex-M0, M3 and M4F.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from piflash import flashcheck, flashplan
+from piflash.flashing import flashcheck, plan as flashplan
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = {"nrf51": 0x0, "nrf52840": 0x0, "stm32f103rc": 0x08000000}
@@ -23,7 +23,7 @@ TARGETS = list(BASE)
 
 
 def _session(target: str, board: str):
-    from piflash.connect import open_session
+    from piflash.target.connect import open_session
 
     return open_session(f"sim:{board}", target)
 
@@ -51,7 +51,7 @@ def test_the_committed_binaries_are_built_from_their_source(tmp_path):
     subprocess.run(["make", "-s", "-C", str(ROOT / "targetcode"), f"OUT={tmp_path}"], check=True)
     built = (tmp_path / "flashcheck.bin").read_bytes()
     assert built == flashcheck.binary(), "run `make -C targetcode` and commit piflash/data/flashcheck.bin"
-    from piflash import multipage       # the run caller (targetcode/runcall.S) is built alongside
+    from piflash.flashing import multipage  # the run caller (targetcode/runcall.S) is built alongside
 
     assert (tmp_path / "runcall.bin").read_bytes() == multipage.run_caller(), \
         "run `make -C targetcode` and commit piflash/data/runcall.bin"
@@ -148,8 +148,8 @@ def test_the_quick_check_asks_one_block_first_then_doubles(monkeypatch):
     """The station's "is the image already there?" check: a fresh board costs one CRC of one
     block; a board that carries the image is proven block by block in calls of 1, 2, 4... ."""
     from piflash.errors import VerifyError
-    from piflash.image import image_from_bytes
-    from piflash.verify import verify_image
+    from piflash.firmware.image import image_from_bytes
+    from piflash.flashing.verify import verify_image
 
     page, pages = 1024, 20
     data = random.Random(9).randbytes(pages * page)

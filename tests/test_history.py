@@ -17,8 +17,8 @@ import pytest
 
 from piflash.errors import ExitCode
 from piflash.cli.history import export_columns
-from piflash.history import History, summarize
-from piflash.result import OperationResult
+from piflash.record.history import History, summarize
+from piflash.record.result import OperationResult
 
 NRF = ["-t", "nrf52840", "-u", "sim:nrf52840"]
 
@@ -120,8 +120,8 @@ def test_record_query_summarize(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from piflash.history import History
-    from piflash.result import OperationResult
+    from piflash.record.history import History
+    from piflash.record.result import OperationResult
     db = History(sys.argv[1])
     i = 0
     while True:

@@ -12,9 +12,9 @@ import time
 import pytest
 
 from piflash.errors import ExitCode
-from piflash.history import V1_COLUMNS, History
-from piflash.historychain import GENESIS, row_hash
-from piflash.result import OperationResult
+from piflash.record.history import V1_COLUMNS, History
+from piflash.record.chain import GENESIS, row_hash
+from piflash.record.result import OperationResult
 
 NRF = ["-t", "nrf52840", "-u", "sim:nrf52840"]
 
@@ -117,8 +117,8 @@ def test_rows_complete_out_of_order_and_chain_in_completion_order(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys, threading
-    from piflash.history import History
-    from piflash.result import OperationResult
+    from piflash.record.history import History
+    from piflash.record.result import OperationResult
     db = History(sys.argv[1])
     def work(t):
         for i in range(int(sys.argv[2])):

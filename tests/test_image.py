@@ -4,8 +4,8 @@ import pytest
 from intelhex import IntelHex
 
 from piflash.errors import ExitCode, FirmwareError, ImageRangeError
-from piflash.image import check_fits, load_image, merge_segments
-from piflash.target import builtin_flash_regions
+from piflash.firmware.image import check_fits, load_image, merge_segments
+from piflash.target.catalog import builtin_flash_regions
 
 
 def write_hex(path, chunks):

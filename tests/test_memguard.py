@@ -16,7 +16,8 @@ from piflash.host import memguard
 from piflash.host.machine import MachineFacts, parse_meminfo, read_machine
 from piflash.errors import ExitCode, MemoryGuardError
 from piflash.host.memguard import (BASELINE, IMAGE_SLOPE, MARGIN, MIB, GuardConfigError, assess_memory,
-                              check_job, check_memory, pack_description_bytes)
+                                   check_memory, pack_description_bytes)
+from piflash.profiles import check_job
 
 KIB = 1024
 

@@ -1,4 +1,4 @@
-"""Several pages per flash-algorithm call (piflash/multipage.py), on pyOCD's own algorithms.
+"""Several pages per flash-algorithm call (piflash/flashing/multipage.py), on pyOCD's own algorithms.
 
 The simulated core executes the algorithm's real instructions and the simulated flash controller
 carries out its writes, so a run that programs byte for byte here is a run the algorithm really
@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from piflash import multipage
+from piflash.flashing import multipage
 
 BASE = {"nrf51": 0x0, "nrf52840": 0x0, "stm32f103rc": 0x08000000}
 PAGE = {"nrf51": 1024, "nrf52840": 4096, "stm32f103rc": 2048}
@@ -21,7 +21,7 @@ TARGETS = list(BASE)
 
 
 def _session(target: str, board: str):
-    from piflash.connect import open_session
+    from piflash.target.connect import open_session
     from piflash.sim.store import SimStore
 
     SimStore().create(board, target, exist_ok=True)
@@ -77,13 +77,13 @@ def test_one_call_programs_several_pages(target):
 
 @pytest.mark.parametrize("target", ["nrf51", "stm32f103rc"])
 def test_flash_firmware_uses_fewer_calls_and_is_byte_exact(target, caplog):
-    from piflash.flasher import flash_firmware
-    from piflash.image import image_from_bytes
+    from piflash.flashing.workflow import flash_firmware
+    from piflash.firmware.image import image_from_bytes
     from piflash.sim.store import SimStore
 
     data = _rand(11 * PAGE[target] + 100, 3)      # a partial last page
     SimStore().create(f"ff-{target}", target)
-    with caplog.at_level(logging.DEBUG, logger="piflash.flashplan"):
+    with caplog.at_level(logging.DEBUG, logger="piflash.flashing.plan"):
         flash_firmware(image_from_bytes(data, BASE[target]), probe=f"sim:ff-{target}", target=target)
     assert SimStore().read_flash(f"ff-{target}")[:len(data)] == data
     pages, calls, run, left = 12, 0, PAGE[target], 12 * PAGE[target]
@@ -211,7 +211,7 @@ def test_a_call_that_halts_without_returning_is_a_failure(monkeypatch):
                            match="the core halted before the flash algorithm returned") as err:
             _program(session, [(page, _rand(2 * page, 7))])
     assert err.value.address == page
-    from piflash.connect import translate_error
+    from piflash.target.connect import translate_error
 
     error = translate_error(err.value, "program")
     assert "did not run the flash algorithm to its end" in error.hint and "write-protected" not in error.hint
@@ -243,7 +243,8 @@ def test_a_call_costs_two_probe_round_trips_on_cmsis_dap():
     after the last transfer) are counted apart."""
     pytest.importorskip("unicorn")
     from pyocd.core.helpers import ConnectHelper
-    from piflash.sim import SimStore, usb as sim_usb
+    from piflash.sim import SimStore
+    from piflash.sim.probes import usb as sim_usb
 
     page, runs, calls = PAGE["nrf51"], 4, []
     store = SimStore()

@@ -77,7 +77,7 @@ def test_pyocd_loads_our_flm(flm):
 
 def test_resolve_target_from_the_pack(pack):
     from piflash.errors import ExitCode, PackError
-    from piflash.target import UnknownTargetError, check_target, resolve_target
+    from piflash.target.catalog import UnknownTargetError, check_target, resolve_target
 
     found = resolve_target(PART, str(pack))
     assert (found.name, found.part_number, found.pack) == (TARGET, PART, str(pack))
@@ -106,7 +106,7 @@ def test_parts_of_installed_packs_are_known(pack, monkeypatch):
     from pyocd.target.pack.cmsis_pack import CmsisPack
     from pyocd.target.pack.pack_target import ManagedPacks
 
-    from piflash.target import UnknownTargetError, resolve_target
+    from piflash.target.catalog import UnknownTargetError, resolve_target
 
     with pytest.raises(UnknownTargetError):
         resolve_target(PART)
@@ -126,7 +126,7 @@ def test_targets_lists_the_packs_parts(cli, pack):
 
 
 def test_unpacked_pack_directory(tmp_path, flm):
-    from piflash.target import resolve_target
+    from piflash.target.catalog import resolve_target
 
     unpacked = tmp_path / "unpacked"
     (unpacked / "Flash").mkdir(parents=True)
@@ -163,7 +163,7 @@ def test_flash_erase_through_pack_target(cli, pack, firmware, tmp_path):
 def test_pyocd_runs_the_packs_algorithm(pack, firmware, sim_dir):
     """The session's flash region carries the FLM's algorithm (loaded into the simulated RAM),
     not pyOCD's builtin nRF52840 one."""
-    from piflash.connect import open_session
+    from piflash.target.connect import open_session
     from piflash.sim import SimStore
     from pyocd.target.pack.flash_algo import PackFlashAlgo
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from piflash.errors import ExitCode, ProfileError, SerialError
-from piflash.image import image_from_bytes
-from piflash.patch import CounterSpec
+from piflash.firmware.image import image_from_bytes
+from piflash.firmware.patch import CounterSpec
 from piflash.profiles import load_profile
-from piflash.serials import SerialAllocator
+from piflash.production.serials import SerialAllocator
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,6 +1,6 @@
 """The stock pyOCD command line against simulated boards, in separate processes: ``-u sim:NAME``
 (board state shared through the state directory) and pyOCD's remote probe protocol served by
-:func:`piflash.sim.server.serve`."""
+:func:`piflash.sim.probes.server.serve`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("unicorn")
 
 from piflash.sim import SimStore  # noqa: E402
-from piflash.sim.server import serve, start_server  # noqa: E402
+from piflash.sim.probes.server import serve, start_server  # noqa: E402
 
 PYOCD = shutil.which("pyocd", path=str(Path(sys.executable).parent)) or "pyocd"
 

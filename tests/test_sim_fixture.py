@@ -15,7 +15,7 @@ pytest.importorskip("unicorn")
 
 from pyocd.core import exceptions  # noqa: E402
 
-from piflash.connect import open_session, read_target_uid  # noqa: E402
+from piflash.target.connect import open_session, read_target_uid  # noqa: E402
 from piflash.errors import ConnectError  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
 
@@ -88,8 +88,8 @@ def test_pull_mid_session_then_empty_fixture_then_seat(store):
 
 
 def test_remove_after_pulls_the_board_once(store, tmp_path):
-    from piflash.image import load_image
-    from piflash.program import ImageProgrammer
+    from piflash.firmware.image import load_image
+    from piflash.flashing.program import ImageProgrammer
 
     data = os.urandom(16 * 1024)
     (tmp_path / "img.bin").write_bytes(data)

@@ -11,9 +11,9 @@ pytest.importorskip("unicorn")
 
 from pyocd.core.exceptions import TransferFaultError  # noqa: E402
 
-from piflash.sim.boards import SimBoard  # noqa: E402
+from piflash.sim.board import SimBoard  # noqa: E402
 from piflash.sim.faults import Faults  # noqa: E402
-from piflash.sim.targets import TARGETS  # noqa: E402
+from piflash.sim.specs import TARGETS  # noqa: E402
 
 DHCSR, DCRSR, DCRDR, DEMCR, DFSR, AIRCR = 0xE000EDF0, 0xE000EDF4, 0xE000EDF8, 0xE000EDFC, 0xE000ED30, 0xE000ED0C
 KEY = 0xA05F0000
@@ -197,7 +197,7 @@ def test_unmapped_access_faults_and_sticks():
     dap.write_block(0x2003FFF8, [1, 2, 3, 4])
     assert dap.read_block(0x2003FFF8, 2) == [1, 2] and dap.read_block(0x2003F000, 2) == [3, 4]
     # ...while a bus block access that runs off RAM writes the words before the fault.
-    from piflash.sim.memory import BusError
+    from piflash.sim.memory.bus import BusError
     with pytest.raises(BusError) as err:
         dap.board.bus.write_block(0x2003FFF8, bytes(range(16)))
     assert err.value.address == 0x20040000
@@ -490,7 +490,7 @@ def test_stm32_uid_flash_size_dbgmcu():
 def test_ctrl_c_inside_emulation_propagates(monkeypatch):
     """A KeyboardInterrupt raised in a flash-store or MMIO callback must reach the caller (it
     would otherwise be swallowed by unicorn's callback guard) and leave the board usable."""
-    from piflash.sim.nvmc import Nvmc
+    from piflash.sim.memory.nvmc import Nvmc
     real_store, real_read = Nvmc.store, Nvmc.read32
     hits = {"store": 0, "read": 0}
 

@@ -18,9 +18,9 @@ from pyocd.flash.file_programmer import FileProgrammer  # noqa: E402
 from pyocd.probe.aggregator import DebugProbeAggregator  # noqa: E402
 
 from piflash.sim import SIM_TARGETS, SimStore  # noqa: E402
-from piflash.sim import probe as sim_probe  # noqa: E402
-from piflash.sim.probe import SimProbe  # noqa: E402
-from piflash.sim.targets import TARGETS  # noqa: E402
+from piflash.sim.probes import simprobe as sim_probe  # noqa: E402
+from piflash.sim.probes.simprobe import SimProbe  # noqa: E402
+from piflash.sim.specs import TARGETS  # noqa: E402
 
 IMAGE_SIZE = 64 * 1024
 

@@ -11,7 +11,7 @@ import pytest
 from piflash.sim import (SIM_TARGETS, BoardExistsError, SimStore, UnknownBoardError,
                          auto_target_for_name, default_root, valid_board_name)
 from piflash.sim.faults import Faults
-from piflash.sim.targets import TARGETS
+from piflash.sim.specs import TARGETS
 
 
 @pytest.fixture
@@ -153,7 +153,7 @@ def test_faults_roundtrip():
 def test_plugin_gate(monkeypatch):
     import importlib.util
 
-    from piflash.sim import plugin
+    from piflash.sim.probes import plugin
     p = plugin.SimProbePlugin()
     assert p.name == "sim"
     real = importlib.util.find_spec
@@ -163,7 +163,7 @@ def test_plugin_gate(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", real)
     if real("unicorn") is not None:
         assert p.should_load() is True
-        from piflash.sim.probe import SimProbe
+        from piflash.sim.probes.simprobe import SimProbe
         assert p.load() is SimProbe
 
 
@@ -171,15 +171,15 @@ def test_package_import_is_light():
     # Importing the package (what pyOCD does for every probe scan) must not pull in the emulator.
     import subprocess
     import sys
-    code = ("import sys, piflash.sim, piflash.sim.plugin; "
-            "print('unicorn' in sys.modules, 'piflash.sim.boards' in sys.modules)")
+    code = ("import sys, piflash.sim, piflash.sim.probes.plugin; "
+            "print('unicorn' in sys.modules, 'piflash.sim.board' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 
 
 def test_no_piflash_imports_outside_sim():
     root = Path(__file__).resolve().parents[1] / "piflash" / "sim"
-    for path in root.glob("*.py"):
+    for path in root.rglob("*.py"):
         text = path.read_text()
         for line in text.splitlines():
             s = line.strip()
@@ -188,4 +188,4 @@ def test_no_piflash_imports_outside_sim():
                 if "piflash" in s:
                     assert s.startswith(("from piflash.sim", "import piflash.sim")), (path.name, s)
                 assert not s.startswith("from .." ), (path.name, s)
-    assert os.path.exists(root / "plugin.py")
+    assert os.path.exists(root / "probes" / "plugin.py")

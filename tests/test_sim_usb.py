@@ -1,4 +1,4 @@
-"""Simulated USB CMSIS-DAP probes (piflash.sim.usb): pyOCD's own USB discovery and CMSIS-DAP v1/v2
+"""Simulated USB CMSIS-DAP probes (piflash.sim.probes.usb): pyOCD's own USB discovery and CMSIS-DAP v1/v2
 drivers flash simulated boards through a pyusb backend; the virtual clock is deterministic;
 WAIT/FAULT acks, EACCES and unplugging behave as on hardware."""
 
@@ -18,9 +18,10 @@ from pyocd.probe.cmsis_dap_probe import CMSISDAPProbe  # noqa: E402
 from pyocd.probe.pydapaccess.dap_access_cmsis_dap import DAPAccessCMSISDAP  # noqa: E402
 
 from piflash.host import probetable  # noqa: E402
-from piflash.sim import SimStore, usb as sim_usb  # noqa: E402
-from piflash.sim.targets import TARGETS  # noqa: E402
-from piflash.sim.usb.presets import PRESETS  # noqa: E402
+from piflash.sim import SimStore
+from piflash.sim.probes import usb as sim_usb  # noqa: E402
+from piflash.sim.specs import TARGETS  # noqa: E402
+from piflash.sim.probes.usb.presets import PRESETS  # noqa: E402
 
 IMAGE = 16 * 1024
 
@@ -229,7 +230,7 @@ def test_a_routine_longer_than_the_resume_budget_is_polled_to_its_end(usb_sim):
     about 12 million instructions (the budget is 10 million)."""
     import binascii
 
-    from piflash.flashcheck import FlashCheck
+    from piflash.flashing.flashcheck import FlashCheck
 
     device = usb_sim("long-routine", "nrf52840")
     session = ConnectHelper.session_with_chosen_probe(unique_id=device.serial, blocking=False,

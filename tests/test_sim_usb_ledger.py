@@ -1,4 +1,4 @@
-"""The virtual clock's ledger (``PIFLASH_SIM_USB_LEDGER``, piflash/sim/usb/ledger.py): another process's
+"""The virtual clock's ledger (``PIFLASH_SIM_USB_LEDGER``, piflash/sim/probes/usb/ledger.py): another process's
 clock, read from a file; and the station-vs-shell benchmark built on it
 (benchmarks/station_vs_shell_usb.py)."""
 
@@ -19,8 +19,10 @@ from pyocd.core import exceptions  # noqa: E402
 from pyocd.core.helpers import ConnectHelper  # noqa: E402
 from pyocd.flash.file_programmer import FileProgrammer  # noqa: E402
 
-from piflash.sim import SimStore, usb as sim_usb  # noqa: E402
-from piflash.sim.usb.ledger import LEDGER_ENV_VAR, read_ledger  # noqa: E402
+from piflash.sim import SimStore
+
+from piflash.sim.probes import usb as sim_usb  # noqa: E402
+from piflash.sim.probes.usb.ledger import LEDGER_ENV_VAR, read_ledger  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 IMAGE = 16 * 1024

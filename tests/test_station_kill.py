@@ -20,7 +20,7 @@ import pytest
 
 pytest.importorskip("unicorn")
 
-from piflash.history import History  # noqa: E402
+from piflash.record.history import History  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
 from support.stationkit import StationProcess, rows, write_config, write_profile  # noqa: E402
 

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("unicorn")
 
-from piflash.serials import KILL_POINTS  # noqa: E402
+from piflash.production.serials import KILL_POINTS  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
 from support.stationkit import StationProcess, rows, wait_for, wait_rows, write_config  # noqa: E402
 

@@ -1,5 +1,5 @@
 """``piflash flash``, ``verify``, ``erase`` and ``reset``: the commands that open a probe and act
-on the target, each a thin layer over :mod:`piflash.flasher` that records its result in the
+on the target, each a thin layer over :mod:`piflash.flashing.workflow` that records its result in the
 history."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, Settings, firmware_
                                  memory_guarded, output_options, probe_options, reset_option, resolve,
                                  session_options, sigterm_as_interrupt)
 from piflash.errors import PiflashError
-from piflash.program import ERASE_MODES
+from piflash.flashing.program import ERASE_MODES
 
 
 def _load(settings: Settings):
-    from piflash.image import load_image
+    from piflash.firmware.image import load_image
 
     if not settings.get("firmware"):
         raise click.UsageError("no firmware given (a FIRMWARE argument or a profile with 'firmware:')")
@@ -38,7 +38,7 @@ def _run_with_progress(settings: Settings, quiet: bool, json_mode: bool, call):
 
 class _Recorder:
     """The history row of one CLI operation: opened when the workflow first reaches the board
-    (:mod:`piflash.flasher`'s ``on_touch``), completed at the end, passed or failed. A history
+    (:mod:`piflash.flashing.workflow`'s ``on_touch``), completed at the end, passed or failed. A history
     that cannot be written warns once on stderr and never fails the job.
 
     The row takes ``settings["serial"]`` (str) and ``settings["patch"]`` (dict) when set, and the
@@ -57,7 +57,7 @@ class _Recorder:
             click.secho(f"warning: not recorded in the history: {exc.message}", fg="yellow", err=True)
 
     def touch(self, result) -> None:
-        from piflash.history import History, HistoryError, default_path
+        from piflash.record.history import History, HistoryError, default_path
 
         path = default_path()
         if path is None or self.row is not None:
@@ -70,7 +70,7 @@ class _Recorder:
             self._warn(exc)
 
     def complete(self, result) -> None:
-        from piflash.history import HistoryError
+        from piflash.record.history import HistoryError
 
         try:
             if self.row is not None and result is not None:
@@ -134,7 +134,7 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
     patched image is programmed and verified; with 'protect: lock' the chip is locked after a
     passed verify and the lock is read back.
     """
-    from piflash.flasher import flash_firmware
+    from piflash.flashing.workflow import flash_firmware
 
     sigterm_as_interrupt()
     s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
@@ -177,7 +177,7 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
 def verify(firmware, probe, target, frequency, profile, pyocd_options, base_address, reset, quiet,
            json_mode):
     """Compare the target's flash with FIRMWARE without writing anything."""
-    from piflash.flasher import verify_firmware
+    from piflash.flashing.workflow import verify_firmware
 
     sigterm_as_interrupt()
     s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
@@ -216,7 +216,7 @@ def _range(text: str):
 @memory_guarded("erase")
 def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, quiet, json_mode):
     """Erase the chip, or the sectors covering the given ranges."""
-    from piflash.flasher import erase_target
+    from piflash.flashing.workflow import erase_target
 
     sigterm_as_interrupt()
     if mode == "chip" and sectors:
@@ -237,7 +237,7 @@ def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, quiet
 @memory_guarded("reset")
 def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mode):
     """Reset the target."""
-    from piflash.flasher import reset_board
+    from piflash.flashing.workflow import reset_board
 
     sigterm_as_interrupt()
     s = resolve(profile, probe=probe, target=target, frequency=frequency)

@@ -45,7 +45,7 @@ def iso_time(ts: Optional[float]) -> Optional[str]:
 def export_columns():
     """The columns of ``--csv`` and ``--json``: every stored column, the times as ISO 8601, then
     ``started_at_unix``/``ended_at_unix`` (the stored Unix seconds, which the row hash covers)."""
-    from piflash.history import COLUMN_NAMES
+    from piflash.record.history import COLUMN_NAMES
 
     return COLUMN_NAMES + tuple(f"{t}_unix" for t in _TIMES)
 
@@ -53,7 +53,7 @@ def export_columns():
 def exported(row: Dict[str, object]) -> Dict[str, object]:
     """One row for ``--csv``/``--json``: an open row whose process died shows as ``interrupted``
     (error "interrupted (process died)") as the next writer will store it."""
-    from piflash.history import DIED, OPEN, row_state
+    from piflash.record.history import DIED, OPEN, row_state
 
     out = dict(row)
     for t in _TIMES:
@@ -80,7 +80,7 @@ def _summary_line(summary) -> str:
 
 
 def _open_db(path):
-    from piflash.history import History, default_path
+    from piflash.record.history import History, default_path
 
     db_path = path or default_path()
     if db_path is None:
@@ -114,7 +114,7 @@ def history(ctx, since, failed, board, station, limit, csv_mode, json_mode, path
       piflash history --board 5f1a3c0e9b2d4471
       piflash history verify-chain
     """
-    from piflash.history import summarize
+    from piflash.record.history import summarize
 
     if ctx.invoked_subcommand is not None:
         return
@@ -175,7 +175,7 @@ def _print_table(rows) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from piflash.history import DIED, row_state
+    from piflash.record.history import DIED, row_state
 
     console = Console(soft_wrap=False)
     if not console.is_terminal:  # a pipe or a log: whole lines, not an 80-column wrap

@@ -123,7 +123,7 @@ def firmware_options(func):
     """The FIRMWARE argument and --base-address, shared by flash and verify."""
     func = click.option("--base-address", "-a", callback=_int_auto, metavar="ADDR",
                         help="Load address of a .bin file, e.g. 0x08000000.")(func)
-    # A plain string: a missing, unreadable or directory FIRMWARE is piflash.image.load_image's
+    # A plain string: a missing, unreadable or directory FIRMWARE is piflash.firmware.image.load_image's
     # FirmwareError (exit 3, as docs/exit-codes.md says), not click's usage error (exit 2).
     return click.argument("firmware", required=False, type=str)(func)
 
@@ -153,7 +153,7 @@ def resolve(profile: Optional[str], **cli_values) -> Settings:
     """
     from piflash import profiles
     from piflash.errors import ProfileError
-    from piflash.target import check_target
+    from piflash.target.catalog import check_target
 
     given = {k: v for k, v in cli_values.items() if v is not None}
     out = Settings(profile=None, firmware=None, sha256=None, target=None, probe=None,
@@ -198,7 +198,7 @@ def memory_guarded(operation: str):
     def decorate(func):
         @functools.wraps(func)
         def wrapper(*args, force=False, **kwargs):
-            from piflash.host.memguard import check_job
+            from piflash.profiles import check_job
 
             check_job(operation, kwargs.get("firmware"), kwargs.get("profile"),
                       kwargs.get("pyocd_options"), force=force,

@@ -1,5 +1,5 @@
 """``piflash protect status|lock|recover``: read-out protection (nRF APPROTECT, STM32 RDP), a thin
-layer over :mod:`piflash.protect` that records each run in the history."""
+layer over :mod:`piflash.production.protect` that records each run in the history."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ def protect():
 
 def _run(operation: str, profile, probe, target, frequency, action):
     from piflash.cli.flash import _recorded
-    from piflash.flasher import tracking
-    from piflash.protect import open_port
-    from piflash.result import OperationResult
+    from piflash.flashing.workflow import tracking
+    from piflash.production.protect import open_port
+    from piflash.record.result import OperationResult
 
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
     if not s["target"]:
@@ -49,7 +49,7 @@ def _run(operation: str, profile, probe, target, frequency, action):
                 raise OperationInterrupted(f"interrupted during {operation}: run "
                                            "'piflash protect status' to see the state") from None
             except Exception as exc:
-                from piflash.connect import translate_error
+                from piflash.target.connect import translate_error
                 from piflash.errors import PiflashError
 
                 if isinstance(exc, PiflashError):
@@ -62,7 +62,7 @@ def _run(operation: str, profile, probe, target, frequency, action):
 
 def _target_uid(port, target: str):
     """The chip's unique ID (hex) if the debugger may read it now, else None."""
-    from piflash.target import uid_location
+    from piflash.target.catalog import uid_location
 
     loc = uid_location(target)
     if loc is None:
@@ -89,7 +89,7 @@ def _show(result, status, json_mode: bool, quiet: bool, line: str) -> None:
 @handles_errors
 def status(probe, target, frequency, profile, pyocd_options, quiet, json_mode):
     """Read the chip's read-out protection. Writes and erases nothing."""
-    from piflash.protect import read_status
+    from piflash.production.protect import read_status
 
     got = {}
 
@@ -112,7 +112,7 @@ def status(probe, target, frequency, profile, pyocd_options, quiet, json_mode):
 @handles_errors
 def lock(probe, target, frequency, profile, pyocd_options, quiet, json_mode):
     """Lock the chip (the debugger is shut out until a recover erases it), then read it back."""
-    from piflash.protect import lock as do_lock
+    from piflash.production.protect import lock as do_lock
 
     sigterm_as_interrupt()
     got = {}
@@ -138,8 +138,8 @@ def recover(probe, target, frequency, profile, pyocd_options, timeout, quiet, js
     The erase wipes all of flash (and on nRF the UICR): the firmware and any data on the board
     are lost. It only happens after the state was read as locked.
     """
-    from piflash.protect import RECOVER_TIMEOUT, read_status
-    from piflash.protect import recover as do_recover
+    from piflash.production.protect import RECOVER_TIMEOUT, read_status
+    from piflash.production.protect import recover as do_recover
 
     sigterm_as_interrupt()
     got = {}

@@ -17,7 +17,7 @@ from piflash.cli.options import memory_guarded
 @memory_guarded("info")
 def info(probe, target, frequency, profile, pyocd_options, json_mode):
     """Connect and show the target: type, unique ID, probe, flash regions."""
-    from piflash.info import target_info
+    from piflash.target.info import target_info
 
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
     data = target_info(s["probe"], s["target"], s["frequency"], session_options(s, pyocd_options))
@@ -40,7 +40,7 @@ def info(probe, target, frequency, profile, pyocd_options, json_mode):
 def probes(json_mode):
     """List the debug probes pyOCD can see (simulated ones included), and the USB probes
     attached that cannot be opened, each with the reason and the fix."""
-    from piflash.connect import list_probes
+    from piflash.target.connect import list_probes
     from piflash.host.usbscan import blocked_probes
 
     found = list_probes()
@@ -73,7 +73,7 @@ def probes(json_mode):
 @handles_errors
 def targets(pattern, packs, json_mode):
     """List the target types pyOCD knows (PATTERN filters by substring)."""
-    from piflash.info import list_targets
+    from piflash.target.info import list_targets
 
     rows = list_targets(pattern, list(packs) or None)
     if json_mode:

@@ -247,7 +247,7 @@ def serve(target, board, host, port):
     if not (target or board):
         raise click.UsageError("give --target or --board")
     _store()
-    from piflash.sim.server import serve as run_server
+    from piflash.sim.probes.server import serve as run_server
 
     name = _name(board) if board else target
     def ready(server):

@@ -2,8 +2,8 @@
 
 A Pi Zero 2W has about 427 MiB of RAM once the GPU has its share, often little swap, and an SD
 card that makes swapping crawl. Every operation that loads pyOCD (``flash``, ``verify``,
-``erase``, ``info``, the station) calls :func:`check_memory` (or :func:`check_job`, which
-works out the sizes from files) first, *before* pyOCD is imported:
+``erase``, ``info``, the station) calls :func:`check_memory` (or :func:`piflash.profiles.check_job`, which
+works out the sizes from files and the profile) first, *before* pyOCD is imported:
 
 - it estimates what the operation needs: a measured peak RSS of piflash + pyOCD for that
   operation (:data:`BASELINE`), plus a measured slope per byte of firmware file
@@ -76,7 +76,7 @@ BASELINE = {
 #: Extra peak RSS per byte of firmware *file*, by format (bytes per byte): the largest of the
 #: flash and verify slopes of the same benchmark (images of 16 KiB to 1 MiB of data), rounded up
 #: with room to spare: measured 2026-11-22 bin 9.8, elf 9.7, hex 32.1 fitted (a 1 MiB image as
-#: a 2.75 MiB .hex peaked at 134.1 MiB, 12 MiB under this estimate). Intel HEX costs most: ``piflash.image`` parses it with intelhex, which
+#: a 2.75 MiB .hex peaked at 134.1 MiB, 12 MiB under this estimate). Intel HEX costs most: ``piflash.firmware.image`` parses it with intelhex, which
 #: keeps a dict entry per data byte and grows it by doubling, so the cost per byte rises with
 #: size (41 bytes per byte between the two largest images); 32 covers the measured range and,
 #: extrapolating that steepest step, a 2 MiB image. The .bin/.elf cost is mostly pyOCD's flash builder, which
@@ -358,52 +358,3 @@ def pack_description_bytes(packs: Union[None, PathLike, Iterable[PathLike]]) -> 
         except (OSError, zipfile.BadZipFile):
             continue
     return total
-
-
-def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Optional[str] = None,
-              options: Optional[dict] = None, *, force: bool = False,
-              root: Optional[PathLike] = None,
-              warn: Optional[Callable[[str], None]] = None) -> Optional[MemoryVerdict]:
-    """:func:`check_memory` for a job described as the CLI and the station describe it.
-
-    Works out the sizes without parsing anything heavy: for the operations that load an image
-    (:data:`IMAGE_OPERATIONS`) the firmware file's size and format (``firmware``, else the
-    profile's ``firmware``), the pack from pyOCD session ``options``
-    (``{"pack": path or [paths]}``, as ``-O pack=FILE`` gives it), else the profile's ``pack``,
-    and the mode (``$PIFLASH_MEMORY_GUARD``, else the profile's ``memory_guard``).
-    ``PIFLASH_MEMORY_GUARD=off`` returns at once, before any file is read.
-
-    :param profile: a profile name or path (:func:`piflash.profiles.find_profile`), or None.
-    :raises MemoryGuardError: see :func:`check_memory`.
-    :raises ProfileError: the profile cannot be found or is invalid (its target is not checked
-        here: that needs pyOCD).
-    """
-    mode = guard_mode()
-    if mode == "off":
-        return None
-    loads_image = operation in IMAGE_OPERATIONS
-    if not loads_image:
-        firmware = None
-    packs = (options or {}).get("pack")
-    if profile and (not os.environ.get(MODE_ENV) or (loads_image and not firmware) or packs is None):
-        from piflash import profiles
-
-        prof = profiles.load_profile(profiles.find_profile(profile))
-        if not os.environ.get(MODE_ENV):
-            mode = guard_mode(prof.memory_guard)
-        if loads_image:
-            firmware = firmware or prof.firmware
-        if packs is None:
-            packs = prof.pack
-    image_bytes, image_format = 0, None
-    if firmware:
-        try:
-            image_bytes = os.stat(firmware).st_size
-        except OSError:
-            image_bytes = 0  # loading it reports the problem
-        from piflash.image import format_for_name
-
-        image_format = format_for_name(firmware)
-    pack_bytes = pack_description_bytes(packs)
-    return check_memory(operation, image_bytes, pack_bytes, image_format, mode=mode, force=force,
-                        root=root, warn=warn)

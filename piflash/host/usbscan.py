@@ -178,7 +178,7 @@ def scan(sysfs_root: str = "/sys", dev_root: str = "/dev", sysroot: str = "/") -
 
 
 def scan_simulated_usb() -> List[UsbProbe]:
-    """The probes on the simulated USB bus (:mod:`piflash.sim.usb`, switched on by
+    """The probes on the simulated USB bus (:mod:`piflash.sim.probes.usb`, switched on by
     ``PIFLASH_SIM_USB``), with whether pyusb can open each: such a device has no sysfs entry
     and no device node, so the verdict is pyusb's own (EACCES from opening it, as libusb gives
     for a node without permission). Empty when the simulation is off or not installed.
@@ -186,7 +186,7 @@ def scan_simulated_usb() -> List[UsbProbe]:
     if not os.environ.get("PIFLASH_SIM_USB", "").strip():
         return []
     try:
-        from piflash.sim.usb import active_backend, install_from_env
+        from piflash.sim.probes.usb import active_backend, install_from_env
         install_from_env()
         backend = active_backend()
         import usb.core

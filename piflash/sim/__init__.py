@@ -8,18 +8,24 @@ nRF51, nRF52840 and STM32F103RC. Boards persist in a state directory (see
 Importing this package is cheap and does not need ``unicorn``: the store and target tables are
 pure Python; the emulator is imported when a probe is opened.
 
-Modules: ``targets`` (target tables), ``faults`` (fault injection), ``store`` (persistence),
-``memory`` (bus), ``nvm`` (flash cells), ``nvmc`` / ``nrf`` (Nordic), ``stm32f1`` (ST),
-``coresight`` (ROM table, DWT, FPB), ``scs`` (SCS and core debug), ``cpu`` (unicorn), ``dap``
-(SW-DP, MEM-AP), ``boards`` (assembly), ``probe`` (pyOCD DebugProbe), ``plugin`` (entry point),
-``server`` (remote probe server), ``usb`` (simulated USB CMSIS-DAP probes under pyusb, with a
-virtual clock; switched on by ``PIFLASH_SIM_USB``).
+The rooms, from the bottom up (docs/architecture.md): ``specs`` (the simulated target types, pure
+data), ``faults`` (fault injection settings), ``store`` (boards on disk); ``memory/`` (the system
+bus, flash cells, the Nordic NVMC); ``cpu`` (the core, on unicorn); ``debug/`` (SW-DP and MEM-AP,
+CoreSight components, the SCS and halting debug); ``chips/`` (one module per chip family and the
+:data:`~piflash.sim.chips.FAMILIES` table); ``board`` (assembles one board); ``probes/`` (the
+``sim`` pyOCD probe and its plugin entry point, the remote probe server, and ``usb/``: simulated
+USB CMSIS-DAP probes under pyusb with a virtual clock, switched on by ``PIFLASH_SIM_USB``). Each
+imports only rooms listed before it.
+
+May import: the standard library, pyOCD, pyusb and unicorn (lazily where listing boards must stay
+cheap). Never anything of piflash outside ``piflash.sim``: the simulator is a pyOCD probe plugin
+of its own that piflash happens to ship.
 """
 
-from .faults import FAULT_NAMES, Faults
-from .store import (BoardBusyError, BoardExistsError, BoardInfo, SimStore, SimStoreError,
-                    UnknownBoardError, auto_target_for_name, default_root, valid_board_name)
-from .targets import SIM_TARGETS
+from piflash.sim.faults import FAULT_NAMES, Faults
+from piflash.sim.specs import SIM_TARGETS
+from piflash.sim.store import (BoardBusyError, BoardExistsError, BoardInfo, SimStore, SimStoreError,
+                               UnknownBoardError, auto_target_for_name, default_root, valid_board_name)
 
 __all__ = ["SIM_TARGETS", "FAULT_NAMES", "Faults", "SimStore", "BoardInfo", "SimStoreError",
            "UnknownBoardError", "BoardExistsError", "BoardBusyError", "default_root",

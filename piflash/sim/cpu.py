@@ -7,7 +7,7 @@ write-protection hook, which hands the store to the flash controller and returns
 unicorn 2.1.4 suppresses the raw write and continues after the instruction (verified for STR,
 STRH, STRB and STM with writeback) -- so the controller alone decides what the cells hold, and a
 load right after the store sees the controller's result. Peripheral / PPB / info-page ranges are
-MMIO routed to the board's :class:`~piflash.sim.memory.Bus`.
+MMIO routed to the board's :class:`~piflash.sim.memory.bus.Bus`.
 
 Execution is synchronous: :meth:`Cpu.run` executes until a stop condition or a budget of
 instructions and wall time, and reports why it stopped. A BKPT arrives as unicorn interrupt 7
@@ -28,11 +28,11 @@ from unicorn import (UC_ARCH_ARM, UC_HOOK_INTR, UC_HOOK_MEM_WRITE_PROT, UC_MODE_
                      UC_PROT_ALL, UC_PROT_EXEC, UC_PROT_READ, Uc, UcError)
 from unicorn import arm_const as A
 
-from .memory import BusError, Region
+from piflash.sim.memory.bus import BusError, Region
 
 __all__ = ["Cpu", "StopReason", "CpuMemoryRegion", "UC_MODELS"]
 
-#: unicorn CPU model per core key of :data:`piflash.sim.scs.CORES`.
+#: unicorn CPU model per core key of :data:`piflash.sim.debug.scs.CORES`.
 UC_MODELS = {"cortex-m0": A.UC_CPU_ARM_CORTEX_M0, "cortex-m3": A.UC_CPU_ARM_CORTEX_M3,
              "cortex-m4f": A.UC_CPU_ARM_CORTEX_M4}
 

@@ -118,7 +118,7 @@ class Faults:
         """Build and validate from the JSON form (or keyword arguments).
 
         :param data: Mapping of fault name to value; a value of None means "not set".
-        :param spec: Optional :class:`piflash.sim.targets.TargetSpec`; when given, addresses are
+        :param spec: Optional :class:`piflash.sim.specs.TargetSpec`; when given, addresses are
             checked against (and write-protect addresses rounded to) its flash pages.
         :raises ValueError: Unknown fault name or a value of the wrong type/range.
         """

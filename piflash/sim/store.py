@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Union
 
-from .faults import FAULT_NAMES, Faults
-from .targets import SIM_TARGETS, NvmSpec, TargetSpec, get_target
+from piflash.sim.faults import FAULT_NAMES, Faults
+from piflash.sim.specs import SIM_TARGETS, NvmSpec, TargetSpec, get_target
 
 __all__ = ["BoardInfo", "SimStore", "SimStoreError", "UnknownBoardError", "BoardExistsError",
            "BoardBusyError", "default_root", "valid_board_name", "auto_target_for_name"]
@@ -131,7 +131,7 @@ class BoardInfo:
 
     @property
     def spec(self) -> TargetSpec:
-        """The board's :class:`~piflash.sim.targets.TargetSpec`."""
+        """The board's :class:`~piflash.sim.specs.TargetSpec`."""
         return get_target(self.target)
 
     def to_dict(self) -> Dict[str, object]:

@@ -5,4 +5,8 @@ board, flash, record, wait for its removal), ``loop`` (:class:`~piflash.station.
 workers, signals, reload, watchdog), ``status`` (log lines, rich live view, systemd STATUS,
 GPIO), ``sdnotify`` (systemd's notify protocol). Importing this package imports nothing heavy;
 pyOCD is imported when a station starts. See docs/station.md.
+
+May import: every room of the core (firmware, target, flashing, production, record, profiles,
+errors, progress) and :mod:`piflash.host`; rich only in ``status``'s live view, lazily. Never click
+or :mod:`piflash.cli`.
 """

@@ -8,7 +8,7 @@
     probes: any                # "any", or a list of probe unique IDs
     on_same_firmware: skip     # skip | reflash (default skip)
     poll_interval: 0.5         # seconds between looks for a probe, a board, its removal
-    history: /var/lib/piflash/history.sqlite3   # optional; default piflash.history.default_path()
+    history: /var/lib/piflash/history.sqlite3   # optional; default piflash.record.history.default_path()
     serials: /var/lib/piflash/serials.sqlite3   # optional; the serial counter (profile 'serial:')
     serial_block: 16           # serial numbers leased at a time (a crash loses at most these)
     protect: profile           # profile | lock | off: read-out protection after a passed verify
@@ -90,7 +90,7 @@ class StationConfig:
             return self.serials
         if self.history is not None:
             return self.history.parent / "serials.sqlite3"
-        from piflash.serials import default_path
+        from piflash.production.serials import default_path
 
         return default_path()
 
@@ -196,7 +196,7 @@ class LoadedStation:
     """A station config with its firmware image loaded and checked.
 
     :ivar config: the :class:`StationConfig`.
-    :ivar image: the :class:`~piflash.image.FirmwareImage` every board gets.
+    :ivar image: the :class:`~piflash.firmware.image.FirmwareImage` every board gets.
     """
 
     config: StationConfig
@@ -209,7 +209,7 @@ def load_station(path: Union[str, "os.PathLike[str]"]) -> LoadedStation:
 
     :raises ProfileError: (exit 5), FirmwareError (3), ChecksumError (6), ImageRangeError (4).
     """
-    from piflash.target import check_target
+    from piflash.target.catalog import check_target
 
     config = load_config(path, check_target=check_target)
     return LoadedStation(config, config.profile.load_image())

@@ -44,12 +44,12 @@ def memory_guard(config_path, force: bool = False) -> None:
     """Run piflash's memory guard for the station before pyOCD is imported.
 
     Reads the config and its profile without checking the target type (that needs pyOCD), then
-    :func:`piflash.host.memguard.check_job` with the profile's firmware and ``memory_guard`` key.
+    :func:`piflash.profiles.check_job` with the profile's firmware and ``memory_guard`` key.
 
     :raises MemoryGuardError: (exit 14) the station would not fit in memory plus swap.
     :raises ProfileError: (exit 5) the config or its profile is broken.
     """
-    from piflash.host.memguard import check_job
+    from piflash.profiles import check_job
     from piflash.station.config import load_config
 
     config = load_config(config_path)
@@ -124,7 +124,7 @@ class Station:
         self.notifier.ready(self.status.line())
 
     def _open_history(self) -> None:
-        from piflash.history import History, HistoryError
+        from piflash.record.history import History, HistoryError
 
         path = self.loaded.config.history
         if self._history is not None and (path is None or path == self._history.path):
@@ -175,7 +175,7 @@ class Station:
         self._retired = [w for w in self._retired if w.is_alive()]
 
     def _listed_probes(self):
-        from piflash.connect import list_probes
+        from piflash.target.connect import list_probes
         from piflash.errors import PiflashError
 
         try:
@@ -193,9 +193,9 @@ class Station:
 
     def open_row(self, result, slot: str) -> Optional[int]:
         """Open the history row of a board about to be flashed (see
-        :meth:`piflash.history.History.open`); returns its id, or None (logged) if it cannot be
+        :meth:`piflash.record.history.History.open`); returns its id, or None (logged) if it cannot be
         written: the worker then leaves the board alone."""
-        from piflash.history import HistoryError
+        from piflash.record.history import HistoryError
 
         cfg = self.loaded.config
         try:
@@ -209,7 +209,7 @@ class Station:
         """Complete and seal row ``row`` with the board's result; returns the id, or None (logged)
         if it could not be written (the row stays open until a later start seals it as
         interrupted)."""
-        from piflash.history import HistoryError
+        from piflash.record.history import HistoryError
 
         try:
             with self._history_lock:
@@ -223,7 +223,7 @@ class Station:
     def reload(self) -> bool:
         """Load the config again; keep the old one if the new one is broken. Returns True if applied."""
         from piflash.errors import PiflashError
-        from piflash.history import HistoryError
+        from piflash.record.history import HistoryError
 
         self.notifier.reloading()
         try:

@@ -3,14 +3,14 @@
 The loop of :class:`ProbeWorker`, for probe ``P`` and the station's current config:
 
 1. **wait for a board**: every ``poll_interval`` seconds open a pyOCD session on ``P``
-   (:func:`piflash.connect.open_session`). No probe: "waiting for probe". The probe answers but
+   (:func:`piflash.target.connect.open_session`). No probe: "waiting for probe". The probe answers but
    the target does not (connect error): "waiting for board". A session opens: a board is there;
    the connect phase is timed into its result and its target unique ID read.
 2. **flash**: with ``on_same_firmware: skip`` a quick verify first (on-target CRC32, stopping at
    the first page that differs); if the board already carries the image it is recorded as
    ``skip``. Otherwise, if the profile numbers its boards, a serial number is taken from the
-   counter (committed before anything is written, :mod:`piflash.serials`) and laid into the
-   image with the other ``patch:`` bytes; :func:`piflash.flasher.flash_session` erases,
+   counter (committed before anything is written, :mod:`piflash.production.serials`) and laid into the
+   image with the other ``patch:`` bytes; :func:`piflash.flashing.workflow.flash_session` erases,
    programs, verifies and resets that patched image per the profile (the same code path as
    ``piflash flash``), and locks the chip after the verify when the config says so. The number
    is then marked pass or fail: a failed board keeps its number.
@@ -38,14 +38,14 @@ import threading
 import time
 from typing import Optional, Tuple
 
-from piflash.connect import open_session, read_target_uid
+from piflash.target.connect import open_session, read_target_uid
 from piflash.errors import (ConnectError, ImageRangeError, NoProbeError, OperationInterrupted,
                             PiflashError, ProbeLostError, ProbePermissionError, SerialError,
                             SeveralProbesError, VerifyError)
-from piflash.flasher import describe_session, flash_session, patched_image, phase, tracking, verify_session
+from piflash.flashing.workflow import describe_session, flash_session, patched_image, phase, tracking, verify_session
 from piflash.progress import Phase, ProgressSink
-from piflash.result import OperationResult
-from piflash.serials import SerialAllocator, checkpoint
+from piflash.record.result import OperationResult
+from piflash.production.serials import SerialAllocator, checkpoint
 
 LOG = logging.getLogger(__name__)
 
@@ -251,7 +251,7 @@ class ProbeWorker(threading.Thread):
                                 "(see its log)", "exit_code": 1}
             done = self.station.complete_row(row, result, outcome)
         checkpoint("recorded")
-        from piflash.protect import family_of
+        from piflash.production.protect import family_of
 
         self._locked_nrf52 = result.protection == "locked" and family_of(result.target) == "nrf52"
         number = f"#{done}" if done is not None else "(not recorded)"
@@ -323,7 +323,7 @@ class ProbeWorker(threading.Thread):
         try:
             session.probe.read_dp(0)              # DPIDR: the debug port answers
             if locked:
-                from piflash.protect import read_status, session_port
+                from piflash.production.protect import read_status, session_port
 
                 return read_status(session_port(session), "nrf52").locked
             now = read_target_uid(session, strict=True)

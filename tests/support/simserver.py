@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Dict, List, Optional
 
-from piflash.sim.spawn import ServedBoard
+from piflash.sim.probes.spawn import ServedBoard
 
 
 def SimServer(board: str, target: str, piflash: Optional[List[str]] = None,
@@ -13,7 +13,7 @@ def SimServer(board: str, target: str, piflash: Optional[List[str]] = None,
     """Serve simulated board ``board`` (created if missing) of type ``target`` from a child process.
 
     :param piflash: the command that runs piflash (default ``python -m piflash``).
-    :returns: the running :class:`~piflash.sim.spawn.ServedBoard` (``.uid``, ``.stop()``).
+    :returns: the running :class:`~piflash.sim.probes.spawn.ServedBoard` (``.uid``, ``.stop()``).
     """
     cmd = piflash or [sys.executable, "-m", "piflash"]
     return ServedBoard([*cmd, "sim", "serve", "--board", board, "--target", target, "--port", "0"],

@@ -1,0 +1,247 @@
+"""Firmware images: load ``.hex``, ``.bin`` and ``.elf`` files and check them against a memory map.
+
+An image is loaded completely (and checked) before any probe is opened, so a
+corrupt or misplaced file never costs a half-erased board. Parsing is left to
+the libraries pyOCD already depends on: ``intelhex`` for Intel HEX and
+``pyelftools`` for ELF.
+
+The in-memory form is a list of :class:`Segment` (address, bytes), sorted and
+non-overlapping, adjacent segments merged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+from piflash.errors import FirmwareError, ImageRangeError
+
+#: Accepted file formats and the file name endings that select them.
+FORMAT_SUFFIXES = {
+    "hex": (".hex", ".ihex", ".ihx"),
+    "bin": (".bin",),
+    "elf": (".elf", ".axf", ".out"),
+}
+#: Every accepted file name ending, in the order of :data:`FORMAT_SUFFIXES`.
+ALL_SUFFIXES = tuple(suffix for suffixes in FORMAT_SUFFIXES.values() for suffix in suffixes)
+
+
+def format_for_name(path: "os.PathLike[str] | str") -> Optional[str]:
+    """The firmware format a file name's ending selects (:data:`FORMAT_SUFFIXES`), case-insensitive.
+
+    The one place that maps a suffix to a format (the loader, profiles and the memory guard use it).
+
+    :returns: ``"hex"``, ``"bin"`` or ``"elf"``; None for any other ending.
+    """
+    suffix = Path(path).suffix.lower()
+    return next((fmt for fmt, ends in FORMAT_SUFFIXES.items() if suffix in ends), None)
+
+_ELF_MAGIC = b"\x7fELF"
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A run of bytes to place at ``address`` (int, bytes in target address space)."""
+
+    address: int
+    data: bytes
+
+    @property
+    def end(self) -> int:
+        """First address after the segment (exclusive)."""
+        return self.address + len(self.data)
+
+
+@dataclass(frozen=True)
+class FirmwareImage:
+    """A firmware image ready to program.
+
+    :ivar path: the file it came from (Path), or None for an image built in memory.
+    :ivar format: ``"hex"``, ``"bin"`` or ``"elf"``.
+    :ivar segments: sorted, non-overlapping, merged list of :class:`Segment`.
+    :ivar sha256: hex digest of the file's bytes (not of the segments).
+    :ivar file_size: the file's size in bytes (0 for an image built in memory).
+    """
+
+    path: Optional[Path]
+    format: str
+    segments: Tuple[Segment, ...]
+    sha256: str
+    file_size: int = 0
+
+    @property
+    def size(self) -> int:
+        """Total number of bytes to program (sum of the segment lengths)."""
+        return sum(len(s.data) for s in self.segments)
+
+    @property
+    def start(self) -> int:
+        """Lowest address in the image."""
+        return self.segments[0].address
+
+    @property
+    def end(self) -> int:
+        """First address after the highest byte of the image (exclusive)."""
+        return self.segments[-1].end
+
+    def describe(self) -> str:
+        """One line such as ``firmware.hex: hex, 245,760 bytes in 2 segments, 0x00000000-0x0003bfff``."""
+        name = self.path.name if self.path else "<memory>"
+        return (f"{name}: {self.format}, {self.size:,} bytes in {len(self.segments)} segment(s), "
+                f"{self.start:#010x}-{self.end - 1:#010x}")
+
+
+def detect_format(path: Path, head: bytes) -> str:
+    """Pick the image format from the file name, or failing that from its first bytes.
+
+    :raises FirmwareError: when neither tells.
+    """
+    fmt = format_for_name(path)
+    if fmt is not None:
+        return fmt
+    suffix = path.suffix.lower()
+    if head.startswith(_ELF_MAGIC):
+        return "elf"
+    if head[:1] == b":":
+        return "hex"
+    raise FirmwareError(f"{path}: unknown firmware format '{suffix or '(no extension)'}'",
+                        hint="use a .hex, .bin or .elf file (a .bin also needs --base-address)")
+
+
+def merge_segments(chunks: Iterable[Tuple[int, bytes]]) -> Tuple[Segment, ...]:
+    """Sort chunks of (address, bytes), drop empty ones and merge adjacent ones.
+
+    :raises FirmwareError: when two chunks overlap.
+    """
+    out: List[Segment] = []
+    for address, data in sorted((a, bytes(d)) for a, d in chunks if len(d)):
+        if out and address < out[-1].end:
+            raise FirmwareError(f"image data overlaps at {address:#010x}")
+        if out and address == out[-1].end:
+            out[-1] = Segment(out[-1].address, out[-1].data + data)
+        else:
+            out.append(Segment(address, data))
+    return tuple(out)
+
+
+def _load_hex(path: Path, raw: bytes) -> List[Tuple[int, bytes]]:
+    from intelhex import IntelHex, IntelHexError
+
+    if not raw.strip():
+        raise FirmwareError(f"{path}: the file is empty ({len(raw)} bytes)" if raw else f"{path}: the file is empty",
+                            hint="check the build: the output is empty")
+    numbered = [(n, ln.strip()) for n, ln in enumerate(raw.splitlines(), 1) if ln.strip()]
+    for number, line in numbered:  # every record is ':' and hex digits (Intel HEX-86 spec, 1988)
+        if not line.startswith(b":") or line[1:].translate(None, _HEX_DIGITS):
+            what = "does not start with ':'" if not line.startswith(b":") else "holds characters that are not hex digits"
+            raise FirmwareError(f"{path}: not an Intel HEX file: line {number} {what}",
+                                hint="is it a .bin or .elf named .hex? Give it its right extension "
+                                     "(a .bin also needs --base-address)")
+    # intelhex accepts a file cut at a line boundary; a real hex ends with an EOF record (type 01).
+    lines = [ln for _, ln in numbered]
+    if not lines or lines[-1][7:9] != b"01":
+        raise FirmwareError(f"{path}: Intel HEX file is truncated (no end-of-file record)",
+                            hint="the file was cut short: copy or download it again")
+    ih = IntelHex()
+    try:
+        import io
+        ih.loadhex(io.StringIO(raw.decode("ascii")))
+    except (IntelHexError, UnicodeDecodeError, ValueError) as exc:
+        raise FirmwareError(f"{path}: corrupt Intel HEX file: {exc}",
+                            hint="the file is damaged: rebuild or download it again") from exc
+    return [(start, ih.tobinstr(start=start, end=end - 1)) for start, end in ih.segments()]
+
+
+def _load_elf(path: Path, raw: bytes) -> List[Tuple[int, bytes]]:
+    import io
+
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        elf = ELFFile(io.BytesIO(raw))
+        chunks = []
+        for seg in elf.iter_segments():
+            # Load segments with file contents, at their load (physical) address, as a debugger would.
+            if seg["p_type"] == "PT_LOAD" and seg["p_filesz"] > 0:
+                chunks.append((seg["p_paddr"], seg.data()[: seg["p_filesz"]]))
+    except (ELFError, ValueError, IndexError, KeyError) as exc:
+        raise FirmwareError(f"{path}: corrupt ELF file: {exc}",
+                            hint="the file is damaged: rebuild it") from exc
+    return chunks
+
+
+def load_image(path: os.PathLike | str, base_address: Optional[int] = None,
+               file_format: Optional[str] = None) -> FirmwareImage:
+    """Read and parse a firmware file.
+
+    :param path: the file (``.hex``, ``.bin``, ``.elf``; the format is also sniffed from content).
+    :param base_address: load address (int) of a ``.bin``; required for ``.bin``, refused otherwise.
+    :param file_format: force ``"hex"``, ``"bin"`` or ``"elf"`` instead of detecting it.
+    :returns: a :class:`FirmwareImage` with at least one non-empty segment.
+    :raises FirmwareError: missing or unreadable file, unknown format, corrupt, truncated or empty
+        content, a ``.bin`` without a base address or a base address for another format.
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise FirmwareError(f"{path}: no such firmware file") from None
+    except IsADirectoryError:
+        raise FirmwareError(f"{path}: is a directory, not a firmware file") from None
+    except OSError as exc:
+        raise FirmwareError(f"{path}: cannot read firmware file: {exc.strerror}") from exc
+
+    fmt = file_format or detect_format(path, raw[:4])
+    if fmt not in FORMAT_SUFFIXES:
+        raise FirmwareError(f"unknown firmware format '{fmt}'", hint="use hex, bin or elf")
+    if fmt == "bin":
+        if base_address is None:
+            raise FirmwareError(f"{path}: a .bin file has no address: give --base-address",
+                                hint="for example --base-address 0x08000000 (STM32) or 0x0 (nRF)")
+        chunks = [(base_address, raw)]
+    else:
+        if base_address is not None:
+            raise FirmwareError(f"{path}: --base-address applies only to .bin files; a .{fmt} carries its own addresses")
+        chunks = _load_hex(path, raw) if fmt == "hex" else _load_elf(path, raw)
+
+    segments = merge_segments(chunks)
+    if not segments:
+        raise FirmwareError(f"{path}: the firmware file contains no data",
+                            hint="check the build: the output is empty")
+    return FirmwareImage(path=path, format=fmt, segments=segments,
+                         sha256=hashlib.sha256(raw).hexdigest(), file_size=len(raw))
+
+
+def image_from_bytes(data: bytes, address: int) -> FirmwareImage:
+    """Wrap raw bytes (placed at ``address``) as an image, for API users and tests."""
+    return FirmwareImage(path=None, format="bin", segments=merge_segments([(address, data)]),
+                         sha256=hashlib.sha256(data).hexdigest(), file_size=len(data))
+
+
+def check_fits(image: FirmwareImage, flash_regions: Sequence[Tuple[int, int, str]],
+               target: str = "the target") -> None:
+    """Check that every byte of the image lies inside one of the flash regions.
+
+    :param flash_regions: (start, end_exclusive, name) triples, e.g. from
+        :func:`piflash.target.catalog.flash_regions`.
+    :raises ImageRangeError: naming the first address outside flash and the regions there are.
+    """
+    regions = sorted(flash_regions)
+    for seg in image.segments:
+        addr = seg.address
+        while addr < seg.end:
+            region = next((r for r in regions if r[0] <= addr < r[1]), None)
+            if region is None:
+                nxt = next((r[0] for r in regions if r[0] > addr), seg.end)
+                stop = min(seg.end, nxt)
+                listing = ", ".join(f"{n} {s:#010x}-{e - 1:#010x}" for s, e, n in regions) or "none"
+                raise ImageRangeError(
+                    f"image data at {addr:#010x}-{stop - 1:#010x} ({stop - addr:,} bytes) is outside "
+                    f"the flash of {target} (flash: {listing})", address=addr,
+                    hint="check the --target, the .bin --base-address, or the linker script")
+            addr = min(seg.end, region[1])

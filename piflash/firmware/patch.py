@@ -1,0 +1,305 @@
+"""Per-board data patched into the image: a serial number and other ``patch:`` entries.
+
+A profile may say (``docs/production.md``)::
+
+    serial:                       # the board's number, from a counter
+      uicr_customer: 0            # where: nRF UICR CUSTOMER[0] (or address: / otp:)
+      encoding: u32               # u32 | u64 (little-endian) | ascii | utf-8
+      start: 1000                 # the counter: first number, step, last number
+      step: 1
+      end: 99999
+    patch:                        # more per-board bytes, rendered from a template
+      - name: label
+        address: 0x000FF000
+        encoding: ascii
+        length: 16                # fixed length, padded with 'pad' (default 0x00)
+        template: "SN-{n:06d}-{date}"
+
+Where: ``address:`` any byte address in flash; ``uicr_customer: N`` the nRF UICR customer
+registers CUSTOMER[0..31] at 0x10001080 + 4*N (nRF52840 Product Specification v1.7 section 4.5 and
+nRF51 Series Reference Manual v3.0 section 8.1, UICR register tables, offset 0x080); ``otp: OFFSET``
+the STM32 one-time-programmable area where the part has one (F2/F4: 0x1FFF7800, RM0090 section
+3.8) -- the STM32F1 has none (RM0008 has no OTP area) and is refused.
+Templates take ``{n}`` (the serial number, an int: ``{n:06d}``, ``{n:x}``), ``{target_uid}``
+(the chip's unique ID, hex) and ``{date}`` (UTC, YYYY-MM-DD); nothing else (no attributes,
+no indexing: a profile string never reaches Python beyond ``str.format`` of those three).
+
+The patched image (:meth:`PatchPlan.apply`) is the image with these bytes laid over it (or added
+where the image has none); it is what is programmed and verified, and it is checked against
+the target's flash map like any image. No click, no pyOCD.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import string
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Tuple
+
+from piflash.errors import SerialError
+from piflash.firmware.image import FirmwareImage, merge_segments
+
+#: Encodings and their fixed sizes in bytes (None: text, ``length`` required).
+ENCODINGS = {"u32": 4, "u64": 8, "ascii": None, "utf-8": None}
+#: Template fields and what they are.
+TEMPLATE_FIELDS = {"n": "the serial number (int)", "target_uid": "the chip's unique ID (hex str)",
+                   "date": "today, UTC (YYYY-MM-DD)"}
+#: nRF UICR CUSTOMER[0..31] (see the module docstring for the source).
+UICR_CUSTOMER_BASE, UICR_CUSTOMER_WORDS = 0x10001080, 32
+#: STM32 OTP areas by target-type prefix (RM0090 3.8 "OTP"); the F1 has none.
+STM32_OTP = {"stm32f2": (0x1FFF7800, 512), "stm32f4": (0x1FFF7800, 512)}
+
+#: The keys of one patch entry (table-driven: type check and meaning, as docs/profiles.md lists).
+ENTRY_KEYS: Dict[str, Tuple[type, str]] = {
+    "name": (str, "a name for the history (default 'serial' or 'patch[i]')"),
+    "address": (int, "byte address in flash"),
+    "uicr_customer": (int, "nRF UICR CUSTOMER register index 0..31"),
+    "otp": (int, "byte offset in the STM32 OTP area"),
+    "encoding": (str, "u32 | u64 | ascii | utf-8"),
+    "length": (int, "bytes, for ascii / utf-8"),
+    "template": (str, "text with {n}, {target_uid}, {date}; default '{n}'"),
+    "pad": (int, "pad byte for text, default 0x00"),
+}
+#: Extra keys of ``serial:``: the counter.
+COUNTER_KEYS: Dict[str, Tuple[type, str]] = {
+    "start": (int, "first number (default 1)"),
+    "step": (int, "increment (default 1)"),
+    "end": (int, "last number (optional)"),
+    "counter": (str, "counter name shared by stations (default: the profile's name)"),
+}
+
+Fail = Callable[[str, str], NoReturn]
+
+
+@dataclasses.dataclass(frozen=True)
+class PatchEntry:
+    """One per-board patch: ``length`` bytes at ``address``, rendered from ``template``."""
+
+    name: str
+    address: int
+    encoding: str
+    length: int
+    template: str = "{n}"
+    pad: int = 0
+
+    @property
+    def uses_serial(self) -> bool:
+        """Whether the template takes the serial number ``{n}``."""
+        return "n" in _fields(self.template)
+
+    def render(self, n: Optional[int], target_uid: Optional[str], date: str) -> Tuple[str, bytes]:
+        """The entry's text value and its bytes for one board.
+
+        :raises SerialError: a value the encoding cannot hold (too long, out of range), or a
+            field that is unknown for this board (no serial number, unreadable unique ID).
+        """
+        if n is None and self.uses_serial:
+            raise SerialError(f"patch '{self.name}' needs a serial number",
+                              hint="give one with --serial N, or run the station (it uses the counter)")
+        if target_uid is None and "target_uid" in _fields(self.template):
+            raise SerialError(f"patch '{self.name}' needs the target unique ID, which could not be read")
+        text = self.template.format(n=n, target_uid=target_uid, date=date)
+        if self.encoding in ("u32", "u64"):
+            try:
+                value = int(text, 0)
+            except ValueError:
+                raise SerialError(f"patch '{self.name}': {text!r} is not a number for {self.encoding}") from None
+            if not 0 <= value < 1 << (8 * self.length):
+                raise SerialError(f"patch '{self.name}': {value} does not fit in {self.encoding}")
+            return text, value.to_bytes(self.length, "little")
+        data = text.encode(self.encoding)
+        if len(data) > self.length:
+            raise SerialError(f"patch '{self.name}': {text!r} is {len(data)} bytes, more than its "
+                              f"length {self.length}", hint="raise 'length' or shorten the template")
+        return text, data + bytes([self.pad]) * (self.length - len(data))
+
+
+@dataclasses.dataclass(frozen=True)
+class CounterSpec:
+    """Where serial numbers come from: ``start``, ``start + step``, ... up to ``end`` (inclusive)."""
+
+    name: str
+    start: int = 1
+    step: int = 1
+    end: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PatchPlan:
+    """A profile's per-board data: the serial entry (if any), the other entries, the counter."""
+
+    entries: Tuple[PatchEntry, ...]
+    counter: Optional[CounterSpec] = None
+
+    @property
+    def uses_serial(self) -> bool:
+        """Whether any entry takes the serial number."""
+        return any(e.uses_serial for e in self.entries)
+
+    def render(self, n: Optional[int], target_uid: Optional[str],
+               now: Optional[datetime.datetime] = None) -> List[Tuple[PatchEntry, str, bytes]]:
+        """Every entry's (entry, text, bytes) for one board. :raises SerialError:"""
+        date = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%d")
+        return [(e, *e.render(n, target_uid, date)) for e in self.entries]
+
+    def apply(self, image: FirmwareImage, n: Optional[int], target_uid: Optional[str],
+              now: Optional[datetime.datetime] = None) -> Tuple[FirmwareImage, Dict[str, Dict[str, str]]]:
+        """The image with this board's bytes laid over it, and the values for the history.
+
+        :returns: ``(patched image, {name: {"address": "0x...", "value": text, "bytes": hex}})``;
+            the patched image keeps the file's path and SHA-256 (the file is the same; the
+            per-board bytes are recorded beside it).
+        :raises SerialError: see :meth:`PatchEntry.render`.
+        """
+        rendered = self.render(n, target_uid, now)
+        return (overlay(image, [(e.address, data) for e, _, data in rendered]),
+                {e.name: {"address": f"{e.address:#010x}", "value": text, "bytes": data.hex()}
+                 for e, text, data in rendered})
+
+
+def overlay(image: FirmwareImage, patches: List[Tuple[int, bytes]]) -> FirmwareImage:
+    """``image`` with each ``(address, bytes)`` replacing what the image holds there (or added)."""
+    chunks = [(s.address, bytearray(s.data)) for s in image.segments]
+    extra = []
+    for addr, data in patches:
+        rest = []                                       # parts of the patch no segment covers
+        todo = [(addr, data)]
+        for seg_addr, buf in chunks:
+            nxt = []
+            for a, d in todo:
+                lo, hi = max(a, seg_addr), min(a + len(d), seg_addr + len(buf))
+                if lo >= hi:
+                    nxt.append((a, d))
+                    continue
+                buf[lo - seg_addr:hi - seg_addr] = d[lo - a:hi - a]
+                if a < lo:
+                    nxt.append((a, d[:lo - a]))
+                if hi < a + len(d):
+                    nxt.append((hi, d[hi - a:]))
+            todo = nxt
+        rest.extend(todo)
+        extra.extend(rest)
+    segments = merge_segments([(a, bytes(b)) for a, b in chunks] + extra)
+    return dataclasses.replace(image, segments=segments)
+
+
+def _fields(template: str) -> List[str]:
+    return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+
+
+def parse_entry(raw: Any, where: str, target: str, fail: Fail, default_name: str,
+                extra_keys: Dict[str, Tuple[type, str]] = {}) -> Tuple[PatchEntry, Dict[str, Any]]:
+    """Validate one entry mapping from a profile.
+
+    :param where: the dotted key for messages ("serial", "patch[2]").
+    :param fail: ``fail(dotted_key, message)`` raises the caller's ProfileError (file:line:key).
+    :returns: the entry and the values of ``extra_keys`` found.
+    """
+    if not isinstance(raw, dict):
+        fail(where, f"expected a mapping with an address and an encoding, got {type(raw).__name__}")
+    allowed = dict(ENTRY_KEYS, **extra_keys)
+    for key, value in raw.items():
+        if key not in allowed:
+            fail(f"{where}.{key}", f"unknown key; allowed: {', '.join(allowed)}")
+        kind = allowed[key][0]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            fail(f"{where}.{key}", f"expected {'an integer' if kind is int else 'a string'} "
+                                   f"({allowed[key][1]}), got {value!r}")
+    places = [k for k in ("address", "uicr_customer", "otp") if k in raw]
+    if len(places) != 1:
+        fail(where, "give exactly one of address:, uicr_customer:, otp:" if places else
+             "says what but not where: add address:, uicr_customer: or otp:")
+    encoding = raw.get("encoding")
+    if encoding not in ENCODINGS:
+        fail(f"{where}.encoding", f"must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
+    size = ENCODINGS[encoding]
+    length = raw.get("length", size)
+    if size is not None and length != size:
+        fail(f"{where}.length", f"{encoding} is {size} bytes; leave length out")
+    if length is None or length <= 0:
+        fail(f"{where}.length", f"{encoding} needs a length in bytes (the field is fixed-size)")
+    address = _place(raw, places[0], length, where, target.lower(), fail)
+    template = raw.get("template", "{n}")
+    try:
+        fields = _fields(template)
+        for f in fields:
+            if f not in TEMPLATE_FIELDS:
+                fail(f"{where}.template", f"unknown field {{{f}}}; templates take "
+                     + ", ".join("{%s}" % k for k in TEMPLATE_FIELDS))
+        template.format(n=1, target_uid="0" * 16, date="2000-01-01")
+    except (KeyError, IndexError) as exc:                # a field inside a format spec: "{n:{x}}"
+        fail(f"{where}.template", f"unknown field {{{exc.args[0] if exc.args else ''}}} in a format "
+             "spec; templates take " + ", ".join("{%s}" % k for k in TEMPLATE_FIELDS))
+    except (ValueError, TypeError, AttributeError) as exc:
+        fail(f"{where}.template", f"not a valid template: {exc}")
+    pad = raw.get("pad", 0)
+    if not 0 <= pad <= 0xFF:
+        fail(f"{where}.pad", f"a pad byte is 0..0xFF, got {pad}")
+    entry = PatchEntry(raw.get("name", default_name), address, encoding, length, template, pad)
+    return entry, {k: raw[k] for k in extra_keys if k in raw}
+
+
+def _place(raw: dict, kind: str, length: int, where: str, target: str, fail: Fail) -> int:
+    value = raw[kind]
+    if kind == "address":
+        if not 0 <= value <= 0xFFFFFFFF - length:
+            fail(f"{where}.address", f"must be a 32-bit address, got {value:#x}")
+        return value
+    if kind == "uicr_customer":
+        if not target.startswith(("nrf51", "nrf52")):
+            fail(f"{where}.uicr_customer", f"UICR customer registers are an nRF feature, not {target}'s")
+        if not 0 <= value < UICR_CUSTOMER_WORDS or value * 4 + length > UICR_CUSTOMER_WORDS * 4:
+            fail(f"{where}.uicr_customer", f"CUSTOMER[{value}] with {length} byte(s) runs past "
+                 f"CUSTOMER[31] (0..31, 4 bytes each)")
+        return UICR_CUSTOMER_BASE + 4 * value
+    otp = next((v for p, v in STM32_OTP.items() if target.startswith(p)), None)
+    if otp is None:
+        fail(f"{where}.otp", f"{target} has no OTP area piflash knows"
+             + (" (the STM32F1 has none: use address: in flash)" if target.startswith("stm32f1") else ""))
+    base, size = otp
+    if not 0 <= value or value + length > size:
+        fail(f"{where}.otp", f"offset {value} with {length} byte(s) is outside the {size}-byte OTP area")
+    return base + value
+
+
+def parse_plan(serial: Any, patch: Any, target: str, profile_name: str, fail: Fail) -> Optional[PatchPlan]:
+    """Build a :class:`PatchPlan` from a profile's ``serial:`` and ``patch:`` values (either may be
+    None). Entries may not overlap. :raises: via ``fail`` (a ProfileError)."""
+    entries: List[PatchEntry] = []
+    counter = None
+    if serial is not None:
+        entry, extra = parse_entry(serial, "serial", target, fail, "serial", COUNTER_KEYS)
+        start, step, end = extra.get("start", 1), extra.get("step", 1), extra.get("end")
+        if start < 0:
+            fail("serial.start", f"must be >= 0, got {start}")
+        if step < 1:
+            fail("serial.step", f"must be >= 1, got {step}")
+        if end is not None and end < start:
+            fail("serial.end", f"must be >= start ({start}), got {end}")
+        if entry.encoding in ("u32", "u64") and entry.template == "{n}":
+            top = end if end is not None else start
+            if top >= 1 << (8 * entry.length):
+                fail("serial.end" if end is not None else "serial.start",
+                     f"{top} does not fit in {entry.encoding}")
+        entries.append(entry)
+        counter = CounterSpec(extra.get("counter", profile_name), start, step, end)
+    if patch is not None:
+        if not isinstance(patch, list) or not patch:
+            fail("patch", "expected a list of entries (each a mapping with address and encoding)")
+        for i, raw in enumerate(patch):
+            entry, _ = parse_entry(raw, f"patch[{i}]", target, fail, f"patch[{i}]")
+            entries.append(entry)
+    if not entries:
+        return None
+    names = [e.name for e in entries]
+    if len(set(names)) != len(names):
+        fail("patch", f"two entries share a name: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
+    spans = sorted((e.address, e.address + e.length, e.name) for e in entries)
+    for (a0, a1, n0), (b0, b1, n1) in zip(spans, spans[1:]):
+        if b0 < a1:
+            fail("patch", f"'{n0}' and '{n1}' overlap at {b0:#010x}")
+    return PatchPlan(tuple(entries), counter)
+
+
+__all__ = ["PatchEntry", "PatchPlan", "CounterSpec", "ENCODINGS", "ENTRY_KEYS", "COUNTER_KEYS",
+           "TEMPLATE_FIELDS", "parse_plan", "overlay"]

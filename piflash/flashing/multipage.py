@@ -1,0 +1,303 @@
+"""Several flash pages per flash-algorithm call: fewer round trips between pages.
+
+pyOCD calls a flash algorithm's ``ProgramPage(address, size, buffer)`` once per page of the
+region (``Flash.start_program_page_with_buffer`` passes the region's page size). Each call costs
+USB round trips while the flash controller idles: writing the core registers, resuming, polling
+DHCSR until the algorithm halts, reading the result. On an nRF51 (1 KiB pages) that is 240 calls
+for MicroPython; on a CMSIS-DAP v1 probe every round trip is a 1 ms USB frame that also cannot
+carry image data.
+
+A CMSIS flash algorithm's ``ProgramPage`` takes the byte count as an argument; the algorithms
+listed in :data:`KNOWN_ALGORITHMS` program any count that is a multiple of their write unit,
+across page boundaries (a loop over words or half-words, each waiting for the controller). For
+those, :class:`RunProgrammer` programs runs of consecutive pages of up to :attr:`Layout.run_size`
+bytes per call, double buffered in target RAM above the algorithm and its stack
+(:func:`free_window`). Any other algorithm keeps pyOCD's one page per call: a list, not a
+guess, because an algorithm written for one page at a time (a page buffer in the controller, a
+per-page command) would silently program only the first page.
+
+Each call goes through piflash's run caller (``targetcode/runcall.S``, shipped as
+``piflash/data/runcall.bin``): a few instructions in the algorithm's stack RAM that take the
+address and byte count from a mailbox written with the previous call's poll, call ``ProgramPage``
+and halt on BKPT. Starting a call is then one register write (PC) and a resume, and finishing it
+one read of DHCSR and of the result word: two USB round trips per call where pyOCD's
+``Flash._call_function`` and ``wait_for_completion`` take nine (register writes for PC, R0-R2 and
+LR with a DHCSR read each, a halt check before and after, reading R0). On a CMSIS-DAP v1 probe
+each of those is a 1 ms report that carries no image data.
+
+The host side uses pyOCD's public target API only: ``write_memory_block8``, ``write_memory`` and
+``read_memory`` (deferred, so a call's start crosses the probe in the same queue as the next
+run's data) and ``write_core_registers_raw``; the debug registers it writes (DCRDR, DCRSR, DFSR,
+DHCSR) are the architecture's, with the values pyOCD's ``CortexM.write_core_register_raw`` and
+``resume`` write (ARMv6-M ARM DDI 0419E C1.6; ARMv7-M ARM DDI 0403E C1.6).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from importlib import resources
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple
+
+__all__ = ["KNOWN_ALGORITHMS", "MAX_RUN_BYTES", "STACK_BYTES", "CALLER_BYTES", "Layout", "algorithm_digest",
+           "run_caller",
+           "free_window", "layout_for", "group_runs", "RunProgrammer"]
+
+#: Flash algorithms whose ProgramPage programs any multiple of the write unit across pages,
+#: keyed by the first 16 hex digits of the SHA-256 of their instruction words (little-endian).
+#: Each was checked by running its instructions on piflash's simulated core over several pages
+#: in one call (tests/test_multipage.py); a different build of the same algorithm has another
+#: digest and is not assumed to behave the same.
+KNOWN_ALGORITHMS = {
+    # pyOCD 0.46 pyocd/target/builtin/target_nRF51822_xxAA.py and target_nRF52840_xxAA.py
+    # (the same NVMC code): ProgramPage writes sz/4 words, polling NVMC.READY after each.
+    "43643eff0906aec4": "pyOCD nRF5x NVMC",
+    # pyOCD 0.46 pyocd/target/builtin/target_STM32F103RC.py: ProgramPage writes sz/2 half-words
+    # with FLASH_CR.PG set, polling FLASH_SR.BSY after each.
+    "7e66464399e4fc20": "pyOCD STM32F10x high-density FPEC",
+}
+#: Largest run per call, bytes. Longer runs save more calls, but the last run's programming is
+#: not overlapped with any transfer and the first run's transfer with no programming: 8 KiB is
+#: 84 ms of nRF52840 writes (41 us per word) against about 10 round trips saved per call.
+MAX_RUN_BYTES = 8 * 1024
+#: Stack kept for the algorithm between its initial stack pointer and the run caller, bytes:
+#: twice the 512 bytes pyOCD gives a two-buffer algorithm at least
+#: (``_MIN_TWO_BUF_STACK_SIZE``, pyocd/target/pack/flash_algo.py). tests/test_multipage.py
+#: checks that the known algorithms and the run caller use at most 128 of them.
+STACK_BYTES = 1024
+#: The run caller's code, then two mailboxes of four words (targetcode/runcall.S), bytes.
+_CODE_BYTES = 32
+_MAILBOX_BYTES = 16
+CALLER_BYTES = _CODE_BYTES + 2 * _MAILBOX_BYTES
+
+
+def algorithm_digest(flash_algo: dict) -> str:
+    """The key of :data:`KNOWN_ALGORITHMS` for a pyOCD flash algorithm dict: the first 16 hex
+    digits of the SHA-256 of its ``instructions`` (32-bit words, little-endian)."""
+    words = flash_algo["instructions"]
+    return hashlib.sha256(struct.pack("<%dI" % len(words), *words)).hexdigest()[:16]
+
+
+def run_caller() -> bytes:
+    """The run caller's instructions (``piflash/data/runcall.bin``, built from
+    ``targetcode/runcall.S`` by ``make -C targetcode``), at most ``_CODE_BYTES`` bytes."""
+    code = resources.files("piflash").joinpath("data/runcall.bin").read_bytes()
+    if not 0 < len(code) <= _CODE_BYTES or len(code) % 2:
+        raise ValueError(f"piflash/data/runcall.bin is {len(code)} bytes, not Thumb code of "
+                         f"at most {_CODE_BYTES}")
+    return code
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the runs go: two buffers of ``run_size`` bytes at ``buffers`` (addresses), and the
+    run caller's ``CALLER_BYTES`` at ``caller`` (address; code, then the two mailboxes)."""
+
+    buffers: Tuple[int, int]
+    run_size: int
+    algorithm: str
+    caller: int
+
+
+def free_window(flash) -> Optional[Tuple[int, int]]:
+    """The RAM of the algorithm's region above both its code and its initial stack pointer:
+    (start, end exclusive), or None when the stack is not in RAM.
+
+    pyOCD's CRC32 analyzer lives in this RAM too (``analyzer_address``), but only for the length
+    of one ``Flash.compute_crcs`` call, which writes the analyzer's code there again every time
+    (pyocd/flash/flash.py): the run buffers (used only inside :meth:`RunProgrammer.program`) and
+    :mod:`piflash.flashing.flashcheck`'s code (used only between its own calls) never overlap such a
+    call, so the window includes it.
+
+    :param flash: pyOCD ``Flash`` with a ``flash_algo``.
+    """
+    algo = flash.flash_algo
+    top_of_algo = max(flash.end_flash_algo, algo["begin_stack"])
+    ram = flash.target.memory_map.get_region_for_address(algo["begin_stack"] - 1)
+    if ram is None or not ram.is_ram or top_of_algo > ram.end:
+        return None
+    return top_of_algo, ram.end + 1
+
+
+def layout_for(flash, page_size: int) -> Optional[Layout]:
+    """Two run buffers and the run caller for ``flash`` (a pyOCD ``Flash`` with its algorithm
+    loaded or not), or None when its algorithm is not in :data:`KNOWN_ALGORITHMS`, has fewer than
+    two page buffers (pyOCD's single-buffer path is kept), or there is no room for two runs of
+    two pages, or for the run caller :data:`STACK_BYTES` below the initial stack pointer and
+    above the algorithm's code and the start of its static data (``static_base``; pyOCD's
+    algorithm dicts give no size for that data: the known algorithms' caller sits 2.6-8.4 KiB
+    above it, and tests/test_multipage.py checks their stack stays clear of the caller).
+
+    :param page_size: The region's page size, bytes; runs are whole pages.
+    """
+    algo = getattr(flash, "flash_algo", None)
+    if not algo or len(algo.get("page_buffers", ())) < 2:
+        return None
+    name = KNOWN_ALGORITHMS.get(algorithm_digest(algo))
+    if name is None:
+        return None
+    window = free_window(flash)
+    if window is None:
+        return None
+    start = (window[0] + 3) & ~3
+    run = min(MAX_RUN_BYTES, (window[1] - start) // 2) // page_size * page_size
+    if run < 2 * page_size:
+        return None
+    caller = (algo["begin_stack"] - STACK_BYTES - CALLER_BYTES) & ~3
+    if caller < max(flash.end_flash_algo, algo.get("static_base", 0)):
+        return None
+    return Layout((start, start + run), run, name, caller)
+
+
+def group_runs(pages: Sequence[Tuple[int, bytes]], run_size: int,
+               first_run: Optional[int] = None) -> List[Tuple[int, bytes]]:
+    """Join consecutive pages into runs of at most ``run_size`` bytes.
+
+    :param pages: (address, data) per page, in address order.
+    :param first_run: Limit of the first run, bytes (default ``run_size``); each later run may
+        be twice the one before, up to ``run_size``. Nothing programs while the first run
+        crosses the probe, so a short one starts the flash early; each later run crosses while
+        the one before programs, and twice the bytes cross in about the time the flash
+        programs them on a link that is not much faster than the flash.
+    :returns: (address, data) per run; a gap between pages starts a new run.
+    """
+    runs: List[Tuple[int, bytearray]] = []
+    for address, data in pages:
+        if len(runs) > 1:
+            limit = min(run_size, 2 * len(runs[-2][1]))
+        else:
+            limit = first_run or run_size
+        if runs and runs[-1][0] + len(runs[-1][1]) == address and len(runs[-1][1]) + len(data) <= limit:
+            runs[-1][1].extend(data)
+        else:
+            runs.append((address, bytearray(data)))
+    return [(a, bytes(d)) for a, d in runs]
+
+
+class RunProgrammer:
+    """Program runs of pages with one ``ProgramPage`` call each, double buffered, through the
+    run caller (two USB round trips per call).
+
+    :param flash: pyOCD ``Flash`` of the region, already ``init(Operation.PROGRAM)``-ed (the
+        core is halted with the algorithm's stack pointer and static base set).
+    :param layout: From :func:`layout_for`.
+    """
+
+    def __init__(self, flash, layout: Layout) -> None:
+        self.flash = flash
+        self.layout = layout
+        self.mailboxes = (layout.caller + _CODE_BYTES, layout.caller + _CODE_BYTES + _MAILBOX_BYTES)
+
+    def _load(self, buffer: int, address: int, data: bytes) -> None:
+        data = self.flash.override_security_bits(address, list(data))
+        self.flash.target.write_memory_block8(self.layout.buffers[buffer], data)
+
+    def _post(self, buffer: int, address: int, size: int) -> None:
+        """Queue the mailbox of ``buffer`` for its next call (a count is never 0)."""
+        target = self.flash.target
+        target.write_memory(self.mailboxes[buffer], address)
+        target.write_memory(self.mailboxes[buffer] + 4, size)
+
+    def _start(self) -> Callable[[], int]:
+        """Queue PC = run caller and a resume (what pyOCD's ``write_core_register_raw('pc')``
+        and ``resume`` write); returns the deferred DHCSR read taken between the two, whose
+        S_REGRDY shows the PC write done before the core ran."""
+        from pyocd.coresight.cortex_m import CortexM
+
+        target = self.flash.target
+        target.write_memory(CortexM.DCRDR, self.layout.caller | 1)
+        target.write_memory(CortexM.DCRSR, CortexM.DCRSR_REGWnR | _REGSEL_PC)
+        regrdy = target.read_memory(CortexM.DHCSR, now=False)
+        target.write_memory(CortexM.DFSR, _DFSR_ALL)
+        target.write_memory(CortexM.DHCSR, CortexM.DBGKEY | CortexM.C_DEBUGEN)
+        return regrdy
+
+    def _wait(self, buffer: int, address: int, size: int, timeout: Optional[float],
+              regrdy: Callable[[], int], post: Optional[Tuple[int, int, int]]) -> None:
+        """Poll DHCSR until the core halts, then check the result word of ``buffer``'s mailbox.
+        ``post`` (buffer, address, size) rides in the first poll's report.
+
+        :raises pyocd.core.exceptions.FlashProgramFailure: ``ProgramPage`` returned non-zero;
+            the core halted before it returned (the count still in the mailbox); the PC write
+            was not taken (DHCSR.S_REGRDY clear in the read between it and the resume: a
+            diagnosis after the fact, the resume was already queued); the core locked up (a
+            fault: nothing sets a vector catch, so a fault never halts it); or ``timeout``
+            seconds passed. The core is halted again on the last three.
+        """
+        from pyocd.coresight.cortex_m import CortexM
+        from pyocd.core.exceptions import FlashProgramFailure
+        from pyocd.utility.timeout import Timeout
+
+        target = self.flash.target
+        # "flash program failed: the core ..." is what piflash.target.connect.translate_error gives
+        # the hint of a core that did not run the algorithm to its end.
+        what = f"({size} bytes in one call)"
+        if post is not None:
+            self._post(*post)
+        with Timeout(timeout) as time_out:
+            while time_out.check():
+                dhcsr = target.read_memory(CortexM.DHCSR, now=False)
+                result_word = target.read_memory(self.mailboxes[buffer] + 4, now=False)
+                if regrdy is not None:
+                    if not regrdy() & CortexM.S_REGRDY:
+                        target.halt()
+                        raise FlashProgramFailure(f"flash program failed: the core took no start "
+                                                  f"address (DHCSR.S_REGRDY clear) {what}", address=address)
+                    regrdy = None
+                status = dhcsr()
+                if status & CortexM.S_LOCKUP:
+                    break
+                if status & CortexM.S_HALT:
+                    result = result_word()
+                    if result == size:
+                        raise FlashProgramFailure(f"flash program failed: the core halted before "
+                                                  f"the flash algorithm returned {what}", address=address)
+                    if result != 0:
+                        raise FlashProgramFailure(f"flash program failure {what}", address=address,
+                                                  result_code=result)
+                    return
+        locked = target.read32(CortexM.DHCSR) & CortexM.S_LOCKUP
+        target.halt()
+        if locked:
+            raise FlashProgramFailure(f"flash program failed: the core locked up in the flash "
+                                      f"algorithm (a fault) {what}", address=address)
+        raise FlashProgramFailure(f"flash program timed out {what}", address=address,
+                                  result_code=self.flash.TIMEOUT_ERROR)
+
+    def program(self, runs: Sequence[Tuple[int, bytes]], done: Callable[[int], None]) -> None:
+        """Program ``runs`` ((address, data), each at most ``layout.run_size`` bytes): the next
+        run crosses the probe while the target programs the current one.
+
+        :param done: Called with each run's byte count when it is programmed.
+        :raises pyocd.core.exceptions.FlashProgramFailure: The algorithm returned non-zero, the
+            core did not run it to its end, or it timed out (``address`` is the run's first
+            byte; the messages of :meth:`_wait`).
+        """
+        if not runs:
+            return
+        flash, target, layout = self.flash, self.flash.target, self.layout
+        timeout = target.session.options.get("flash.timeout.program")
+        mailbox = [0, 0, layout.buffers[0], 0, 0, 0, layout.buffers[1], 0]
+        target.write_memory_block8(layout.caller, list(run_caller().ljust(_CODE_BYTES, b"\0")
+                                                       + struct.pack("<8I", *mailbox)))
+        target.write_core_registers_raw(["r4", "r5", "r6"], [self.mailboxes[0], self.mailboxes[1],
+                                                             flash.flash_algo["pc_program_page"] | 1])
+        self._load(0, *runs[0])
+        self._post(0, runs[0][0], len(runs[0][1]))
+        buf = 0
+        for i, (address, data) in enumerate(runs):
+            regrdy = self._start()
+            post = None
+            if i + 1 < len(runs):
+                self._load(1 - buf, *runs[i + 1])
+                post = (1 - buf, runs[i + 1][0], len(runs[i + 1][1]))
+            self._wait(buf, address, len(data), timeout, regrdy, post)
+            buf = 1 - buf
+            done(len(data))
+
+
+#: DCRSR REGSEL of the PC (DebugReturnAddress), ARMv6-M ARM DDI 0419E C1.6.3.
+_REGSEL_PC = 15
+#: All of DFSR's sticky bits (write one to clear), as pyOCD's ``clear_debug_cause_bits``.
+_DFSR_ALL = 0x1F

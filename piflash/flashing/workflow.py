@@ -1,0 +1,388 @@
+"""The flashing workflow: connect, erase, program, read-back verify, reset.
+
+Plain functions over a pyOCD session, usable without the CLI:
+
+- :func:`flash_firmware`, :func:`verify_firmware`, :func:`erase_target`, :func:`reset_board`
+  do a whole job from a probe unique ID and return a :class:`~piflash.record.result.OperationResult`,
+  timing each phase (connect, erase, program, verify, reset);
+- :func:`flash_session`, :func:`verify_session`, :func:`describe_session`, :func:`phase` and
+  :func:`tracking` are the same jobs on a session the caller opened: the one code path that
+  both the one-shot functions above and long-running callers such as the station
+  (:mod:`piflash.station`) use, one imported pyOCD serving many boards. The pieces below them
+  live in :mod:`piflash.flashing.program` and :mod:`piflash.flashing.verify`.
+
+Every failure is raised as a :class:`~piflash.errors.PiflashError` subclass; the
+partial result is attached to it as ``exc.result``.
+
+The one-shot functions take ``on_touch``, a callable ``on_touch(result)`` called once when the
+operation first reaches the board: the probe is open and the connect to the target either
+succeeded (the board identified, nothing written yet) or failed after it began talking to the
+target. It is not called for refusals that never reach the board (bad firmware or target type,
+an image that does not fit, no probe, several probes, no permission). The CLI opens the board's
+history row there (:mod:`piflash.record.history`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Callable, Iterator, Optional, Sequence, Tuple
+
+from piflash.target.connect import check_session_options, open_session, read_target_uid, translate_error
+from piflash.errors import (ConnectError, ExitCode, NoProbeError, OperationInterrupted, PiflashError,
+                            ProbePermissionError, ProtectError, SeveralProbesError)
+from piflash.firmware.image import FirmwareImage, check_fits
+from piflash.production.serials import checkpoint
+from piflash.flashing.program import ERASE_MODES, ImageProgrammer, erase_flash, reset_target
+from piflash.progress import Phase, ProgressSink
+from piflash.record.result import OperationResult
+from piflash.target.catalog import flash_regions, resolve_target
+from piflash.flashing.verify import verify_image
+
+#: The post-verify lock's phase name (not a progress.Phase: it has no progress and no duration
+#: column of its own in the history).
+LOCK_PHASE = "lock"
+
+#: What an interruption in each phase leaves on the board, for the message.
+_STATE_AFTER_INTERRUPT = {
+    Phase.CONNECT: "the board was not changed",
+    Phase.ERASE: "the flash is partly erased: flash again before using the board",
+    Phase.PROGRAM: "the flash is partly programmed: flash again before using the board",
+    Phase.VERIFY: "the flash was fully programmed but not verified: run 'piflash verify'",
+    Phase.RESET: "the flash was programmed and verified; the target was not reset",
+    LOCK_PHASE: "the flash was programmed and verified; read-out protection may or may not be set: "
+                "run 'piflash protect status'",
+}
+
+
+@contextlib.contextmanager
+def phase(result: OperationResult, sink: ProgressSink, name: Phase) -> Iterator[None]:
+    """Time phase ``name`` into ``result.durations`` (seconds) and set ``result.phase``.
+
+    :raises OperationInterrupted: on KeyboardInterrupt inside the phase, saying what state the
+        board is left in.
+    :raises PiflashError: any other failure, pyOCD's translated by
+        :func:`piflash.target.connect.translate_error`.
+    """
+    start = time.monotonic()
+    result.phase = name
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise OperationInterrupted(f"interrupted during {name}: {_STATE_AFTER_INTERRUPT.get(name, '')}",
+                                   hint="run the same command again to finish the job") from None
+    except PiflashError:
+        raise
+    except Exception as exc:
+        raise translate_error(exc, name) from exc
+    finally:
+        result.durations[name] = round(time.monotonic() - start, 4)
+
+
+def _prepare(image: Optional[FirmwareImage], target: Optional[str], options: Optional[dict]) -> Optional[str]:
+    """Validate the target type (builtin, or a part of the packs in ``options["pack"]``) and,
+    where its memory map is known without connecting, the image's place, before any probe is opened."""
+    if not target:
+        return None
+    checked = resolve_target(target, (options or {}).get("pack"))
+    if image is not None and checked.flash_regions is not None:
+        check_fits(image, checked.flash_regions, checked.name)
+    return checked.name
+
+
+@contextlib.contextmanager
+def tracking(result: OperationResult) -> Iterator[OperationResult]:
+    """Run one operation's phases: on success ``result.ok`` becomes True; a PiflashError is
+    recorded in ``result.error``, attached to the exception as ``exc.result`` and re-raised;
+    either way the total duration is stamped."""
+    try:
+        yield result
+        result.ok = True
+    except PiflashError as exc:
+        result.fail(exc)
+        exc.result = result  # type: ignore[attr-defined]
+        raise
+    finally:
+        result.finish()
+
+
+def describe_session(session, result: OperationResult, image: Optional[FirmwareImage] = None) -> None:
+    """Fill ``result``'s probe, target type and target unique ID from an open session, and check
+    that ``image`` (if given) fits the connected target's flash.
+
+    :raises ImageRangeError: part of the image is outside the target's flash regions.
+    """
+    result.probe_id = session.probe.unique_id
+    result.target = session.options.get("target_override") or session.target.part_number
+    result.target_uid = read_target_uid(session)
+    if image is not None:
+        check_fits(image, flash_regions(session.target.memory_map), result.target)
+
+
+#: Type of the ``on_touch`` hook: called with the running result when the board is first reached.
+TouchHook = Optional[Callable[[OperationResult], None]]
+
+
+def _reached_board(exc: BaseException) -> bool:
+    """Whether a failure of :func:`~piflash.target.connect.open_session` came after the probe was opened
+    and the connect began talking to the target (not a refusal before it)."""
+    if isinstance(exc, (NoProbeError, SeveralProbesError, ProbePermissionError)):
+        return False
+    return not (isinstance(exc, PiflashError) and exc.exit_code == ExitCode.USAGE)
+
+
+def _run(operation: str, image: Optional[FirmwareImage], probe: Optional[str], target: Optional[str],
+         frequency: Optional[int], progress: Optional[ProgressSink], body,
+         options: Optional[dict] = None, on_touch: TouchHook = None) -> OperationResult:
+    sink = progress or ProgressSink()
+    result = OperationResult.start(operation, image, probe, target)
+    touch = on_touch or (lambda r: None)
+    with tracking(result):
+        check_session_options(options or {})  # first: _prepare reads the 'pack' option
+        target = _prepare(image, target, options)
+        with contextlib.ExitStack() as stack:  # the session outlives the connect phase
+            try:
+                with phase(result, sink, Phase.CONNECT):
+                    sink.phase_start(Phase.CONNECT, 0)
+                    try:
+                        session = stack.enter_context(open_session(probe, target, frequency, options))
+                    except BaseException as exc:
+                        if _reached_board(exc):
+                            touch(result)
+                        raise
+                    describe_session(session, result, image)
+                    touch(result)
+                    sink.phase_end(Phase.CONNECT, f"{result.target} on {result.probe_id}")
+            except ConnectError:
+                _explain_connect_error(probe, target, frequency, result)
+                raise
+            body(session, result, sink)
+    return result
+
+
+def _explain_connect_error(probe, target, frequency, result: OperationResult) -> None:
+    """A locked nRF52 does not let pyOCD initialise it: say so (exit 19) instead of "cannot connect"."""
+    from piflash.production.protect import locked_behind_connect_error, raise_locked
+
+    status = locked_behind_connect_error(probe, target, frequency)
+    if status is not None:
+        result.protection = status.state
+        raise_locked(target, status)
+
+
+def check_protection(session, result: OperationResult) -> None:
+    """Before touching flash: read the chip's read-out protection into ``result.protection``.
+
+    :raises ProtectedError: the chip is locked (exit code 19, with a 'recover' hint).
+    """
+    from piflash.production.protect import check_open
+
+    try:  # a few register reads: not a phase of its own (no duration column)
+        status = check_open(session, result.target or "")
+    except PiflashError:
+        raise
+    except KeyboardInterrupt:
+        raise OperationInterrupted("interrupted while reading the protection state: the board was not "
+                                   "changed", hint="run the same command again") from None
+    except Exception as exc:
+        raise translate_error(exc, "protection check") from exc
+    result.protection = status.state if status is not None else None
+
+
+def patched_image(session, result: OperationResult, image: FirmwareImage, plan, serial: Optional[int]
+                  ) -> FirmwareImage:
+    """``image`` with this board's serial / patch bytes (``plan``: a :class:`piflash.firmware.patch.PatchPlan`)
+    laid over it, checked against the connected target's flash map; the values go into
+    ``result.serial`` / ``result.patch``.
+
+    :raises SerialError: a value the encoding cannot hold. :raises ImageRangeError: a patch
+        outside the target's flash.
+    """
+    patched, values = plan.apply(image, serial, result.target_uid)
+    result.serial = str(serial) if serial is not None else None
+    result.patch = values
+    check_fits(patched, flash_regions(session.target.memory_map), result.target or "the target")
+    return patched
+
+
+def _verify_and_reset(session, result: OperationResult, sink: ProgressSink,
+                      image: Optional[FirmwareImage], reset: bool, quick: bool = False,
+                      proof=None) -> None:
+    """The tail of flash and verify: verify ``image`` (if given), then reset or leave halted.
+    ``proof`` (VerifyStats) is the flash's own complete check when it wrote nothing
+    (:meth:`~piflash.flashing.program.ImageProgrammer.unchanged_proof`): it stands as the verify."""
+    if image is not None:
+        with phase(result, sink, Phase.VERIFY):
+            if proof is not None:
+                sink.phase_start(Phase.VERIFY, proof.verified_bytes)
+                sink.phase_update(Phase.VERIFY, proof.verified_bytes)
+                sink.phase_end(Phase.VERIFY, f"all match: nothing written, {proof.crc_pages} pages by CRC32 "
+                               f"and {proof.readback_bytes:,} B read back before programming")
+                result.verify = proof
+            else:
+                result.verify = verify_image(session, image, sink, quick=quick)
+    if reset:
+        with phase(result, sink, Phase.RESET):
+            reset_target(session, progress=sink)
+            result.reset = True
+    else:
+        session.options["resume_on_disconnect"] = False
+
+
+def flash_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
+                   frequency: Optional[int] = None, erase: str = "auto", verify: bool = True,
+                   reset: bool = True, progress: Optional[ProgressSink] = None,
+                   options: Optional[dict] = None, on_touch: TouchHook = None, plan=None,
+                   serial: Optional[int] = None, protect: Optional[str] = None) -> OperationResult:
+    """Flash ``image``: connect, erase, program, read-back verify, reset.
+
+    :param image: from :func:`piflash.firmware.image.load_image`.
+    :param probe: probe unique ID or part of one; None when exactly one probe is attached.
+    :param target: pyOCD target type; None when the probe knows its board.
+    :param frequency: SWD clock in Hz.
+    :param erase: ``"auto"``, ``"sector"`` or ``"chip"``.
+    :param verify: read back and compare every programmed byte (see :mod:`piflash.flashing.verify`).
+    :param reset: reset the target afterwards so the new firmware runs; if False it stays halted.
+    :param options: extra pyOCD session options (dict), e.g. ``{"flash.timeout.erase_sector": 2.0}``;
+        ``{"pack": "x.pack"}`` (a path or a list of paths) makes the parts of those CMSIS packs
+        target types, checked and their memory maps used before connecting.
+    :param on_touch: ``on_touch(result)`` when the board is first reached (see the module's docstring).
+    :param plan: per-board data (:class:`piflash.firmware.patch.PatchPlan`): the patched image is what is
+        programmed and verified. :param serial: the serial number for ``plan`` (int).
+    :param protect: ``"lock"``: set read-out protection after a passed verify (see
+        :func:`flash_session`).
+    :returns: the :class:`~piflash.record.result.OperationResult` (``ok`` True).
+    :raises UnknownTargetError, PackError, ImageRangeError, NoProbeError, SeveralProbesError, ProbePermissionError,
+        ConnectError, FlashError, VerifyError, ProbeLostError, OperationInterrupted, ProtectedError,
+        ProtectError, SerialError:
+    """
+    if erase not in ERASE_MODES:
+        raise ValueError(f"erase mode must be one of {ERASE_MODES}, not {erase!r}")
+
+    def body(session, result, sink):
+        board_image = patched_image(session, result, image, plan, serial) if plan is not None else image
+        flash_session(session, board_image, result, sink, erase, verify, reset, protect)
+
+    return _run("flash", image, probe, target, frequency, progress, body, options, on_touch)
+
+
+def flash_session(session, image: FirmwareImage, result: OperationResult,
+                  progress: Optional[ProgressSink] = None, erase: str = "auto", verify: bool = True,
+                  reset: bool = True, protect: Optional[str] = None) -> None:
+    """The erase, program, verify and reset phases of :func:`flash_firmware` on an open session.
+
+    Each phase is timed into ``result`` and ``result.program`` / ``result.verify`` are filled;
+    the caller opened the session (and timed its connect) and wraps this in :func:`tracking`.
+    A locked chip is refused before anything is erased. With ``protect="lock"`` read-out
+    protection is set after the verify passed (never before, never without a verify) and read
+    back into ``result.protection``.
+
+    :raises FlashError, VerifyError, ProbeLostError, OperationInterrupted, ProtectedError:
+    :raises ProtectError: the lock did not take (the chip still reads open).
+    """
+    if protect == "lock" and not verify:
+        raise ProtectError("refusing to lock a board that is not verified",
+                           hint="locking comes after a passed verify: drop --no-verify")
+    sink = progress or ProgressSink()
+    check_protection(session, result)
+    with phase(result, sink, Phase.ERASE):
+        programmer = ImageProgrammer(session, image, erase, progress=sink)
+        result.program = programmer.stats
+        programmer.erase()
+    with phase(result, sink, Phase.PROGRAM):
+        programmer.program()
+    checkpoint("programmed")
+    # A flash that wrote nothing has compared every image page with the flash already (its
+    # plan's CRC pass, seconds ago, nothing written since): that check is the verify. Before a
+    # lock (hard to undo) the verify runs again all the same.
+    proof = programmer.unchanged_proof() if verify and protect != "lock" else None
+    _verify_and_reset(session, result, sink, image if verify else None, reset, proof=proof)
+    checkpoint("verified")
+    if protect == "lock":
+        from piflash.production.protect import lock, session_port
+
+        with phase(result, sink, LOCK_PHASE):
+            result.protection = lock(session_port(session), result.target or "").state
+
+
+def verify_session(session, image: FirmwareImage, result: OperationResult,
+                   progress: Optional[ProgressSink] = None, reset: bool = True,
+                   quick: bool = False) -> None:
+    """The verify (and reset) phases of :func:`verify_firmware` on an open session.
+
+    :param quick: stop at the first page that differs, without reading it back (see
+        :func:`piflash.flashing.verify.verify_image`): a cheap "does the board already carry it?".
+    :raises VerifyError: and the errors of :func:`flash_session`.
+    """
+    sink = progress or ProgressSink()
+    check_protection(session, result)
+    _verify_and_reset(session, result, sink, image, reset, quick)
+
+
+def verify_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
+                    frequency: Optional[int] = None, progress: Optional[ProgressSink] = None,
+                    reset: bool = True, options: Optional[dict] = None,
+                    on_touch: TouchHook = None) -> OperationResult:
+    """Compare the target's flash with ``image`` without writing (the ``verify`` phase of a flash).
+
+    The on-target CRC32 runs code on the core, so the target is reset afterwards (``reset=True``)
+    to leave it running its firmware; with ``reset=False`` it stays halted.
+
+    :raises VerifyError: and the connect errors of :func:`flash_firmware`.
+    """
+    def body(session, result, sink):
+        verify_session(session, image, result, sink, reset)
+
+    return _run("verify", image, probe, target, frequency, progress, body, options, on_touch)
+
+
+def erase_target(probe: Optional[str] = None, target: Optional[str] = None, mode: str = "chip",
+                 ranges: Sequence[Tuple[int, int]] = (), frequency: Optional[int] = None,
+                 progress: Optional[ProgressSink] = None, options: Optional[dict] = None,
+                 on_touch: TouchHook = None) -> OperationResult:
+    """Erase the whole chip, or the sectors covering ``ranges``.
+
+    :param mode: ``"chip"``, or ``"sector"`` with ``ranges``.
+    :param ranges: (start, end_exclusive) byte addresses, for sector mode.
+    :returns: the :class:`~piflash.record.result.OperationResult`; ``program.erased_bytes`` is set.
+    :raises ValueError: bad mode, sector mode without ranges, an empty range (checked before connecting).
+    :raises ImageRangeError: a range outside flash; and the errors of :func:`flash_firmware`.
+    """
+    if mode not in ("chip", "sector") or (mode == "sector") != bool(ranges):
+        raise ValueError("erase needs mode 'chip' without ranges, or 'sector' with ranges")
+    for start, end in ranges:
+        if end <= start:
+            raise ValueError(f"empty erase range {start:#010x}-{end:#010x} (end is exclusive)")
+
+    def body(session, result, sink):
+        check_protection(session, result)
+        with phase(result, sink, Phase.ERASE):
+            sink.phase_start(Phase.ERASE, 0)
+            result.program.erased_bytes = erase_flash(session, mode, ranges)
+            sink.phase_end(Phase.ERASE, f"{result.program.erased_bytes:,} bytes erased")
+
+    return _run("erase", None, probe, target, frequency, progress, body, options, on_touch)
+
+
+def reset_board(probe: Optional[str] = None, target: Optional[str] = None, halt: bool = False,
+                frequency: Optional[int] = None, options: Optional[dict] = None,
+                on_touch: TouchHook = None) -> OperationResult:
+    """Reset the target.
+
+    :param halt: leave it halted at the reset vector instead of running.
+    :returns: the :class:`~piflash.record.result.OperationResult`.
+    :raises: the connect errors of :func:`flash_firmware`; FlashError if the reset fails.
+    """
+    def body(session, result, sink):
+        with phase(result, sink, Phase.RESET):
+            reset_target(session, halt)
+            result.reset = True
+        if halt:
+            session.options["resume_on_disconnect"] = False
+
+    return _run("reset", None, probe, target, frequency, None, body, options, on_touch)
+
+
+__all__ = ["flash_firmware", "verify_firmware", "erase_target", "reset_board", "ERASE_MODES",
+           "flash_session", "verify_session", "describe_session", "phase", "tracking",
+           "check_protection", "patched_image"]

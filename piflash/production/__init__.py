@@ -1,0 +1,10 @@
+"""Production: what a fixture does to each board beyond its firmware.
+
+Owns the serial counter and its leases of number blocks (:mod:`~piflash.production.serials`) and
+read-out protection: status, lock, recover on nRF51, nRF52 and STM32F1
+(:mod:`~piflash.production.protect`).
+
+May import: :mod:`piflash.errors`, :mod:`piflash.progress`, :mod:`piflash.firmware`,
+:mod:`piflash.record`, :mod:`piflash.target`, pyOCD (lazily). Never the programming engine,
+profiles, the station or the CLI.
+"""

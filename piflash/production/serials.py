@@ -1,0 +1,266 @@
+"""Serial numbers from a counter in SQLite, handed out through leases of number blocks.
+
+The rules (issue 13): a number is taken, and committed to disk, before its board is
+programmed; it is never given twice, whatever happens to the process or the power; a board that
+fails keeps its number and is recorded as such.
+
+How: a :class:`LeaseSource` grants blocks ("leases") of numbers from a counter; the
+:class:`SerialAllocator` of one station takes the numbers of its current lease one by one.
+Every step is one SQLite transaction (WAL, ``synchronous=FULL``, as the history: a committed
+step survives a power cut):
+
+1. lease: the source advances the counter past a block of ``block`` numbers and records the
+   lease (local source: one transaction in this database);
+2. take: the next number of the lease is inserted into ``numbers`` as ``taken`` (its primary key
+   is (counter, n): a second insert of the same number fails instead of reusing it);
+3. finish: the number becomes ``pass`` or ``fail`` with the board's target unique ID.
+
+A crash between any two steps loses at most numbers, never reuses one: a new allocator closes
+its holder's open leases (their unused rest is lost) and marks its numbers still ``taken``
+as ``interrupted`` (their boards may carry them). Several stations sharing one counter later
+only need another :class:`LeaseSource` (a central allocator granting blocks); the allocator and
+the database of numbers stay as they are.
+
+Where the database lives (:func:`default_path`): ``$PIFLASH_SERIALS`` if set, else
+``serials.sqlite3`` next to the history database (:func:`piflash.record.history.default_path`).
+
+Test-only hook: when the environment variable ``PIFLASH_TEST_KILL_AT`` names a step
+(:data:`KILL_POINTS`), the process sends itself SIGKILL right after that step, so the tests can
+prove the rules above at every step. Nothing else reads it; never set it in production.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Protocol, Union
+
+from piflash.errors import SerialError
+from piflash.firmware.patch import CounterSpec
+
+#: Default numbers per lease.
+DEFAULT_BLOCK = 16
+#: States of a number: taken (committed, board not finished yet), pass, fail, interrupted (the
+#: process died before the board finished: the board may carry it).
+NUMBER_STATES = ("taken", "pass", "fail", "interrupted")
+#: Where ``PIFLASH_TEST_KILL_AT`` may stop the process (test only; see the module docstring).
+KILL_POINTS = ("leased", "taken", "programmed", "verified", "finished", "recorded")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS counters (
+  name TEXT PRIMARY KEY, start INTEGER NOT NULL, step INTEGER NOT NULL, last INTEGER,
+  next INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS leases (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, counter TEXT NOT NULL, holder TEXT NOT NULL,
+  first INTEGER NOT NULL, count INTEGER NOT NULL, step INTEGER NOT NULL,
+  used INTEGER NOT NULL DEFAULT 0, state TEXT NOT NULL CHECK (state IN ('open', 'closed')),
+  leased_at REAL NOT NULL, closed_at REAL);
+CREATE TABLE IF NOT EXISTS numbers (
+  counter TEXT NOT NULL, n INTEGER NOT NULL, lease_id INTEGER NOT NULL, holder TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('taken', 'pass', 'fail', 'interrupted')),
+  target_uid TEXT, taken_at REAL NOT NULL, done_at REAL, PRIMARY KEY (counter, n));
+"""
+
+
+def checkpoint(step: str) -> None:
+    """Test-only: SIGKILL this process if ``$PIFLASH_TEST_KILL_AT`` names ``step``."""
+    if os.environ.get("PIFLASH_TEST_KILL_AT") == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def default_path() -> Optional[Path]:
+    """``$PIFLASH_SERIALS``, else ``serials.sqlite3`` beside the history; None if both are off."""
+    env = os.environ.get("PIFLASH_SERIALS")
+    if env:
+        return Path(env)
+    from piflash.record.history import default_path as history_path
+
+    hist = history_path()
+    return hist.parent / "serials.sqlite3" if hist is not None else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Lease:
+    """A block of numbers granted to one holder: ``first``, ``first + step``, ... (``count`` of them).
+
+    :ivar id: the lease's row id in the local database.
+    """
+
+    id: int
+    counter: str
+    first: int
+    count: int
+    step: int
+
+
+class LeaseSource(Protocol):
+    """Grants blocks of numbers. The local source below; a central allocator later."""
+
+    def lease(self, counter: CounterSpec, holder: str, count: int) -> Lease:
+        """Grant up to ``count`` numbers of ``counter`` to ``holder`` and record the lease.
+        :raises SerialError: the counter is used up or its definition conflicts."""
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.executescript(_SCHEMA)
+        return db
+    except (OSError, sqlite3.Error) as exc:
+        raise SerialError(f"cannot open the serial database {path}: {exc}",
+                          hint="check the path and its permissions (PIFLASH_SERIALS, or 'serials:' in "
+                               "the station config)") from None
+
+
+class _Tx:
+    """``with _Tx(db):`` one IMMEDIATE transaction, committed or rolled back."""
+
+    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
+        self.db, self.path = db, path
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if kind is None:
+            self.db.execute("COMMIT")
+            return False
+        self.db.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error):
+            raise SerialError(f"serial database {self.path}: {exc}") from None
+        return False
+
+
+class LocalLeaseSource:
+    """Leases from the counter kept in the same SQLite database (one station, or several on one
+    machine: SQLite serialises them)."""
+
+    def __init__(self, db: sqlite3.Connection, path: Path) -> None:
+        self.db, self.path = db, path
+
+    def lease(self, counter: CounterSpec, holder: str, count: int) -> Lease:
+        with _Tx(self.db, self.path) as db:
+            row = db.execute("SELECT start, step, last, next FROM counters WHERE name = ?",
+                             (counter.name,)).fetchone()
+            if row is None:
+                db.execute("INSERT INTO counters (name, start, step, last, next) VALUES (?, ?, ?, ?, ?)",
+                           (counter.name, counter.start, counter.step, counter.end, counter.start))
+                nxt = counter.start
+            else:
+                start, step, _, nxt = row
+                if (start, step) != (counter.start, counter.step):
+                    raise SerialError(f"counter '{counter.name}' exists with start {start}, step {step}; "
+                                      f"the profile says start {counter.start}, step {counter.step}",
+                                      hint="keep start/step of a counter in use, or name a new one "
+                                           "with 'counter:'")
+                db.execute("UPDATE counters SET last = ? WHERE name = ?", (counter.end, counter.name))
+            left = count if counter.end is None else min(count, (counter.end - nxt) // counter.step + 1)
+            if left <= 0:
+                raise SerialError(f"serial counter '{counter.name}' is used up (last number {counter.end})",
+                                  hint="raise 'end' in the profile's serial: section, or start a new range")
+            db.execute("UPDATE counters SET next = ? WHERE name = ?", (nxt + left * counter.step, counter.name))
+            cur = db.execute("INSERT INTO leases (counter, holder, first, count, step, state, leased_at) "
+                             "VALUES (?, ?, ?, ?, ?, 'open', ?)",
+                             (counter.name, holder, nxt, left, counter.step, time.time()))
+            lease = Lease(int(cur.lastrowid), counter.name, nxt, left, counter.step)
+        checkpoint("leased")
+        return lease
+
+
+class SerialAllocator:
+    """Hands out one holder's serial numbers, lease by lease. Thread-safe.
+
+    :param counter: the profile's counter.
+    :param holder: who takes the numbers (the station's name; "cli" for the command line).
+    :param path: the database; default :func:`default_path`.
+    :param block: numbers per lease.
+    :param source: where leases come from; default the :class:`LocalLeaseSource` of ``path``.
+    :raises SerialError: the database cannot be opened.
+    """
+
+    def __init__(self, counter: CounterSpec, holder: str, path: Union[str, Path, None] = None,
+                 block: int = DEFAULT_BLOCK, source: Optional[LeaseSource] = None) -> None:
+        path = Path(path) if path is not None else default_path()
+        if path is None:
+            raise SerialError("no serial database: the history is off and PIFLASH_SERIALS is not set")
+        if block < 1:
+            raise ValueError("block must be >= 1")
+        self.counter, self.holder, self.path, self.block = counter, holder, path, block
+        self._lock = threading.Lock()
+        self._db = _connect(path)
+        self.source = source or LocalLeaseSource(self._db, path)
+        self.lost = self._recover()
+
+    def _recover(self) -> Dict[str, int]:
+        """Close this holder's open leases and mark its unfinished numbers (after a crash)."""
+        with self._lock, _Tx(self._db, self.path) as db:
+            open_leases = db.execute("SELECT id, count, used FROM leases WHERE counter = ? AND holder = ? "
+                                     "AND state = 'open'", (self.counter.name, self.holder)).fetchall()
+            db.execute("UPDATE leases SET state = 'closed', closed_at = ? WHERE counter = ? AND holder = ? "
+                       "AND state = 'open'", (time.time(), self.counter.name, self.holder))
+            cur = db.execute("UPDATE numbers SET state = 'interrupted', done_at = ? WHERE counter = ? "
+                             "AND holder = ? AND state = 'taken'", (time.time(), self.counter.name, self.holder))
+            return {"unused": sum(c - u for _, c, u in open_leases), "interrupted": cur.rowcount}
+
+    def close(self) -> None:
+        """Close the database (committed numbers are safe either way)."""
+        with self._lock:
+            self._db.close()
+
+    def take(self, target_uid: Optional[str] = None) -> int:
+        """Take the next number and commit it as ``taken`` before returning it.
+
+        :raises SerialError: the counter is used up, or the database cannot be written.
+        """
+        with self._lock:
+            for _ in range(3):
+                with _Tx(self._db, self.path) as db:
+                    row = db.execute("SELECT id, first, step, used, count FROM leases WHERE counter = ? AND "
+                                     "holder = ? AND state = 'open' AND used < count ORDER BY id LIMIT 1",
+                                     (self.counter.name, self.holder)).fetchone()
+                    if row is not None:
+                        lease_id, first, step, used, count = row
+                        n = first + used * step
+                        db.execute("UPDATE leases SET used = used + 1, state = ?, closed_at = ? WHERE id = ?",
+                                   ("closed" if used + 1 == count else "open",
+                                    time.time() if used + 1 == count else None, lease_id))
+                        db.execute("INSERT INTO numbers (counter, n, lease_id, holder, state, target_uid, "
+                                   "taken_at) VALUES (?, ?, ?, ?, 'taken', ?, ?)",
+                                   (self.counter.name, n, lease_id, self.holder, target_uid, time.time()))
+                if row is not None:
+                    checkpoint("taken")
+                    return n
+                self.source.lease(self.counter, self.holder, self.block)
+            raise SerialError("could not take a serial number from a fresh lease")  # pragma: no cover
+
+    def finish(self, n: int, ok: bool, target_uid: Optional[str] = None) -> None:
+        """Record the board's outcome for number ``n`` (``pass`` or ``fail``; the number stays used).
+
+        :raises SerialError: the database cannot be written.
+        """
+        with self._lock, _Tx(self._db, self.path) as db:
+            db.execute("UPDATE numbers SET state = ?, done_at = ?, target_uid = coalesce(?, target_uid) "
+                       "WHERE counter = ? AND n = ?",
+                       ("pass" if ok else "fail", time.time(), target_uid, self.counter.name, n))
+        checkpoint("finished")
+
+    def numbers(self) -> List[dict]:
+        """Every number of this counter (all holders), in order, as dicts."""
+        with self._lock:
+            cur = self._db.execute("SELECT n, state, holder, target_uid, lease_id, taken_at, done_at "
+                                   "FROM numbers WHERE counter = ? ORDER BY n", (self.counter.name,))
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+__all__ = ["SerialAllocator", "LocalLeaseSource", "LeaseSource", "Lease", "default_path", "checkpoint",
+           "DEFAULT_BLOCK", "NUMBER_STATES", "KILL_POINTS"]

@@ -1,0 +1,521 @@
+"""The history of every operation on every board, in SQLite, sealed in a hash chain.
+
+One row per operation (flash, verify, erase, reset), from the command line and from the
+station alike. A row is *opened* when the operation first reaches the board (the probe opened
+and the connect reached the target, before anything is written to it) and *completed* at the
+end, so a process killed in between leaves an ``open`` row: the next writer (a ``piflash flash``
+or a station start) finds that its process is gone (:func:`process_alive`) and completes it as
+``interrupted`` ("interrupted (process died)"). Completing a row seals it into the hash chain
+(:mod:`piflash.record.chain`); ``piflash history verify-chain`` checks it.
+
+Every write is one ``BEGIN IMMEDIATE`` transaction, so several writers (the station's worker
+threads, a user at the shell) never fork the chain. The database runs in WAL mode with
+``synchronous=FULL`` so a committed row survives a power cut (SQLite's documentation,
+"Write-Ahead Logging" and "PRAGMA synchronous").
+
+Where it lives (:func:`default_path`): ``$PIFLASH_HISTORY`` if set, else
+``$STATE_DIRECTORY/history.sqlite3`` (systemd's ``StateDirectory=``), else
+``$XDG_STATE_HOME/piflash/history.sqlite3`` (``~/.local/state/piflash/...``).
+``PIFLASH_HISTORY=off`` turns recording off for the command line.
+
+Schema versions (``PRAGMA user_version``): 1 (piflash 0.1: no chain, ``probe_uid``), 2 (this
+one). A version-1 database is migrated when first opened: the column ``probe_uid`` becomes
+``probe_id``, the new columns are empty and the old rows are sealed in id order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Union
+
+from piflash.errors import HistoryError
+from piflash.record.chain import GENESIS, ChainReport, row_hash, verify_chain
+from piflash.progress import Phase
+
+#: The operations' phases (:class:`piflash.progress.Phase`'s text) that get a duration column
+#: each (seconds).
+PHASES = tuple(p.value for p in Phase)
+
+#: Outcomes of a completed row. ``interrupted``: its process died before completing it.
+OUTCOMES = ("pass", "fail", "skip", "interrupted")
+#: Outcome of a row whose operation is still running (or whose process died, until reaped).
+OPEN = "open"
+#: ``error`` of a row completed by :meth:`History.reap`.
+DIED = "interrupted (process died)"
+
+SCHEMA_VERSION = 2
+
+_COLUMNS = (
+    ("seq", "INTEGER UNIQUE"),            # position in the hash chain; NULL while open
+    ("started_at", "REAL NOT NULL"),      # Unix time, seconds
+    ("ended_at", "REAL"),                 # NULL while open, and for a process that died
+    ("station", "TEXT"),
+    ("slot", "TEXT"),                     # the station's worker slot (its probe)
+    ("operation", "TEXT NOT NULL"),
+    ("probe_id", "TEXT"),
+    ("target", "TEXT"),
+    ("target_uid", "TEXT"),
+    ("firmware", "TEXT"),                 # absolute path
+    ("firmware_sha256", "TEXT"),
+    ("profile", "TEXT"),
+    ("serial", "TEXT"),
+    ("patch", "TEXT"),                    # JSON object
+    ("protection", "TEXT"),               # read back: "open", "locked"; NULL unknown
+    ("outcome", "TEXT NOT NULL CHECK (outcome IN ('open', 'pass', 'fail', 'skip', 'interrupted'))"),
+    ("exit_code", "INTEGER"),             # NULL while open and for a process that died
+    ("error_kind", "TEXT"),
+    ("error", "TEXT"),
+    ("phase", "TEXT"),                    # the phase running when it failed (the last one run)
+    ("image_bytes", "INTEGER NOT NULL DEFAULT 0"),
+    ("programmed_bytes", "INTEGER NOT NULL DEFAULT 0"),
+) + tuple((f"{p}_s", "REAL") for p in PHASES) + (
+    ("piflash_version", "TEXT"),
+    ("pyocd_version", "TEXT"),
+    ("host", "TEXT"),                     # the machine that opened the row
+    ("pid", "INTEGER"),                   # ...its process
+    ("process_start", "TEXT"),            # "<boot id>/<start time in clock ticks>" (Linux /proc)
+    ("prev_hash", "TEXT"),
+    ("row_hash", "TEXT"),
+)
+
+COLUMN_NAMES = ("id",) + tuple(name for name, _ in _COLUMNS)
+
+#: Schema 1's columns, for the migration (and its test).
+V1_COLUMNS = ("id", "started_at", "ended_at", "station", "operation", "probe_uid", "target",
+              "target_uid", "firmware", "firmware_sha256", "profile", "outcome", "exit_code",
+              "error_kind", "error", "image_bytes", "programmed_bytes") + tuple(f"{p}_s" for p in PHASES)
+
+
+def default_path() -> Optional[Path]:
+    """Where the history database lives, or None when ``PIFLASH_HISTORY=off``."""
+    env = os.environ.get("PIFLASH_HISTORY")
+    if env:
+        return None if env.lower() in ("off", "0", "no", "false") else Path(env)
+    state = os.environ.get("STATE_DIRECTORY")
+    if state:  # systemd may pass several, colon-separated: the first is ours
+        return Path(state.split(":")[0]) / "history.sqlite3"
+    xdg = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(xdg) / "piflash" / "history.sqlite3"
+
+
+# -- the process that owns an open row ---------------------------------------------------------
+def _boot_id() -> Optional[str]:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:   # proc(5): random per boot
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _start_ticks(pid: int) -> Optional[str]:
+    """Field 22 of ``/proc/PID/stat`` (proc(5) "starttime": clock ticks after boot), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2:].split()[19]   # fields after "(comm)" start at field 3
+
+
+def process_identity(pid: Optional[int] = None) -> Optional[str]:
+    """``"<boot id>/<start ticks>"`` of process ``pid`` (default: this one), None without /proc.
+
+    A pid can be reused after its process ended; the boot id and the start time cannot both
+    match another process, so together they name one process on one boot.
+    """
+    boot, ticks = _boot_id(), _start_ticks(os.getpid() if pid is None else pid)
+    return f"{boot}/{ticks}" if boot and ticks else None
+
+
+def process_alive(host: Optional[str], pid: Optional[int], identity: Optional[str]) -> Optional[bool]:
+    """Whether the process that opened a row still runs: True, False, or None when this machine
+    cannot tell (the row was opened on another host).
+
+    Without ``/proc`` (or an identity) it falls back to the pid alone (``kill(pid, 0)``).
+    """
+    if host is not None and host != socket.gethostname():
+        return None
+    if pid is None:
+        return False
+    if identity and _boot_id():
+        boot, _, ticks = identity.partition("/")
+        return boot == _boot_id() and _start_ticks(pid) == ticks
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def row_state(row: Dict[str, object]) -> str:
+    """A row's outcome as a reader should show it: the stored outcome, except an ``open`` row
+    whose process is gone, which is ``interrupted`` (the next writer will store that)."""
+    if row["outcome"] == OPEN and process_alive(row["host"], row["pid"], row["process_start"]) is False:
+        return "interrupted"
+    return str(row["outcome"])
+
+
+_VERSIONS: Dict[str, Optional[str]] = {}
+
+
+def _versions() -> Dict[str, Optional[str]]:
+    """piflash's and pyOCD's versions (from the installed package metadata; pyOCD not imported)."""
+    if not _VERSIONS:
+        from importlib.metadata import PackageNotFoundError, version
+
+        from piflash import __version__
+
+        _VERSIONS["piflash_version"] = __version__
+        try:
+            _VERSIONS["pyocd_version"] = version("pyocd")
+        except PackageNotFoundError:
+            _VERSIONS["pyocd_version"] = None
+    return _VERSIONS
+
+
+def _result_values(result) -> Dict[str, object]:
+    """The columns an :class:`~piflash.record.result.OperationResult` fills (identity of the job and board)."""
+    firmware = result.firmware
+    return {"operation": result.operation, "probe_id": result.probe_id, "target": result.target,
+            "target_uid": result.target_uid,
+            "firmware": os.path.abspath(firmware) if firmware else None,
+            "firmware_sha256": result.firmware_sha256, "image_bytes": result.image_bytes or 0}
+
+
+class History:
+    """A handle on the history database; safe to share between threads.
+
+    :param path: the SQLite file (created with its folder if missing); default :func:`default_path`.
+    :raises HistoryError: (exit 18) when the file cannot be created, opened or migrated, is not
+        a database, or was made by a newer piflash.
+    """
+
+    def __init__(self, path: Union[str, Path, None] = None) -> None:
+        path = Path(path) if path is not None else default_path()
+        if path is None:
+            raise HistoryError("history is turned off (PIFLASH_HISTORY=off)")
+        self.path = path
+        self._lock = threading.Lock()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False,
+                                       isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._transaction(self._create)
+        except (OSError, sqlite3.Error) as exc:
+            raise HistoryError(f"cannot open the history database {path}: {_reason(path, exc)}",
+                               hint=_hint(path)) from exc
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def _transaction(self, body, *args):
+        """Run ``body(*args)`` in one BEGIN IMMEDIATE transaction (all or nothing)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                out = body(*args)
+                self._db.execute("COMMIT")
+                return out
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def _write(self, what: str, body, *args):
+        try:
+            return self._transaction(body, *args)
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot {what} in {self.path}: {exc}", hint=_hint(self.path)) from exc
+
+    def _create(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise HistoryError(f"{self.path} has history schema {version}; this piflash knows up to "
+                               f"{SCHEMA_VERSION}", hint="use a newer piflash")
+        exists = self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'operations'").fetchone()
+        if exists and version == 1:
+            self._migrate_v1()
+        elif not exists:
+            self._db.execute(_ddl("operations"))
+        self._db.execute("CREATE INDEX IF NOT EXISTS operations_started ON operations (started_at)")
+        self._db.execute("CREATE INDEX IF NOT EXISTS operations_board ON operations (target_uid)")
+        self._db.execute("CREATE INDEX IF NOT EXISTS operations_serial ON operations (serial)")
+        self._db.execute("CREATE INDEX IF NOT EXISTS operations_open ON operations (outcome) "
+                         "WHERE outcome = 'open'")
+        if version != SCHEMA_VERSION:
+            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _migrate_v1(self) -> None:
+        """Schema 1 -> 2 (in the caller's transaction): rebuild the table with the new columns
+        (``probe_uid`` -> ``probe_id``), then seal the old rows into the chain in id order."""
+        old = [c for c in V1_COLUMNS]
+        new = ["probe_id" if c == "probe_uid" else c for c in old]
+        top = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'operations'").fetchone()
+        self._db.execute(_ddl("operations_v2"))
+        self._db.execute(f"INSERT INTO operations_v2 ({', '.join(new)}) "
+                         f"SELECT {', '.join(old)} FROM operations ORDER BY id")
+        self._db.execute("DROP TABLE operations")
+        self._db.execute("ALTER TABLE operations_v2 RENAME TO operations")
+        if top:  # keep the highest id ever given: a row deleted before the migration stays visible
+            if self._db.execute("SELECT 1 FROM sqlite_sequence WHERE name = 'operations'").fetchone():
+                self._db.execute("UPDATE sqlite_sequence SET seq = max(seq, ?) WHERE name = 'operations'", top)
+            else:
+                self._db.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('operations', ?)", top)
+        for (rid,) in self._db.execute("SELECT id FROM operations ORDER BY id").fetchall():
+            self._seal(rid)
+
+    def _row(self, row_id: int) -> Dict[str, object]:
+        values = self._db.execute(f"SELECT {', '.join(COLUMN_NAMES)} FROM operations WHERE id = ?",
+                                  (row_id,)).fetchone()
+        if values is None:
+            raise HistoryError(f"history row #{row_id} does not exist in {self.path}")
+        return dict(zip(COLUMN_NAMES, values))
+
+    def _seal(self, row_id: int) -> None:
+        """Give row ``row_id`` the next seq, the previous row's hash and its own (in a transaction)."""
+        last = self._db.execute("SELECT seq, row_hash FROM operations WHERE seq IS NOT NULL "
+                                "ORDER BY seq DESC LIMIT 1").fetchone()
+        seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS)
+        self._db.execute("UPDATE operations SET seq = ?, prev_hash = ? WHERE id = ?", (seq, prev, row_id))
+        # hashed as read back, so a REAL given as an int hashes as SQLite stores it
+        self._db.execute("UPDATE operations SET row_hash = ? WHERE id = ?",
+                         (row_hash(self._row(row_id)), row_id))
+
+    def close(self) -> None:
+        """Close the database (rows already recorded are safe whether or not this is called)."""
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> "History":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing --------------------------------------------------------------------------------
+    def open(self, result, *, station: Optional[str] = None, slot: Optional[str] = None,
+             profile: Optional[str] = None, serial: Optional[str] = None,
+             patch: Optional[dict] = None) -> int:
+        """Open a row for an operation that has just reached the board; returns its id.
+
+        Call it once the probe is open and the target answered, before anything is written to
+        the board; complete it with :meth:`complete`. Until then its outcome is ``open`` and it
+        carries this process's pid and identity, so a later :meth:`reap` can tell that it died.
+        Rows left open by dead processes are reaped first.
+
+        :param result: the running :class:`piflash.record.result.OperationResult` (``started_at``,
+            operation, probe_id, target, target_uid, firmware, firmware_sha256, image_bytes).
+        :param station: the station's name, None for the command line.
+        :param slot: the station's worker slot (its probe's unique ID), None for the command line.
+        :param profile: the profile's name, if one was used.
+        :param serial: the board's serial number (text), when one was assigned before programming.
+        :param patch: the per-board values patched into the image (JSON-serialisable dict).
+        :raises HistoryError: (exit 18) the row cannot be written (the database is left as it was).
+        """
+        self.reap()
+        row = {"started_at": result.started_at or time.time(), "station": station, "slot": slot,
+               "profile": profile, "serial": serial, "patch": _patch_text(patch), "outcome": OPEN,
+               "host": socket.gethostname(), "pid": os.getpid(), "process_start": process_identity()}
+        row.update(_result_values(result))
+        row.update(_versions())
+
+        def insert():
+            names = ", ".join(row)
+            return int(self._db.execute(f"INSERT INTO operations ({names}) VALUES "
+                                        f"({', '.join(':' + k for k in row)})", row).lastrowid)
+        return self._write("open a row", insert)
+
+    def complete(self, row_id: int, result, *, outcome: Optional[str] = None,
+                 protection: Optional[str] = None, serial: Optional[str] = None,
+                 patch: Optional[dict] = None) -> int:
+        """Complete row ``row_id`` (from :meth:`open`) with the finished ``result`` and seal it.
+
+        :param result: the finished :class:`piflash.record.result.OperationResult` (ok, or with ``error``).
+        :param outcome: "pass", "fail", "skip" or "interrupted"; default "pass" if ``result.ok``
+            else "fail".
+        :param protection: the read-out protection state read back from the chip after the
+            operation: "open", "locked", or None (not read, unknown).
+        :param serial: the serial number, if not given to :meth:`open` (None keeps the stored one).
+        :param patch: the patched values, if not given to :meth:`open` (None keeps the stored ones).
+        :returns: ``row_id``.
+        :raises HistoryError: (exit 18) the row cannot be written, does not exist or is already
+            complete.
+        :raises ValueError: an unknown outcome.
+        """
+        outcome = outcome or ("pass" if result.ok else "fail")
+        if outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {OUTCOMES}, not {outcome!r}")
+        error = result.error or {}
+        started = result.started_at or time.time()
+        values: Dict[str, object] = _result_values(result)
+        values.update({
+            "ended_at": started + (result.duration or 0.0), "outcome": outcome,
+            "exit_code": (int(error.get("exit_code", 1)) if outcome == "fail"
+                          else 0 if outcome in ("pass", "skip") else error.get("exit_code")),
+            "error_kind": error.get("kind"), "error": error.get("message"),
+            "phase": str(result.phase) if result.phase else None,
+            "programmed_bytes": result.program.programmed_bytes if result.program else 0,
+            "protection": protection})
+        for phase in PHASES:
+            values[f"{phase}_s"] = result.durations.get(phase)
+        if serial is not None:
+            values["serial"] = serial
+        if patch is not None:
+            values["patch"] = _patch_text(patch)
+
+        def update():
+            if self._row(row_id)["outcome"] != OPEN:
+                raise HistoryError(f"history row #{row_id} is already complete")
+            sets = ", ".join(f"{k} = :{k}" for k in values)
+            self._db.execute(f"UPDATE operations SET {sets} WHERE id = :row_id", dict(values, row_id=row_id))
+            self._seal(row_id)
+            return row_id
+        return self._write("complete a row", update)
+
+    def record(self, result, *, outcome: Optional[str] = None, station: Optional[str] = None,
+               slot: Optional[str] = None, profile: Optional[str] = None, serial: Optional[str] = None,
+               patch: Optional[dict] = None, protection: Optional[str] = None) -> int:
+        """Record a finished operation in one go (:meth:`open` then :meth:`complete`); returns its id.
+
+        The parameters are those of :meth:`open` and :meth:`complete`.
+
+        :raises HistoryError: (exit 18) the row cannot be written.
+        :raises ValueError: an unknown outcome.
+        """
+        if (outcome or "pass") not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {OUTCOMES}, not {outcome!r}")
+        row_id = self.open(result, station=station, slot=slot, profile=profile, serial=serial, patch=patch)
+        return self.complete(row_id, result, outcome=outcome, protection=protection)
+
+    def reap(self) -> List[int]:
+        """Complete every open row whose process died (see :func:`process_alive`) as
+        ``interrupted``, error "interrupted (process died)", ended_at and exit_code empty
+        (unknown); returns their ids.
+
+        :raises HistoryError: (exit 18) the rows cannot be written.
+        """
+        def body():
+            dead = [rid for rid, host, pid, ident in self._db.execute(
+                "SELECT id, host, pid, process_start FROM operations WHERE outcome = 'open' ORDER BY id")
+                if process_alive(host, pid, ident) is False]
+            for rid in dead:
+                self._db.execute("UPDATE operations SET outcome = 'interrupted', error_kind = 'ProcessDied', "
+                                 "error = ? WHERE id = ?", (DIED, rid))
+                self._seal(rid)
+            return dead
+        try:
+            with self._lock:
+                if not self._db.execute("SELECT 1 FROM operations WHERE outcome = 'open' LIMIT 1").fetchone():
+                    return []
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path)) from exc
+        return self._write("complete rows of dead processes", body)
+
+    # -- reading --------------------------------------------------------------------------------
+    def query(self, since: Optional[float] = None, failed: bool = False, board: Optional[str] = None,
+              station: Optional[str] = None, limit: Optional[int] = None) -> List[Dict[str, object]]:
+        """Rows, oldest first, as dicts keyed by :data:`COLUMN_NAMES` (values as stored).
+
+        :param since: Unix time; only operations started at or after it.
+        :param failed: only rows whose outcome is "fail" or "interrupted" (or open by a dead process).
+        :param board: only this board: its target unique ID (case-insensitive) or its serial.
+        :param station: only this station's rows.
+        :param limit: at most this many of the newest matching rows.
+        :raises HistoryError: (exit 18) when the database cannot be read.
+        """
+        where, args = [], []
+        if since is not None:
+            where.append("started_at >= ?")
+            args.append(since)
+        if board:
+            where.append("(lower(target_uid) = lower(?) OR serial = ?)")
+            args += [board, board]
+        if station:
+            where.append("station = ?")
+            args.append(station)
+        if failed:
+            where.append("outcome IN ('fail', 'interrupted', 'open')")
+        rows = self._select(where, args, limit)
+        if failed:
+            rows = [r for r in rows if row_state(r) in ("fail", "interrupted")]
+        return rows
+
+    def _select(self, where, args, limit=None) -> List[Dict[str, object]]:
+        sql = f"SELECT {', '.join(COLUMN_NAMES)} FROM operations"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY id DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        try:
+            with self._lock:
+                rows = self._db.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path)) from exc
+        return [dict(zip(COLUMN_NAMES, r)) for r in reversed(rows)]
+
+    def verify_chain(self, anchor: Optional[str] = None) -> ChainReport:
+        """Check the hash chain over the whole history (see :func:`piflash.record.chain.verify_chain`).
+
+        :param anchor: a ``row_hash`` kept elsewhere; the report says whether it is still there.
+        :raises HistoryError: (exit 18) when the database cannot be read.
+        """
+        try:
+            with self._lock:                   # one snapshot: a writer beside us changes nothing here
+                self._db.execute("BEGIN")
+                try:
+                    rows = [dict(zip(COLUMN_NAMES, r)) for r in self._db.execute(
+                        f"SELECT {', '.join(COLUMN_NAMES)} FROM operations ORDER BY id")]
+                    top = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'operations'").fetchone()
+                finally:
+                    self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path)) from exc
+        return verify_chain(rows, int(top[0]) if top else 0, anchor)
+
+
+def _ddl(table: str) -> str:
+    cols = ",\n  ".join(f"{name} {decl}" for name, decl in _COLUMNS)
+    return f"CREATE TABLE {table} (\n  id INTEGER PRIMARY KEY AUTOINCREMENT,\n  {cols})"
+
+
+def _patch_text(patch: Optional[dict]) -> Optional[str]:
+    return None if patch is None else json.dumps(patch, sort_keys=True, separators=(",", ":"))
+
+
+def _reason(path: Path, exc: BaseException) -> str:
+    if path.parent.exists() and not path.parent.is_dir():
+        return f"{path.parent} is not a folder"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror.lower()}" + (f": {exc.filename}" if exc.filename else "")
+    return str(exc)
+
+
+def _hint(path: Path) -> str:
+    return f"check that {path.parent} is a folder this user may write, and {path.name} in it"
+
+
+def summarize(rows: Iterable[Dict[str, object]]) -> Dict[str, object]:
+    """Counts and rate over ``rows``: passed, failed, skipped, interrupted (including open rows
+    of dead processes), open (still running), boards (distinct target unique IDs) and
+    boards_per_hour (passed + failed operations per hour between the first start and the last
+    end; None for fewer than two operations)."""
+    rows = list(rows)
+    states = [row_state(r) for r in rows]
+    count = {o: states.count(o) for o in OUTCOMES + (OPEN,)}
+    done = count["pass"] + count["fail"]
+    rate = None
+    if done >= 2:
+        span = (max(r["ended_at"] or r["started_at"] for r in rows) - min(r["started_at"] for r in rows))
+        rate = round(done * 3600.0 / span, 1) if span > 0 else None
+    return {"passed": count["pass"], "failed": count["fail"], "skipped": count["skip"],
+            "interrupted": count["interrupted"], "open": count[OPEN],
+            "boards": len({r["target_uid"] for r in rows if r["target_uid"]}),
+            "boards_per_hour": rate}

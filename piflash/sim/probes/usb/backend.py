@@ -1,0 +1,137 @@
+"""A pyusb backend (``usb.backend.IBackend``) whose bus holds simulated CMSIS-DAP probes.
+
+Everything above this class runs unmodified: pyusb's ``usb.core`` (devices, configurations,
+string descriptors, endpoints), pyOCD's probe discovery and its CMSIS-DAP v1/v2 drivers. The
+device objects pyusb passes back in are :class:`~piflash.sim.probes.usb.device.SimUsbDevice`; handles
+are the same objects. Errors are pyusb's ``USBError`` with the errno libusb would give: EACCES
+from :meth:`open_device` for a device without permission, ENODEV once a device is unplugged,
+ETIMEDOUT for a read with nothing to read.
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import List
+
+import usb.backend
+import usb.core
+
+from piflash.sim.probes.usb.device import SimUsbDevice
+
+__all__ = ["SimUsbBackend"]
+
+
+class SimUsbBackend(usb.backend.IBackend):
+    """The simulated bus.
+
+    :param devices: The probes plugged in (list of :class:`SimUsbDevice`).
+    """
+
+    def __init__(self, devices: List[SimUsbDevice]) -> None:
+        self.devices = list(devices)
+
+    # -- enumeration and descriptors ---------------------------------------------------------
+    def enumerate_devices(self):
+        """The devices still plugged in."""
+        return [d for d in self.devices if not d.unplugged]
+
+    def get_parent(self, dev):
+        return None
+
+    def get_device_descriptor(self, dev: SimUsbDevice):
+        return dev.device_descriptor
+
+    def get_configuration_descriptor(self, dev: SimUsbDevice, config: int):
+        if config != 0:
+            raise IndexError("configuration %d" % config)
+        return dev.config_descriptor
+
+    def get_interface_descriptor(self, dev: SimUsbDevice, intf: int, alt: int, config: int):
+        if (config, intf, alt) != (0, 0, 0):
+            raise IndexError("interface %d alt %d" % (intf, alt))
+        return dev.interface_descriptor
+
+    def get_endpoint_descriptor(self, dev: SimUsbDevice, ep: int, intf: int, alt: int, config: int):
+        if (config, intf, alt) != (0, 0, 0):
+            raise IndexError("interface %d alt %d" % (intf, alt))
+        return dev.endpoint_descriptors[ep]
+
+    # -- handles -----------------------------------------------------------------------------
+    def open_device(self, dev: SimUsbDevice) -> SimUsbDevice:
+        """Open ``dev``. :raises usb.core.USBError: EACCES (no permission), ENODEV."""
+        dev.check_present()
+        if dev.access_denied:
+            raise usb.core.USBError("Access denied (insufficient permissions)", -3, errno.EACCES)
+        return dev
+
+    def close_device(self, dev_handle: SimUsbDevice) -> None:
+        return None
+
+    def set_configuration(self, dev_handle: SimUsbDevice, config_value: int) -> None:
+        dev_handle.check_present()
+
+    def get_configuration(self, dev_handle: SimUsbDevice) -> int:
+        dev_handle.check_present()
+        return 1
+
+    def set_interface_altsetting(self, dev_handle, intf, altsetting) -> None:
+        dev_handle.check_present()
+
+    def claim_interface(self, dev_handle: SimUsbDevice, intf: int) -> None:
+        """Claiming the DAP interface opens the board session behind the probe."""
+        dev_handle.claim()
+
+    def release_interface(self, dev_handle: SimUsbDevice, intf: int) -> None:
+        """Releasing it saves the board and ends the session."""
+        if not dev_handle.unplugged:
+            dev_handle.release()
+
+    def is_kernel_driver_active(self, dev_handle, intf) -> bool:
+        return False
+
+    def detach_kernel_driver(self, dev_handle, intf) -> None:
+        return None
+
+    def attach_kernel_driver(self, dev_handle, intf) -> None:
+        return None
+
+    def clear_halt(self, dev_handle, ep) -> None:
+        dev_handle.check_present()
+
+    def reset_device(self, dev_handle) -> None:
+        dev_handle.check_present()
+
+    # -- transfers ---------------------------------------------------------------------------
+    def bulk_write(self, dev_handle: SimUsbDevice, ep: int, intf: int, data, timeout: int) -> int:
+        if len(data) == 0:          # zero-length packet ending a transfer: nothing to run
+            dev_handle.check_present()
+            return 0
+        return dev_handle.write_out(bytes(data))
+
+    intr_write = bulk_write
+
+    def bulk_read(self, dev_handle: SimUsbDevice, ep: int, intf: int, buff, timeout: int) -> int:
+        data = dev_handle.read_in(len(buff), timeout)
+        buff[:len(data)] = type(buff)(buff.typecode, data) if hasattr(buff, "typecode") else data
+        return len(data)
+
+    intr_read = bulk_read
+
+    def ctrl_transfer(self, dev_handle: SimUsbDevice, bmRequestType: int, bRequest: int, wValue: int,
+                      wIndex: int, data, timeout: int) -> int:
+        """Standard GET_DESCRIPTOR (string and device) requests; others are accepted and
+        ignored (HID SET_REPORT is not used: the OUT endpoint exists)."""
+        dev_handle.check_present()
+        if bmRequestType & 0x80 and bRequest == 6:      # GET_DESCRIPTOR
+            kind, index = wValue >> 8, wValue & 0xFF
+            if kind == 3:
+                try:
+                    raw = dev_handle.string_descriptor(index)
+                except KeyError:
+                    raise usb.core.USBError("Pipe error", -9, errno.EPIPE) from None
+            else:
+                raise usb.core.USBError("Pipe error", -9, errno.EPIPE)
+            n = min(len(raw), len(data))
+            data[:n] = type(data)(data.typecode, raw[:n])
+            return n
+        return len(data) if not bmRequestType & 0x80 else 0

@@ -1,0 +1,12 @@
+"""The target: which chip, how to reach it, what it says about itself.
+
+Owns target knowledge (pyOCD's target types and CMSIS packs, static flash regions, where each
+part keeps its unique ID: :mod:`~piflash.target.catalog`), choosing a probe and opening a pyOCD
+session with pyOCD's errors translated into piflash's (:mod:`~piflash.target.connect`),
+``remote:HOST:PORT`` probes with every wait bounded (:mod:`~piflash.target.remote`), and the
+``targets`` / ``info`` queries (:mod:`~piflash.target.info`).
+
+May import: :mod:`piflash.errors`, :mod:`piflash.progress`, :mod:`piflash.firmware`,
+:mod:`piflash.host` (lazily, for the permission hint), pyOCD (lazily). Never the programming
+engine, production, the record, the station or the CLI.
+"""

@@ -1,0 +1,456 @@
+"""Find debug probes and open a pyOCD session on a target, with errors that say what to do.
+
+pyOCD is imported inside the functions. A probe is named by its pyOCD unique ID
+(a USB serial number, ``sim:<board>`` for a simulated board, or
+``remote:HOST:PORT`` for pyOCD's remote probe protocol); as in pyOCD, a partial
+unique ID matches every probe whose ID contains it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Optional
+
+from piflash.errors import (ConnectError, FlashError, NoProbeError, PiflashError, ProbeBusyError,
+                            ProbeLostError, ProbePermissionError, SeveralProbesError, TargetRequiredError,
+                            UnknownOptionError, extra_available, extra_for_module, extra_missing)
+
+LOG = logging.getLogger(__name__)
+
+#: Session options piflash always sets (pyOCD's names, see pyocd/core/options.py).
+BASE_SESSION_OPTIONS: Dict[str, object] = {
+    "hide_programming_progress": True,   # piflash draws its own progress
+    "smart_flash": True,
+    # Never mass-erase a chip behind the user's back: pyOCD's default auto_unlock erases an nRF52
+    # whose CTRL-AP reads APPROTECT enabled while connecting (pyOCD issue #1766: a false
+    # detection wiped boards). piflash erases only on 'piflash protect recover'.
+    "auto_unlock": False,
+}
+
+
+@dataclass(frozen=True)
+class ProbeInfo:
+    """A debug probe as listed by :func:`list_probes`.
+
+    :ivar unique_id: pyOCD unique ID (str), what ``--probe`` takes.
+    :ivar description: vendor and product (str).
+    :ivar target: target type the probe says its board carries (str), or None.
+    :ivar vid_pid: USB identity ``"vvvv:pppp"`` of a USB CMSIS-DAP probe (str), or None.
+    """
+
+    unique_id: str
+    description: str
+    target: Optional[str] = None
+    vid_pid: Optional[str] = None
+
+    def to_dict(self) -> dict:
+        """The probe as a JSON-friendly dict."""
+        return {"unique_id": self.unique_id, "description": self.description, "target": self.target,
+                "vid_pid": self.vid_pid}
+
+
+def _probe_vid_pid(probe) -> Optional[str]:
+    # pyOCD's CMSIS-DAP probes carry their USB IDs in DAPAccessCMSISDAP.vidpid (a public property).
+    vidpid = getattr(getattr(probe, "_link", None), "vidpid", None)
+    if not vidpid or not any(vidpid):
+        return None
+    return "%04x:%04x" % tuple(vidpid)
+
+
+def _probe_target(probe) -> Optional[str]:
+    info = getattr(probe, "associated_board_info", None)
+    return getattr(info, "target", None) if info else None
+
+
+def _find_probes(unique_id: Optional[str]) -> list:
+    """pyOCD's probes matching ``unique_id``; a ``remote:`` one is piflash's bounded-wait client.
+
+    :raises ProbeSyntaxError: a malformed ``remote:HOST:PORT``.
+    :raises ExtraMissingError: a ``sim:`` unique ID without the simulator installed.
+    """
+    from piflash.target import remote
+
+    if remote.is_remote(unique_id):
+        return [remote.remote_probe(unique_id)]
+    if unique_id and unique_id.lower().startswith("sim:") and not extra_available("sim"):
+        raise extra_missing("sim")
+    from pyocd.core.helpers import ConnectHelper
+
+    try:
+        return ConnectHelper.get_all_connected_probes(blocking=False, unique_id=unique_id,
+                                                      print_wait_message=False)
+    except Exception as exc:  # pyOCD lets USB and socket errors through from enumeration
+        raise translate_error(exc, "list probes") from exc
+
+
+def list_probes(unique_id: Optional[str] = None) -> List[ProbeInfo]:
+    """Probes pyOCD can see now, sorted by description and unique ID.
+
+    :param unique_id: keep only probes whose unique ID contains this (str), or all.
+    :raises ConnectError: when a remote probe named by ``unique_id`` does not answer.
+    """
+    return [ProbeInfo(p.unique_id, p.description, _probe_target(p), _probe_vid_pid(p))
+            for p in _find_probes(unique_id)]
+
+
+def select_probe(unique_id: Optional[str] = None):
+    """Return the one pyOCD ``DebugProbe`` the unique ID (or the lack of one) designates.
+
+    :raises NoProbeError: nothing matches.
+    :raises SeveralProbesError: several match and ``unique_id`` does not pick one.
+    """
+    probes = _find_probes(unique_id)
+    if not probes:
+        _raise_if_blocked(unique_id)
+        if unique_id:
+            raise NoProbeError(f"no debug probe with unique ID '{unique_id}' found",
+                               hint="'piflash probes' lists the probes piflash can see")
+        raise NoProbeError("no debug probe found",
+                           hint="plug in a probe; 'piflash probes' lists what pyOCD can see, and "
+                                "'piflash doctor' checks USB, udev rules and permissions")
+    if len(probes) > 1:
+        exact = [p for p in probes if unique_id and p.unique_id.lower() == unique_id.lower()]
+        if len(exact) == 1:
+            return exact[0]
+        ids = [p.unique_id for p in probes]
+        raise SeveralProbesError(f"{len(probes)} debug probes found: {', '.join(ids)}", ids,
+                                 hint="choose one with --probe UNIQUE_ID (or 'probe:' in the profile)")
+    return probes[0]
+
+
+def _raise_if_blocked(unique_id: Optional[str]) -> None:
+    """pyOCD found nothing: if a probe is attached but may not be opened, say so (pyOCD #1719).
+
+    :raises ProbePermissionError: with the USB scan's reason and fix.
+    """
+    from piflash.host.usbscan import blocked_probes
+
+    try:
+        blocked = blocked_probes(unique_id)
+    except OSError:  # an unreadable sysfs must not hide the real "no probe" answer
+        LOG.debug("USB scan failed", exc_info=True)
+        return
+    if not blocked:
+        return
+    first = blocked[0]
+    more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
+    raise ProbePermissionError(
+        f"probe {first.label} is attached but may not be opened{more}: {first.reason}",
+        hint=f"{first.fix}; 'piflash doctor' checks everything (running as root is not the fix)")
+
+
+def check_session_options(options: Dict[str, object]) -> None:
+    """Check option names and value types against pyOCD's table (pyocd/core/options.py).
+
+    :raises UnknownOptionError: an unknown name (with close matches) or a wrongly typed value.
+    """
+    import difflib
+
+    from pyocd.core.options import OPTIONS_INFO
+
+    for name, value in options.items():
+        info = OPTIONS_INFO.get(name)
+        if info is None:
+            close = difflib.get_close_matches(name, OPTIONS_INFO, n=3)
+            raise UnknownOptionError(f"unknown pyOCD option '{name}'",
+                                     hint=("did you mean " + ", ".join(close) + "?") if close else
+                                     "see pyOCD's docs/options.md for the list")
+        types = info.type if isinstance(info.type, tuple) else (info.type,)
+        if float in types and isinstance(value, int) and not isinstance(value, bool):
+            continue
+        if not isinstance(value, types):
+            raise UnknownOptionError(f"pyOCD option '{name}' takes {' or '.join(t.__name__ for t in types)}, "
+                                     f"not {value!r}")
+
+
+def _extra_of_import_error(exc: ImportError) -> Optional[str]:
+    """The optional extra whose module failed to import in ``exc`` (by name, else by traceback)."""
+    extra = extra_for_module(getattr(exc, "name", None))
+    if extra:
+        return extra
+    import os
+    import traceback
+
+    from piflash.errors import EXTRAS
+
+    for frame in traceback.extract_tb(exc.__traceback__):
+        parts = frame.filename.split(os.sep)
+        for name, (module, _, _) in EXTRAS.items():
+            if module in parts:
+                return name
+    return None
+
+
+def translate_error(exc: BaseException, phase: str) -> PiflashError:
+    """Turn a pyOCD (or USB/socket) exception raised during ``phase`` into a :class:`PiflashError`.
+
+    The message never carries Python's own exception text (``KeyError: 1``): an exception that
+    is not pyOCD's or the OS's is a failure inside pyOCD's code, reported as such (its traceback
+    is logged at debug level, shown by ``piflash -vv``).
+
+    :param phase: what was being done (``"connect"``, ``"erase"``, ``"program"``, ``"verify"``...).
+    """
+    from pyocd.core import exceptions as pe
+
+    if isinstance(exc, PiflashError):
+        return exc
+    LOG.debug("%s failed", phase, exc_info=exc)
+    if isinstance(exc, ImportError):
+        extra = _extra_of_import_error(exc)
+        if extra:
+            return extra_missing(extra, str(exc))
+    text = str(exc) or type(exc).__name__
+    foreign = not isinstance(exc, (pe.Error, OSError))  # KeyError, AttributeError... from pyOCD's code
+    # ENODEV: libusb's LIBUSB_ERROR_NO_DEVICE, which pyusb raises as USBError when a USB probe is
+    # unplugged in the middle of a transfer (pyOCD's CMSIS-DAP driver lets it through).
+    if isinstance(exc, pe.ProbeDisconnected) or isinstance(exc, (ConnectionError, BrokenPipeError)) \
+            or getattr(exc, "errno", None) == errno.ENODEV:
+        hint = ("is the probe server still running? Start it again, then run the command again"
+                if "probe server" in text else "check the USB cable and power, then run the command again")
+        return ProbeLostError(f"the probe disconnected during {phase}: {text}", hint=hint)
+    if isinstance(exc, pe.ProbeError) and "in use by another" in text:
+        # 'piflash sim serve' refuses a second client this way (over the remote protocol the text
+        # follows "error received from server ... (status code 3): "); a local simulated board
+        # held by another session for longer than its 10 s wait says so too.
+        return ProbeBusyError(text.rsplit("): ", 1)[-1],
+                              hint="wait until the other piflash (or pyOCD) using this probe has finished, "
+                                   "then run the command again")
+    if getattr(exc, "errno", None) in (errno.EACCES, errno.EPERM) or "Access denied" in text \
+            or "insufficient permissions" in text.lower():
+        from piflash.host.permissions import setup_command
+
+        return ProbePermissionError(f"permission denied opening the probe: {text}",
+                                    hint=f"run 'piflash doctor'; the fix is '{setup_command()}' "
+                                         "(udev rules and the plugdev group), not running as root")
+    if isinstance(exc, pe.FlashFailure):
+        addr = getattr(exc, "address", None)
+        where = f" at {addr:#010x}" if addr is not None else ""
+        code = getattr(exc, "result_code", None)
+        extra = f" (algorithm result {code:#x})" if code is not None else ""
+        if "timed out" in text:
+            hint = ("the flash controller did not finish: power-cycle the board and try again; "
+                    "if it keeps timing out the part may be locked or damaged")
+        elif "flash program failed: the core" in text:      # piflash.flashing.multipage's run calls
+            hint = ("the target's core did not run the flash algorithm to its end (a fault, a "
+                    "halt from another debugger, or its RAM changed while it ran): power-cycle "
+                    "the board and flash again; if it recurs, report it with the output of "
+                    "'piflash -vv flash ...'")
+        else:
+            hint = ("the sector may be write-protected (STM32: the WRP option bytes, which a chip "
+                    "erase does not clear; nRF: NVMC BPROT/ACL) or the flash worn: remove the "
+                    "protection, then flash again")
+        return FlashError(f"{phase} failed{where}: {text}{extra}", address=addr, hint=hint)
+    if isinstance(exc, pe.TargetSupportError):
+        return ConnectError(f"target support problem during {phase}: {text}",
+                            hint="check --target ('piflash targets' lists them)")
+    if phase in ("connect", "list probes"):
+        if isinstance(exc, OSError):
+            return ConnectError(f"cannot reach the probe: {text}",
+                                hint="for remote:HOST:PORT, is the probe server running?")
+        if foreign:
+            return ConnectError("cannot connect to the target: pyOCD's connect sequence failed "
+                                "(run with -vv for its details)",
+                                hint="is --target right for this chip, the board powered and seated, "
+                                     "SWD wired (SWDIO, SWCLK, GND)? A lower --frequency can help")
+        return ConnectError(f"cannot connect to the target: {text}",
+                            hint="is the board powered and seated, SWD wired (SWDIO, SWCLK, GND), "
+                                 "and --target right? A lower --frequency can help")
+    if isinstance(exc, (pe.TransferError, pe.TimeoutError)):
+        return FlashError(f"{phase} failed: {text}",
+                          address=getattr(exc, "fault_address", None),
+                          hint="the target stopped answering: check power and wiring, then flash again")
+    if isinstance(exc, pe.Error):
+        return FlashError(f"{phase} failed: {text}")
+    return PiflashError(f"unexpected error inside pyOCD during {phase} ({type(exc).__name__})",
+                        hint="run the command again with -vv and report the output as a bug")
+
+
+def _probe_gone(probe) -> Optional[PiflashError]:
+    """After a failed connect: whether the probe itself has vanished or stopped answering (one DP
+    read, DPIDR), as a ProbeLostError or ProbeTimeoutError; None when it still answers.
+
+    pyOCD's AP discovery logs and swallows what goes wrong ("No cores were discovered!", or a
+    target's connect sequence missing its AP), so the failure that reaches piflash names the
+    consequence; asking the probe once tells the cause.
+    """
+    from pyocd.core.exceptions import ProbeDisconnected
+
+    try:
+        probe.read_dp(0)
+    except ProbeDisconnected:
+        return ProbeLostError("the probe disconnected during connect (it stopped answering in the "
+                              "first requests)", hint="check the USB cable and power, then run the command again")
+    except PiflashError as exc:  # e.g. the remote probe's bounded wait expired during discovery
+        return exc
+    except Exception:  # noqa: BLE001  (any other answer: the probe is still there)
+        return None
+    return None
+
+
+def _connect_error(exc: BaseException, probe, target: Optional[str]) -> PiflashError:
+    """The :class:`PiflashError` for a failed ``Session.open()`` on ``probe`` with ``target``
+    (None: the probe's own), naming the cause: no server, probe gone, wrong target type."""
+    from pyocd.core import exceptions as pe
+
+    from piflash.target import remote
+
+    if isinstance(exc, PiflashError):
+        return exc
+    server = remote.server_address(probe)
+    if server and isinstance(exc, OSError) and not isinstance(exc, (BrokenPipeError, ConnectionResetError)):
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        return NoProbeError(f"no probe server answers at {server}: {reason}",
+                            hint=f"is 'piflash sim serve' or 'pyocd server' running at {server}? "
+                                 "Check the host and the port")
+    err = translate_error(exc, "connect")
+    if type(err) is ConnectError and not isinstance(exc, OSError):
+        if not probe.is_open:
+            # Session.open() failed in the probe's own open(): the USB interface could not be
+            # claimed (another program holds it) or the device went away after it was listed. The
+            # probe must not be asked anything now: pyOCD's CMSIS-DAP driver has no packet size
+            # before a successful open and would loop for ever building the first packet.
+            return ProbeLostError(f"cannot open probe {probe.unique_id}: its USB interface could not be "
+                                  "claimed, or the probe is no longer there",
+                                  hint="is another program (pyocd, openocd, a piflash station) using it? "
+                                       "Close it, or unplug and replug the probe, then run the command again")
+        gone = _probe_gone(probe)
+        if gone is not None:
+            return gone
+    if not isinstance(err, ConnectError) or not target:
+        return err
+    said = _probe_target(probe)
+    told = f" (the probe reports target type '{said}')" if said and said.lower() != target.lower() else ""
+    if not isinstance(exc, (pe.Error, OSError)) or told:
+        if said:
+            check = (f"'piflash info -u {probe.unique_id}' without --target names the chip for probes that "
+                     "know their board (DAPLink, sim:); 'piflash probes' shows it in brackets; else read "
+                     "the chip's marking")
+        else:
+            check = ("this probe does not report which chip it is wired to, so read the chip's marking "
+                     "(or the board's documentation); 'piflash targets PATTERN' lists the types")
+        return ConnectError(f"cannot connect to the target as '{target}': the target type probably does "
+                            f"not match the chip{told}", hint=f"check the target type: {check}")
+    return err
+
+
+class _SkipSvd:
+    """pyOCD session delegate that drops the ``load_svd`` step of the target's init sequence.
+
+    At every connect pyOCD parses the target's SVD file (peripheral register descriptions:
+    for the nRF52840 several MB of XML, ~40 MB of Python objects) in a background thread, for its
+    debugger's register views (``CoreSightTarget.load_svd``, pyocd/coresight/coresight_target.py).
+    piflash never reads it; a station connecting once per board and polling an empty fixture
+    would otherwise parse it again and again. ``will_init_target`` is pyOCD's documented hook
+    for changing the init sequence (pyocd/core/target_delegate.py).
+    """
+
+    def will_init_target(self, target, init_sequence) -> None:
+        if init_sequence.has_task("load_svd"):
+            init_sequence.remove_task("load_svd")
+
+
+#: SWD clock (Hz) piflash asks the probe for when neither ``--frequency``, a profile's
+#: ``frequency`` nor ``-O frequency=`` gives one. pyOCD's own default is 1 MHz (``frequency`` in
+#: pyocd/core/options.py), at which the SWD wire alone needs about 50 us per 32-bit transfer: more
+#: than an nRF flash needs to write the word (nRF52840 PS v1.7 4.3.10 t_WRITE 41 us), so the wire,
+#: not the chip, set the pace. 4 MHz is the default interface speed of SEGGER's J-Link tools
+#: (J-Link Commander prompts "<Default>: 4000 kHz", e.g. Nordic DevZone thread 42752, an nRF51) and
+#: within what the three simulated targets' parts take. A CMSIS-DAP probe that cannot clock that
+#: fast runs at the fastest it can (DAP_SWJ_Clock sets a maximum; probe-rs documents the same for
+#: its CMSIS-DAP driver, ``CmsisDap::set_speed``). Long or noisy SWD wires: give a lower
+#: ``--frequency`` (the connect error's hint says so). Measured with benchmarks/real_probe.py
+#: (predictions of the simulated USB probes' timing model): nRF51 MicroPython on the Raspberry
+#: Pi Debug Probe 5.46 s at 1 MHz, 4.20 s at 4 MHz.
+DEFAULT_FREQUENCY_HZ = 4_000_000
+
+
+@contextlib.contextmanager
+def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
+                 frequency: Optional[int] = None, options: Optional[dict] = None) -> Iterator:
+    """Open a pyOCD ``Session`` on the selected probe and connect to its target.
+
+    The session is closed (probe released) when the ``with`` block ends, whatever happens.
+
+    :param unique_id: probe unique ID or part of one (str), or None for the only probe.
+    :param target: pyOCD target type (str); None uses what the probe reports, which
+        only works for probes that know their board (DAPLink, simulated boards).
+    :param frequency: SWD clock in Hz (int); None: ``options["frequency"]`` if given, else
+        :data:`DEFAULT_FREQUENCY_HZ`.
+    :param options: extra pyOCD session options (dict).
+    :raises NoProbeError, SeveralProbesError, ProbePermissionError, ConnectError, ProbeLostError,
+        TargetRequiredError:
+    """
+    from pyocd.core.session import Session
+
+    check_session_options(options or {})
+    probe = select_probe(unique_id)
+    opts = dict(BASE_SESSION_OPTIONS)
+    opts.update(options or {})
+    if target:
+        opts["target_override"] = target
+    elif not _probe_target(probe):
+        raise TargetRequiredError(f"probe {probe.unique_id} does not say which target it is wired to",
+                                  hint="give the target type with --target (or 'target:' in a profile)")
+    if frequency:
+        opts["frequency"] = int(frequency)
+    elif "frequency" not in opts:
+        opts["frequency"] = DEFAULT_FREQUENCY_HZ
+    from piflash.target.catalog import erase_sector_timeout
+
+    sector_timeout = erase_sector_timeout(target or _probe_target(probe))
+    if sector_timeout is not None:
+        opts.setdefault("flash.timeout.erase_sector", sector_timeout)
+    session = Session(probe, auto_open=False, options=opts)
+    if session.delegate is None:  # no pyOCD user script: skip its SVD load (see _SkipSvd)
+        session.delegate = _SkipSvd()
+    try:
+        session.open()
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            with contextlib.suppress(Exception):
+                session.close()
+            raise
+        err = _connect_error(exc, probe, target)
+        with contextlib.suppress(Exception):
+            session.close()
+        raise err from exc
+    try:
+        yield session
+    finally:
+        with contextlib.suppress(Exception):
+            session.close()
+
+
+def read_target_uid(session, strict: bool = False) -> Optional[str]:
+    """Read the target's factory unique ID (:data:`piflash.target.catalog.TARGET_UID_LOCATIONS`).
+
+    :param session: an open pyOCD ``Session``.
+    :param strict: raise pyOCD's error when the read fails (the station uses this to tell a
+        board that stopped answering from one whose ID is merely unknown).
+    :returns: the ID as lower-case hex (str); None when piflash does not know where this target
+        type keeps it, or (unless ``strict``) when it cannot be read (a locked or odd part: the
+        ID is a nicety, not a reason to fail).
+    :raises pyocd.core.exceptions.Error: with ``strict``, the read failed (``ProbeDisconnected``
+        when the probe is gone, ``TransferError`` when the target does not answer).
+    """
+    from piflash.target.catalog import uid_location
+
+    loc = uid_location(session.target.part_number or session.options.get("target_override") or "")
+    if loc is None:
+        loc = uid_location(session.options.get("target_override") or "")
+    if loc is None:
+        return None
+    try:
+        return bytes(session.target.read_memory_block8(loc.address, loc.size)).hex()
+    except Exception:
+        if strict:
+            raise
+        LOG.debug("could not read target unique ID", exc_info=True)
+        return None
+
+
+__all__ = ["ProbeInfo", "list_probes", "select_probe", "open_session", "translate_error",
+           "read_target_uid", "FlashError"]

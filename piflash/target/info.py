@@ -1,0 +1,64 @@
+"""Read-only questions: which targets pyOCD knows, and what a connected target is."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from piflash.target.catalog import builtin_flash_regions, check_target, known_targets, pack_parts
+
+
+def list_targets(pattern: Optional[str] = None, packs=None) -> List[dict]:
+    """pyOCD's builtin target types sorted by name, then the parts of ``packs`` in pack order.
+
+    :param pattern: keep only names or vendors containing this (case-insensitive).
+    :param packs: CMSIS pack path(s), as pyOCD's ``pack`` option takes them, or None.
+    :returns: dicts ``name``, ``vendor``, ``flash_bytes`` (total of the flash regions known
+        without connecting, 0 when the class has no static memory map) and ``pack`` (the pack's
+        path, None for a builtin type).
+    :raises PackError: a pack is missing or cannot be read.
+    """
+    rows = []
+    for name, cls in sorted(known_targets().items()):
+        vendor = getattr(cls, "VENDOR", "") or ""
+        if not pattern or any(pattern.lower() in v.lower() for v in (name, vendor)):
+            regions = builtin_flash_regions(name) or []
+            rows.append({"name": name, "vendor": vendor,
+                         "flash_bytes": sum(end - start for start, end, _ in regions), "pack": None})
+    for part in pack_parts(packs) if packs else []:
+        if not pattern or any(pattern.lower() in v.lower() for v in (part.name, part.vendor or "")):
+            rows.append({"name": part.name, "vendor": part.vendor or "",
+                         "flash_bytes": sum(end - start for start, end, _ in part.flash_regions or []),
+                         "pack": part.pack})
+    return rows
+
+
+def target_info(probe: Optional[str] = None, target: Optional[str] = None,
+                frequency: Optional[int] = None, options: Optional[dict] = None) -> dict:
+    """Connect and describe the target.
+
+    :returns: dict with ``target``, ``target_uid`` (hex str or None), ``probe``,
+        ``probe_description``, and ``regions``: a list of dicts ``name``, ``type``
+        (flash/ram/rom/device), ``start``, ``end`` (inclusive), ``size`` (bytes) and, for flash,
+        ``sector_size`` and ``page_size`` (bytes) at the region start.
+    :raises: the connect errors of :func:`piflash.target.connect.open_session`.
+    """
+    from piflash.target.connect import check_session_options, open_session, read_target_uid, translate_error
+
+    if target:
+        check_session_options(options or {})  # first: check_target reads the 'pack' option
+        target = check_target(target, (options or {}).get("pack"))
+    with open_session(probe, target, frequency, options) as session:
+        try:
+            regions = []
+            for r in session.target.memory_map.regions:
+                row = {"name": r.name or "", "type": r.type.name.lower(), "start": r.start,
+                       "end": r.end, "size": r.length}
+                if r.is_flash and r.flash is not None:
+                    row["sector_size"] = r.flash.get_sector_info(r.start).size
+                    row["page_size"] = r.flash.get_page_info(r.start).size
+                regions.append(row)
+            return {"target": session.options.get("target_override") or session.target.part_number,
+                    "target_uid": read_target_uid(session), "probe": session.probe.unique_id,
+                    "probe_description": session.probe.description, "regions": regions}
+        except Exception as exc:
+            raise translate_error(exc, "connect") from exc
