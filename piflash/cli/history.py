@@ -4,16 +4,16 @@ summary line, and the check of the history's hash chain."""
 from __future__ import annotations
 
 import csv
-import json
 import re
 import sys
 import time
 from datetime import datetime
-from typing import Dict, Optional
+from typing import Dict
 
 import click
 
-from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG, handles_errors
+from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG, emit_json, handles_errors
+from piflash.result import iso_time, seconds
 
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -35,15 +35,8 @@ def parse_since(text: str, now: float = None) -> float:
                                  "nor an age (30m, 2h, 7d)") from None
 
 
-def iso_time(ts: Optional[float]) -> Optional[str]:
-    """ISO 8601 local time with its UTC offset, to the millisecond: ``2026-11-22T20:15:03.123+00:00``."""
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts).astimezone().isoformat(timespec="milliseconds")
-
-
 def export_columns():
-    """The columns of ``--csv`` and ``--json``: every stored column, the times as ISO 8601, then
+    """The columns of ``--csv``: every stored column, the times as ISO 8601, then
     ``started_at_unix``/``ended_at_unix`` (the stored Unix seconds, which the row hash covers)."""
     from piflash.history import COLUMN_NAMES
 
@@ -51,7 +44,7 @@ def export_columns():
 
 
 def exported(row: Dict[str, object]) -> Dict[str, object]:
-    """One row for ``--csv``/``--json``: an open row whose process died shows as ``interrupted``
+    """One row for ``--csv``: an open row whose process died shows as ``interrupted``
     (error "interrupted (process died)") as the next writer will store it."""
     from piflash.history import DIED, OPEN, row_state
 
@@ -61,6 +54,22 @@ def exported(row: Dict[str, object]) -> Dict[str, object]:
         out[t] = iso_time(row[t])
     if row["outcome"] == OPEN and row_state(row) == "interrupted":
         out.update(outcome="interrupted", error=DIED)
+    return out
+
+
+def exported_json(row: Dict[str, object]) -> Dict[str, object]:
+    """One row for ``--json`` (docs/result.md, "History rows"): :func:`exported`, with the
+    phase columns ``connect_s`` ... ``reset_s`` as ``durations`` ({phase: seconds}, the phases
+    that ran, as in a command's result) and ``duration`` (seconds from start to end, None while
+    open or when the process died). The stored values are unchanged, so the row hash can be
+    checked from the export (``durations.connect`` is the column ``connect_s``)."""
+    from piflash.history import PHASES
+
+    out = exported(row)
+    durations = {p: out.pop(f"{p}_s") for p in PHASES}
+    ended, started = row["ended_at"], row["started_at"]
+    out["duration"] = seconds(ended - started) if ended is not None else None
+    out["durations"] = {p: v for p, v in durations.items() if v is not None}
     return out
 
 
@@ -125,7 +134,7 @@ def history(ctx, since, failed, board, station, limit, csv_mode, json_mode, path
         rows = db.query(since=since_ts, failed=failed, board=board, station=station, limit=limit)
     summary = summarize(rows)
     if json_mode:
-        click.echo(json.dumps({"operations": [exported(r) for r in rows], "summary": summary}, indent=2))
+        emit_json({"operations": [exported_json(r) for r in rows], "summary": summary})
         return
     if csv_mode:
         out = csv.DictWriter(sys.stdout, fieldnames=export_columns(), lineterminator="\n")
@@ -149,24 +158,28 @@ def verify_chain(anchor, json_mode, path):
 
     with _open_db(path) as db:
         report = db.verify_chain(anchor)
-    if json_mode:
-        click.echo(json.dumps(report.to_dict(), indent=2))
-    else:
+    if not json_mode:
         for p in report.problems:
             click.echo(f"row #{p.row_id}: {p.kind}: {p.detail}")
         if report.open_rows:
             click.echo(f"not sealed yet (open): {', '.join(f'#{i}' for i in report.open_rows)}")
+    error = None
     if report.problems:
         first = report.problems[0]
-        raise HistoryChainError(f"the history chain is broken: row #{first.row_id} was {first.kind}"
-                                + (f" ({len(report.problems)} problems)" if len(report.problems) > 1 else ""),
-                                report, hint="the rows named above no longer are as piflash wrote them; "
-                                "compare with a copy or export of the history")
-    if report.anchor_found is False:
-        raise HistoryChainError(f"the anchor {anchor} is not in the history chain", report,
-                                hint="the chain was rewritten after that head was taken, or it is from "
-                                "another history")
-    if not json_mode:
+        error = HistoryChainError(f"the history chain is broken: row #{first.row_id} was {first.kind}"
+                                  + (f" ({len(report.problems)} problems)" if len(report.problems) > 1 else ""),
+                                  report, hint="the rows named above no longer are as piflash wrote them; "
+                                  "compare with a copy or export of the history")
+    elif report.anchor_found is False:
+        error = HistoryChainError(f"the anchor {anchor} is not in the history chain", report,
+                                  hint="the chain was rewritten after that head was taken, or it is from "
+                                  "another history")
+    if error is not None:
+        error.result = report       # --json: the report and the error in one object (emit_error)
+        raise error
+    if json_mode:
+        emit_json(report.to_dict())
+    else:
         click.echo(f"chain intact: {report.sealed} sealed rows, head seq {report.head_seq} "
                    f"row_hash {report.head_hash}" + (", anchor found" if anchor else ""))
 
