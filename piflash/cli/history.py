@@ -184,30 +184,91 @@ def verify_chain(anchor, json_mode, path):
                    f"row_hash {report.head_hash}" + (", anchor found" if anchor else ""))
 
 
-def _print_table(rows) -> None:
-    from rich.console import Console
-    from rich.table import Table
+#: The table's columns, in display order, and how each is aligned.
+_COLUMNS = (("#", "right"), ("started", "left"), ("station", "left"), ("op", "left"), ("target", "left"),
+            ("target UID", "left"), ("serial", "left"), ("firmware", "left"), ("result", "left"),
+            ("bytes", "right"), ("s", "right"), ("error", "left"))
+#: Which columns a terminal too narrow for all keeps first (issue 19: a Pi's console is 80
+#: columns wide). The result always stays.
+_PRIORITY = ("result", "#", "op", "target", "firmware", "started", "error", "target UID", "serial", "s",
+             "bytes", "station")
+#: Columns cut with an ellipsis rather than dropped, down to this many characters.
+_SHRINK = {"firmware": 12, "error": 32}
+#: Spaces between two columns.
+_GAP = 2
+_STYLE = {"pass": "green", "fail": "red", "skip": "yellow", "interrupted": "red", "open": "cyan"}
 
+
+def _cells(row, serials: bool) -> Dict[str, str]:
+    """One history row as the table's cell texts (``serial`` only when some row has one)."""
     from piflash.history import DIED, row_state
 
-    console = Console(soft_wrap=False)
-    if not console.is_terminal:  # a pipe or a log: whole lines, not an 80-column wrap
-        console = Console(soft_wrap=False, width=220)
-    table = Table(box=None, header_style="bold", pad_edge=False)
+    state = row_state(row)
+    out = {"#": str(row["id"]), "started": _when(row["started_at"]), "station": row["station"] or "-",
+           "op": row["operation"], "target": row["target"] or "", "target UID": row["target_uid"] or "",
+           "serial": row["serial"] or "", "firmware": (row["firmware"] or "").rsplit("/", 1)[-1],
+           "result": state.upper(), "bytes": f"{row['image_bytes']:,}", "s": _duration(row),
+           "error": DIED if state == "interrupted" and row["outcome"] == "open" else (row["error"] or "")}
+    if not serials:
+        del out["serial"]
+    return out
+
+
+def fit_columns(cells, width: int) -> Dict[str, int]:
+    """The columns that fit in ``width`` characters and the width of each, in display order.
+
+    Columns are taken in :data:`_PRIORITY` order while they fit (``firmware`` and ``error`` at
+    their :data:`_SHRINK` width at least), the result column always; the room left widens the
+    cut ones again.
+
+    :param cells: the rows' cells (dicts from :func:`_cells`, all with the same keys).
+    :param width: the terminal's width in characters.
+    """
+    names = [n for n, _ in _COLUMNS if not cells or n in cells[0]]
+    natural = {n: max([len(n)] + [len(c[n]) for c in cells]) for n in names}
+    chosen: Dict[str, int] = {}
+    used = -_GAP
+    for name in (n for n in _PRIORITY if n in natural):
+        need = min(natural[name], _SHRINK.get(name, natural[name]))
+        if name == "result" or used + _GAP + need <= width:
+            chosen[name] = need
+            used += _GAP + need
+    spare = max(0, width - used)
+    for name in ("firmware", "error"):
+        if name in chosen:
+            more = min(spare, natural[name] - chosen[name])
+            chosen[name] += more
+            spare -= more
+    return {n: chosen[n] for n in names if n in chosen}
+
+
+def _print_table(rows) -> None:
+    """The rows as a table: on a terminal the columns that fit its width (:func:`fit_columns`),
+    coloured by rich; piped, every column, each as wide as its widest cell, without colour or
+    trailing spaces, the same at any width."""
     serials = any(r["serial"] for r in rows)
-    for name, justify in (("#", "right"), ("started", "left"), ("station", "left"), ("op", "left"),
-                          ("target", "left"), ("target UID", "left")) + ((("serial", "left"),) if serials else ()) + (
-                          ("firmware", "left"), ("result", "left"), ("bytes", "right"), ("s", "right")):
-        table.add_column(name, justify=justify, no_wrap=True)
-    table.add_column("error", overflow="ellipsis", no_wrap=True, max_width=80)
-    style = {"pass": "green", "fail": "red", "skip": "yellow", "interrupted": "red", "open": "cyan"}
-    for r in rows:
-        state = row_state(r)
-        error = DIED if state == "interrupted" and r["outcome"] == "open" else (r["error"] or "")
-        firmware = (r["firmware"] or "").rsplit("/", 1)[-1]
-        cells = [str(r["id"]), _when(r["started_at"]), r["station"] or "-", r["operation"],
-                 r["target"] or "", r["target_uid"] or ""] + ([r["serial"] or ""] if serials else []) + [
-                 firmware, f"[{style[state]}]{state.upper()}[/]", f"{r['image_bytes']:,}",
-                 _duration(r), error]
-        table.add_row(*cells)
+    cells = [_cells(r, serials) for r in rows]
+    if not sys.stdout.isatty():
+        names = [n for n, _ in _COLUMNS if not cells or n in cells[0]]
+        right = {n for n, justify in _COLUMNS if justify == "right"}
+        widths = {n: max([len(n)] + [len(c[n]) for c in cells]) for n in names}
+        for line in [{n: n for n in names}] + cells:
+            click.echo("  ".join(line[n].rjust(widths[n]) if n in right else line[n].ljust(widths[n])
+                                 for n in names).rstrip())
+        return
+
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(soft_wrap=False)
+    columns = fit_columns(cells, console.width)
+    table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, _GAP // 2))
+    justify = dict(_COLUMNS)
+    for name, width in columns.items():
+        table.add_column(name, justify=justify[name], no_wrap=True, overflow="ellipsis",
+                         min_width=width, max_width=width)
+    for cell in cells:
+        table.add_row(*(Text(cell[n], style=_STYLE[cell[n].lower()]) if n == "result" else Text(cell[n])
+                        for n in columns))
     console.print(table)
