@@ -74,10 +74,10 @@ def probe_serial(env: dict) -> str:
     """The one probe ``piflash probes --json`` lists (its USB serial number)."""
     out = subprocess.run([BIN / "piflash", "probes", "--json"], env=env, capture_output=True, text=True,
                          check=True).stdout
-    rows = json.loads(out)
+    rows = json.loads(out)["probes"]
     if len(rows) != 1:
         raise SystemExit(f"expected one simulated USB probe, got {rows}")
-    return rows[0]["unique_id"]
+    return rows[0]["probe_id"]
 
 
 def _read_ledger(path: Path) -> list:

@@ -15,7 +15,7 @@ def test_help_imports_nothing_heavy():
 
 
 def test_targets_lists_pyocd_builtins(cli):
-    rows = cli.json("targets", "nrf52")
+    rows = cli.json("targets", "nrf52")["targets"]
     names = {r["name"] for r in rows}
     assert {"nrf52840", "nrf52832"} <= names and all("nrf52" in n for n in names)
     nrf = next(r for r in rows if r["name"] == "nrf52840")
@@ -23,12 +23,13 @@ def test_targets_lists_pyocd_builtins(cli):
 
 
 def test_probes_empty_then_listed(cli):
-    assert cli.json("probes") == []
+    assert cli.json("probes")["probes"] == []
     assert "No debug probes found" in cli("probes", check=0).stdout
     cli("sim", "create", "bench", "--target", "stm32f103rc", check=0)
-    assert cli.json("probes") == [{"unique_id": "sim:bench", "target": "stm32f103rc",
-                                   "description": "piflash Simulated STM32F103RC board",
-                                   "vid_pid": None, "accessible": True}]
+    assert cli.json("probes")["probes"] == [{"probe_id": "sim:bench", "target": "stm32f103rc",
+                                             "description": "piflash Simulated STM32F103RC board",
+                                             "vid_pid": None, "accessible": True, "node": None,
+                                             "reason": None, "fix": None}]
 
 
 def test_command_line_overrides_profile(cli, tmp_path, firmware_dir):

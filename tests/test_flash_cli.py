@@ -117,8 +117,8 @@ def test_sector_erase(cli, tmp_path, firmware_dir):
 def test_info_reset_probes(cli):
     cli("sim", "create", "a", "--target", "nrf52840", check=0)
     cli("sim", "create", "b", "--target", "nrf52840", check=0)
-    probes = cli.json("probes")
-    assert {p["unique_id"] for p in probes} >= {"sim:a", "sim:b"}
+    probes = cli.json("probes")["probes"]
+    assert {p["probe_id"] for p in probes} >= {"sim:a", "sim:b"}
     a = cli.json("info", "-u", "sim:a", "-t", "nrf52840")
     b = cli.json("info", "-u", "sim:b", "-t", "nrf52840")
     assert a["target_uid"] and b["target_uid"] and a["target_uid"] != b["target_uid"]

@@ -193,7 +193,7 @@ def test_a_schema_1_database_is_migrated(cli, tmp_path):
     rows = cli.json("history", "--file", path)["operations"]
     assert [(r["id"], r["probe_id"], r["outcome"], r["seq"]) for r in rows] == [
         (1, "sim:1", "pass", 1), (2, "sim:2", "fail", 2), (3, "sim:3", "pass", 3)]
-    assert "probe_uid" not in rows[0] and rows[1]["exit_code"] == 12 and rows[2]["reset_s"] == 0.05
+    assert "probe_uid" not in rows[0] and rows[1]["exit_code"] == 12 and rows[2]["durations"]["reset"] == 0.05
     with sqlite3.connect(str(path)) as raw:
         assert raw.execute("PRAGMA user_version").fetchone() == (2,)
     # the deletion made under schema 1 is still visible: ids are never reused

@@ -117,7 +117,7 @@ def test_parts_of_installed_packs_are_known(pack, monkeypatch):
 
 
 def test_targets_lists_the_packs_parts(cli, pack):
-    rows = cli.json("targets", "nrf52840", "--pack", pack, check=0)
+    rows = cli.json("targets", "nrf52840", "--pack", pack, check=0)["targets"]
     assert rows[-1] == {"name": TARGET, "vendor": "Generic", "flash_bytes": FLASH_SIZE, "pack": str(pack)}
     assert {"name": "nrf52840", "pack": None}.items() <= rows[0].items()
     assert f"{TARGET:<24} Generic                  1,024 KiB flash  (pack {pack})" in \

@@ -179,25 +179,26 @@ def test_probe_that_cannot_be_opened_fails_at_once(monkeypatch, cli, firmware_di
     its interface fails as a busy or vanished device does): exit 13 within seconds. piflash used
     to ask the unopened probe for DPIDR, which pyOCD's CMSIS-DAP driver never finishes."""
     monkeypatch.setenv(sim_usb.ENV_VAR, "nosuch@daplink")
-    rows = cli.json("probes")
+    rows = cli.json("probes")["probes"]
     assert len(rows) == 1 and rows[0]["vid_pid"] == "0d28:0204"
     result = cli("flash", firmware_dir / "nrf52840" / "firmware.hex", "-t", "nrf52840", timeout=60)
     assert result.returncode == 13, result.stdout + result.stderr
-    assert f"cannot open probe {rows[0]['unique_id']}" in result.stderr
+    assert f"cannot open probe {rows[0]['probe_id']}" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_cli_lists_the_usb_probe_with_its_usb_identity(usb_sim, cli):
     device = usb_sim("b1", "nrf52840", "debugprobe")
-    rows = cli.json("probes")
-    assert rows == [{"unique_id": device.serial, "description": "Raspberry Pi Debug Probe (CMSIS-DAP)",
-                     "target": None, "vid_pid": "2e8a:000c", "accessible": True}]
+    rows = cli.json("probes")["probes"]
+    assert rows == [{"probe_id": device.serial, "description": "Raspberry Pi Debug Probe (CMSIS-DAP)",
+                     "target": None, "vid_pid": "2e8a:000c", "accessible": True, "node": None,
+                     "reason": None, "fix": None}]
 
 
 def test_cli_permission_path_end_to_end(usb_sim, cli, firmware_dir):
     device = usb_sim("b1", "nrf52840", "daplink", noaccess=True)
-    rows = cli.json("probes")
-    assert [(r["unique_id"], r["accessible"], r["vid_pid"]) for r in rows] == [(device.serial, False, "0d28:0204")]
+    rows = cli.json("probes")["probes"]
+    assert [(r["probe_id"], r["accessible"], r["vid_pid"]) for r in rows] == [(device.serial, False, "0d28:0204")]
     assert "Access denied" in rows[0]["reason"]
     doctor = cli("doctor")
     assert doctor.returncode != 0 and "probe 0d28:0204" in doctor.stdout and "FAIL" in doctor.stdout

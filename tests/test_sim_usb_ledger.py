@@ -83,7 +83,7 @@ def test_a_pyocd_flash_process_ledger_is_identical_across_runs(tmp_path):
     env.pop(LEDGER_ENV_VAR, None)
     listed = subprocess.run([sys.executable, "-m", "piflash", "probes", "--json"], env=env,
                             capture_output=True, text=True, check=True, timeout=120)
-    serial = __import__("json").loads(listed.stdout)[0]["unique_id"]
+    serial = __import__("json").loads(listed.stdout)["probes"][0]["probe_id"]
     image, figures = _image(tmp_path), []
     for run in range(2):
         store.swap("b1")

@@ -157,7 +157,7 @@ def _status_until(box, want, deadline_s, seen):
 def test_station_under_systemd(box, cli, sim_server, firmware_dir, tmp_path):
     # The fixture's probe is plugged in (served from the host) but holds no board yet.
     cli("sim", "create", "fixture", "--target", "nrf52840", check=0)
-    uid = next(b["target_uid"] for b in cli.json("sim", "list") if b["name"] == "fixture")
+    uid = next(b["target_uid"] for b in cli.json("sim", "list")["boards"] if b["name"] == "fixture")
     cli("sim", "board", "pull", "fixture", check=0)
     server = sim_server("fixture", "nrf52840")
 

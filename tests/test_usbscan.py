@@ -62,10 +62,10 @@ def test_generic_cmsis_dap_by_interface_string_and_missing_node():
 def test_probes_lists_the_probe_it_cannot_open(bench):
     proc = bench.piflash("probes", "--json", groups=[plugdev_gid()])
     assert proc.returncode == 0, proc.stderr
-    rows = json.loads(proc.stdout)
+    rows = json.loads(proc.stdout)["probes"]
     assert len(rows) == 1, rows  # the ST-Link is openable (pyOCD sees no fake device); the mouse is no probe
     (row,) = rows
-    assert row["accessible"] is False and row["unique_id"] == DAPLINK_SERIAL
+    assert row["accessible"] is False and row["probe_id"] == DAPLINK_SERIAL
     assert row["vid_pid"] == "0d28:0204" and row["node"].endswith("bus/usb/001/003")
     assert "root:root mode 0664" in row["reason"] and "no udev rule" in row["reason"]
     assert "setup permissions --user nobody" in row["fix"]
@@ -80,12 +80,12 @@ def test_probes_lists_the_probe_it_cannot_open(bench):
 def test_rules_installed_but_not_applied(bench):
     bench.install_rules("# piflash rules\n")
     proc = bench.piflash("probes", "--json", groups=[plugdev_gid()])
-    (row,) = json.loads(proc.stdout)
+    (row,) = json.loads(proc.stdout)["probes"]
     assert "rules are installed" in row["reason"] and "replug" in row["fix"]
 
 
 def test_not_in_plugdev(bench):
-    rows = json.loads(bench.piflash("probes", "--json").stdout)  # no supplementary groups
+    rows = json.loads(bench.piflash("probes", "--json").stdout)["probes"]  # no supplementary groups
     by_id = {r["vid_pid"]: r for r in rows}
     assert set(by_id) == {"0483:374b", "0d28:0204"}
     st = by_id["0483:374b"]
@@ -96,7 +96,7 @@ def test_not_in_plugdev(bench):
 def test_another_rule_chose_another_group(bench):
     bench.add_device("1-4", 0x2e8a, 0x000c, 1, 5, product="Debugprobe on Pico (CMSIS-DAP)", group=20,
                      mode=0o660)  # e.g. a serial-port rule that sets dialout
-    rows = json.loads(bench.piflash("probes", "--json", groups=[plugdev_gid()]).stdout)
+    rows = json.loads(bench.piflash("probes", "--json", groups=[plugdev_gid()]).stdout)["probes"]
     pico = next(r for r in rows if r["vid_pid"] == "2e8a:000c")
     assert "root:dialout mode 0660 and nobody is not in group dialout (a udev rule other than" in pico["reason"]
     assert pico["fix"].startswith("sudo gpasswd --add nobody dialout")
@@ -104,7 +104,7 @@ def test_another_rule_chose_another_group(bench):
 
 def test_added_to_plugdev_but_not_logged_in_again(bench):
     bench.set_plugdev_members(["alice", "nobody"])
-    rows = json.loads(bench.piflash("probes", "--json").stdout)
+    rows = json.loads(bench.piflash("probes", "--json").stdout)["probes"]
     st = next(r for r in rows if r["vid_pid"] == "0483:374b")
     assert "added to plugdev in /etc/group, but this session started before that" in st["reason"]
     assert st["fix"].startswith("log out and back in")

@@ -15,14 +15,13 @@ even on a Pi Zero 2W.
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import sys
 
 import click
 
 from piflash import __version__
-from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG
+from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG, emit_json
 from piflash.errors import ExitCode
 
 #: The commands, by module of ``piflash.cli``: (module, names of its click commands/groups).
@@ -69,11 +68,27 @@ def _register() -> None:
 _register()
 
 
+def _command_words(args) -> str:
+    """The command named on a command line that did not parse ("flash", "protect status"): the
+    leading words that are piflash's commands and subcommands, options skipped."""
+    words, group = [], cli
+    for arg in args:
+        if arg.startswith("-"):
+            continue
+        sub = group.commands.get(arg) if isinstance(group, click.Group) else None
+        if sub is None:
+            break
+        words.append(arg)
+        group = sub
+    return " ".join(words) or "piflash"
+
+
 def main() -> None:
     """Console-script entry point.
 
     With ``--json`` anywhere on the command line, a usage error also prints its result object
-    (``{"ok": false, "error": {...}}``) on stdout, so a script always gets one JSON object.
+    (``{"schema_version": 1, "command": ..., "ok": false, "error": {...}}``) on stdout, so a
+    script always gets one JSON object.
     """
     try:
         cli.main(prog_name="piflash", standalone_mode=False)
@@ -82,9 +97,9 @@ def main() -> None:
         sys.exit(int(ExitCode.INTERRUPTED))
     except click.exceptions.ClickException as exc:
         if "--json" in sys.argv[1:]:
-            click.echo(json.dumps({"ok": False, "error": {
+            emit_json({"ok": False, "error": {
                 "kind": "UsageError", "message": exc.format_message(), "hint": None,
-                "exit_code": exc.exit_code}}, indent=2))
+                "exit_code": exc.exit_code}}, command=_command_words(sys.argv[1:]))
         exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:

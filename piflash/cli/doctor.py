@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
-from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG
+from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG, emit_json
 from piflash.errors import ExitCode
 
 _STYLE = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "bold red")}
@@ -28,8 +27,7 @@ def doctor(json_mode):
     results = run_checks(Context.from_env())
     ok, text = verdict(results)
     if json_mode:
-        click.echo(json.dumps({"ok": ok, "verdict": text, "checks": [c.to_dict() for c in results]},
-                              indent=2))
+        emit_json({"ok": ok, "verdict": text, "checks": [c.to_dict() for c in results]})
     else:
         _print_table(results, ok, text)
     sys.exit(0 if ok else int(ExitCode.DOCTOR))

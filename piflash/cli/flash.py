@@ -4,12 +4,10 @@ history."""
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, Settings, firmware_options, handles_errors,
-                                 memory_guarded, output_options, probe_options, reset_option, resolve,
+from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, Settings, emit_json, firmware_options,
+                                 handles_errors, memory_guarded, output_options, probe_options, reset_option, resolve,
                                  session_options, sigterm_as_interrupt)
 from piflash.errors import PiflashError
 from piflash.flashing.program import ERASE_MODES
@@ -107,7 +105,7 @@ def _recorded(settings: Settings, call):
 
 def _report(result, json_mode: bool, quiet: bool, line: str) -> None:
     if json_mode:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        emit_json(result.to_dict())
     elif not quiet:
         click.secho(line, fg="green")
 

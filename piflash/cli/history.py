@@ -4,16 +4,16 @@ summary line, and the check of the history's hash chain."""
 from __future__ import annotations
 
 import csv
-import json
 import re
 import sys
 import time
 from datetime import datetime
-from typing import Dict, Optional
+from typing import Dict
 
 import click
 
-from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG, handles_errors
+from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG, emit_json, handles_errors
+from piflash.record.result import iso_time, seconds
 
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -35,15 +35,8 @@ def parse_since(text: str, now: float = None) -> float:
                                  "nor an age (30m, 2h, 7d)") from None
 
 
-def iso_time(ts: Optional[float]) -> Optional[str]:
-    """ISO 8601 local time with its UTC offset, to the millisecond: ``2026-11-22T20:15:03.123+00:00``."""
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts).astimezone().isoformat(timespec="milliseconds")
-
-
 def export_columns():
-    """The columns of ``--csv`` and ``--json``: every stored column, the times as ISO 8601, then
+    """The columns of ``--csv``: every stored column, the times as ISO 8601, then
     ``started_at_unix``/``ended_at_unix`` (the stored Unix seconds, which the row hash covers)."""
     from piflash.record.history import COLUMN_NAMES
 
@@ -51,7 +44,7 @@ def export_columns():
 
 
 def exported(row: Dict[str, object]) -> Dict[str, object]:
-    """One row for ``--csv``/``--json``: an open row whose process died shows as ``interrupted``
+    """One row for ``--csv``: an open row whose process died shows as ``interrupted``
     (error "interrupted (process died)") as the next writer will store it."""
     from piflash.record.history import DIED, OPEN, row_state
 
@@ -61,6 +54,22 @@ def exported(row: Dict[str, object]) -> Dict[str, object]:
         out[t] = iso_time(row[t])
     if row["outcome"] == OPEN and row_state(row) == "interrupted":
         out.update(outcome="interrupted", error=DIED)
+    return out
+
+
+def exported_json(row: Dict[str, object]) -> Dict[str, object]:
+    """One row for ``--json`` (docs/result.md, "History rows"): :func:`exported`, with the
+    phase columns ``connect_s`` ... ``reset_s`` as ``durations`` ({phase: seconds}, the phases
+    that ran, as in a command's result) and ``duration`` (seconds from start to end, None while
+    open or when the process died). The stored values are unchanged, so the row hash can be
+    checked from the export (``durations.connect`` is the column ``connect_s``)."""
+    from piflash.record.history import PHASES
+
+    out = exported(row)
+    durations = {p: out.pop(f"{p}_s") for p in PHASES}
+    ended, started = row["ended_at"], row["started_at"]
+    out["duration"] = seconds(ended - started) if ended is not None else None
+    out["durations"] = {p: v for p, v in durations.items() if v is not None}
     return out
 
 
@@ -125,7 +134,7 @@ def history(ctx, since, failed, board, station, limit, csv_mode, json_mode, path
         rows = db.query(since=since_ts, failed=failed, board=board, station=station, limit=limit)
     summary = summarize(rows)
     if json_mode:
-        click.echo(json.dumps({"operations": [exported(r) for r in rows], "summary": summary}, indent=2))
+        emit_json({"operations": [exported_json(r) for r in rows], "summary": summary})
         return
     if csv_mode:
         out = csv.DictWriter(sys.stdout, fieldnames=export_columns(), lineterminator="\n")
@@ -149,52 +158,117 @@ def verify_chain(anchor, json_mode, path):
 
     with _open_db(path) as db:
         report = db.verify_chain(anchor)
-    if json_mode:
-        click.echo(json.dumps(report.to_dict(), indent=2))
-    else:
+    if not json_mode:
         for p in report.problems:
             click.echo(f"row #{p.row_id}: {p.kind}: {p.detail}")
         if report.open_rows:
             click.echo(f"not sealed yet (open): {', '.join(f'#{i}' for i in report.open_rows)}")
+    error = None
     if report.problems:
         first = report.problems[0]
-        raise HistoryChainError(f"the history chain is broken: row #{first.row_id} was {first.kind}"
-                                + (f" ({len(report.problems)} problems)" if len(report.problems) > 1 else ""),
-                                report, hint="the rows named above no longer are as piflash wrote them; "
-                                "compare with a copy or export of the history")
-    if report.anchor_found is False:
-        raise HistoryChainError(f"the anchor {anchor} is not in the history chain", report,
-                                hint="the chain was rewritten after that head was taken, or it is from "
-                                "another history")
-    if not json_mode:
+        error = HistoryChainError(f"the history chain is broken: row #{first.row_id} was {first.kind}"
+                                  + (f" ({len(report.problems)} problems)" if len(report.problems) > 1 else ""),
+                                  report, hint="the rows named above no longer are as piflash wrote them; "
+                                  "compare with a copy or export of the history")
+    elif report.anchor_found is False:
+        error = HistoryChainError(f"the anchor {anchor} is not in the history chain", report,
+                                  hint="the chain was rewritten after that head was taken, or it is from "
+                                  "another history")
+    if error is not None:
+        error.result = report       # --json: the report and the error in one object (emit_error)
+        raise error
+    if json_mode:
+        emit_json(report.to_dict())
+    else:
         click.echo(f"chain intact: {report.sealed} sealed rows, head seq {report.head_seq} "
                    f"row_hash {report.head_hash}" + (", anchor found" if anchor else ""))
 
 
-def _print_table(rows) -> None:
-    from rich.console import Console
-    from rich.table import Table
+#: The table's columns, in display order, and how each is aligned.
+_COLUMNS = (("#", "right"), ("started", "left"), ("station", "left"), ("op", "left"), ("target", "left"),
+            ("target UID", "left"), ("serial", "left"), ("firmware", "left"), ("result", "left"),
+            ("bytes", "right"), ("s", "right"), ("error", "left"))
+#: Which columns a terminal too narrow for all keeps first (issue 19: a Pi's console is 80
+#: columns wide). The result always stays.
+_PRIORITY = ("result", "#", "op", "target", "firmware", "started", "error", "target UID", "serial", "s",
+             "bytes", "station")
+#: Columns cut with an ellipsis rather than dropped, down to this many characters.
+_SHRINK = {"firmware": 12, "error": 32}
+#: Spaces between two columns.
+_GAP = 2
+_STYLE = {"pass": "green", "fail": "red", "skip": "yellow", "interrupted": "red", "open": "cyan"}
 
+
+def _cells(row, serials: bool) -> Dict[str, str]:
+    """One history row as the table's cell texts (``serial`` only when some row has one)."""
     from piflash.record.history import DIED, row_state
 
-    console = Console(soft_wrap=False)
-    if not console.is_terminal:  # a pipe or a log: whole lines, not an 80-column wrap
-        console = Console(soft_wrap=False, width=220)
-    table = Table(box=None, header_style="bold", pad_edge=False)
+    state = row_state(row)
+    out = {"#": str(row["id"]), "started": _when(row["started_at"]), "station": row["station"] or "-",
+           "op": row["operation"], "target": row["target"] or "", "target UID": row["target_uid"] or "",
+           "serial": row["serial"] or "", "firmware": (row["firmware"] or "").rsplit("/", 1)[-1],
+           "result": state.upper(), "bytes": f"{row['image_bytes']:,}", "s": _duration(row),
+           "error": DIED if state == "interrupted" and row["outcome"] == "open" else (row["error"] or "")}
+    if not serials:
+        del out["serial"]
+    return out
+
+
+def fit_columns(cells, width: int) -> Dict[str, int]:
+    """The columns that fit in ``width`` characters and the width of each, in display order.
+
+    Columns are taken in :data:`_PRIORITY` order while they fit (``firmware`` and ``error`` at
+    their :data:`_SHRINK` width at least), the result column always; the room left widens the
+    cut ones again.
+
+    :param cells: the rows' cells (dicts from :func:`_cells`, all with the same keys).
+    :param width: the terminal's width in characters.
+    """
+    names = [n for n, _ in _COLUMNS if not cells or n in cells[0]]
+    natural = {n: max([len(n)] + [len(c[n]) for c in cells]) for n in names}
+    chosen: Dict[str, int] = {}
+    used = -_GAP
+    for name in (n for n in _PRIORITY if n in natural):
+        need = min(natural[name], _SHRINK.get(name, natural[name]))
+        if name == "result" or used + _GAP + need <= width:
+            chosen[name] = need
+            used += _GAP + need
+    spare = max(0, width - used)
+    for name in ("firmware", "error"):
+        if name in chosen:
+            more = min(spare, natural[name] - chosen[name])
+            chosen[name] += more
+            spare -= more
+    return {n: chosen[n] for n in names if n in chosen}
+
+
+def _print_table(rows) -> None:
+    """The rows as a table: on a terminal the columns that fit its width (:func:`fit_columns`),
+    coloured by rich; piped, every column, each as wide as its widest cell, without colour or
+    trailing spaces, the same at any width."""
     serials = any(r["serial"] for r in rows)
-    for name, justify in (("#", "right"), ("started", "left"), ("station", "left"), ("op", "left"),
-                          ("target", "left"), ("target UID", "left")) + ((("serial", "left"),) if serials else ()) + (
-                          ("firmware", "left"), ("result", "left"), ("bytes", "right"), ("s", "right")):
-        table.add_column(name, justify=justify, no_wrap=True)
-    table.add_column("error", overflow="ellipsis", no_wrap=True, max_width=80)
-    style = {"pass": "green", "fail": "red", "skip": "yellow", "interrupted": "red", "open": "cyan"}
-    for r in rows:
-        state = row_state(r)
-        error = DIED if state == "interrupted" and r["outcome"] == "open" else (r["error"] or "")
-        firmware = (r["firmware"] or "").rsplit("/", 1)[-1]
-        cells = [str(r["id"]), _when(r["started_at"]), r["station"] or "-", r["operation"],
-                 r["target"] or "", r["target_uid"] or ""] + ([r["serial"] or ""] if serials else []) + [
-                 firmware, f"[{style[state]}]{state.upper()}[/]", f"{r['image_bytes']:,}",
-                 _duration(r), error]
-        table.add_row(*cells)
+    cells = [_cells(r, serials) for r in rows]
+    if not sys.stdout.isatty():
+        names = [n for n, _ in _COLUMNS if not cells or n in cells[0]]
+        right = {n for n, justify in _COLUMNS if justify == "right"}
+        widths = {n: max([len(n)] + [len(c[n]) for c in cells]) for n in names}
+        for line in [{n: n for n in names}] + cells:
+            click.echo("  ".join(line[n].rjust(widths[n]) if n in right else line[n].ljust(widths[n])
+                                 for n in names).rstrip())
+        return
+
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(soft_wrap=False)
+    columns = fit_columns(cells, console.width)
+    table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, _GAP // 2))
+    justify = dict(_COLUMNS)
+    for name, width in columns.items():
+        table.add_column(name, justify=justify[name], no_wrap=True, overflow="ellipsis",
+                         min_width=width, max_width=width)
+    for cell in cells:
+        table.add_row(*(Text(cell[n], style=_STYLE[cell[n].lower()]) if n == "result" else Text(cell[n])
+                        for n in columns))
     console.print(table)

@@ -26,14 +26,36 @@ EXIT_CODES_EPILOG = "\b\nExit codes:\n" + "\n".join(
     f"  {int(code):>3}  {text}" for code, text in EXIT_CODE_HELP.items())
 
 
+def command_name(ctx: Optional[click.Context] = None) -> Optional[str]:
+    """The running command's name below ``piflash`` ("flash", "protect status", "history
+    verify-chain"), from click's context (default: the current one); None outside a command."""
+    ctx = ctx or click.get_current_context(silent=True)
+    names = []
+    while ctx is not None and ctx.parent is not None:
+        names.insert(0, ctx.info_name)
+        ctx = ctx.parent
+    return " ".join(names) or None
+
+
+def emit_json(body: dict, command: Optional[str] = None) -> None:
+    """Print ``body`` as the command's one JSON object on stdout, led by ``schema_version``
+    (:data:`piflash.record.result.SCHEMA_VERSION`) and ``command`` (default :func:`command_name`).
+    Every ``--json`` output goes through here; docs/result.schema.json describes them all."""
+    from piflash.record.result import SCHEMA_VERSION
+
+    out = {"schema_version": SCHEMA_VERSION, "command": command or command_name()}
+    out.update((k, v) for k, v in body.items() if k not in out)
+    click.echo(json.dumps(out, indent=2))
+
+
 def emit_error(exc: PiflashError, json_mode: bool, result=None) -> None:
     """Report ``exc`` to the user: ``error:`` and ``hint:`` lines on stderr and, with
     ``json_mode``, one JSON object on stdout (``result.to_dict()`` when the operation got that
-    far, else ``{"ok": false}``, plus ``"error": exc.to_dict()``)."""
+    far, else ``{"ok": false}``, plus ``"error": exc.to_dict()``, see :func:`emit_json`)."""
     if json_mode:
         out = result.to_dict() if result is not None else {"ok": False}
         out["error"] = exc.to_dict()
-        click.echo(json.dumps(out, indent=2))
+        emit_json(out)
     click.secho(f"error: {exc.message}", fg="red", err=True)
     if exc.hint:
         click.echo(f"hint: {exc.hint}", err=True)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from piflash.cli.options import CONTEXT, handles_errors
+from piflash.cli.options import CONTEXT, emit_json, handles_errors
 
 
 @click.group(context_settings=CONTEXT)
@@ -22,7 +20,7 @@ def list_cmd(json_mode):
 
     rows = list_profiles()
     if json_mode:
-        click.echo(json.dumps([{"name": n, "path": str(p), "error": e} for n, p, e in rows], indent=2))
+        emit_json({"profiles": [{"name": n, "path": str(p), "error": e} for n, p, e in rows]})
         return
     if not rows:
         click.echo("No profiles found. Searched: " + ", ".join(str(d) for d in profile_dirs()))
@@ -42,7 +40,7 @@ def show(name, json_mode):
 
     data = profile_to_dict(load_profile(find_profile(name)))
     if json_mode:
-        click.echo(json.dumps(data, indent=2))
+        emit_json(data)
         return
     for key, value in data.items():
         if key == "base_address" and value is not None:

@@ -3,12 +3,10 @@ layer over :mod:`piflash.production.protect` that records each run in the histor
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, handles_errors, output_options, probe_options,
-                                 resolve, sigterm_as_interrupt)
+from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, emit_json, handles_errors, output_options,
+                                 probe_options, resolve, sigterm_as_interrupt)
 
 
 @click.group(context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
@@ -78,7 +76,7 @@ def _show(result, status, json_mode: bool, quiet: bool, line: str) -> None:
     if json_mode:
         out = result.to_dict()
         out["status"] = status.to_dict()
-        click.echo(json.dumps(out, indent=2))
+        emit_json(out)
     elif not quiet:
         click.echo(line)
 

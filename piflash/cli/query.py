@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from piflash.cli.options import CONTEXT, handles_errors, probe_options, resolve, session_options
+from piflash.cli.options import CONTEXT, emit_json, handles_errors, probe_options, resolve, session_options
 from piflash.cli.options import memory_guarded
 
 
@@ -22,11 +20,11 @@ def info(probe, target, frequency, profile, pyocd_options, json_mode):
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
     data = target_info(s["probe"], s["target"], s["frequency"], session_options(s, pyocd_options))
     if json_mode:
-        click.echo(json.dumps(data, indent=2))
+        emit_json(data)
         return
     click.echo(f"Target:     {data['target']}")
     click.echo(f"Target UID: {data['target_uid'] or 'unknown'}")
-    click.echo(f"Probe:      {data['probe']} ({data['probe_description']})")
+    click.echo(f"Probe:      {data['probe_id']} ({data['probe_description']})")
     click.echo("Memory:")
     for r in data["regions"]:
         sizes = f"sector {r['sector_size']:,} B, page {r['page_size']:,} B" if r.get("sector_size") else ""
@@ -47,11 +45,11 @@ def probes(json_mode):
     seen = {p.unique_id for p in found}
     blocked = [b for b in blocked_probes() if not b.serial or b.serial not in seen]
     if json_mode:
-        rows = [dict(p.to_dict(), accessible=True) for p in found]
-        rows += [{"unique_id": b.serial, "description": b.name, "target": None, "accessible": False,
-                  "vid_pid": b.vid_pid, "node": b.node, "reason": b.reason, "fix": b.fix}
+        rows = [dict(p.to_dict(), accessible=True, node=None, reason=None, fix=None) for p in found]
+        rows += [{"probe_id": b.serial, "description": b.name, "target": None, "vid_pid": b.vid_pid,
+                  "accessible": False, "node": b.node, "reason": b.reason, "fix": b.fix}
                  for b in blocked]
-        click.echo(json.dumps(rows, indent=2))
+        emit_json({"probes": rows})
         return
     if not found and not blocked:
         click.echo("No debug probes found.")
@@ -77,7 +75,7 @@ def targets(pattern, packs, json_mode):
 
     rows = list_targets(pattern, list(packs) or None)
     if json_mode:
-        click.echo(json.dumps(rows, indent=2))
+        emit_json({"targets": rows})
         return
     for row in rows:
         flash = f"{row['flash_bytes'] // 1024:,} KiB flash" if row["flash_bytes"] else ""

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from piflash.cli.options import CONTEXT, handles_errors
+from piflash.cli.options import CONTEXT, emit_json, handles_errors
 from piflash.errors import extra_missing
 
 
@@ -73,7 +73,8 @@ def list_cmd(json_mode):
     """List the simulated boards."""
     boards = _store().list()
     if json_mode:
-        click.echo(json.dumps([b.to_dict() for b in boards], indent=2))
+        # target_uid as every other output gives it (docs/result.md): lower-case hex
+        emit_json({"boards": [dict(b.to_dict(), target_uid=b.target_uid.lower()) for b in boards]})
         return
     if not boards:
         click.echo("No simulated boards. Create one with 'piflash sim create NAME --target TYPE'.")

@@ -107,7 +107,7 @@ class ImageProgrammer:
 
         # A sector erase that times out is named by the first planned sector still holding data.
         with _naming_stuck_sector(self._session, spans):
-            self.stats.erase_seconds = self._each(Phase.ERASE, one)
+            self._each(Phase.ERASE, one)
         counts = [region.erased_sectors for region in self._regions]
         if chip[0]:
             summary = "chip erase"
@@ -129,7 +129,7 @@ class ImageProgrammer:
         def one(i, region, cb):
             self.stats.add(region.program(cb))
 
-        self.stats.program_seconds = self._each(Phase.PROGRAM, one)
+        self._each(Phase.PROGRAM, one)
         self._sink.phase_end(Phase.PROGRAM, f"{self.stats.programmed_bytes:,} B written, "
                              f"{self.stats.skipped_bytes:,} B unchanged")
         return self.stats

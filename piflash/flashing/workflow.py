@@ -358,6 +358,7 @@ def erase_target(probe: Optional[str] = None, target: Optional[str] = None, mode
         check_protection(session, result)
         with phase(result, sink, Phase.ERASE):
             sink.phase_start(Phase.ERASE, 0)
+            result.program.erase_mode = mode          # as done: erase_flash never changes it
             result.program.erased_bytes = erase_flash(session, mode, ranges)
             sink.phase_end(Phase.ERASE, f"{result.program.erased_bytes:,} bytes erased")
 

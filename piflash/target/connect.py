@@ -48,7 +48,7 @@ class ProbeInfo:
 
     def to_dict(self) -> dict:
         """The probe as a JSON-friendly dict."""
-        return {"unique_id": self.unique_id, "description": self.description, "target": self.target,
+        return {"probe_id": self.unique_id, "description": self.description, "target": self.target,
                 "vid_pid": self.vid_pid}
 
 

@@ -36,7 +36,7 @@ def target_info(probe: Optional[str] = None, target: Optional[str] = None,
                 frequency: Optional[int] = None, options: Optional[dict] = None) -> dict:
     """Connect and describe the target.
 
-    :returns: dict with ``target``, ``target_uid`` (hex str or None), ``probe``,
+    :returns: dict with ``target``, ``target_uid`` (lower-case hex str or None), ``probe_id``,
         ``probe_description``, and ``regions``: a list of dicts ``name``, ``type``
         (flash/ram/rom/device), ``start``, ``end`` (inclusive), ``size`` (bytes) and, for flash,
         ``sector_size`` and ``page_size`` (bytes) at the region start.
@@ -58,7 +58,7 @@ def target_info(probe: Optional[str] = None, target: Optional[str] = None,
                     row["page_size"] = r.flash.get_page_info(r.start).size
                 regions.append(row)
             return {"target": session.options.get("target_override") or session.target.part_number,
-                    "target_uid": read_target_uid(session), "probe": session.probe.unique_id,
+                    "target_uid": read_target_uid(session), "probe_id": session.probe.unique_id,
                     "probe_description": session.probe.description, "regions": regions}
         except Exception as exc:
             raise translate_error(exc, "connect") from exc
