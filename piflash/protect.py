@@ -18,8 +18,11 @@ What each family does (the register values are the vendors'):
   is any option byte RDP (0x1FFFF800) other than 0xA5. ``lock`` unlocks FLASH_KEYR and
   FLASH_OPTKEYR (keys 0x45670123, 0xCDEF89AB), erases the option bytes (CR.OPTER), programs
   them back as they were except RDP = 0x00 (CR.OPTPG), and resets so they load. The state is
-  FLASH_OBR (0x4002201C) bit 1 RDPRT. ``recover`` erases the option bytes (the hardware then
-  mass-erases main flash, PM0075 2.4.1) and programs RDP = 0xA5.
+  FLASH_OBR (0x4002201C) bit 1 RDPRT (RM0008, FLASH registers; PM0075 section 3): the level in
+  effect, and the only register the verdict comes from; the RDP byte itself is read as
+  information only (issue 19: a part, or a simulator, whose option-byte block faults still
+  flashes). ``recover`` erases the option bytes (the hardware then mass-erases main flash,
+  PM0075 2.4.1) and programs RDP = 0xA5.
 
 Safety rules (pyOCD issue #1766 is the counter-example: a misread APPROTECT wiped boards):
 :func:`read_status` first proves that the chip is the one the target type names
@@ -213,7 +216,8 @@ def read_status(port: Port, target: str, named_by: Optional[str] = None) -> Prot
     :param named_by: who named ``target``, for the mismatch message (default ``--target``).
     :raises ProtectError: the target is not one piflash can protect.
     :raises WrongTargetError: the chip is another one (exit 10; see :func:`piflash.identify.confirm`).
-    :raises pyocd.core.exceptions.TransferError: the chip does not answer at all.
+    :raises pyocd.core.exceptions.TransferError: the chip does not answer at all, or (STM32F1)
+        FLASH_OBR cannot be read.
     """
     from piflash.identify import confirm
 
@@ -238,11 +242,19 @@ def _read_state(port: Port, fam: str, chip: Optional[str]) -> ProtectionStatus:
         return ProtectionStatus(fam, locked, (rbp >> 8) & 0xFF != 0xFF,
                                 f"UICR.RBPCONF = {rbp:#010x}; flash read at 0x00000000 "
                                 + ("faulted" if locked else "answered"), chip)
+    from pyocd.core.exceptions import TransferError
+
     obr = port.read32(_OBR)
-    rdp = port.read32(_OPTION_BYTES) & 0xFF
     locked = bool(obr & _OBR_RDPRT)
-    return ProtectionStatus(fam, locked, rdp != _RDP_OPEN,
-                            f"FLASH_OBR = {obr:#010x} (RDPRT={int(locked)}), option byte RDP = {rdp:#04x}", chip)
+    detail = f"FLASH_OBR = {obr:#010x} (RDPRT={int(locked)})"
+    try:                      # information only: the verdict is FLASH_OBR.RDPRT, the level in effect
+        rdp: Optional[int] = port.read32(_OPTION_BYTES) & 0xFF
+    except TransferError:     # a fault (a part or simulator without the block): no verdict from it
+        rdp = None
+    if rdp is None:
+        return ProtectionStatus(fam, locked, None, detail + f", option byte RDP unreadable ({_OPTION_BYTES:#x})",
+                                chip)
+    return ProtectionStatus(fam, locked, rdp != _RDP_OPEN, detail + f", option byte RDP = {rdp:#04x}", chip)
 
 
 def _settled_status(port: Port, before: ProtectionStatus) -> ProtectionStatus:
