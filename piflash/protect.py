@@ -401,7 +401,15 @@ def lock(port: Port, target: str) -> ProtectionStatus:
     elif fam == "nrf51":
         _nvmc_write(port, _RBPCONF, port.read32(_RBPCONF) & 0xFFFF00FF)
     else:
-        words = [port.read32(_OPTION_BYTES + 4 * i) for i in range(4)]
+        from pyocd.core.exceptions import TransferError
+
+        try:
+            words = [port.read32(_OPTION_BYTES + 4 * i) for i in range(4)]
+        except TransferError as exc:                    # read first: nothing is written yet
+            raise ProtectError(f"cannot lock {target}: the option-byte block at {_OPTION_BYTES:#x} cannot be "
+                               f"read ({exc}), and a lock programs it back with only RDP changed",
+                               hint="nothing was written: the chip stays open ("
+                                    f"{before.detail})") from exc
         halves = [(w >> s) & 0xFF for w in words for s in (0, 16)]
         halves[0] = 0x00                                # RDP: anything but 0xA5 is level 1
         _stm32_unlock(port)

@@ -50,6 +50,20 @@ def test_an_unreadable_option_byte_block_does_not_fail_the_flash(via, stm32, cli
     assert "FLASH_OBR = " in status["detail"] and "option byte RDP unreadable (0x1ffff800)" in status["detail"]
 
 
+def test_a_lock_that_cannot_read_the_option_bytes_refuses_before_writing(stm32, cli):
+    """A lock programs the option bytes back with RDP changed, so it needs them: it says so
+    (exit 21), not "check power and wiring" (exit 11), and writes nothing."""
+    u = [*stm32("sim"), "-t", "stm32f103rc"]
+    store = SimStore()
+    store.set_faults("st", option_bytes_fault=True)
+    out = cli("protect", "lock", *u, check=int(ExitCode.PROTECT_FAILED))
+    assert "cannot lock stm32f103rc: the option-byte block at 0x1ffff800 cannot be read" in out.stderr
+    assert "nothing was written" in out.stderr and "power and wiring" not in out.stderr
+    assert store.read_nvm("st", "option")[:2] == b"\xa5\x5a"
+    store.clear_faults("st")
+    assert cli.json("protect", "status", *u)["status"]["state"] == "open"
+
+
 def test_the_verdict_is_flash_obr_rdprt(stm32, cli, firmware_dir):
     """Locked (RDP level 1 loaded at reset): FLASH_OBR.RDPRT says so while the option-byte block
     faults, so a flash is refused as protected (exit 20), not failed as a transfer fault."""
