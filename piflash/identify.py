@@ -41,7 +41,7 @@ from typing import Callable, FrozenSet, Optional
 
 from piflash.errors import WrongTargetError
 
-__all__ = ["ChipIdentity", "identify", "confirm", "expected_parts", "wrong_target_error"]
+__all__ = ["ChipIdentity", "family_of", "identify", "confirm", "expected_parts", "wrong_target_error"]
 
 _AP_IDR = 0xFC
 _CTRL_AP, _CTRL_AP_IDR, _CTRL_IDR_VERSION_MASK = 1, 0x02880000, 0xF0000000
@@ -65,11 +65,21 @@ _BUILTIN = {("nrf52", 0x52832): "nrf52832", ("nrf52", 0x52833): "nrf52833",
 _STM32_FLASH_KIB = {"4": 16, "6": 32, "8": 64, "b": 128, "c": 256, "d": 384, "e": 512, "f": 768, "g": 1024}
 
 
+def family_of(target: Optional[str]) -> Optional[str]:
+    """The protection family of a pyOCD target type: ``"nrf52"``, ``"nrf51"``, ``"stm32f1"``, or
+    None when piflash cannot protect (or identify) that part. :mod:`piflash.protect` re-exports it."""
+    name = (target or "").lower()
+    for prefix in ("nrf52", "nrf51", "stm32f1"):
+        if name.startswith(prefix):
+            return prefix
+    return None
+
+
 @dataclass(frozen=True)
 class ChipIdentity:
     """What a chip's ID registers say it is.
 
-    :ivar family: ``"nrf52"``, ``"nrf51"``, ``"stm32f1"`` (as :func:`piflash.protect.family_of`),
+    :ivar family: ``"nrf52"``, ``"nrf51"``, ``"stm32f1"`` (as :func:`family_of`),
         or None for a chip piflash cannot identify.
     :ivar name: e.g. "nRF52840", "nRF52-series chip" (part number hidden while locked), "nRF51",
         "STM32F10x high-density part", or "Cortex-M4" for an unidentified chip.
@@ -93,8 +103,6 @@ class ChipIdentity:
     def matches(self, target: str) -> bool:
         """Whether this chip is one ``target`` (a pyOCD target type) may name: the same family and,
         where both are known, the same part."""
-        from piflash.protect import family_of
-
         if self.family is None or family_of(target) != self.family:
             return False
         parts = expected_parts(target)

@@ -47,6 +47,7 @@ import time
 from typing import Callable, Iterator, Optional
 
 from piflash.errors import PiflashError, ProtectedError, ProtectError
+from piflash.identify import family_of
 
 #: How long a recover's erase may take, seconds (pyOCD's nRF52 MASS_ERASE_TIMEOUT is 15 s; an
 #: STM32F1 mass erase takes at most 40 ms per the datasheet, the option erase a few more).
@@ -84,16 +85,6 @@ _SR_BSY = 1 << 0
 _CR_OPTPG, _CR_OPTER, _CR_STRT, _CR_LOCK = 1 << 4, 1 << 5, 1 << 6, 1 << 7
 _OBR_RDPRT = 1 << 1
 _OPTION_BYTES, _RDP_OPEN = 0x1FFFF800, 0xA5
-
-
-def family_of(target: Optional[str]) -> Optional[str]:
-    """The protection family of a pyOCD target type: ``"nrf52"``, ``"nrf51"``, ``"stm32f1"``, or
-    None when piflash cannot protect that part."""
-    name = (target or "").lower()
-    for prefix in ("nrf52", "nrf51", "stm32f1"):
-        if name.startswith(prefix):
-            return prefix
-    return None
 
 
 def _family(target: Optional[str]) -> str:
