@@ -185,6 +185,21 @@ class ConnectError(PiflashError):
     exit_code = ExitCode.CONNECT
 
 
+class WrongTargetError(ConnectError):
+    """The chip behind the probe is not the one ``--target`` names (its ID registers say so):
+    nothing was read as protection and nothing was written (issue 19).
+
+    :ivar found: what the chip was identified as (str, e.g. "nRF52840").
+    :ivar suggested: the pyOCD target type to use instead (str), or None when piflash cannot tell.
+    """
+
+    def __init__(self, message: str, found: str, suggested: Optional[str] = None,
+                 hint: Optional[str] = None) -> None:
+        super().__init__(message, hint)
+        self.found = found
+        self.suggested = suggested
+
+
 class FlashError(PiflashError):
     """Erasing or programming failed.
 

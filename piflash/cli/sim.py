@@ -144,10 +144,12 @@ def dump(board, out, region):
 @click.option("--absent", is_flag=True, help="No target on the probe (DP does not answer).")
 @click.option("--lock-ignored", is_flag=True, help="A read-out protection lock does not take (chip stays open).")
 @click.option("--recover-stuck", is_flag=True, help="The recovery mass erase never finishes.")
+@click.option("--option-bytes-fault", is_flag=True,
+              help="STM32F1: debugger reads of the option-byte block 0x1FFFF800 fault (FLASH_OBR still answers).")
 @click.option("--clear", is_flag=True, help="Remove every fault first.")
 @handles_errors
 def fault(board, write_protect, stuck_busy, bit_flip, disconnect_after, remove_after, absent, lock_ignored,
-          recover_stuck, clear):
+          recover_stuck, option_bytes_fault, clear):
     """Inject faults into BOARD (they persist until --clear)."""
     store, name = _store(), _name(board)
     if clear:
@@ -155,7 +157,8 @@ def fault(board, write_protect, stuck_busy, bit_flip, disconnect_after, remove_a
     given = {"write_protect": write_protect or None, "stuck_busy": stuck_busy or None,
              "bit_flip": bit_flip, "disconnect_after": disconnect_after,
              "remove_after": remove_after, "absent": absent or None,
-             "lock_ignored": lock_ignored or None, "recover_stuck": recover_stuck or None}
+             "lock_ignored": lock_ignored or None, "recover_stuck": recover_stuck or None,
+             "option_bytes_fault": option_bytes_fault or None}
     faults = {key: value for key, value in given.items() if value is not None}
     if faults:
         _store_call(store.set_faults, name, **faults)

@@ -30,7 +30,7 @@ from typing import Callable, Iterator, Optional, Sequence, Tuple
 
 from piflash.target.connect import check_session_options, open_session, read_target_uid, translate_error
 from piflash.errors import (ConnectError, ExitCode, NoProbeError, OperationInterrupted, PiflashError,
-                            ProbePermissionError, ProtectError, SeveralProbesError)
+                            ProbePermissionError, ProtectedError, ProtectError, SeveralProbesError)
 from piflash.firmware.image import FirmwareImage, check_fits
 from piflash.production.serials import checkpoint
 from piflash.flashing.program import ERASE_MODES, ImageProgrammer, erase_flash, reset_target
@@ -161,19 +161,24 @@ def _run(operation: str, image: Optional[FirmwareImage], probe: Optional[str], t
 
 
 def _explain_connect_error(probe, target, frequency, result: OperationResult) -> None:
-    """A locked nRF52 does not let pyOCD initialise it: say so (exit 19) instead of "cannot connect"."""
-    from piflash.production.protect import locked_behind_connect_error, raise_locked
+    """Say why the connect failed when the chip's ID registers tell it: a chip other than the one
+    named (exit 10, naming it) or a locked nRF52, which does not let pyOCD initialise it (exit 20),
+    with or without ``--target`` (see :func:`piflash.production.protect.explain_connect_error`)."""
+    from piflash.production.protect import explain_connect_error
 
-    status = locked_behind_connect_error(probe, target, frequency)
-    if status is not None:
-        result.protection = status.state
-        raise_locked(target, status)
+    err = explain_connect_error(probe, target, frequency)
+    if isinstance(err, ProtectedError):
+        result.protection = "locked"
+    if err is not None:
+        raise err
 
 
 def check_protection(session, result: OperationResult) -> None:
-    """Before touching flash: read the chip's read-out protection into ``result.protection``.
+    """Before touching flash: prove the chip is the one named (:mod:`piflash.target.identify`), then read
+    its read-out protection into ``result.protection``.
 
-    :raises ProtectedError: the chip is locked (exit code 19, with a 'recover' hint).
+    :raises WrongTargetError: the chip is another one (exit code 10, naming it).
+    :raises ProtectedError: the chip is locked (exit code 20, with a 'recover' hint).
     """
     from piflash.production.protect import check_open
 

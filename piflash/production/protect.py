@@ -18,14 +18,20 @@ What each family does (the register values are the vendors'):
   is any option byte RDP (0x1FFFF800) other than 0xA5. ``lock`` unlocks FLASH_KEYR and
   FLASH_OPTKEYR (keys 0x45670123, 0xCDEF89AB), erases the option bytes (CR.OPTER), programs
   them back as they were except RDP = 0x00 (CR.OPTPG), and resets so they load. The state is
-  FLASH_OBR (0x4002201C) bit 1 RDPRT. ``recover`` erases the option bytes (the hardware then
-  mass-erases main flash, PM0075 2.4.1) and programs RDP = 0xA5.
+  FLASH_OBR (0x4002201C) bit 1 RDPRT (RM0008, FLASH registers; PM0075 section 3): the level in
+  effect, and the only register the verdict comes from; the RDP byte itself is read as
+  information only (issue 19: a part, or a simulator, whose option-byte block faults still
+  flashes). ``recover`` erases the option bytes (the hardware then mass-erases main flash,
+  PM0075 2.4.1) and programs RDP = 0xA5.
 
 Safety rules (pyOCD issue #1766 is the counter-example: a misread APPROTECT wiped boards):
-:func:`read_status` never writes anything that erases; :func:`recover` reads the state first
-and erases only a chip that reads locked; :func:`lock` reads the state back after the reset and
-raises :class:`~piflash.errors.ProtectError` if the chip is still open, so an unlocked board is
-never reported as locked.
+:func:`read_status` first proves that the chip is the one the target type names
+(:func:`piflash.target.identify.confirm`: a wrong ``--target`` is exit 10 naming the chip found, never
+"locked", issue 19), so a verdict only comes from a register that exists on that chip; it never
+writes anything that erases; :func:`recover` reads the state first and erases only an identified
+chip that reads locked; :func:`lock` reads the state back after the reset and raises
+:class:`~piflash.errors.ProtectError` if the chip is still open, so an unlocked board is never
+reported as locked.
 
 Two ways in: on an open, initialised pyOCD session (the flash workflow: the pre-flash check and
 the post-verify lock) through :func:`session_port`, and without target initialisation through
@@ -41,6 +47,7 @@ import time
 from typing import Callable, Iterator, Optional
 
 from piflash.errors import PiflashError, ProtectedError, ProtectError
+from piflash.target.identify import family_of
 
 #: How long a recover's erase may take, seconds (pyOCD's nRF52 MASS_ERASE_TIMEOUT is 15 s; an
 #: STM32F1 mass erase takes at most 40 ms per the datasheet, the option erase a few more).
@@ -48,9 +55,16 @@ RECOVER_TIMEOUT = 15.0
 #: How long the chip may take to answer again after a reset, seconds.
 RESET_SETTLE = 1.0
 
-#: The hint every "chip is locked" message carries.
+#: The hint every "chip is locked" message carries (:func:`recover_hint` adds the target type).
 RECOVER_HINT = ("'piflash protect recover' unlocks it by mass-erasing the chip (flash, and on nRF "
                 "the UICR): only do so if the board's contents may be lost")
+
+
+def recover_hint(target: Optional[str]) -> str:
+    """:data:`RECOVER_HINT` with the command to run for ``target`` (``protect`` needs the type)."""
+    if not target:
+        return RECOVER_HINT
+    return RECOVER_HINT.replace("'piflash protect recover'", f"'piflash protect recover --target {target}'")
 
 # Cortex-M AIRCR (ARMv6-M/ARMv7-M ARM, B3.2.6): VECTKEY 0x05FA + SYSRESETREQ.
 _AIRCR, _SYSRESETREQ = 0xE000ED0C, 0x05FA0004
@@ -73,16 +87,6 @@ _OBR_RDPRT = 1 << 1
 _OPTION_BYTES, _RDP_OPEN = 0x1FFFF800, 0xA5
 
 
-def family_of(target: Optional[str]) -> Optional[str]:
-    """The protection family of a pyOCD target type: ``"nrf52"``, ``"nrf51"``, ``"stm32f1"``, or
-    None when piflash cannot protect that part."""
-    name = (target or "").lower()
-    for prefix in ("nrf52", "nrf51", "stm32f1"):
-        if name.startswith(prefix):
-            return prefix
-    return None
-
-
 def _family(target: Optional[str]) -> str:
     fam = family_of(target)
     if fam is None:
@@ -101,12 +105,15 @@ class ProtectionStatus:
         could not be read (a locked nRF52 hides its UICR). ``configured and not locked``: the
         setting is written but not (yet) in effect.
     :ivar detail: the registers read, e.g. "CTRL-AP APPROTECTSTATUS = 0x0".
+    :ivar chip: what the chip's ID registers say it is (see :mod:`piflash.target.identify`), e.g.
+        "nRF52840"; None when not identified.
     """
 
     family: str
     locked: bool
     configured: Optional[bool]
     detail: str
+    chip: Optional[str] = None
 
     @property
     def state(self) -> str:
@@ -114,8 +121,8 @@ class ProtectionStatus:
         return "locked" if self.locked else "open"
 
     def to_dict(self) -> dict:
-        """JSON form: family, state, locked, configured, detail."""
-        return {"family": self.family, "state": self.state, "locked": self.locked,
+        """JSON form: family, chip, state, locked, configured, detail."""
+        return {"family": self.family, "chip": self.chip, "state": self.state, "locked": self.locked,
                 "configured": self.configured, "detail": self.detail}
 
 
@@ -194,13 +201,23 @@ def _faults(read: Callable[[], int]) -> bool:
         return True
 
 
-def read_status(port: Port, target: str) -> ProtectionStatus:
-    """Read the chip's protection state. Writes nothing.
+def read_status(port: Port, target: str, named_by: Optional[str] = None) -> ProtectionStatus:
+    """Prove the chip is the one ``target`` names, then read its protection state. Writes nothing.
 
+    :param named_by: who named ``target``, for the mismatch message (default ``--target``).
     :raises ProtectError: the target is not one piflash can protect.
-    :raises pyocd.core.exceptions.TransferError: the chip does not answer at all.
+    :raises WrongTargetError: the chip is another one (exit 10; see :func:`piflash.target.identify.confirm`).
+    :raises pyocd.core.exceptions.TransferError: the chip does not answer at all, or (STM32F1)
+        FLASH_OBR cannot be read.
     """
+    from piflash.target.identify import confirm
+
     fam = _family(target)
+    return _read_state(port, fam, confirm(port, target, named_by).name)
+
+
+def _read_state(port: Port, fam: str, chip: Optional[str]) -> ProtectionStatus:
+    """The protection registers of family ``fam`` on a chip already identified as ``chip``."""
     if fam == "nrf52":
         value = port.read_ap(_CTRL_AP, _CTRL_APPROTECTSTATUS)
         locked = (value & 1) == 0
@@ -208,28 +225,39 @@ def read_status(port: Port, target: str) -> ProtectionStatus:
         if not locked:
             configured = port.read32(_APPROTECT) & 0xFF != 0xFF
         return ProtectionStatus(fam, locked, configured if not locked else True,
-                                f"CTRL-AP APPROTECTSTATUS = {value:#x} ({'enabled' if locked else 'disabled'})")
+                                f"CTRL-AP APPROTECTSTATUS = {value:#x} ({'enabled' if locked else 'disabled'})",
+                                chip)
     if fam == "nrf51":
         rbp = port.read32(_RBPCONF)
         locked = _faults(lambda: port.read32(0x00000000))
         return ProtectionStatus(fam, locked, (rbp >> 8) & 0xFF != 0xFF,
                                 f"UICR.RBPCONF = {rbp:#010x}; flash read at 0x00000000 "
-                                + ("faulted" if locked else "answered"))
+                                + ("faulted" if locked else "answered"), chip)
+    from pyocd.core.exceptions import TransferError
+
     obr = port.read32(_OBR)
-    rdp = port.read32(_OPTION_BYTES) & 0xFF
     locked = bool(obr & _OBR_RDPRT)
-    return ProtectionStatus(fam, locked, rdp != _RDP_OPEN,
-                            f"FLASH_OBR = {obr:#010x} (RDPRT={int(locked)}), option byte RDP = {rdp:#04x}")
+    detail = f"FLASH_OBR = {obr:#010x} (RDPRT={int(locked)})"
+    try:                      # information only: the verdict is FLASH_OBR.RDPRT, the level in effect
+        rdp: Optional[int] = port.read32(_OPTION_BYTES) & 0xFF
+    except TransferError:     # a fault (a part or simulator without the block): no verdict from it
+        rdp = None
+    if rdp is None:
+        return ProtectionStatus(fam, locked, None, detail + f", option byte RDP unreadable ({_OPTION_BYTES:#x})",
+                                chip)
+    return ProtectionStatus(fam, locked, rdp != _RDP_OPEN, detail + f", option byte RDP = {rdp:#04x}", chip)
 
 
-def _settled_status(port: Port, target: str) -> ProtectionStatus:
-    """Read the state after a reset, retrying transfer errors for up to RESET_SETTLE seconds."""
+def _settled_status(port: Port, before: ProtectionStatus) -> ProtectionStatus:
+    """Read the state after our own reset of the chip ``before`` identified (not again: a reply
+    cut short by the reset must not pass for another chip), retrying transfer errors for up to
+    RESET_SETTLE seconds."""
     from pyocd.core.exceptions import TransferError
 
     deadline = time.monotonic() + RESET_SETTLE
     while True:
         try:
-            return read_status(port, target)
+            return _read_state(port, before.family, before.chip)
         except TransferError:
             if time.monotonic() > deadline:
                 raise
@@ -252,24 +280,43 @@ def check_open(session, target: str) -> Optional[ProtectionStatus]:
 
 def raise_locked(target: str, status: ProtectionStatus):
     """Raise the :class:`ProtectedError` for a chip found locked."""
-    raise ProtectedError(f"{target} is read-out protected ({status.detail}): the debugger may not "
-                         "read or write its flash", hint=RECOVER_HINT)
+    raise locked_error(target, status)
 
 
-def locked_behind_connect_error(unique_id: Optional[str], target: Optional[str],
-                                frequency: Optional[int]) -> Optional[ProtectionStatus]:
-    """After a failed connect: whether a locked nRF52 is the reason (its AHB-AP does not answer,
-    so pyOCD cannot initialise it). Returns the status if locked, else None; never raises."""
-    if family_of(target) != "nrf52":
-        return None
+def locked_error(target: str, status: ProtectionStatus) -> ProtectedError:
+    """The :class:`ProtectedError` for a chip found locked (its hint names the recover command)."""
+    return ProtectedError(f"{target} is read-out protected ({status.detail}): the debugger may not "
+                          "read or write its flash", hint=recover_hint(target))
+
+
+def explain_connect_error(unique_id: Optional[str], target: Optional[str],
+                          frequency: Optional[int]) -> Optional[PiflashError]:
+    """After a failed connect: the cause, when the chip's ID registers tell it. A chip that is not
+    the one named (:class:`~piflash.errors.WrongTargetError`, exit 10, naming it), or a locked
+    nRF52 (:class:`ProtectedError`, exit 20: its AHB-AP does not answer, so pyOCD cannot
+    initialise it). Without ``target`` the type the probe reports is used (a DAPLink's board ID,
+    a ``sim:`` board, issue 19). Returns None when nothing better is known; never raises.
+    """
+    from piflash.target.identify import identify, wrong_target_error
+
+    named_by = "--target"
     try:
-        with open_port(unique_id, target) as port:
-            status = read_status(port, target)
-    except Exception:
+        if not target:
+            from piflash.target.connect import probe_target, select_probe
+
+            target, named_by = probe_target(select_probe(unique_id)), "the probe's board type"
+            if not target:
+                return None
+        with open_port(unique_id, target, frequency) as port:
+            chip = identify(port)
+            if chip.family is None:
+                return None
+            if not chip.matches(target):
+                return wrong_target_error(chip, target, named_by)
+            status = read_status(port, target, named_by)
+    except Exception:  # noqa: BLE001  (the connect error already said what is known)
         return None
-    return status if status.locked else None
-
-
+    return locked_error(target, status) if status.locked else None
 def _nvmc_write(port: Port, addr: int, value: int, timeout: float = 1.0) -> None:
     port.write32(_NVMC_CONFIG, 1)                       # WEN
     port.write32(addr, value)
@@ -334,6 +381,7 @@ def lock(port: Port, target: str) -> ProtectionStatus:
     :returns: the status read after the reset (locked), or before it when already locked.
     :raises ProtectError: the chip is still open after the reset (the lock did not take: the
         board must not ship), or the family is unsupported.
+    :raises WrongTargetError: the chip is not the one ``target`` names: nothing is written.
     """
     fam = _family(target)
     before = read_status(port, target)
@@ -344,13 +392,21 @@ def lock(port: Port, target: str) -> ProtectionStatus:
     elif fam == "nrf51":
         _nvmc_write(port, _RBPCONF, port.read32(_RBPCONF) & 0xFFFF00FF)
     else:
-        words = [port.read32(_OPTION_BYTES + 4 * i) for i in range(4)]
+        from pyocd.core.exceptions import TransferError
+
+        try:
+            words = [port.read32(_OPTION_BYTES + 4 * i) for i in range(4)]
+        except TransferError as exc:                    # read first: nothing is written yet
+            raise ProtectError(f"cannot lock {target}: the option-byte block at {_OPTION_BYTES:#x} cannot be "
+                               f"read ({exc}), and a lock programs it back with only RDP changed",
+                               hint="nothing was written: the chip stays open ("
+                                    f"{before.detail})") from exc
         halves = [(w >> s) & 0xFF for w in words for s in (0, 16)]
         halves[0] = 0x00                                # RDP: anything but 0xA5 is level 1
         _stm32_unlock(port)
         _stm32_write_options(port, halves, RECOVER_TIMEOUT)
     _system_reset(port, fam)
-    status = _settled_status(port, target)
+    status = _settled_status(port, before)
     if not status.locked:
         raise ProtectError(f"the lock did not take: {target} still reads open after the reset "
                            f"({status.detail})",
@@ -363,8 +419,10 @@ def lock(port: Port, target: str) -> ProtectionStatus:
 def recover(port: Port, target: str, timeout: float = RECOVER_TIMEOUT) -> ProtectionStatus:
     """Mass-erase a LOCKED chip to open it; a chip that reads open is left untouched.
 
-    The state is read first: only a chip that reads locked is erased (never on a guess). Then
-    the status is read again after the reset.
+    The chip is identified and its state read first: only a chip proven to be the one
+    ``target`` names that reads locked is erased (never on a guess; otherwise
+    :class:`~piflash.errors.WrongTargetError`, nothing erased). Then the status is read again
+    after the reset.
 
     :param timeout: seconds the erase may take.
     :returns: the status before (if open: nothing was done) or after the recovery (open).
@@ -392,7 +450,7 @@ def recover(port: Port, target: str, timeout: float = RECOVER_TIMEOUT) -> Protec
         halves = [_RDP_OPEN] + [0xFF] * 7
         _stm32_write_options(port, halves, timeout)
     _system_reset(port, fam)
-    after = _settled_status(port, target)
+    after = _settled_status(port, before)
     if after.locked:
         raise ProtectError(f"{target} still reads locked after the mass erase ({after.detail})",
                            hint="power-cycle the board and run 'piflash protect recover' again")
@@ -400,5 +458,5 @@ def recover(port: Port, target: str, timeout: float = RECOVER_TIMEOUT) -> Protec
 
 
 __all__ = ["ProtectionStatus", "Port", "family_of", "session_port", "open_port", "read_status",
-           "check_open", "raise_locked", "locked_behind_connect_error", "lock", "recover",
-           "RECOVER_TIMEOUT", "RECOVER_HINT"]
+           "check_open", "raise_locked", "locked_error", "explain_connect_error", "lock", "recover",
+           "recover_hint", "RECOVER_TIMEOUT", "RECOVER_HINT"]

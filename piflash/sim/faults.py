@@ -57,6 +57,11 @@ open). The faults:
     stays 0 after ERASEALL, STM32 FLASH_SR.BSY stays set after an option-byte erase; nothing is
     erased and the chip stays locked.
 
+``option_bytes_fault`` -- bool (STM32F1 boards only).
+    Every debugger access to the option-byte block (0x1FFFF800-0x1FFFF80F) gets a SWD FAULT
+    (AHB error), as on a simulator that models FLASH_OBR but not that block (issue 19). The
+    option bytes still load at reset: FLASH_OBR.RDPRT tells the level in effect as before.
+
 ``absent`` -- bool.
     The probe is there but no target answers: every DP/AP access raises pyOCD's
     ``TransferError`` (no ACK). pyOCD's connect fails at once with "Target not detected".
@@ -71,7 +76,8 @@ __all__ = ["FAULT_NAMES", "Faults"]
 
 #: Names accepted by :meth:`Faults.from_dict` and ``SimStore.set_faults``.
 FAULT_NAMES: Tuple[str, ...] = ("write_protect", "stuck_busy", "bit_flip", "disconnect_after",
-                                "remove_after", "absent", "lock_ignored", "recover_stuck")
+                                "remove_after", "absent", "lock_ignored", "recover_stuck",
+                                "option_bytes_fault")
 
 
 @dataclass
@@ -90,6 +96,7 @@ class Faults:
     absent: bool = False
     lock_ignored: bool = False
     recover_stuck: bool = False
+    option_bytes_fault: bool = False
 
     # -- conversion -------------------------------------------------------------------------
     def to_dict(self) -> Dict[str, Any]:
@@ -111,6 +118,8 @@ class Faults:
             out["lock_ignored"] = True
         if self.recover_stuck:
             out["recover_stuck"] = True
+        if self.option_bytes_fault:
+            out["option_bytes_fault"] = True
         return out
 
     @classmethod
@@ -133,9 +142,11 @@ class Faults:
             raise ValueError("unknown fault %r (known: %s)" % (name, ", ".join(FAULT_NAMES)))
         if name == "write_protect":
             self.write_protect = _pages(value, spec)
-        elif name in ("stuck_busy", "absent", "lock_ignored", "recover_stuck"):
+        elif name in ("stuck_busy", "absent", "lock_ignored", "recover_stuck", "option_bytes_fault"):
             if value is not None and not isinstance(value, bool):
                 raise ValueError("fault %s takes True or False" % name)
+            if name == "option_bytes_fault" and value and spec is not None and spec.family != "stm32f1":
+                raise ValueError("fault option_bytes_fault is for STM32F1 boards (their option-byte block)")
             setattr(self, name, bool(value))
         elif name == "bit_flip":
             self.bit_flip = _bit_flip(value, spec)
@@ -154,6 +165,7 @@ class Faults:
         self.absent = other.absent
         self.lock_ignored = other.lock_ignored
         self.recover_stuck = other.recover_stuck
+        self.option_bytes_fault = other.option_bytes_fault
 
     # -- queries used by the models ---------------------------------------------------------
     def is_protected(self, page_start: int) -> bool:

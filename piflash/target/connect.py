@@ -60,9 +60,14 @@ def _probe_vid_pid(probe) -> Optional[str]:
     return "%04x:%04x" % tuple(vidpid)
 
 
-def _probe_target(probe) -> Optional[str]:
+def probe_target(probe) -> Optional[str]:
+    """The target type a pyOCD ``DebugProbe`` says its board carries (a DAPLink's board ID looked
+    up in pyOCD's ``pyocd/board/board_ids.py``, a ``sim:`` board's type), or None."""
     info = getattr(probe, "associated_board_info", None)
     return getattr(info, "target", None) if info else None
+
+
+_probe_target = probe_target
 
 
 def _find_probes(unique_id: Optional[str]) -> list:
@@ -453,4 +458,4 @@ def read_target_uid(session, strict: bool = False) -> Optional[str]:
 
 
 __all__ = ["ProbeInfo", "list_probes", "select_probe", "open_session", "translate_error",
-           "read_target_uid", "FlashError"]
+           "read_target_uid", "probe_target", "FlashError"]

@@ -101,7 +101,11 @@ class Fpec(RegisterDevice):
 
     def refuses(self, addr: int, length: int) -> bool:
         """Whether a debugger access to ``[addr, addr + length)`` is refused (RDP level 1:
-        main flash and its boot alias; RAM and peripherals stay reachable)."""
+        main flash and its boot alias; RAM and peripherals stay reachable). With the fault
+        ``option_bytes_fault`` the option-byte block faults too, whatever the RDP level."""
+        if self.faults.option_bytes_fault and self.option is not None \
+                and addr < self.option.start + self.option.size and addr + length > self.option.start:
+            return True
         if not self.rdprt:
             return False
         spans = [(self.flash.start, self.flash.start + self.flash.size)]
