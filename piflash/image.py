@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import BinaryIO, Iterable, List, Optional, Sequence, Tuple
 
 from piflash.errors import FirmwareError, ImageRangeError
 
@@ -175,6 +176,54 @@ def _load_elf(path: Path, raw: bytes) -> List[Tuple[int, bytes]]:
     return chunks
 
 
+#: What a file that is not a regular file is, by :mod:`stat` test, for the error message.
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(path: Path, mode: int) -> FirmwareError:
+    kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+    return FirmwareError(f"{path}: is {kind}, not a regular file",
+                         hint="give the built .hex, .bin or .elf file itself (save a stream to a file first)")
+
+
+def open_firmware(path: "os.PathLike[str] | str") -> BinaryIO:
+    """Open a firmware file for reading in binary, refusing anything but a regular file at once.
+
+    A FIFO would block the read until a writer comes (for ever), ``/dev/zero`` never ends and a
+    socket cannot be opened: all are refused before a byte is read. The file is opened with
+    ``O_NONBLOCK`` (a FIFO without a writer does not block the open, open(2)) and checked again
+    with ``fstat`` on the open descriptor, so a path swapped between the two checks is refused
+    too; the descriptor is then switched back to blocking reads.
+
+    :returns: the open file (binary, buffered); the caller closes it.
+    :raises FirmwareError: missing, not a regular file (directory, FIFO, character or block
+        device, socket) or not readable (exit 3).
+    """
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise FirmwareError(f"{path}: no such firmware file") from None
+    except OSError as exc:
+        raise FirmwareError(f"{path}: cannot read firmware file: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise _not_regular(path, mode)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise FirmwareError(f"{path}: no such firmware file") from None
+    except OSError as exc:
+        raise FirmwareError(f"{path}: cannot read firmware file: {exc.strerror}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise _not_regular(path, mode)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
 def load_image(path: os.PathLike | str, base_address: Optional[int] = None,
                file_format: Optional[str] = None) -> FirmwareImage:
     """Read and parse a firmware file.
@@ -183,18 +232,16 @@ def load_image(path: os.PathLike | str, base_address: Optional[int] = None,
     :param base_address: load address (int) of a ``.bin``; required for ``.bin``, refused otherwise.
     :param file_format: force ``"hex"``, ``"bin"`` or ``"elf"`` instead of detecting it.
     :returns: a :class:`FirmwareImage` with at least one non-empty segment.
-    :raises FirmwareError: missing or unreadable file, unknown format, corrupt, truncated or empty
-        content, a ``.bin`` without a base address or a base address for another format.
+    :raises FirmwareError: missing or unreadable file, not a regular file (:func:`open_firmware`),
+        unknown format, corrupt, truncated or empty content, an ELF for another architecture than
+        Arm, a ``.bin`` without a base address or a base address for another format.
     """
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise FirmwareError(f"{path}: no such firmware file") from None
-    except IsADirectoryError:
-        raise FirmwareError(f"{path}: is a directory, not a firmware file") from None
-    except OSError as exc:
-        raise FirmwareError(f"{path}: cannot read firmware file: {exc.strerror}") from exc
+    with open_firmware(path) as fh:
+        try:
+            raw = fh.read()
+        except OSError as exc:
+            raise FirmwareError(f"{path}: cannot read firmware file: {exc.strerror}") from exc
 
     fmt = file_format or detect_format(path, raw[:4])
     if fmt not in FORMAT_SUFFIXES:
