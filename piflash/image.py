@@ -157,19 +157,70 @@ def _load_hex(path: Path, raw: bytes) -> List[Tuple[int, bytes]]:
     return [(start, ih.tobinstr(start=start, end=end - 1)) for start, end in ih.segments()]
 
 
+#: ELF ``e_machine`` values (System V ABI, "ELF Header"; pyelftools ``ENUM_E_MACHINE``) of the
+#: machines a Cortex-M firmware is most often confused with, by pyelftools name -> short name.
+#: A Cortex-M runs only ``EM_ARM`` (40) code.
+_MACHINE_NAMES = {"EM_ARM": "Arm", "EM_X86_64": "x86-64", "EM_386": "i386", "EM_RISCV": "RISC-V",
+                  "EM_AARCH64": "AArch64", "EM_XTENSA": "Xtensa", "EM_AVR": "AVR"}
+
+
+def _machine(elf) -> str:
+    """``e_machine`` of an ELF as ``"x86-64 (e_machine 62)"``."""
+    from elftools.elf.descriptions import describe_e_machine
+    from elftools.elf.enums import ENUM_E_MACHINE
+
+    value = elf["e_machine"]
+    number = ENUM_E_MACHINE.get(value, value) if isinstance(value, str) else value
+    name = _MACHINE_NAMES.get(value) or (describe_e_machine(value) if isinstance(value, str) else "an unknown machine")
+    return f"{name} (e_machine {number})"
+
+
+def _check_table(path: Path, size: int, what: str, offset: int, count: int, entsize: int) -> None:
+    want = count * entsize
+    if count and offset + want > size:
+        have = max(0, size - offset)
+        raise FirmwareError(f"{path}: ELF file is truncated: the file ends inside its {what} "
+                            f"({have:,} of {want:,} bytes)",
+                            hint="the file was cut short: copy it again or rebuild it")
+
+
 def _load_elf(path: Path, raw: bytes) -> List[Tuple[int, bytes]]:
+    """The PT_LOAD segments (load address, file bytes) of an Arm ELF, whole.
+
+    :raises FirmwareError: not an ELF pyelftools can parse, an ELF for another machine than Arm
+        (``e_machine`` other than ``EM_ARM``: a Cortex-M runs no other code), or a file that ends
+        before the end of its ELF header, of its program header table, of a loadable segment's bytes or of its
+        section header table (a truncated file: flashing the part there is would ship half a
+        firmware).
+    """
     import io
 
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
 
+    # The ELF header is 52 bytes for ELFCLASS32, 64 for ELFCLASS64 (e_ident[EI_CLASS], byte 4).
+    _check_table(path, len(raw), "ELF header", 0, 1, 64 if raw[4:5] == b"\x02" else 52)
     try:
         elf = ELFFile(io.BytesIO(raw))
+        if elf["e_machine"] != "EM_ARM":
+            raise FirmwareError(f"{path}: ELF file for {_machine(elf)}, not for Arm: a Cortex-M runs only "
+                                f"Arm code (e_machine EM_ARM, 40)",
+                                hint="this is a build for another processor: flash the firmware built for "
+                                     "the target (arm-none-eabi toolchain)")
+        _check_table(path, len(raw), "program header table", elf["e_phoff"], elf["e_phnum"], elf["e_phentsize"])
         chunks = []
-        for seg in elf.iter_segments():
+        for number, seg in enumerate(elf.iter_segments()):
             # Load segments with file contents, at their load (physical) address, as a debugger would.
-            if seg["p_type"] == "PT_LOAD" and seg["p_filesz"] > 0:
-                chunks.append((seg["p_paddr"], seg.data()[: seg["p_filesz"]]))
+            if seg["p_type"] != "PT_LOAD" or seg["p_filesz"] == 0:
+                continue
+            have = max(0, min(seg["p_filesz"], len(raw) - seg["p_offset"]))
+            if have < seg["p_filesz"]:       # numbered as readelf -l numbers segments, from 0
+                raise FirmwareError(f"{path}: ELF file is truncated: the file ends inside segment {number} "
+                                    f"({have:,} of {seg['p_filesz']:,} bytes, load address "
+                                    f"{seg['p_paddr']:#010x})",
+                                    hint="the file was cut short: copy it again or rebuild it")
+            chunks.append((seg["p_paddr"], seg.data()[: seg["p_filesz"]]))
+        _check_table(path, len(raw), "section header table", elf["e_shoff"], elf["e_shnum"], elf["e_shentsize"])
     except (ELFError, ValueError, IndexError, KeyError) as exc:
         raise FirmwareError(f"{path}: corrupt ELF file: {exc}",
                             hint="the file is damaged: rebuild it") from exc
