@@ -9,8 +9,8 @@ import json
 import click
 
 from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, Settings, firmware_options, handles_errors,
-                                 memory_guarded, output_options, probe_options, reset_option, resolve,
-                                 session_options, sigterm_as_interrupt)
+                                 confirm_mass_erase, memory_guarded, output_options, probe_options,
+                                 reset_option, resolve, session_options, sigterm_as_interrupt, yes_option)
 from piflash.errors import PiflashError
 from piflash.program import ERASE_MODES
 
@@ -206,23 +206,37 @@ def _range(text: str):
     return start, end
 
 
+#: What ``erase --chip`` loses: it is a mass erase on every target piflash knows (nRF NVMC ERASEALL
+#: clears "all non-volatile memory including UICR registers", nRF52840 PS v1.7 NVMC ERASEALL;
+#: STM32F1 FLASH_CR.MER is the "mass erase", RM0008 3.3.3).
+CHIP_ERASE_LOSES = "all of its flash and, on an nRF, the UICR (serial numbers, patches, APPROTECT setting)"
+
+
 @click.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
 @probe_options
-@click.option("--chip", "mode", flag_value="chip", help="Erase the whole chip (the default).")
+@click.option("--chip", "mode", flag_value="chip",
+              help="Erase the whole chip: a mass erase, so it asks first on a terminal (--yes without one).")
 @click.option("--sector", "sectors", multiple=True, metavar="RANGE",
               help="Erase the sectors covering RANGE: ADDR, START-END (end exclusive) or START+LENGTH. Repeatable.")
+@yes_option
 @output_options
 @handles_errors
 @memory_guarded("erase")
-def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, quiet, json_mode):
-    """Erase the chip, or the sectors covering the given ranges."""
+def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, yes, quiet, json_mode):
+    """Erase the whole chip (--chip) or the sectors covering the given ranges (--sector): one of
+    the two must be given, as with 'pyocd erase'."""
     from piflash.flasher import erase_target
 
     sigterm_as_interrupt()
     if mode == "chip" and sectors:
         raise click.UsageError("--chip and --sector exclude each other")
-    s = resolve(profile, probe=probe, target=target, frequency=frequency)
+    if mode is None and not sectors:
+        raise click.UsageError("say what to erase: --chip (the whole chip, a mass erase) or --sector RANGE "
+                               "(e.g. --sector 0x8000+0x1000)")
     ranges = [_range(r) for r in sectors]
+    s = resolve(profile, probe=probe, target=target, frequency=frequency)
+    if mode == "chip":
+        confirm_mass_erase(CHIP_ERASE_LOSES, yes, "erase --chip")
     result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: erase_target(
         s["probe"], s["target"], "sector" if ranges else "chip", ranges, s["frequency"], display,
         session_options(s, pyocd_options), on_touch=on_touch))
