@@ -209,6 +209,8 @@ def _one_off(prof, plan, serial: int, force: bool):
 
     :raises SerialIssuedError: the number is in the serial database (the counter's or an earlier
         one-off) or in a history row of this profile, and ``force`` is not set (exit 25).
+    :raises SerialError, HistoryError: the serial database or the history exists but cannot be
+        read (exit 22, 18): whether the number is free cannot be told.
     """
     from piflash.errors import SerialIssuedError
     from piflash.serials import OneOff, find_issued
