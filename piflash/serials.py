@@ -381,5 +381,6 @@ class OneOff:
             db.close()
 
 
-__all__ = ["SerialAllocator", "find_issued", "OneOff", "LocalLeaseSource", "LeaseSource", "Lease", "default_path", "checkpoint",
+__all__ = ["SerialAllocator", "find_issued", "OneOff", "LocalLeaseSource", "LeaseSource", "Lease",
+           "default_path", "checkpoint",
            "DEFAULT_BLOCK", "NUMBER_STATES", "KILL_POINTS"]
