@@ -181,7 +181,7 @@ def main():
         try:
             remote = ["-t", TARGET, "-u", server.uid, "-q"]
             rows.append(("info", "-", 0, peak(args.runs, [BIN / "piflash", "info", *remote[:4]], env)))
-            rows.append(("erase", "-", 0, peak(args.runs, [BIN / "piflash", "erase", *remote], env)))
+            rows.append(("erase", "-", 0, peak(args.runs, [BIN / "piflash", "erase", "--chip", "--yes", *remote], env)))
             for size in sizes:
                 images = write_images(tmp, size)
                 for fmt, path in images.items():

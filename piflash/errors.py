@@ -48,6 +48,7 @@ class ExitCode(enum.IntEnum):
     SERIAL = 22           #: no serial number to give (counter used up) or the serial database is unusable
     PROBE_TIMEOUT = 23    #: the probe (or probe server) stopped answering within the time limit
     PROBE_BUSY = 24       #: the probe is in use by another piflash or pyOCD client
+    SERIAL_ISSUED = 25    #: ``--serial N`` names a number already issued (``--force-serial`` re-issues it)
     INTERRUPTED = 130     #: Ctrl-C or SIGTERM (128 + SIGINT)
 
 
@@ -78,6 +79,7 @@ EXIT_CODE_HELP = {
     ExitCode.SERIAL: "no serial number available (counter used up, serial database unusable)",
     ExitCode.PROBE_TIMEOUT: "the probe did not answer in time",
     ExitCode.PROBE_BUSY: "the probe is in use by another client",
+    ExitCode.SERIAL_ISSUED: "serial number already issued to a board (--force-serial re-issues it)",
     ExitCode.INTERRUPTED: "interrupted",
 }
 
@@ -266,6 +268,23 @@ class SerialError(PiflashError):
     opened or written, or a one-off ``--serial`` does not fit the profile's encoding."""
 
     exit_code = ExitCode.SERIAL
+
+
+class SerialIssuedError(PiflashError):
+    """A ``--serial N`` names a number already issued (pass, fail or interrupted) to a board: by the
+    counter (the serial database) or by an earlier one-off (the history). ``--force-serial`` is
+    the deliberate re-issue (issue 19, item 5).
+
+    :ivar serial: the number (int).
+    :ivar issued: where it was found, a list of dicts (see :func:`piflash.production.serials.find_issued`).
+    """
+
+    exit_code = ExitCode.SERIAL_ISSUED
+
+    def __init__(self, message: str, serial: int, issued: list, hint: Optional[str] = None) -> None:
+        super().__init__(message, hint)
+        self.serial = serial
+        self.issued = list(issued)
 
 
 class ServiceError(PiflashError):

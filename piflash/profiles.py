@@ -43,9 +43,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, List, NoReturn, Optional, Tuple, Union
 
 from piflash.errors import ChecksumError, FirmwareError, PackError, PiflashError, ProfileError
-from piflash.firmware.image import ALL_SUFFIXES, format_for_name
+from piflash.firmware.image import ALL_SUFFIXES, format_for_name, open_firmware
 from piflash.firmware.patch import PatchPlan, parse_plan
-
 from piflash.flashing.program import ERASE_MODES
 
 if TYPE_CHECKING:
@@ -110,17 +109,18 @@ class Profile:
         """Hash the firmware file and compare it with :attr:`sha256` (if set).
 
         :returns: the file's SHA-256 as 64 lowercase hex digits.
-        :raises FirmwareError: the file is missing, a directory or unreadable.
+        :raises FirmwareError: the file is missing, not a regular file (a directory, FIFO, device)
+            or unreadable.
         :raises ChecksumError: :attr:`sha256` is set and differs from the file's digest.
         """
         digest = hashlib.sha256()
+        if not os.path.lexists(self.firmware):
+            raise FirmwareError(f"firmware file not found: {self.firmware}",
+                                hint=f"build it, or fix 'firmware' in {self.path}")
         try:
-            with open(self.firmware, "rb") as f:
+            with open_firmware(self.firmware) as f:    # refuses a FIFO or device (it would block)
                 for chunk in iter(lambda: f.read(_CHUNK), b""):
                     digest.update(chunk)
-        except FileNotFoundError:
-            raise FirmwareError(f"firmware file not found: {self.firmware}",
-                                hint=f"build it, or fix 'firmware' in {self.path}") from None
         except OSError as e:
             raise FirmwareError(f"cannot read firmware file {self.firmware}: {e.strerror or e}") from None
         return self.check_digest(digest.hexdigest())

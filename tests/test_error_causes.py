@@ -68,7 +68,7 @@ def test_sim_create_without_the_extra_names_the_install_command():
     assert "internal error" not in proc.stderr
 
 
-@pytest.mark.parametrize("command", [["info"], ["erase", "--chip"]])
+@pytest.mark.parametrize("command", [["info"], ["erase", "--chip", "--yes"]])
 def test_sim_probe_without_the_extra_says_so(command):
     proc = run_without_unicorn(*command, *NRF)
     assert proc.returncode == ExitCode.EXTRA_MISSING, proc.stderr
@@ -95,14 +95,14 @@ def test_chip_erase_refused_by_write_protection_fails(cli, firmware_dir):
     cli("sim", "create", "st", "-t", "stm32f103rc", check=0)
     cli("flash", fw, "-u", "sim:st", "-q", check=0)
     cli("sim", "fault", "st", "--write-protect", "0x08000800", check=0)
-    res = cli.json("erase", "--chip", "-u", "sim:st", check=ExitCode.FLASH)
+    res = cli.json("erase", "--chip", "--yes", "-u", "sim:st", check=ExitCode.FLASH)
     assert "chip erase did not take" in res["error"]["message"] and "0x08000000" in res["error"]["message"]
     assert "write-protected" in res["error"]["hint"]
     erases = [(op["outcome"], op["exit_code"]) for op in history(cli) if op["operation"] == "erase"]
     assert erases == [("fail", ExitCode.FLASH)]
     # Without the protection the same command erases, and the board really is blank.
     cli("sim", "fault", "st", "--clear", check=0)
-    assert cli.json("erase", "--chip", "-u", "sim:st")["ok"]
+    assert cli.json("erase", "--chip", "--yes", "-u", "sim:st")["ok"]
     dump = cli("sim", "dump", "st", "-o", firmware_dir.parent / "st-dump.bin", check=0)
     assert dump.returncode == 0
     data = (firmware_dir.parent / "st-dump.bin").read_bytes()

@@ -79,7 +79,7 @@ def test_bin_and_elf(cli, tmp_path, firmware_dir):
         "--base-address", "0x08000000", check=0)
     want = expected_flash(fw / "firmware.hex", 512 * 1024, 0x08000000)
     assert dump(cli, "stm32f103rc", tmp_path) == want
-    cli("erase", "-t", "stm32f103rc", "-u", "sim:stm32f103rc", check=0)
+    cli("erase", "--chip", "--yes", "-t", "stm32f103rc", "-u", "sim:stm32f103rc", check=0)
     assert dump(cli, "stm32f103rc", tmp_path) == b"\xff" * (512 * 1024)
     cli("flash", fw / "firmware.elf", "-t", "stm32f103rc", "-u", "sim:stm32f103rc", check=0)
     assert dump(cli, "stm32f103rc", tmp_path) == want

@@ -382,7 +382,7 @@ def test_cli_refuses_and_flashes_nothing(cli, starved, tmp_path, firmware_dir):
     assert out["error"]["exit_code"] == 14
 
 
-@pytest.mark.parametrize("args", [["verify", "{fw}"], ["erase"], ["info"], ["reset"]])
+@pytest.mark.parametrize("args", [["verify", "{fw}"], ["erase", "--chip", "--yes"], ["info"], ["reset"]])
 def test_every_pyocd_command_is_guarded(cli, starved, firmware_dir, args):
     fw = firmware_dir / NRF / "firmware.hex"
     proc = cli(*[a.format(fw=fw) for a in args], "-t", NRF, "-u", "sim:b", check=14)
@@ -403,7 +403,7 @@ def test_force_and_env_let_it_through(cli, starved, tmp_path, firmware_dir, monk
     proc = cli("flash", fw, "-t", NRF, "-u", "sim:f", "--force", check=0)
     assert "warning: not enough memory" in proc.stderr and "going on anyway (--force)" in proc.stderr
     assert board_flash(cli, "f", tmp_path) == expected_flash(fw, FLASH_SIZE)
-    cli("erase", "-t", NRF, "-u", "sim:f", "--force", check=0)
+    cli("erase", "--chip", "--yes", "-t", NRF, "-u", "sim:f", "--force", check=0)
     assert board_flash(cli, "f", tmp_path) == b"\xff" * FLASH_SIZE
     monkeypatch.setenv("PIFLASH_MEMORY_GUARD", "off")
     proc = cli("flash", fw, "-t", NRF, "-u", "sim:f", check=0)

@@ -155,7 +155,7 @@ def test_flash_erase_through_pack_target(cli, pack, firmware, tmp_path):
     image = expected_flash(firmware, FLASH_SIZE)
     assert after[0x1000:0x2000] == b"\xff" * 0x1000
     assert after[:0x1000] == image[:0x1000] and after[0x2000:] == image[0x2000:]
-    erased = cli.json("erase", "-t", PART, "-O", f"pack={pack}", "-u", "sim:bay")
+    erased = cli.json("erase", "--chip", "--yes", "-t", PART, "-O", f"pack={pack}", "-u", "sim:bay")
     assert erased["program"]["erased_bytes"] == FLASH_SIZE
     assert dump(cli, "bay", tmp_path) == b"\xff" * FLASH_SIZE
 

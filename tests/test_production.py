@@ -211,10 +211,10 @@ def test_lock_status_flash_refused_recover_then_flash(target, firmware_dir, micr
     refused = cli("flash", fw, *u, check=int(ExitCode.PROTECTED))
     assert "read-out protected" in refused.stderr and "piflash protect recover" in refused.stderr
     assert store.read_flash("b") == before                           # nor did the refused flash
-    out = cli("protect", "recover", *u, check=0).stdout
+    out = cli("protect", "recover", *u, "--yes", check=0).stdout
     assert "MASS ERASE done" in out and "now OPEN" in out
     assert set(store.read_flash("b")) == {0xFF}                      # recover leaves flash erased
-    assert "not locked: nothing erased" in cli("protect", "recover", *u, check=0).stdout
+    assert "not locked: nothing erased" in cli("protect", "recover", *u, "--yes", check=0).stdout
     cli("flash", fw, *u, check=0)
     assert store.read_flash("b") == before
     from support.stationkit import rows
@@ -236,7 +236,7 @@ def test_lock_that_does_not_take_fails_the_board(tmp_path, firmware_dir, store, 
     assert (status["state"], status["configured"]) == ("open", True)     # written, not in effect
     store.clear_faults("nb")                  # a healthy part takes UICR.APPROTECT at power-on
     assert cli.json("protect", "status", *u)["status"]["state"] == "locked"
-    cli("protect", "recover", *u, check=0)
+    cli("protect", "recover", *u, "--yes", check=0)
     ok = cli.json("flash", "-p", "numbered", "-u", "sim:nb", "--serial", "8")
     assert ok["protection"] == "locked"
     assert cli.json("protect", "status", "-u", "sim:nb", "-t", "nrf52840")["status"]["state"] == "locked"
@@ -248,7 +248,7 @@ def test_recover_that_times_out_fails_and_keeps_the_chip_locked(target, store, c
     u = ("-u", "sim:b", "-t", target)
     cli("protect", "lock", *u, check=0)
     store.set_faults("b", recover_stuck=True)
-    out = cli("protect", "recover", *u, "--timeout", "0.3", check=int(ExitCode.PROTECT_FAILED))
+    out = cli("protect", "recover", *u, "--yes", "--timeout", "0.3", check=int(ExitCode.PROTECT_FAILED))
     assert "did not finish within 0.3 s" in out.stderr
     store.clear_faults("b")
     assert cli.json("protect", "status", *u)["status"]["state"] == "locked"

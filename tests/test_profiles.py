@@ -295,7 +295,7 @@ def test_missing_firmware_is_firmware_error(tmp_path):
     with pytest.raises(FirmwareError, match="not found"):
         p.check_firmware()
     (tmp_path / "dir.hex").mkdir()
-    with pytest.raises(FirmwareError, match="cannot read"):
+    with pytest.raises(FirmwareError, match="is a directory, not a regular file"):
         p.with_overrides(firmware=tmp_path / "dir.hex").check_firmware()
 
 

@@ -135,7 +135,7 @@ def test_every_json_output_matches_the_schema(cli, checked, firmware_dir, tmp_pa
     sector = checked("erase", "--sector", "0x1000", *NRF, "-q")
     assert sector["program"]["erase_mode"] == "sector" and sector["program"]["erased_bytes"] == 4096
     assert sector["durations"]["erase"] > 0
-    chip = checked("erase", "--chip", *NRF, "-q")
+    chip = checked("erase", "--chip", "--yes", *NRF, "-q")
     assert chip["program"]["erase_mode"] == "chip"
     assert checked("reset", *NRF)["durations"]["reset"] >= 0
 
@@ -149,9 +149,9 @@ def test_every_json_output_matches_the_schema(cli, checked, firmware_dir, tmp_pa
 
     status = checked("protect", "status", *NRF)
     assert status["status"]["state"] == "open" and status["target_uid"] == uid
-    assert checked("protect", "recover", *NRF)["protection"] == "open"     # not locked: nothing erased
+    assert checked("protect", "recover", "--yes", *NRF)["protection"] == "open"     # not locked: nothing erased
     assert checked("protect", "lock", *NRF)["protection"] == "locked"
-    recovered = checked("protect", "recover", *NRF)
+    recovered = checked("protect", "recover", "--yes", *NRF)
     assert recovered["operation"] == "recover-mass-erase" and recovered["program"]["erase_mode"] == "chip"
 
     history = checked("history")

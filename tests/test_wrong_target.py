@@ -59,7 +59,8 @@ def test_nrf52840_named_on_an_open_nrf51_is_never_called_protected(via, board, c
     store.write_flash("n51", b"\x11" * 4096)                    # something a mass erase would lose
     before = store.read_flash("n51")
     fw = firmware_dir / "nrf52840" / "firmware.hex"
-    for args in (["flash", fw], ["verify", fw], ["erase", "--chip"], ["protect", "status"], ["protect", "recover"]):
+    for args in (["flash", fw], ["verify", fw], ["erase", "--chip", "--yes"], ["protect", "status"],
+                 ["protect", "recover", "--yes"]):
         out = cli(*args, *u, "-t", "nrf52840", check=CONNECT)
         assert "the chip is not what --target nrf52840 names: it is an nRF51" in out.stderr, args
         assert "--target nrf51 " in out.stderr and UNTOUCHED in out.stderr, args
@@ -108,7 +109,7 @@ def test_a_locked_nrf52840_named_as_another_chip_is_not_erased(via, board, cli, 
     cli("protect", "lock", *u, "-t", "nrf52840", check=0)
     before = SimStore().read_flash("l52")
     for target in ("nrf51", "stm32f103rc"):
-        out = cli("protect", "recover", *u, "-t", target, check=CONNECT)
+        out = cli("protect", "recover", "--yes", *u, "-t", target, check=CONNECT)
         assert "it is an nRF52-series chip" in out.stderr and "nRF52 CTRL-AP" in out.stderr
         assert "locked: FICR INFO.PART hidden" in out.stderr
     out = cli("flash", fw, *u, "-t", "nrf51", check=CONNECT)
@@ -127,13 +128,13 @@ def test_a_locked_nrf52840_without_target_is_protected_with_a_true_hint(via, pre
         assert u[1].startswith("1102")
     fw = firmware_dir / "nrf52840" / "firmware.hex"
     cli("protect", "lock", *u, "-t", "nrf52840", check=0)
-    for args in (["flash", fw], ["verify", fw], ["erase", "--chip"]):
+    for args in (["flash", fw], ["verify", fw], ["erase", "--chip", "--yes"]):
         out = cli(*args, *u, check=PROTECTED)
         assert "nrf52840 is read-out protected" in out.stderr, args
         assert "'piflash protect recover --target nrf52840' unlocks it" in out.stderr, args
         assert "connect sequence failed" not in out.stderr
     assert [r["protection"] for r in _history()][-3:] == ["locked"] * 3
-    cli("protect", "recover", "--target", "nrf52840", *u, check=0)   # the hint, as given
+    cli("protect", "recover", "--target", "nrf52840", *u, "--yes", check=0)   # the hint, as given (--yes: no terminal to ask on)
     cli("flash", fw, *u, check=0)
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import click
 
-from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, Settings, emit_json, firmware_options,
-                                 handles_errors, memory_guarded, output_options, probe_options, reset_option, resolve,
-                                 session_options, sigterm_as_interrupt)
+from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, Settings, confirm_mass_erase, emit_json,
+                                 firmware_options, handles_errors, memory_guarded, output_options,
+                                 probe_options, reset_option, resolve, session_options, sigterm_as_interrupt,
+                                 yes_option)
 from piflash.errors import PiflashError
 from piflash.flashing.program import ERASE_MODES
 
@@ -119,13 +120,16 @@ def _report(result, json_mode: bool, quiet: bool, line: str) -> None:
               help="Read back and compare every programmed byte [default: on, or the profile's].")
 @click.option("--serial", "serial", type=click.IntRange(min=0), metavar="N",
               help="Serial number for this one board, written where the profile's 'serial:' says "
-                   "(one-offs; the station takes numbers from the counter).")
+                   "(one-offs; the station takes numbers from the counter). A number already issued "
+                   "is refused (exit 25).")
+@click.option("--force-serial", is_flag=True,
+              help="Re-issue a --serial number already issued, on purpose (recorded as a re-issue).")
 @reset_option
 @output_options
 @handles_errors
 @memory_guarded("flash")
 def flash(firmware, probe, target, frequency, profile, pyocd_options, base_address, erase, verify,
-          serial, reset, quiet, json_mode):
+          serial, force_serial, reset, quiet, json_mode):
     """Flash FIRMWARE (.hex, .elf, or .bin with --base-address), verify it and reset the target.
 
     With a profile's 'serial:'/'patch:' the board's own bytes are laid over the image, and that
@@ -140,6 +144,8 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
     prof = s.get("profile_obj")
     plan = prof.patch_plan if prof is not None else None
     protect = prof.protect if prof is not None else None
+    if force_serial and serial is None:
+        raise click.UsageError("--force-serial re-issues the number given with --serial N: give --serial")
     if serial is not None and (plan is None or not plan.uses_serial):
         raise click.UsageError("--serial needs a profile with a 'serial:' section (where and how to write it)")
     if plan is not None and plan.uses_serial and serial is None:
@@ -148,21 +154,86 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
     if protect == "lock" and not s["verify"]:
         raise click.UsageError(f"profile {prof.name} locks boards after a passed verify: --no-verify "
                                "would lock an unverified board")
+    one_off = None
     if serial is not None:
         s["serial"] = str(serial)                   # in the history row from the first touch on
+        one_off = _one_off(prof, plan, serial, force_serial)
     image = _load(s)
-    result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: flash_firmware(
-        image, probe=s["probe"], target=s["target"], frequency=s["frequency"], erase=s["erase"],
-        verify=s["verify"], reset=s["reset"], progress=display,
-        options=session_options(s, pyocd_options), on_touch=on_touch, plan=plan, serial=serial,
-        protect=protect))
+
+    def call(display, on_touch):
+        def touch(result):
+            on_touch(result)
+            if one_off is not None:                 # committed before the board is programmed
+                one_off.take(result.target_uid)
+        return flash_firmware(
+            image, probe=s["probe"], target=s["target"], frequency=s["frequency"], erase=s["erase"],
+            verify=s["verify"], reset=s["reset"], progress=display,
+            options=session_options(s, pyocd_options), on_touch=touch, plan=plan, serial=serial,
+            protect=protect)
+
+    try:
+        result = _run_with_progress(s, quiet, json_mode, call)
+    except BaseException as exc:
+        interrupted = isinstance(exc, KeyboardInterrupt) or getattr(exc, "exit_code", None) == 130
+        _finish(one_off, "interrupted" if interrupted else "fail", getattr(exc, "result", None))
+        raise
+    _finish(one_off, "pass", result)
     p = result.program
     verified = "verified" if result.verify else "NOT verified"
     extra = f", serial {result.serial}" if result.serial is not None else ""
+    extra += " (RE-ISSUED with --force-serial)" if force_serial and result.serial is not None else ""
     extra += ", read-out protection LOCKED" if result.protection == "locked" and protect else ""
     _report(result, json_mode, quiet,
             f"Flashed {image.size:,} bytes to {result.target} ({result.probe_id}): {p.programmed_bytes:,} "
             f"programmed, {p.skipped_bytes:,} unchanged, {verified}{extra}, in {result.duration:.2f} s")
+
+
+def _finish(one_off, state: str, result) -> None:
+    """Record a one-off number's outcome; a serial database that cannot be written warns (the
+    number stays ``taken``, so it is still never given again)."""
+    if one_off is None:
+        return
+    try:
+        one_off.finish(state, getattr(result, "target_uid", None))
+    except PiflashError as exc:
+        click.secho(f"warning: serial {one_off.n} not marked {state} in the serial database: {exc.message}",
+                    fg="yellow", err=True)
+
+
+def _one_off(prof, plan, serial: int, force: bool):
+    """Refuse a ``--serial`` number already issued to a board, unless ``force`` (issue 19, item 5);
+    return the :class:`piflash.production.serials.OneOff` that records this issue in the serial database.
+
+    Checked before the firmware is loaded or a probe opened: a refusal touches nothing.
+
+    :raises SerialIssuedError: the number is in the serial database (the counter's or an earlier
+        one-off) or in a history row of this profile, and ``force`` is not set (exit 25).
+    :raises SerialError, HistoryError: the serial database or the history exists but cannot be
+        read (exit 22, 18): whether the number is free cannot be told.
+    """
+    from piflash.errors import SerialIssuedError
+    from piflash.production.serials import OneOff, find_issued
+
+    counter = plan.counter.name
+    found = find_issued(counter, serial, prof.name)
+    if found and not force:
+        boards = sorted({f["target_uid"] for f in found if f["target_uid"]})
+        first = next((f for f in found if f["source"] == "history"), found[0])
+        if first["source"] == "history":
+            where = (f"history row {first['row']}: {first['operation']} {first['state'].upper()} at {first['when']}"
+                     + (f", station {first['station']}" if first["station"] else ""))
+        else:
+            where = (f"serial database, counter '{counter}': {first['state']} at {first['when']}, "
+                     + (f"station {first['holder']}" if first["holder"] != "cli" else "a --serial one-off"))
+        who = f"board {', '.join(boards)}" if boards else "a board whose unique ID was not read"
+        more = f" ({len(found)} records in the history and the serial database)" if len(found) > 1 else ""
+        raise SerialIssuedError(
+            f"serial {serial} was already issued: {who} has it; {where}{more}",
+            serial=serial, issued=found,
+            hint=f"take a new number (the station takes them from the counter '{counter}'); "
+                 f"'piflash history --board {serial}' shows the board. To give it again on purpose "
+                 f"(the same board flashed again), add --force-serial: it is recorded as a re-issue")
+    return OneOff(counter, serial, reissue=bool(found))
 
 
 @click.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
@@ -204,23 +275,37 @@ def _range(text: str):
     return start, end
 
 
+#: What ``erase --chip`` loses: it is a mass erase on every target piflash knows (nRF NVMC ERASEALL
+#: clears "all non-volatile memory including UICR registers", nRF52840 PS v1.7 NVMC ERASEALL;
+#: STM32F1 FLASH_CR.MER is the "mass erase", RM0008 3.3.3).
+CHIP_ERASE_LOSES = "all of its flash and, on an nRF, the UICR (serial numbers, patches, APPROTECT setting)"
+
+
 @click.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
 @probe_options
-@click.option("--chip", "mode", flag_value="chip", help="Erase the whole chip (the default).")
+@click.option("--chip", "mode", flag_value="chip",
+              help="Erase the whole chip: a mass erase, so it asks first on a terminal (--yes without one).")
 @click.option("--sector", "sectors", multiple=True, metavar="RANGE",
               help="Erase the sectors covering RANGE: ADDR, START-END (end exclusive) or START+LENGTH. Repeatable.")
+@yes_option
 @output_options
 @handles_errors
 @memory_guarded("erase")
-def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, quiet, json_mode):
-    """Erase the chip, or the sectors covering the given ranges."""
+def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, yes, quiet, json_mode):
+    """Erase the whole chip (--chip) or the sectors covering the given ranges (--sector): one of
+    the two must be given, as with 'pyocd erase'."""
     from piflash.flashing.workflow import erase_target
 
     sigterm_as_interrupt()
     if mode == "chip" and sectors:
         raise click.UsageError("--chip and --sector exclude each other")
-    s = resolve(profile, probe=probe, target=target, frequency=frequency)
+    if mode is None and not sectors:
+        raise click.UsageError("say what to erase: --chip (the whole chip, a mass erase) or --sector RANGE "
+                               "(e.g. --sector 0x8000+0x1000)")
     ranges = [_range(r) for r in sectors]
+    s = resolve(profile, probe=probe, target=target, frequency=frequency)
+    if mode == "chip":
+        confirm_mass_erase(CHIP_ERASE_LOSES, yes, "erase --chip")
     result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: erase_target(
         s["probe"], s["target"], "sector" if ranges else "chip", ranges, s["frequency"], display,
         session_options(s, pyocd_options), on_touch=on_touch))

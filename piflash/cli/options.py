@@ -77,6 +77,34 @@ def handles_errors(func):
     return wrapper
 
 
+#: ``--yes``/``-y`` of the commands that mass-erase a chip (``erase --chip``, ``protect recover``).
+yes_option = click.option("--yes", "-y", is_flag=True,
+                          help="Do not ask before the mass erase (needed when stdin is not a terminal).")
+
+
+def confirm_mass_erase(what: str, yes: bool, command: str) -> None:
+    """Get the user's go-ahead for a mass erase, before the probe is opened.
+
+    With ``yes`` it goes on. On a terminal (stdin a tty) it asks on stderr (stdout stays one JSON
+    object with ``--json``), default no. Without a terminal it cannot ask: it refuses, so a script
+    or a pasted line never mass-erases a chip nobody confirmed (issue 19, item 6).
+
+    :param what: what is lost, e.g. "all of its flash and, on an nRF, the UICR".
+    :param command: the command as typed, for the messages, e.g. ``"erase --chip"``.
+    :raises click.UsageError: no terminal and no ``--yes`` (exit 2), naming ``--yes``.
+    :raises OperationInterrupted: the user answered no (exit 130): nothing was touched.
+    """
+    from piflash.errors import OperationInterrupted
+
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise click.UsageError(f"{command} mass-erases the chip, losing {what}; stdin is not a terminal, "
+                               f"so piflash cannot ask: add --yes to go on")
+    if not click.confirm(f"{command} mass-erases the chip, losing {what}. Go on?", default=False, err=True):
+        raise OperationInterrupted(f"{command} not confirmed: nothing was erased, the probe was not opened")
+
+
 def sigterm_as_interrupt() -> None:
     """Let SIGTERM take the same clean path as Ctrl-C (disconnect, say what state the board is in)."""
     def handler(signum, frame):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 
-from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, emit_json, handles_errors, output_options,
-                                 probe_options, resolve, sigterm_as_interrupt)
+from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, confirm_mass_erase, emit_json, handles_errors,
+                                 output_options, probe_options, resolve, sigterm_as_interrupt, yes_option)
 
 
 @click.group(context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
@@ -128,18 +128,24 @@ def lock(probe, target, frequency, profile, pyocd_options, quiet, json_mode):
 @probe_options
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=None, metavar="SECONDS",
               help="How long the mass erase may take [default: 15].")
+@yes_option
 @output_options
 @handles_errors
-def recover(probe, target, frequency, profile, pyocd_options, timeout, quiet, json_mode):
+def recover(probe, target, frequency, profile, pyocd_options, timeout, yes, quiet, json_mode):
     """Open a LOCKED chip by mass erase. A chip that reads open is left untouched.
 
     The erase wipes all of flash (and on nRF the UICR): the firmware and any data on the board
-    are lost. It only happens after the state was read as locked.
+    are lost. It only happens after the state was read as locked, and after the user said yes:
+    on a terminal it asks first, without one it needs --yes.
     """
     from piflash.production.protect import RECOVER_TIMEOUT, read_status
     from piflash.production.protect import recover as do_recover
 
     sigterm_as_interrupt()
+    if not resolve(profile, probe=probe, target=target, frequency=frequency)["target"]:
+        raise click.UsageError("protect needs the target type: --target (or 'target:' in a profile)")
+    confirm_mass_erase("all of its flash and, on an nRF, the UICR, if it reads locked", yes,
+                       "protect recover")
     got = {}
 
     def action(port, tgt, result):

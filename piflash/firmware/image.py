@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import BinaryIO, Iterable, List, Optional, Sequence, Tuple
 
 from piflash.errors import FirmwareError, ImageRangeError
 
@@ -156,23 +157,122 @@ def _load_hex(path: Path, raw: bytes) -> List[Tuple[int, bytes]]:
     return [(start, ih.tobinstr(start=start, end=end - 1)) for start, end in ih.segments()]
 
 
+#: ELF ``e_machine`` values (System V ABI, "ELF Header"; pyelftools ``ENUM_E_MACHINE``) of the
+#: machines a Cortex-M firmware is most often confused with, by pyelftools name -> short name.
+#: A Cortex-M runs only ``EM_ARM`` (40) code.
+_MACHINE_NAMES = {"EM_ARM": "Arm", "EM_X86_64": "x86-64", "EM_386": "i386", "EM_RISCV": "RISC-V",
+                  "EM_AARCH64": "AArch64", "EM_XTENSA": "Xtensa", "EM_AVR": "AVR"}
+
+
+def _machine(elf) -> str:
+    """``e_machine`` of an ELF as ``"x86-64 (e_machine 62)"``."""
+    from elftools.elf.descriptions import describe_e_machine
+    from elftools.elf.enums import ENUM_E_MACHINE
+
+    value = elf["e_machine"]
+    number = ENUM_E_MACHINE.get(value, value) if isinstance(value, str) else value
+    name = _MACHINE_NAMES.get(value) or (describe_e_machine(value) if isinstance(value, str) else "an unknown machine")
+    return f"{name} (e_machine {number})"
+
+
+def _check_table(path: Path, size: int, what: str, offset: int, count: int, entsize: int) -> None:
+    want = count * entsize
+    if count and offset + want > size:
+        have = max(0, size - offset)
+        raise FirmwareError(f"{path}: ELF file is truncated: the file ends inside its {what} "
+                            f"({have:,} of {want:,} bytes)",
+                            hint="the file was cut short: copy it again or rebuild it")
+
+
 def _load_elf(path: Path, raw: bytes) -> List[Tuple[int, bytes]]:
+    """The PT_LOAD segments (load address, file bytes) of an Arm ELF, whole.
+
+    :raises FirmwareError: not an ELF pyelftools can parse, an ELF for another machine than Arm
+        (``e_machine`` other than ``EM_ARM``: a Cortex-M runs no other code), or a file that ends
+        before the end of its ELF header, of its program header table, of a loadable segment's bytes or of its
+        section header table (a truncated file: flashing the part there is would ship half a
+        firmware).
+    """
     import io
 
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
 
+    # The ELF header is 52 bytes for ELFCLASS32, 64 for ELFCLASS64 (e_ident[EI_CLASS], byte 4).
+    _check_table(path, len(raw), "ELF header", 0, 1, 64 if raw[4:5] == b"\x02" else 52)
     try:
         elf = ELFFile(io.BytesIO(raw))
+        if elf["e_machine"] != "EM_ARM":
+            raise FirmwareError(f"{path}: ELF file for {_machine(elf)}, not for Arm: a Cortex-M runs only "
+                                f"Arm code (e_machine EM_ARM, 40)",
+                                hint="this is a build for another processor: flash the firmware built for "
+                                     "the target (arm-none-eabi toolchain)")
+        _check_table(path, len(raw), "program header table", elf["e_phoff"], elf["e_phnum"], elf["e_phentsize"])
         chunks = []
-        for seg in elf.iter_segments():
+        for number, seg in enumerate(elf.iter_segments()):
             # Load segments with file contents, at their load (physical) address, as a debugger would.
-            if seg["p_type"] == "PT_LOAD" and seg["p_filesz"] > 0:
-                chunks.append((seg["p_paddr"], seg.data()[: seg["p_filesz"]]))
+            if seg["p_type"] != "PT_LOAD" or seg["p_filesz"] == 0:
+                continue
+            have = max(0, min(seg["p_filesz"], len(raw) - seg["p_offset"]))
+            if have < seg["p_filesz"]:       # numbered as readelf -l numbers segments, from 0
+                raise FirmwareError(f"{path}: ELF file is truncated: the file ends inside segment {number} "
+                                    f"({have:,} of {seg['p_filesz']:,} bytes, load address "
+                                    f"{seg['p_paddr']:#010x})",
+                                    hint="the file was cut short: copy it again or rebuild it")
+            chunks.append((seg["p_paddr"], seg.data()[: seg["p_filesz"]]))
+        _check_table(path, len(raw), "section header table", elf["e_shoff"], elf["e_shnum"], elf["e_shentsize"])
     except (ELFError, ValueError, IndexError, KeyError) as exc:
         raise FirmwareError(f"{path}: corrupt ELF file: {exc}",
                             hint="the file is damaged: rebuild it") from exc
     return chunks
+
+
+#: What a file that is not a regular file is, by :mod:`stat` test, for the error message.
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(path: Path, mode: int) -> FirmwareError:
+    kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+    return FirmwareError(f"{path}: is {kind}, not a regular file",
+                         hint="give the built .hex, .bin or .elf file itself (save a stream to a file first)")
+
+
+def open_firmware(path: "os.PathLike[str] | str") -> BinaryIO:
+    """Open a firmware file for reading in binary, refusing anything but a regular file at once.
+
+    A FIFO would block the read until a writer comes (for ever), ``/dev/zero`` never ends and a
+    socket cannot be opened: all are refused before a byte is read. The file is opened with
+    ``O_NONBLOCK`` (a FIFO without a writer does not block the open, open(2)) and checked again
+    with ``fstat`` on the open descriptor, so a path swapped between the two checks is refused
+    too; the descriptor is then switched back to blocking reads.
+
+    :returns: the open file (binary, buffered); the caller closes it.
+    :raises FirmwareError: missing, not a regular file (directory, FIFO, character or block
+        device, socket) or not readable (exit 3).
+    """
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise FirmwareError(f"{path}: no such firmware file") from None
+    except OSError as exc:
+        raise FirmwareError(f"{path}: cannot read firmware file: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise _not_regular(path, mode)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise FirmwareError(f"{path}: no such firmware file") from None
+    except OSError as exc:
+        raise FirmwareError(f"{path}: cannot read firmware file: {exc.strerror}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise _not_regular(path, mode)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
 
 
 def load_image(path: os.PathLike | str, base_address: Optional[int] = None,
@@ -183,18 +283,16 @@ def load_image(path: os.PathLike | str, base_address: Optional[int] = None,
     :param base_address: load address (int) of a ``.bin``; required for ``.bin``, refused otherwise.
     :param file_format: force ``"hex"``, ``"bin"`` or ``"elf"`` instead of detecting it.
     :returns: a :class:`FirmwareImage` with at least one non-empty segment.
-    :raises FirmwareError: missing or unreadable file, unknown format, corrupt, truncated or empty
-        content, a ``.bin`` without a base address or a base address for another format.
+    :raises FirmwareError: missing or unreadable file, not a regular file (:func:`open_firmware`),
+        unknown format, corrupt, truncated or empty content, an ELF for another architecture than
+        Arm, a ``.bin`` without a base address or a base address for another format.
     """
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise FirmwareError(f"{path}: no such firmware file") from None
-    except IsADirectoryError:
-        raise FirmwareError(f"{path}: is a directory, not a firmware file") from None
-    except OSError as exc:
-        raise FirmwareError(f"{path}: cannot read firmware file: {exc.strerror}") from exc
+    with open_firmware(path) as fh:
+        try:
+            raw = fh.read()
+        except OSError as exc:
+            raise FirmwareError(f"{path}: cannot read firmware file: {exc.strerror}") from exc
 
     fmt = file_format or detect_format(path, raw[:4])
     if fmt not in FORMAT_SUFFIXES:

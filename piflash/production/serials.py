@@ -64,6 +64,12 @@ CREATE TABLE IF NOT EXISTS numbers (
   counter TEXT NOT NULL, n INTEGER NOT NULL, lease_id INTEGER NOT NULL, holder TEXT NOT NULL,
   state TEXT NOT NULL CHECK (state IN ('taken', 'pass', 'fail', 'interrupted')),
   target_uid TEXT, taken_at REAL NOT NULL, done_at REAL, PRIMARY KEY (counter, n));
+CREATE TABLE IF NOT EXISTS one_offs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, counter TEXT NOT NULL, n INTEGER NOT NULL, holder TEXT NOT NULL,
+  reissue INTEGER NOT NULL DEFAULT 0,
+  state TEXT NOT NULL CHECK (state IN ('taken', 'pass', 'fail', 'interrupted')),
+  target_uid TEXT, taken_at REAL NOT NULL, done_at REAL);
+CREATE INDEX IF NOT EXISTS one_offs_n ON one_offs (counter, n);
 """
 
 
@@ -217,22 +223,31 @@ class SerialAllocator:
             self._db.close()
 
     def take(self, target_uid: Optional[str] = None) -> int:
-        """Take the next number and commit it as ``taken`` before returning it.
+        """Take the next number and commit it as ``taken`` before returning it. A number of the
+        lease that a one-off (:class:`OneOff`, ``flash --serial N``) already gave is skipped.
 
         :raises SerialError: the counter is used up, or the database cannot be written.
         """
         with self._lock:
-            for _ in range(3):
+            for _ in range(64):          # each round takes a number, or uses up a lease or leases one
                 with _Tx(self._db, self.path) as db:
                     row = db.execute("SELECT id, first, step, used, count FROM leases WHERE counter = ? AND "
                                      "holder = ? AND state = 'open' AND used < count ORDER BY id LIMIT 1",
                                      (self.counter.name, self.holder)).fetchone()
                     if row is not None:
                         lease_id, first, step, used, count = row
+                        # Skip numbers a one-off (flash --serial N) already gave: never twice.
+                        while used < count and db.execute(
+                                "SELECT 1 FROM one_offs WHERE counter = ? AND n = ? LIMIT 1",
+                                (self.counter.name, first + used * step)).fetchone():
+                            used += 1
                         n = first + used * step
-                        db.execute("UPDATE leases SET used = used + 1, state = ?, closed_at = ? WHERE id = ?",
-                                   ("closed" if used + 1 == count else "open",
-                                    time.time() if used + 1 == count else None, lease_id))
+                        db.execute("UPDATE leases SET used = ?, state = ?, closed_at = ? WHERE id = ?",
+                                   (min(used + 1, count), "closed" if used + 1 >= count else "open",
+                                    time.time() if used + 1 >= count else None, lease_id))
+                        if used == count:    # the rest of the lease was all one-offs
+                            row = None
+                            continue
                         db.execute("INSERT INTO numbers (counter, n, lease_id, holder, state, target_uid, "
                                    "taken_at) VALUES (?, ?, ?, ?, 'taken', ?, ?)",
                                    (self.counter.name, n, lease_id, self.holder, target_uid, time.time()))
@@ -262,5 +277,110 @@ class SerialAllocator:
             return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
-__all__ = ["SerialAllocator", "LocalLeaseSource", "LeaseSource", "Lease", "default_path", "checkpoint",
+def _iso(ts: Optional[float]) -> Optional[str]:
+    import datetime
+
+    return None if ts is None else datetime.datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
+
+
+def find_issued(counter: str, n: int, profile: Optional[str], path: Union[str, Path, None] = None,
+                history_path: Union[str, Path, None] = None) -> List[dict]:
+    """Every place number ``n`` of ``counter`` was already issued to a board (issue 19, item 5).
+
+    Looks in the serial database (numbers the counter gave, any state: taken, pass, fail,
+    interrupted; and one-offs recorded by :class:`OneOff`) and in the history (rows of
+    ``profile`` whose ``serial`` is ``n``, any outcome: an earlier ``--serial N``). Neither is
+    created when it does not exist yet.
+
+    :param counter: the counter's name (the profile's ``serial: counter``, default its name).
+    :param profile: the profile's name, to match history rows (None: the history is not read).
+    :param path: the serial database; default :func:`default_path`.
+    :param history_path: the history; default :func:`piflash.record.history.default_path`.
+    :returns: dicts with ``source`` ("counter", "one-off" or "history"), ``state`` (pass, fail,
+        interrupted, taken, open), ``target_uid`` (str or None), ``when`` (ISO 8601 with offset),
+        ``holder`` (the station or "cli"), and for the history ``row`` (its id) and ``station``;
+        oldest first within each source.
+    :raises SerialError: the serial database exists but cannot be read.
+    :raises HistoryError: the history exists but cannot be read.
+    """
+    from piflash.record.history import History, row_state
+    from piflash.record.history import default_path as history_default
+
+    found: List[dict] = []
+    path = Path(path) if path is not None else default_path()
+    if path is not None and path.exists():
+        db = _connect(path)
+        try:
+            for n_, state, holder, uid, at in db.execute(
+                    "SELECT n, state, holder, target_uid, taken_at FROM numbers WHERE counter = ? AND n = ?",
+                    (counter, n)):
+                found.append({"source": "counter", "state": state, "holder": holder, "target_uid": uid,
+                              "when": _iso(at)})
+            for state, holder, uid, at, reissue in db.execute(
+                    "SELECT state, holder, target_uid, taken_at, reissue FROM one_offs WHERE counter = ? "
+                    "AND n = ? ORDER BY id", (counter, n)):
+                found.append({"source": "one-off", "state": state, "holder": holder, "target_uid": uid,
+                              "when": _iso(at), "reissue": bool(reissue)})
+        except sqlite3.Error as exc:
+            raise SerialError(f"cannot read the serial database {path}: {exc}") from None
+        finally:
+            db.close()
+    hist = Path(history_path) if history_path is not None else history_default()
+    if profile is not None and hist is not None and hist.exists():
+        with History(hist) as h:
+            rows = [r for r in h.query(board=str(n)) if r["serial"] == str(n) and r["profile"] == profile]
+        for r in rows:
+            found.append({"source": "history", "state": row_state(r), "holder": r["station"] or "cli",
+                          "target_uid": r["target_uid"], "when": _iso(r["started_at"]), "row": r["id"],
+                          "station": r["station"], "operation": r["operation"]})
+    return found
+
+
+class OneOff:
+    """A number given on the command line (``flash --serial N``), recorded in the serial database
+    like the counter's: ``taken`` (committed) when the board is first reached, before it is
+    programmed, then ``pass``/``fail``/``interrupted``; a re-issue (``--force-serial``) is recorded
+    with ``reissue = 1``. A process killed in between leaves it ``taken``: still issued.
+
+    :param counter: the counter's name. :param n: the number. :param reissue: a deliberate re-issue.
+    :param path: the serial database; default :func:`default_path` (None with the history off:
+        nothing is recorded).
+    :raises SerialError: (from :meth:`take` / :meth:`finish`) the database cannot be written.
+    """
+
+    def __init__(self, counter: str, n: int, reissue: bool = False, holder: str = "cli",
+                 path: Union[str, Path, None] = None) -> None:
+        self.counter, self.n, self.reissue, self.holder = counter, n, reissue, holder
+        self.path = Path(path) if path is not None else default_path()
+        self.id: Optional[int] = None
+
+    def take(self, target_uid: Optional[str]) -> None:
+        """Record the number as taken for the board ``target_uid`` (once; later calls do nothing)."""
+        if self.path is None or self.id is not None:
+            return
+        db = _connect(self.path)
+        try:
+            with _Tx(db, self.path):
+                cur = db.execute("INSERT INTO one_offs (counter, n, holder, reissue, state, target_uid, taken_at) "
+                                 "VALUES (?, ?, ?, ?, 'taken', ?, ?)",
+                                 (self.counter, self.n, self.holder, int(self.reissue), target_uid, time.time()))
+                self.id = int(cur.lastrowid)
+        finally:
+            db.close()
+
+    def finish(self, state: str, target_uid: Optional[str] = None) -> None:
+        """Record the board's outcome: ``pass``, ``fail`` or ``interrupted``."""
+        if self.path is None or self.id is None:
+            return
+        db = _connect(self.path)
+        try:
+            with _Tx(db, self.path):
+                db.execute("UPDATE one_offs SET state = ?, done_at = ?, target_uid = coalesce(?, target_uid) "
+                           "WHERE id = ?", (state, time.time(), target_uid, self.id))
+        finally:
+            db.close()
+
+
+__all__ = ["SerialAllocator", "find_issued", "OneOff", "LocalLeaseSource", "LeaseSource", "Lease",
+           "default_path", "checkpoint",
            "DEFAULT_BLOCK", "NUMBER_STATES", "KILL_POINTS"]
