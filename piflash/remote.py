@@ -25,6 +25,14 @@ from piflash.errors import ProbeSyntaxError, ProbeTimeoutError
 PREFIX = "remote:"
 #: pyOCD's default port when the unique ID has none (``TCPClientProbe.DEFAULT_PORT``).
 DEFAULT_PORT = 5555
+#: Requests of pyOCD's remote probe protocol (``pyocd/probe/tcp_probe_server.py``) that drive the
+#: SWD wire or the target's reset line: a reply to one of them means the server reached the board.
+#: The others (``hello``, ``readprop``, ``open``, ``lock``, ``set_clock``...) only talk to the
+#: server and its probe.
+TARGET_REQUESTS = frozenset({"swj_sequence", "swd_sequence", "jtag_sequence", "reset", "assert_reset",
+                             "read_dp", "write_dp", "read_ap", "write_ap", "read_ap_multiple",
+                             "write_ap_multiple", "read_mem", "write_mem", "read_block32",
+                             "write_block32", "read_block8", "write_block8"})
 #: Seconds to wait for the TCP connection to the server (pyOCD's own ``ClientSocket`` default is 10 s).
 CONNECT_TIMEOUT = 5.0
 #: Seconds to wait for one reply. Every request of the protocol is one short probe operation
@@ -156,6 +164,23 @@ def _probe_class():
             self._socket = socket_class(host, int(port), reply_timeout)
             self._held = 0
             self._held_guard = threading.RLock()
+            #: Whether the server has answered a request that reaches the target
+            #: (:data:`TARGET_REQUESTS`): until then a silence is a refusal before the board.
+            self.reached_target = False
+
+        def _perform_request_without_raise(self, request, *args):
+            """pyOCD's request-reply step, noting whether the board was reached.
+
+            :raises ProbeTimeoutError: no reply in time; its ``reached_target`` says whether any
+                earlier request reached the target."""
+            try:
+                out = super()._perform_request_without_raise(request, *args)
+            except ProbeTimeoutError as exc:
+                exc.reached_target = self.reached_target
+                raise
+            if request in TARGET_REQUESTS:
+                self.reached_target = True
+            return out
 
         def lock(self) -> None:
             """Take the server's probe lock (nested locks send one request), counting only the
