@@ -379,6 +379,26 @@ class History:
             return row_id
         return self._write("complete a row", update)
 
+    def annotate(self, row_id: int, *, serial: Optional[str] = None, patch: Optional[dict] = None) -> None:
+        """Write the board's serial number (and patched values) into open row ``row_id`` the moment
+        they are known, so a process killed before :meth:`complete` leaves an interrupted row that
+        still names the number its board may carry (``piflash history --board SERIAL`` finds it).
+
+        :param serial: the serial number (text); None leaves the column as it is.
+        :param patch: the patched values (JSON-serialisable dict); None leaves the column as it is.
+        :raises HistoryError: (exit 18) the row cannot be written, does not exist or is complete.
+        """
+        values = {k: v for k, v in (("serial", serial), ("patch", _patch_text(patch))) if v is not None}
+        if not values:
+            return
+
+        def update():
+            if self._row(row_id)["outcome"] != OPEN:
+                raise HistoryError(f"history row #{row_id} is already complete")
+            sets = ", ".join(f"{k} = :{k}" for k in values)
+            self._db.execute(f"UPDATE operations SET {sets} WHERE id = :row_id", dict(values, row_id=row_id))
+        self._write("write the serial number into a row", update)
+
     def record(self, result, *, outcome: Optional[str] = None, station: Optional[str] = None,
                slot: Optional[str] = None, profile: Optional[str] = None, serial: Optional[str] = None,
                patch: Optional[dict] = None, protection: Optional[str] = None) -> int:

@@ -219,6 +219,15 @@ class Station:
             LOG.error("board %s: history row #%s not completed: %s", result.target_uid, row, exc.message)
             return None
 
+    def note_serial(self, row: int, serial: int) -> None:
+        """Write the serial number just taken for a board into its open row ``row`` (see
+        :meth:`piflash.history.History.annotate`).
+
+        :raises HistoryError: (exit 18) the row cannot be written: the board is not flashed.
+        """
+        with self._history_lock:
+            self._history.annotate(row, serial=str(serial))
+
     # -- reload, signals, stop ----------------------------------------------------------------
     def reload(self) -> bool:
         """Load the config again; keep the old one if the new one is broken. Returns True if applied."""
@@ -309,6 +318,9 @@ class Station:
             w.wake()
             while w.is_alive():
                 w.join(0.5)
+        from piflash.station.worker import release_allocators
+
+        release_allocators()                # the lease's unused numbers go back to the counter
         self._log(f"station stopped: {self.status.summary()}")
         self.status.close()
         if self._history is not None:
