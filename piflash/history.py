@@ -288,6 +288,25 @@ class History:
         self._db.execute("UPDATE operations SET row_hash = ? WHERE id = ?",
                          (row_hash(self._row(row_id)), row_id))
 
+    def check_writable(self) -> None:
+        """Prove that rows can be written now, writing nothing: a write of the schema version
+        inside a transaction that is rolled back (SQLite refuses it at once with SQLITE_READONLY
+        for a read-only file or folder, an immutable file or a read-only file system; it opens
+        such a file read-only without a word, so reading alone cannot tell).
+
+        :raises HistoryError: (exit 18) the database cannot be written, with the reason.
+        """
+        try:
+            with self._lock:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                finally:
+                    self._db.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot write the history database {self.path}: {_reason(self.path, exc)}",
+                               hint=_hint(self.path)) from exc
+
     def close(self) -> None:
         """Close the database (rows already recorded are safe whether or not this is called)."""
         with self._lock:
@@ -513,6 +532,9 @@ def _patch_text(patch: Optional[dict]) -> Optional[str]:
 def _reason(path: Path, exc: BaseException) -> str:
     if path.parent.exists() and not path.parent.is_dir():
         return f"{path.parent} is not a folder"
+    if isinstance(exc, sqlite3.Error) and "readonly" in str(exc):     # SQLITE_READONLY
+        return ("it is read-only for this user (a read-only file or folder, an immutable file "
+                "(chattr +i), or a read-only file system)")
     if isinstance(exc, OSError) and exc.strerror:
         return f"{exc.strerror.lower()}" + (f": {exc.filename}" if exc.filename else "")
     return str(exc)
