@@ -14,6 +14,7 @@ pyOCD is imported inside the functions.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 import time
@@ -41,6 +42,7 @@ CONNECT_TIMEOUT = 5.0
 #: ``$PIFLASH_PROBE_TIMEOUT`` (seconds).
 REPLY_TIMEOUT = 10.0
 TIMEOUT_ENV = "PIFLASH_PROBE_TIMEOUT"
+_REQUEST_NAME = re.compile(rb'"request": "([a-z0-9_]+)"')
 
 
 def is_remote(unique_id: Optional[str]) -> bool:
@@ -101,18 +103,27 @@ def _socket_class():
             self.reply_timeout = reply_timeout
             self.address = f"{host}:{port}"
             self.dead = False
+            #: Whether the server has answered a request that reaches the target
+            #: (:data:`TARGET_REQUESTS`): until then a silence is a refusal before the board.
+            self.reached_target = False
+            self._request: Optional[bytes] = None     # the request awaiting its reply
 
         def timeout_error(self) -> ProbeTimeoutError:
-            return ProbeTimeoutError(
+            exc = ProbeTimeoutError(
                 f"the probe server at {self.address} stopped answering: no reply within "
                 f"{self.reply_timeout:g} s", self.reply_timeout,
                 hint=f"is a pyOCD probe server ('piflash sim serve', 'pyocd server') listening at "
                      f"{self.address}, and not stuck? Restart it and try again "
                      f"(${TIMEOUT_ENV} sets the wait, in seconds)")
+            exc.reached_target = self.reached_target
+            return exc
 
         def write(self, data):
             if self.dead:
                 raise self.timeout_error()
+            # pyOCD sends one JSON request per line: {"id": N, "request": "read_dp", ...}
+            match = _REQUEST_NAME.search(data)
+            self._request = match.group(1) if match else None
             return super().write(data)
 
         def readline(self):
@@ -124,6 +135,8 @@ def _socket_class():
                 if end != -1:
                     line = bytes(self._buffer[:end + 1])
                     del self._buffer[:end + 1]
+                    if self._request is not None and self._request.decode() in TARGET_REQUESTS:
+                        self.reached_target = True
                     return line
                 if self.dead or time.monotonic() > deadline:
                     self.dead = True
@@ -164,23 +177,6 @@ def _probe_class():
             self._socket = socket_class(host, int(port), reply_timeout)
             self._held = 0
             self._held_guard = threading.RLock()
-            #: Whether the server has answered a request that reaches the target
-            #: (:data:`TARGET_REQUESTS`): until then a silence is a refusal before the board.
-            self.reached_target = False
-
-        def _perform_request_without_raise(self, request, *args):
-            """pyOCD's request-reply step, noting whether the board was reached.
-
-            :raises ProbeTimeoutError: no reply in time; its ``reached_target`` says whether any
-                earlier request reached the target."""
-            try:
-                out = super()._perform_request_without_raise(request, *args)
-            except ProbeTimeoutError as exc:
-                exc.reached_target = self.reached_target
-                raise
-            if request in TARGET_REQUESTS:
-                self.reached_target = True
-            return out
 
         def lock(self) -> None:
             """Take the server's probe lock (nested locks send one request), counting only the
