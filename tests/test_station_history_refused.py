@@ -23,7 +23,7 @@ def _config(tmp_path, firmware_dir, history):
 @pytest.fixture
 def read_only_history(tmp_path):
     """An existing history made read-only: immutable (chattr +i) as root, whom file modes do not
-    stop; mode 0444 in a 0555 folder otherwise."""
+    stop; mode 0444 otherwise."""
     folder = tmp_path / "hist"
     folder.mkdir()
     path = folder / "history.sqlite3"
@@ -35,9 +35,7 @@ def read_only_history(tmp_path):
         subprocess.run(["chattr", "-i", str(path)], check=True)
     else:
         path.chmod(0o444)
-        folder.chmod(0o555)
         yield path
-        folder.chmod(0o755)
 
 
 def test_read_only_history_stops_the_station_at_start(cli, tmp_path, firmware_dir, read_only_history):
