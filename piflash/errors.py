@@ -328,6 +328,9 @@ class ProbeTimeoutError(PiflashError):
     """The probe (or a remote probe server) accepted the connection but did not answer in time.
 
     :ivar seconds: the time limit (float, seconds) that expired, or None.
+    :ivar reached_target: whether a request that reaches the target (an SWD transfer, a reset)
+        was answered before the silence: False for a server silent from the start, so nothing
+        was done to any board; None when unknown (taken as reached).
     """
 
     exit_code = ExitCode.PROBE_TIMEOUT
@@ -335,6 +338,7 @@ class ProbeTimeoutError(PiflashError):
     def __init__(self, message: str, seconds: Optional[float] = None, hint: Optional[str] = None) -> None:
         super().__init__(message, hint)
         self.seconds = seconds
+        self.reached_target: Optional[bool] = None
 
 
 class ProbeBusyError(PiflashError):

@@ -66,10 +66,11 @@ def _numbers(path: Path):
 
 
 def _burned(store: SimStore, name: str):
-    """(number in UICR CUSTOMER[0], label text) of the board: it is taken off the fixture first,
-    so the simulated probe saves what the station's still open session wrote."""
+    """(number in UICR CUSTOMER[0], label text) of the board, taken off the fixture. The simulated
+    flash is written through, so it is there even when the station that wrote it was killed and
+    the board was then skipped (no session saved it, and its operation counts stayed 0)."""
     store.pull(name)
-    wait_for(lambda: store.get(name).stats.get("program_bytes", 0) > 0, "the board's flash saved")
+    wait_for(lambda: store.read_nvm(name, "uicr")[0x80:0x84] != b"\xff" * 4, "the board's number in its UICR")
     uicr = store.read_nvm(name, "uicr")
     return int.from_bytes(uicr[0x80:0x84], "little"), store.read_flash(name)[LABEL:LABEL + 16]
 

@@ -53,7 +53,7 @@ class _Recorder:
     def _warn(self, exc) -> None:
         if not self._warned:
             self._warned = True
-            click.secho(f"warning: not recorded in the history: {exc.message}", fg="yellow", err=True)
+            click.secho(f"warning: history not written: {exc.message}", fg="yellow", err=True)
 
     def touch(self, result) -> None:
         from piflash.record.history import History, HistoryError, default_path

@@ -30,7 +30,8 @@ from typing import Callable, Iterator, Optional, Sequence, Tuple
 
 from piflash.target.connect import check_session_options, open_session, read_target_uid, translate_error
 from piflash.errors import (ConnectError, ExitCode, NoProbeError, OperationInterrupted, PiflashError,
-                            ProbePermissionError, ProtectedError, ProtectError, SeveralProbesError)
+                            ProbePermissionError, ProbeTimeoutError, ProtectedError, ProtectError,
+                            SeveralProbesError)
 from piflash.firmware.image import FirmwareImage, check_fits
 from piflash.production.serials import checkpoint
 from piflash.flashing.program import ERASE_MODES, ImageProgrammer, erase_flash, reset_target
@@ -128,6 +129,8 @@ def _reached_board(exc: BaseException) -> bool:
     and the connect began talking to the target (not a refusal before it)."""
     if isinstance(exc, (NoProbeError, SeveralProbesError, ProbePermissionError)):
         return False
+    if isinstance(exc, ProbeTimeoutError) and exc.reached_target is False:
+        return False            # a probe server silent before any SWD transfer (issue 19)
     return not (isinstance(exc, PiflashError) and exc.exit_code == ExitCode.USAGE)
 
 

@@ -17,7 +17,9 @@ step survives a power cut):
 
 A crash between any two steps loses at most numbers, never reuses one: a new allocator closes
 its holder's open leases (their unused rest is lost) and marks its numbers still ``taken``
-as ``interrupted`` (their boards may carry them). Several stations sharing one counter later
+as ``interrupted`` (their boards may carry them). A clean stop loses nothing:
+:meth:`SerialAllocator.release` gives the unused rest back (table ``returned``), and the next
+lease of the counter grants those numbers first. Several stations sharing one counter later
 only need another :class:`LeaseSource` (a central allocator granting blocks); the allocator and
 the database of numbers stay as they are.
 
@@ -38,7 +40,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Protocol, Union
+from typing import Callable, Dict, List, Optional, Protocol, Union
 
 from piflash.errors import SerialError
 from piflash.firmware.patch import CounterSpec
@@ -70,6 +72,9 @@ CREATE TABLE IF NOT EXISTS one_offs (
   state TEXT NOT NULL CHECK (state IN ('taken', 'pass', 'fail', 'interrupted')),
   target_uid TEXT, taken_at REAL NOT NULL, done_at REAL);
 CREATE INDEX IF NOT EXISTS one_offs_n ON one_offs (counter, n);
+CREATE TABLE IF NOT EXISTS returned (
+  counter TEXT NOT NULL, first INTEGER NOT NULL, count INTEGER NOT NULL, step INTEGER NOT NULL,
+  lease_id INTEGER NOT NULL, returned_at REAL NOT NULL, PRIMARY KEY (counter, first));
 """
 
 
@@ -110,6 +115,10 @@ class LeaseSource(Protocol):
     def lease(self, counter: CounterSpec, holder: str, count: int) -> Lease:
         """Grant up to ``count`` numbers of ``counter`` to ``holder`` and record the lease.
         :raises SerialError: the counter is used up or its definition conflicts."""
+
+    def give_back(self, lease: Lease, used: int) -> int:
+        """Take back the numbers of ``lease`` after its first ``used`` (none of them was taken)
+        and close it; returns how many came back. :raises SerialError:"""
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -169,17 +178,50 @@ class LocalLeaseSource:
                                       hint="keep start/step of a counter in use, or name a new one "
                                            "with 'counter:'")
                 db.execute("UPDATE counters SET last = ? WHERE name = ?", (counter.end, counter.name))
-            left = count if counter.end is None else min(count, (counter.end - nxt) // counter.step + 1)
-            if left <= 0:
-                raise SerialError(f"serial counter '{counter.name}' is used up (last number {counter.end})",
-                                  hint="raise 'end' in the profile's serial: section, or start a new range")
-            db.execute("UPDATE counters SET next = ? WHERE name = ?", (nxt + left * counter.step, counter.name))
+            back = db.execute("SELECT first, count FROM returned WHERE counter = ? AND step = ? AND "
+                              "(? IS NULL OR first <= ?) ORDER BY first LIMIT 1",
+                              (counter.name, counter.step, counter.end, counter.end)).fetchone()
+            if back is not None:        # numbers a station gave back on a clean stop come first
+                first, avail = back
+                if counter.end is not None:
+                    avail = min(avail, (counter.end - first) // counter.step + 1)
+                left = min(count, avail)
+                if left < back[1]:
+                    db.execute("UPDATE returned SET first = ?, count = ? WHERE counter = ? AND first = ?",
+                               (first + left * counter.step, back[1] - left, counter.name, first))
+                else:
+                    db.execute("DELETE FROM returned WHERE counter = ? AND first = ?", (counter.name, first))
+            else:
+                first = nxt
+                left = count if counter.end is None else min(count, (counter.end - nxt) // counter.step + 1)
+                if left <= 0:
+                    raise SerialError(f"serial counter '{counter.name}' is used up (last number {counter.end})",
+                                      hint="raise 'end' in the profile's serial: section, or start a new range")
+                db.execute("UPDATE counters SET next = ? WHERE name = ?", (nxt + left * counter.step, counter.name))
             cur = db.execute("INSERT INTO leases (counter, holder, first, count, step, state, leased_at) "
                              "VALUES (?, ?, ?, ?, ?, 'open', ?)",
-                             (counter.name, holder, nxt, left, counter.step, time.time()))
-            lease = Lease(int(cur.lastrowid), counter.name, nxt, left, counter.step)
+                             (counter.name, holder, first, left, counter.step, time.time()))
+            lease = Lease(int(cur.lastrowid), counter.name, first, left, counter.step)
         checkpoint("leased")
         return lease
+
+
+    def give_back(self, lease: Lease, used: int) -> int:
+        """Close ``lease`` after its first ``used`` numbers and keep the rest (never taken: a
+        number is taken in the same transaction that counts it used) in ``returned``, from where
+        the next :meth:`lease` of the counter grants it first. Returns how many came back.
+
+        :raises SerialError: the database cannot be written.
+        """
+        rest = lease.count - used
+        with _Tx(self.db, self.path) as db:
+            if rest > 0:
+                db.execute("INSERT INTO returned (counter, first, count, step, lease_id, returned_at) "
+                           "VALUES (?, ?, ?, ?, ?, ?)", (lease.counter, lease.first + used * lease.step, rest,
+                                                         lease.step, lease.id, time.time()))
+            db.execute("UPDATE leases SET count = ?, state = 'closed', closed_at = ? WHERE id = ?",
+                       (used, time.time(), lease.id))
+        return max(rest, 0)
 
 
 class SerialAllocator:
@@ -217,15 +259,39 @@ class SerialAllocator:
                              "AND holder = ? AND state = 'taken'", (time.time(), self.counter.name, self.holder))
             return {"unused": sum(c - u for _, c, u in open_leases), "interrupted": cur.rowcount}
 
+    def release(self) -> int:
+        """Give the unused rest of this holder's open leases back to their source (a clean stop;
+        a crash loses it instead, see :meth:`_recover`). Call it once no board is being numbered.
+        Returns how many numbers went back.
+
+        :raises SerialError: the database cannot be written.
+        """
+        with self._lock:
+            open_leases = self._db.execute(
+                "SELECT id, first, count, step, used FROM leases WHERE counter = ? AND holder = ? "
+                "AND state = 'open'", (self.counter.name, self.holder)).fetchall()
+            back = 0
+            for lease_id, first, count, step, used in open_leases:
+                give_back = getattr(self.source, "give_back", None)
+                if give_back is None:           # a source that cannot take numbers back
+                    continue
+                back += give_back(Lease(lease_id, self.counter.name, first, count, step), used)
+            return back
+
     def close(self) -> None:
         """Close the database (committed numbers are safe either way)."""
         with self._lock:
             self._db.close()
 
-    def take(self, target_uid: Optional[str] = None) -> int:
+    def take(self, target_uid: Optional[str] = None,
+             on_taken: Optional[Callable[[int], None]] = None) -> int:
         """Take the next number and commit it as ``taken`` before returning it. A number of the
         lease that a one-off (:class:`OneOff`, ``flash --serial N``) already gave is skipped.
 
+        :param on_taken: called with the number right after it is committed, as part of this step
+            (the station writes it into the board's open history row there, so the test-only kill
+            point ``taken`` comes after both). Whatever it raises is raised here; the number stays
+            ``taken`` (never given again).
         :raises SerialError: the counter is used up, or the database cannot be written.
         """
         with self._lock:
@@ -252,6 +318,8 @@ class SerialAllocator:
                                    "taken_at) VALUES (?, ?, ?, ?, 'taken', ?, ?)",
                                    (self.counter.name, n, lease_id, self.holder, target_uid, time.time()))
                 if row is not None:
+                    if on_taken is not None:
+                        on_taken(n)
                     checkpoint("taken")
                     return n
                 self.source.lease(self.counter, self.holder, self.block)

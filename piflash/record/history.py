@@ -8,6 +8,11 @@ or a station start) finds that its process is gone (:func:`process_alive`) and c
 ``interrupted`` ("interrupted (process died)"). Completing a row seals it into the hash chain
 (:mod:`piflash.record.chain`); ``piflash history verify-chain`` checks it.
 
+A row's completion that the database cannot take (a disk that filled up during the operation) is
+written into blocks reserved when the row was opened (``<history>-pending-<id>``, see
+:data:`PENDING_BYTES`); readers show it at once and the next write that finds room seals the row
+with it (:meth:`History.reap`), so the row tells what happened instead of "process died".
+
 Every write is one ``BEGIN IMMEDIATE`` transaction, so several writers (the station's worker
 threads, a user at the shell) never fork the chain. The database runs in WAL mode with
 ``synchronous=FULL`` so a committed row survives a power cut (SQLite's documentation,
@@ -25,6 +30,7 @@ one). A version-1 database is migrated when first opened: the column ``probe_uid
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -50,6 +56,11 @@ OPEN = "open"
 DIED = "interrupted (process died)"
 
 SCHEMA_VERSION = 2
+
+#: Bytes reserved per open row for its completion in case the database cannot take it (a full
+#: disk): ``<history>-pending-<row id>``, beside the database, removed once the row is complete.
+#: A completion is about 1 KiB of JSON; a longer one is cut (it is then not taken over).
+PENDING_BYTES = 16384
 
 _COLUMNS = (
     ("seq", "INTEGER UNIQUE"),            # position in the hash chain; NULL while open
@@ -225,14 +236,83 @@ class History:
                 self._db.execute("COMMIT")
                 return out
             except BaseException:
-                self._db.execute("ROLLBACK")
+                # A COMMIT that fails with SQLITE_FULL or SQLITE_IOERR has already rolled the
+                # transaction back ("cannot rollback - no transaction is active" would then
+                # replace the real cause).
+                if self._db.in_transaction:
+                    try:
+                        self._db.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
                 raise
 
     def _write(self, what: str, body, *args):
         try:
             return self._transaction(body, *args)
         except sqlite3.Error as exc:
+            if _disk_full(exc):
+                raise HistoryError(f"no space left on {device_of(self.path)} for {self.path}",
+                                   hint="free space on that file system; rows of operations that "
+                                        "ended meanwhile are written at the next write") from exc
             raise HistoryError(f"cannot {what} in {self.path}: {exc}", hint=_hint(self.path)) from exc
+
+    # -- completions kept aside while the database cannot take them ------------------------------
+    def _pending_path(self, row_id: int) -> Path:
+        return self.path.with_name(f"{self.path.name}-pending-{row_id}")
+
+    def _reserve_pending(self, row_id: int) -> None:
+        """Reserve the blocks of row ``row_id``'s pending-completion file now, while there is
+        space: when the completion cannot be written into the database later (a full disk), it
+        is written here instead, into blocks already allocated, and the next write takes it over
+        (:meth:`reap`). Best effort: no reservation when the file cannot be made."""
+        try:
+            fd = os.open(self._pending_path(row_id), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError:
+            return
+        try:
+            os.write(fd, b"\0" * PENDING_BYTES)         # allocated (a fallocate may be refused)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(self._pending_path(row_id))
+        finally:
+            os.close(fd)
+
+    def _keep_pending(self, row_id: int, values: Dict[str, object], reason: str) -> bool:
+        """Write the completion of row ``row_id`` into its reserved file; True if it is there."""
+        values = dict(values, error=_late_note(values.get("error"), reason))
+        data = json.dumps({"row_id": row_id, "values": values}, sort_keys=True).encode()[:PENDING_BYTES]
+        try:
+            fd = os.open(self._pending_path(row_id), os.O_WRONLY)
+        except OSError:
+            return False
+        try:
+            if os.fstat(fd).st_size < len(data):
+                return False                    # nothing reserved to write into
+            os.pwrite(fd, data, 0)
+            os.fsync(fd)
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+
+    def _read_pending(self, row_id: int) -> Optional[Dict[str, object]]:
+        """The completion kept aside for row ``row_id``, or None (no file, or only the reservation)."""
+        try:
+            data = self._pending_path(row_id).read_bytes().rstrip(b"\0")
+        except OSError:
+            return None
+        try:
+            kept = json.loads(data) if data else None
+        except ValueError:
+            return None
+        if not isinstance(kept, dict) or kept.get("row_id") != row_id:
+            return None
+        return {k: v for k, v in kept.get("values", {}).items() if k in COLUMN_NAMES}
+
+    def _drop_pending(self, row_id: int) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self._pending_path(row_id))
 
     def _create(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -288,6 +368,25 @@ class History:
         self._db.execute("UPDATE operations SET row_hash = ? WHERE id = ?",
                          (row_hash(self._row(row_id)), row_id))
 
+    def check_writable(self) -> None:
+        """Prove that rows can be written now, writing nothing: a write of the schema version
+        inside a transaction that is rolled back (SQLite refuses it at once with SQLITE_READONLY
+        for a read-only file or folder, an immutable file or a read-only file system; it opens
+        such a file read-only without a word, so reading alone cannot tell).
+
+        :raises HistoryError: (exit 18) the database cannot be written, with the reason.
+        """
+        try:
+            with self._lock:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                finally:
+                    self._db.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot write the history database {self.path}: {_reason(self.path, exc)}",
+                               hint=_hint(self.path)) from exc
+
     def close(self) -> None:
         """Close the database (rows already recorded are safe whether or not this is called)."""
         with self._lock:
@@ -330,7 +429,9 @@ class History:
             names = ", ".join(row)
             return int(self._db.execute(f"INSERT INTO operations ({names}) VALUES "
                                         f"({', '.join(':' + k for k in row)})", row).lastrowid)
-        return self._write("open a row", insert)
+        row_id = self._write("open a row", insert)
+        self._reserve_pending(row_id)
+        return row_id
 
     def complete(self, row_id: int, result, *, outcome: Optional[str] = None,
                  protection: Optional[str] = None, serial: Optional[str] = None,
@@ -377,7 +478,36 @@ class History:
             self._db.execute(f"UPDATE operations SET {sets} WHERE id = :row_id", dict(values, row_id=row_id))
             self._seal(row_id)
             return row_id
-        return self._write("complete a row", update)
+        try:
+            done = self._write("complete a row", update)
+        except HistoryError as exc:
+            if isinstance(exc.__cause__, sqlite3.Error) and self._keep_pending(row_id, values, exc.message):
+                raise HistoryError(f"{exc.message}; row #{row_id}'s outcome is kept in "
+                                   f"{self._pending_path(row_id)} and written into the row at the next "
+                                   f"write once there is room", hint=exc.hint) from exc
+            raise
+        self._drop_pending(row_id)
+        return done
+
+    def annotate(self, row_id: int, *, serial: Optional[str] = None, patch: Optional[dict] = None) -> None:
+        """Write the board's serial number (and patched values) into open row ``row_id`` the moment
+        they are known, so a process killed before :meth:`complete` leaves an interrupted row that
+        still names the number its board may carry (``piflash history --board SERIAL`` finds it).
+
+        :param serial: the serial number (text); None leaves the column as it is.
+        :param patch: the patched values (JSON-serialisable dict); None leaves the column as it is.
+        :raises HistoryError: (exit 18) the row cannot be written, does not exist or is complete.
+        """
+        values = {k: v for k, v in (("serial", serial), ("patch", _patch_text(patch))) if v is not None}
+        if not values:
+            return
+
+        def update():
+            if self._row(row_id)["outcome"] != OPEN:
+                raise HistoryError(f"history row #{row_id} is already complete")
+            sets = ", ".join(f"{k} = :{k}" for k in values)
+            self._db.execute(f"UPDATE operations SET {sets} WHERE id = :row_id", dict(values, row_id=row_id))
+        self._write("write the serial number into a row", update)
 
     def record(self, result, *, outcome: Optional[str] = None, station: Optional[str] = None,
                slot: Optional[str] = None, profile: Optional[str] = None, serial: Optional[str] = None,
@@ -402,21 +532,32 @@ class History:
         :raises HistoryError: (exit 18) the rows cannot be written.
         """
         def body():
-            dead = [rid for rid, host, pid, ident in self._db.execute(
-                "SELECT id, host, pid, process_start FROM operations WHERE outcome = 'open' ORDER BY id")
-                if process_alive(host, pid, ident) is False]
-            for rid in dead:
-                self._db.execute("UPDATE operations SET outcome = 'interrupted', error_kind = 'ProcessDied', "
-                                 "error = ? WHERE id = ?", (DIED, rid))
+            done = []
+            for rid, host, pid, ident in self._db.execute(
+                    "SELECT id, host, pid, process_start FROM operations WHERE outcome = 'open' ORDER BY id"
+                    ).fetchall():
+                kept = self._read_pending(rid)
+                if kept is not None:        # its process knew the outcome but could not write it
+                    sets = ", ".join(f"{k} = :{k}" for k in kept)
+                    self._db.execute(f"UPDATE operations SET {sets} WHERE id = :row_id", dict(kept, row_id=rid))
+                elif process_alive(host, pid, ident) is False:
+                    self._db.execute("UPDATE operations SET outcome = 'interrupted', error_kind = 'ProcessDied', "
+                                     "error = ? WHERE id = ?", (DIED, rid))
+                else:
+                    continue
                 self._seal(rid)
-            return dead
+                done.append(rid)
+            return done
         try:
             with self._lock:
                 if not self._db.execute("SELECT 1 FROM operations WHERE outcome = 'open' LIMIT 1").fetchone():
                     return []
         except sqlite3.Error as exc:
             raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path)) from exc
-        return self._write("complete rows of dead processes", body)
+        done = self._write("complete rows of dead processes", body)
+        for rid in done:
+            self._drop_pending(rid)
+        return done
 
     # -- reading --------------------------------------------------------------------------------
     def query(self, since: Optional[float] = None, failed: bool = False, board: Optional[str] = None,
@@ -459,7 +600,11 @@ class History:
                 rows = self._db.execute(sql, args).fetchall()
         except sqlite3.Error as exc:
             raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path)) from exc
-        return [dict(zip(COLUMN_NAMES, r)) for r in reversed(rows)]
+        out = [dict(zip(COLUMN_NAMES, r)) for r in reversed(rows)]
+        for row in out:     # a completion kept aside (full disk) is what happened: show it
+            if row["outcome"] == OPEN:
+                row.update(self._read_pending(int(row["id"])) or {})
+        return out
 
     def verify_chain(self, anchor: Optional[str] = None) -> ChainReport:
         """Check the hash chain over the whole history (see :func:`piflash.record.chain.verify_chain`).
@@ -493,9 +638,51 @@ def _patch_text(patch: Optional[dict]) -> Optional[str]:
 def _reason(path: Path, exc: BaseException) -> str:
     if path.parent.exists() and not path.parent.is_dir():
         return f"{path.parent} is not a folder"
+    if isinstance(exc, sqlite3.Error) and "readonly" in str(exc):     # SQLITE_READONLY
+        return ("it is read-only for this user (a read-only file or folder, an immutable file "
+                "(chattr +i), or a read-only file system)")
     if isinstance(exc, OSError) and exc.strerror:
         return f"{exc.strerror.lower()}" + (f": {exc.filename}" if exc.filename else "")
     return str(exc)
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """Whether an SQLite error is SQLITE_FULL ("database or disk is full")."""
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc)
+
+
+def device_of(path: Path) -> str:
+    """The file system holding ``path``, as ``"SOURCE (TYPE mounted on MOUNTPOINT)"`` from
+    ``/proc/self/mountinfo`` (proc(5): the entry whose major:minor is the file's ``st_dev``), e.g.
+    ``"/dev/mmcblk0p2 (ext4 mounted on /)"``; the nearest existing folder when that is unknown."""
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    best = None
+    try:
+        dev = os.stat(probe).st_dev
+        where = os.path.realpath(probe)
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                fields, tail = left.split(), right.split()
+                if len(fields) < 5 or len(tail) < 2 or fields[2] != f"{os.major(dev)}:{os.minor(dev)}":
+                    continue
+                mount = fields[4].replace("\\040", " ")
+                inside = where == mount or where.startswith(mount.rstrip("/") + "/")
+                if inside and (best is None or len(mount) > len(best[0])):
+                    best = (mount, tail[0], tail[1])
+    except OSError:
+        pass
+    if best is None:
+        return f"the file system of {probe}"
+    mount, fstype, source = best
+    return f"{source} ({fstype} mounted on {mount})"
+
+
+def _late_note(error: Optional[object], reason: str) -> str:
+    note = f"written late: {reason} when the operation ended"
+    return f"{error} ({note})" if error else note
 
 
 def _hint(path: Path) -> str:

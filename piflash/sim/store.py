@@ -12,7 +12,10 @@ Layout under the state root (see :func:`default_root`)::
     <root>/.locks/<name>.session fcntl lock held while a probe has the board open
 
 Every file is replaced atomically (written to a temporary file in the same directory, fsync'ed,
-then ``os.replace``), so a reader never sees a half-written image.
+then ``os.replace``), so a reader never sees a half-written image. While a probe session has the
+board open, its flash controller also writes every change straight into the image files
+(:meth:`SimStore.open_nvm_files`): like real flash, what was programmed stays programmed when
+the process holding the session dies (``kill -9``), and a reader sees flash as far as it got.
 """
 
 from __future__ import annotations
@@ -360,6 +363,32 @@ class SimStore:
             info = self._read_info(name)
             images = {nvm.name: self._read_nvm_file(name, nvm) for nvm in info.spec.nvm}
             return info, images
+
+    def open_nvm_files(self, name: str, generation: int) -> Dict[str, int]:
+        """Open the board's NVM image files for writing in place (write-through of a live session,
+        see :class:`~piflash.sim.probes.simprobe.SimProbe`): {region name: file descriptor opened
+        ``O_WRONLY | O_CREAT``}. The caller writes with ``os.pwrite`` and closes them.
+
+        A descriptor keeps writing into the file it opened: once the board is swapped or removed,
+        or its images are replaced by :meth:`save_state`, :meth:`write_flash` or :meth:`swap`
+        (every one of which writes a new file and renames it into place), its writes reach
+        nobody's flash. Returns {} (opens nothing) when the board is gone or its generation is no
+        longer ``generation``.
+
+        :raises OSError: a file cannot be opened.
+        """
+        with self._lock(name):
+            if not self._json_path(name).exists() or self._read_info(name).generation != generation:
+                return {}
+            fds: Dict[str, int] = {}
+            try:
+                for nvm in get_target(self._read_info(name).target).nvm:
+                    fds[nvm.name] = os.open(str(self._nvm_path(name, nvm.name)), os.O_WRONLY | os.O_CREAT, 0o644)
+            except BaseException:
+                for fd in fds.values():
+                    os.close(fd)
+                raise
+            return fds
 
     def save_state(self, name: str, images: Dict[str, bytes], stats_delta: Dict[str, int],
                    generation: Optional[int] = None) -> bool:

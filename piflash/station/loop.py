@@ -129,8 +129,20 @@ class Station:
         path = self.loaded.config.history
         if self._history is not None and (path is None or path == self._history.path):
             return
+        if path is not None and not path.parent.exists():
+            # A mistyped folder would start a new, empty history with a chain of its own, and the
+            # boards of this shift would be missing from the real one: refuse, naming the path.
+            raise HistoryError(f"the history folder {path.parent} does not exist (the 'history:' key of "
+                               f"{self.config_path} names {path})",
+                               hint="correct the path, or create the folder for a new history "
+                                    "(the station only creates the file, not its folder)")
         try:
             new = History(path)
+            try:
+                new.check_writable()        # a read-only history would fail every board, not the start
+            except BaseException:
+                new.close()
+                raise
         except HistoryError as exc:
             raise HistoryError(exc.message, hint=f"{exc.hint}; the station records every board, so it "
                                f"does not start without a history (the 'history:' key of "
@@ -218,6 +230,15 @@ class Station:
         except HistoryError as exc:
             LOG.error("board %s: history row #%s not completed: %s", result.target_uid, row, exc.message)
             return None
+
+    def note_serial(self, row: int, serial: int) -> None:
+        """Write the serial number just taken for a board into its open row ``row`` (see
+        :meth:`piflash.record.history.History.annotate`).
+
+        :raises HistoryError: (exit 18) the row cannot be written: the board is not flashed.
+        """
+        with self._history_lock:
+            self._history.annotate(row, serial=str(serial))
 
     # -- reload, signals, stop ----------------------------------------------------------------
     def reload(self) -> bool:
@@ -309,6 +330,9 @@ class Station:
             w.wake()
             while w.is_alive():
                 w.join(0.5)
+        from piflash.station.worker import release_allocators
+
+        release_allocators()                # the lease's unused numbers go back to the counter
         self._log(f"station stopped: {self.status.summary()}")
         self.status.close()
         if self._history is not None:

@@ -76,6 +76,25 @@ def serial_allocator(config) -> SerialAllocator:
         return _ALLOCATORS[key]
 
 
+def release_allocators() -> None:
+    """On a clean stop, once no worker numbers a board any more: give the unused rest of every
+    allocator's lease back to the counter (logged), and close the allocators. A crash skips this,
+    and the next start reports the rest as left unused."""
+    with _ALLOCATORS_LOCK:
+        allocators = list(_ALLOCATORS.values())
+        _ALLOCATORS.clear()
+    for alloc in allocators:
+        try:
+            back = alloc.release()
+            if back:
+                LOG.info("serial counter %s: %d unused number(s) of the lease given back",
+                         alloc.counter.name, back)
+        except SerialError as exc:
+            LOG.error("serial counter %s: unused numbers not given back: %s", alloc.counter.name, exc.message)
+        finally:
+            alloc.close()
+
+
 class StationSink(ProgressSink):
     """Turns one board's phase progress into the probe's status ("flashing 42%") and heartbeats.
 
@@ -244,7 +263,7 @@ class ProbeWorker(threading.Thread):
             return
         outcome = "fail"
         try:
-            outcome = self._flash(session, result, loaded, error)
+            outcome = self._flash(session, result, loaded, error, row)
         finally:  # even a bug here completes the row: a board is never left without its record
             if result.error is None and outcome == "fail":
                 result.error = {"kind": "InternalError", "message": "internal error in the station "
@@ -263,14 +282,16 @@ class ProbeWorker(threading.Thread):
         else:
             self._set(outcome, f"{outcome.upper()} {shown} {number}{tag}", uid)
 
-    def _flash(self, session, result: OperationResult, loaded, error: Optional[PiflashError]) -> str:
-        """The board's job (skip check, flash) on its open session; returns the outcome."""
+    def _flash(self, session, result: OperationResult, loaded, error: Optional[PiflashError], row: int) -> str:
+        """The board's job (skip check, flash) on its open session and history row ``row``;
+        returns the outcome."""
         cfg, image = loaded.config, loaded.image
         prof = cfg.profile
         plan = prof.patch_plan
         uid = result.target_uid
         outcome, precheck_s = "fail", 0.0
         serial: Optional[int] = None
+        taken: list = []            # the number taken, even when writing it into the row failed
         alloc = None
         try:
             with tracking(result):
@@ -289,7 +310,8 @@ class ProbeWorker(threading.Thread):
                     if plan is not None:
                         if plan.uses_serial:
                             alloc = serial_allocator(cfg)
-                            serial = alloc.take(uid)        # committed before anything is written
+                            # committed before anything is written, and into the row at once
+                            serial = alloc.take(uid, lambda n: (taken.append(n), self.station.note_serial(row, n)))
                         board_image = patched_image(session, result, image, plan, serial)
                     try:
                         flash_session(session, board_image, result,
@@ -305,7 +327,8 @@ class ProbeWorker(threading.Thread):
             if not isinstance(exc, (ProbeLostError, OperationInterrupted, ImageRangeError, SerialError)) \
                     and self._answers(session, uid) is False:
                 result.error["message"] = f"board removed during {result.phase}: {exc.message}"
-        if serial is not None and alloc is not None:
+        if taken and alloc is not None:
+            serial = taken[0]
             try:
                 alloc.finish(serial, outcome == "pass", uid)
             except SerialError as exc:             # the number stays 'taken': still never reused
@@ -352,4 +375,4 @@ class ProbeWorker(threading.Thread):
         return False
 
 
-__all__ = ["ProbeWorker", "StationSink", "REMOVAL_READS"]
+__all__ = ["ProbeWorker", "StationSink", "REMOVAL_READS", "release_allocators"]

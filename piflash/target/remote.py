@@ -14,6 +14,7 @@ pyOCD is imported inside the functions.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 import time
@@ -25,6 +26,14 @@ from piflash.errors import ProbeSyntaxError, ProbeTimeoutError
 PREFIX = "remote:"
 #: pyOCD's default port when the unique ID has none (``TCPClientProbe.DEFAULT_PORT``).
 DEFAULT_PORT = 5555
+#: Requests of pyOCD's remote probe protocol (``pyocd/probe/tcp_probe_server.py``) that drive the
+#: SWD wire or the target's reset line: a reply to one of them means the server reached the board.
+#: The others (``hello``, ``readprop``, ``open``, ``lock``, ``set_clock``...) only talk to the
+#: server and its probe.
+TARGET_REQUESTS = frozenset({"swj_sequence", "swd_sequence", "jtag_sequence", "reset", "assert_reset",
+                             "read_dp", "write_dp", "read_ap", "write_ap", "read_ap_multiple",
+                             "write_ap_multiple", "read_mem", "write_mem", "read_block32",
+                             "write_block32", "read_block8", "write_block8"})
 #: Seconds to wait for the TCP connection to the server (pyOCD's own ``ClientSocket`` default is 10 s).
 CONNECT_TIMEOUT = 5.0
 #: Seconds to wait for one reply. Every request of the protocol is one short probe operation
@@ -33,6 +42,7 @@ CONNECT_TIMEOUT = 5.0
 #: ``$PIFLASH_PROBE_TIMEOUT`` (seconds).
 REPLY_TIMEOUT = 10.0
 TIMEOUT_ENV = "PIFLASH_PROBE_TIMEOUT"
+_REQUEST_NAME = re.compile(rb'"request": "([a-z0-9_]+)"')
 
 
 def is_remote(unique_id: Optional[str]) -> bool:
@@ -93,18 +103,27 @@ def _socket_class():
             self.reply_timeout = reply_timeout
             self.address = f"{host}:{port}"
             self.dead = False
+            #: Whether the server has answered a request that reaches the target
+            #: (:data:`TARGET_REQUESTS`): until then a silence is a refusal before the board.
+            self.reached_target = False
+            self._request: Optional[bytes] = None     # the request awaiting its reply
 
         def timeout_error(self) -> ProbeTimeoutError:
-            return ProbeTimeoutError(
+            exc = ProbeTimeoutError(
                 f"the probe server at {self.address} stopped answering: no reply within "
                 f"{self.reply_timeout:g} s", self.reply_timeout,
                 hint=f"is a pyOCD probe server ('piflash sim serve', 'pyocd server') listening at "
                      f"{self.address}, and not stuck? Restart it and try again "
                      f"(${TIMEOUT_ENV} sets the wait, in seconds)")
+            exc.reached_target = self.reached_target
+            return exc
 
         def write(self, data):
             if self.dead:
                 raise self.timeout_error()
+            # pyOCD sends one JSON request per line: {"id": N, "request": "read_dp", ...}
+            match = _REQUEST_NAME.search(data)
+            self._request = match.group(1) if match else None
             return super().write(data)
 
         def readline(self):
@@ -116,6 +135,8 @@ def _socket_class():
                 if end != -1:
                     line = bytes(self._buffer[:end + 1])
                     del self._buffer[:end + 1]
+                    if self._request is not None and self._request.decode() in TARGET_REQUESTS:
+                        self.reached_target = True
                     return line
                 if self.dead or time.monotonic() > deadline:
                     self.dead = True

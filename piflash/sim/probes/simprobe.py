@@ -18,11 +18,13 @@ extra but no boards shows no probes. This module imports the emulator lazily (in
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 import time
 from contextlib import ExitStack
-from typing import Callable, Collection, Optional, Sequence, Set, Union
+from typing import Callable, Collection, Iterator, Optional, Sequence, Set, Union
 
 from piflash.sim.probes import loading as _loading
 
@@ -147,6 +149,8 @@ class SimProbe(DebugProbe):
         self._lost = False
         self._target_gone = False       # no board on the fixture (for the rest of this session)
         self._generation = 0            # the store's board generation this session loaded
+        self._files: dict = {}          # {NVM region: fd of its image file} while open (write-through)
+        self._dirty: dict = {}          # {NVM region: [lo, hi) changed since the last write-through}
         self._cut: Optional[str] = None  # which transfer-count fault fired ("disconnect_after"...)
         self._reset_asserted = False
         self._clock = 1_000_000.0
@@ -282,6 +286,8 @@ class SimProbe(DebugProbe):
                     self._board = SimBoard(info.spec, bytes.fromhex(info.target_uid), images, info.faults)
                 else:
                     self._board = None
+                self._generation = info.generation
+                self._write_through()
             except BoardBusyError as err:
                 stack.close()
                 raise exceptions.ProbeError(str(err)) from None
@@ -289,17 +295,73 @@ class SimProbe(DebugProbe):
                 stack.close()
                 raise exceptions.ProbeDisconnected("simulated board %r no longer exists" % self._name) from None
             except BaseException:
+                self._close_files()
                 stack.close()
                 raise
             self._exit_stack = stack
             self._info_version = self._store.info_version(self._name)
             self._next_check = time.monotonic() + _RELOAD_INTERVAL
             self._saved_version = self._board.nvm_version if self._board is not None else 0
-            self._generation = info.generation
             self._transfers = 0
             self._lost = False
             self._target_gone = self._board is None
             self._is_open = True
+
+    def _write_through(self) -> None:
+        """Make every change of the board's flash arrays reach its image files, as real flash
+        keeps what was programmed when the debugger's process dies: the changes a probe call
+        (a DAP transfer, a reset) makes -- the debugger's own writes, or the flash algorithm the
+        core runs meanwhile -- are written (``pwrite``, one per array changed) before the call
+        returns, so ``kill -9`` loses at most the call in flight, as a power cut loses the
+        operation under way. Into the page cache, no fsync: it survives the process, not a crash
+        of the host. Called once the board is loaded; the first write is the whole image, so a
+        short or missing file gets its full size."""
+        board = self._board
+        if board is None:
+            return
+        self._open_files()
+        for region, nvm in board.nvm.items():
+            nvm.add_mirror(lambda offset, data, region=region: self._note_change(region, offset, len(data)))
+        self._flush_files()
+
+    def _open_files(self) -> None:
+        """(Re)open the image files: :meth:`_save` replaces them, so the new ones are opened after
+        each save. A board swapped or removed meanwhile opens none (its writes go nowhere)."""
+        self._close_files()
+        self._files = self._store.open_nvm_files(self._name, self._generation)
+
+    def _note_change(self, region: str, offset: int, length: int) -> None:
+        span = self._dirty.get(region)
+        if span is None:
+            self._dirty[region] = [offset, offset + length]
+        else:
+            span[0], span[1] = min(span[0], offset), max(span[1], offset + length)
+
+    def _flush_files(self) -> None:
+        """Write the bytes changed since the last flush into the image files."""
+        if not self._dirty:
+            return
+        dirty, self._dirty = self._dirty, {}
+        board = self._board
+        for region, (lo, hi) in dirty.items():
+            fd = self._files.get(region)
+            if fd is not None and board is not None:
+                os.pwrite(fd, memoryview(board.nvm[region].data)[lo:hi], lo)
+
+    @contextlib.contextmanager
+    def _flushing(self) -> Iterator[None]:
+        """Around a probe call: what it changed in flash is in the image files when it returns
+        (or raises)."""
+        try:
+            yield
+        finally:
+            self._flush_files()
+
+    def _close_files(self) -> None:
+        self._dirty = {}
+        files, self._files = self._files, {}
+        for fd in files.values():
+            os.close(fd)
 
     def close(self) -> None:
         """Save the board state (unless already saved when the probe was lost) and release it."""
@@ -310,6 +372,7 @@ class SimProbe(DebugProbe):
                 if not self._lost:
                     self._save()
             finally:
+                self._close_files()
                 self._is_open = False
                 self._protocol = None
                 self._board = None
@@ -328,6 +391,7 @@ class SimProbe(DebugProbe):
         if self._store.save_state(self._name, board.nvm_images(), stats, self._generation):
             for key in board.stats:
                 board.stats[key] = 0
+            self._open_files()          # the save replaced the files: write through the new ones
         self._saved_version = version
 
     # -- target control ----------------------------------------------------------------------
@@ -355,7 +419,7 @@ class SimProbe(DebugProbe):
 
     def reset(self) -> None:
         """Pulse nRESET (system reset of the board)."""
-        with self._guard:
+        with self._guard, self._flushing():
             self._check_alive()
             if self._board is not None:       # nRESET of an empty fixture goes nowhere
                 self._board.set_reset_pin(True)
@@ -363,7 +427,7 @@ class SimProbe(DebugProbe):
 
     def assert_reset(self, asserted: bool) -> None:
         """Drive nRESET low (True) or release it (False)."""
-        with self._guard:
+        with self._guard, self._flushing():
             self._check_alive()
             self._reset_asserted = bool(asserted)
             if self._board is not None:
@@ -378,36 +442,36 @@ class SimProbe(DebugProbe):
 
     # -- DAP access --------------------------------------------------------------------------
     def read_dp(self, addr: int, now: bool = True) -> Union[int, Callable[[], int]]:
-        with self._guard:
+        with self._guard, self._flushing():
             self._transfer(1)
             value = self._board.dp.read_dp(addr)
         return value if now else (lambda: value)
 
     def write_dp(self, addr: int, data: int) -> None:
-        with self._guard:
+        with self._guard, self._flushing():
             self._transfer(1)
             self._board.dp.write_dp(addr, data)
 
     def read_ap(self, addr: int, now: bool = True) -> Union[int, Callable[[], int]]:
-        with self._guard:
+        with self._guard, self._flushing():
             self._transfer(1)
             value = self._board.dp.read_ap(addr)
         return value if now else (lambda: value)
 
     def write_ap(self, addr: int, data: int) -> None:
-        with self._guard:
+        with self._guard, self._flushing():
             self._transfer(1)
             self._board.dp.write_ap(addr, data)
 
     def read_ap_multiple(self, addr: int, count: int = 1,
                          now: bool = True) -> Union[Sequence[int], Callable[[], Sequence[int]]]:
-        with self._guard:
+        with self._guard, self._flushing():
             self._transfer(count)
             values = self._board.dp.read_ap_multiple(addr, count)
         return values if now else (lambda: values)
 
     def write_ap_multiple(self, addr: int, values: Sequence[int]) -> None:
-        with self._guard:
+        with self._guard, self._flushing():
             allowed = self._transfer(len(values), partial=True)
             if allowed < len(values):
                 if allowed:
