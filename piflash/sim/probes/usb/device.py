@@ -272,7 +272,9 @@ class SimUsbDevice:
             outstanding = len(pending) if pending is not None else 0
         consumed = max(self._consumed, written - outstanding)
         for t_host in self._arrivals[self._consumed:consumed]:
-            self.clock.advance_to(t_host + self.host_transfer_s)
+            # The host handles a completion once it has it and has finished what it was doing
+            # (one interpreter lock): host times add up, max(now, arrival) + host time.
+            self.clock.advance_to(max(self.clock.now, t_host) + self.host_transfer_s)
         self._consumed = consumed
 
 
