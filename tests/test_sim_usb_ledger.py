@@ -120,7 +120,7 @@ def test_station_over_the_usb_probe_records_every_board(tmp_path):
                                boards=2, poll=0.2)
     first, second = (p["usb_s"] for p in result["per_board"])
     # The same work on each board: within 1 us (the cut between boards may fall a fraction of a
-    # microsecond apart in the link's pipeline; one USB transfer alone costs 60 us of host time).
+    # microsecond apart in the link's pipeline; one USB transfer alone costs tens of us of host time: timing.HOST_TRANSFER_S).
     assert first == pytest.approx(second, abs=1e-6) and first > IMAGE / 4 * 41e-6
     assert result["seconds"][0] == pytest.approx(first + 0.1 + 0.01)
     assert result["per_board"][0]["requests"]["DAP_Connect"] == 1      # one new session per board
