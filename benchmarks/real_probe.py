@@ -164,10 +164,11 @@ def goals(row: dict, fresh: dict) -> dict:
     """Issue 20's ratios for ``row`` (``fresh``: the same probe and target's fresh row)."""
     pf, load = row["piflash_s"], row["phases"]["piflash"].get("load", 0.0)
     if row["case"] == "fresh":
+        po_load = row["phases"]["pyocd"].get("load", 0.0)
         return {"piflash_over_floor": round(pf / row["floor_s"], 3),
                 "piflash_over_pyocd": round(pf / row["pyocd_s"], 3),
                 "piflash_over_floor_noload": round((pf - load) / row["floor_s"], 3),
-                "piflash_over_pyocd_noload": round((pf - load) / (row["pyocd_s"] - row["phases"]["pyocd"].get("load", 0.0)), 3)}
+                "piflash_over_pyocd_noload": round((pf - load) / (row["pyocd_s"] - po_load), 3)}
     ph = fresh["phases"]["piflash"]
     ref = sum(ph.get(p, 0.0) for p in ("connect", "verify", "reset"))
     return {"reference_s": round(ref, 4), "piflash_over_reference": round(pf / ref, 3),

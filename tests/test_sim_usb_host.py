@@ -20,7 +20,8 @@ def test_x86_is_the_measurement_and_the_pis_are_it_scaled():
         assert low <= host.factor <= high and host.factor_source
         for tool in ("piflash", "pyocd"):
             assert host.transfer_s[tool] == pytest.approx(x86.transfer_s[tool] * host.factor)
-            assert host.parse_s(tool, "hex", 1000) == pytest.approx(x86.parse_s(tool, "hex", 1000) * host.factor)
+            assert host.parse_s(tool, "hex", 1000) == \
+                pytest.approx(x86.parse_s(tool, "hex", 1000) * host.factor)
         assert host.startup_s == pytest.approx(x86.startup_s * host.factor)
         assert host.sleep_s == x86.sleep_s          # sleeps are wall time: not scaled
     # Slower cores, slower host: Zero 2W (A53 1 GHz) > Pi 4 (A72) > Pi 5 (A76) > x86.
@@ -43,9 +44,11 @@ def test_typical_times_for_predictions_maxima_for_timeouts():
         assert t.source
     # nRF52840: the PS gives only the 85 ms maximum; the prediction is the measured real erase.
     assert TARGET_TIMING["nrf52840"].erase_page_max_s == 85e-3
-    assert TARGET_TIMING["nrf52840"].erase_page_s < 85e-3 and "2299" in TARGET_TIMING["nrf52840"].notes["erase_page_s"]
+    nrf52 = TARGET_TIMING["nrf52840"]
+    assert nrf52.erase_page_s < 85e-3 and "2299" in nrf52.notes["erase_page_s"]
     # STM32F103: DS5792's typical t_prog, its maxima for the timeouts.
-    assert (TARGET_TIMING["stm32f103rc"].program_s, TARGET_TIMING["stm32f103rc"].program_max_s) == (52.5e-6, 70e-6)
+    stm32 = TARGET_TIMING["stm32f103rc"]
+    assert (stm32.program_s, stm32.program_max_s) == (52.5e-6, 70e-6)
 
 
 def test_host_times_add_up_under_the_interpreter_lock():
