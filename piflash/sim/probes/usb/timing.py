@@ -332,26 +332,26 @@ class HostPreset:
 
 
 #: What ``benchmarks/host_cost.py --repeats 5`` measured on the x86 machine on 2026-11-24
-#: (x86_64 AMD EPYC, 2 cores shared with other jobs, load average 3.6, Linux 6.18, Python
+#: (x86_64 AMD EPYC, 2 cores shared with other jobs, load average 2.9, Linux 6.18, Python
 #: 3.11.7, pyOCD 0.46.0; docs/benchmarks.md, "Host cost"): CPU seconds (``time.process_time``,
 #: every thread), medians of 5 interleaved repeats, replaying a fresh-board flash of each target
-#: through the Debug Probe preset.
+#: through the Debug Probe preset (recorded at this preset's own time per transfer).
 #: - ``transfer_s``: the first flash in a process (a ``piflash flash`` or ``pyocd flash``
-#:   command), total CPU over total USB transfers of the three targets: piflash 1.192 s / 35,006
-#:   (34.0 us), pyOCD 3.074 s / 73,468 (41.8 us). The replay's backend stands in for libusb and
+#:   command), total CPU over total USB transfers of the three targets: piflash 1.659 s / 44,766
+#:   (37.1 us), pyOCD 2.817 s / 65,842 (42.8 us). The replay's backend stands in for libusb and
 #:   the kernel's usbfs, whose C time per transfer is not in these figures.
 #: - ``parse_s_per_byte``: loading the file (piflash ``load_image``; pyOCD ``FileProgrammer.
-#:   add_file``): MicroPython's .hex (670,788 bytes) 0.106 s and 0.233 s; the .bin images
-#:   (327,680 bytes together) 0.0005 s and 0.0033 s.
-#: - ``startup_s``: ``pyocd flash --help``, CPU of the process (``RUSAGE_CHILDREN``): 0.499 s.
+#:   add_file``): MicroPython's .hex (670,788 bytes) 0.108 s and 0.184 s; the two .bin images
+#:   (327,680 bytes together) 0.0006 s and 0.0056 s.
+#: - ``startup_s``: ``pyocd flash --help``, CPU of the process (``RUSAGE_CHILDREN``): 0.532 s.
 #: - ``sleep_s``: ``time.sleep`` during one flash, both tools: 0.1 s in pyOCD's
 #:   ``cortex_m._perform_reset`` and 0.01 s in a reset's ``Timeout.check``.
 X86_MEASURED = {
     "cpu": "x86_64 AMD EPYC, 2 cores shared with other jobs",
-    "transfer_s": {"piflash": 34.0e-6, "pyocd": 41.8e-6},
-    "parse_s_per_byte": {"piflash": {"hex": 0.106 / 670788, "bin": 0.0005 / 327680},
-                         "pyocd": {"hex": 0.233 / 670788, "bin": 0.0033 / 327680}},
-    "startup_s": 0.499,
+    "transfer_s": {"piflash": 37.1e-6, "pyocd": 42.8e-6},
+    "parse_s_per_byte": {"piflash": {"hex": 0.108 / 670788, "bin": 0.0006 / 327680},
+                         "pyocd": {"hex": 0.184 / 670788, "bin": 0.0056 / 327680}},
+    "startup_s": 0.532,
     "sleep_s": {"piflash": 0.11, "pyocd": 0.11},
 }
 
