@@ -68,3 +68,39 @@ def test_host_times_add_up_under_the_interpreter_lock():
     device.sync()
     assert device.clock.now == pytest.approx(2.0 + 2e-3)
     assert timing.HOST_TRANSFER_S == HOST_PRESETS["x86"].transfer_s["pyocd"]
+
+
+def _real_probe():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "real_probe.py"
+    spec = importlib.util.spec_from_file_location("real_probe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_real_probe_adds_each_hosts_fixed_costs(tmp_path):
+    """``real_probe.py --host``: the file parse becomes a ``load`` phase and pyOCD's reset
+    sleeps go into ``reset``, at the host's figures (the parse scaled, the sleeps not)."""
+    rp = _real_probe()
+    image = tmp_path / "fw.hex"
+    image.write_bytes(b"x" * 100_000)
+    run = {"seconds": 2.0, "phases": {"connect": 0.1, "reset": 0.01}}
+    for name in ("x86", "zero2w"):
+        host = get_host(name)
+        out = rp.add_host_costs(run, host, "piflash", image)
+        load = host.parse_s("piflash", "hex", 100_000)
+        assert out["phases"]["load"] == pytest.approx(load, abs=1e-6)
+        assert out["phases"]["reset"] == pytest.approx(0.01 + host.sleep_s["piflash"])
+        assert out["seconds"] == pytest.approx(2.0 + load + host.sleep_s["piflash"], abs=1e-6)
+    assert run["phases"] == {"connect": 0.1, "reset": 0.01}       # the input is left alone
+    fresh = {"case": "fresh", "piflash_s": 3.0, "pyocd_s": 6.0, "floor_s": 2.0,
+             "phases": {"piflash": {"connect": 0.1, "verify": 0.2, "reset": 0.1, "load": 0.5},
+                        "pyocd": {"load": 1.0}}}
+    assert rp.goals(fresh, fresh) == {"piflash_over_floor": 1.5, "piflash_over_pyocd": 0.5,
+                                      "piflash_over_floor_noload": 1.25,
+                                      "piflash_over_pyocd_noload": 0.5}
+    reflash = dict(fresh, case="reflash", piflash_s=0.9)
+    assert rp.goals(reflash, fresh) == {"reference_s": 0.4, "piflash_over_reference": 2.25,
+                                        "piflash_over_reference_noload": 1.0}
