@@ -39,14 +39,16 @@ def run_pyocd(device, target: str) -> None:
         FlashEraser(session, FlashEraser.Mode.CHIP).erase()
 
 
-def bench(presets, targets) -> list:
+def bench(presets, targets, host_name: str = "x86") -> list:
     os.environ.setdefault("PIFLASH_SIM_DIR", tempfile.mkdtemp(prefix="chip_erase-"))
     from piflash.sim import SimStore
     from piflash.sim.probes import usb as sim_usb
+    from piflash.sim.probes.usb.timing import get_host
+    host = get_host(host_name)
     rows = []
     for preset in presets:
         for target in targets:
-            row = {"probe": preset, "target": target}
+            row = {"probe": preset, "target": target, "host": host.name}
             for tool, runner in (("piflash", run_piflash), ("pyocd", run_pyocd)):
                 board = "%s-%s-%s" % (tool, preset, target)
                 store = SimStore()
@@ -55,6 +57,7 @@ def bench(presets, targets) -> list:
                 sim_usb.uninstall()
                 os.environ[sim_usb.ENV_VAR] = "%s@%s" % (board, preset)
                 device = sim_usb.install(store=store).devices[0]
+                device.host_transfer_s = host.transfer_s[tool]
                 erases, start = store.get(board).stats["erase_ops"], device.clock.now
                 runner(device, target)
                 row[tool + "_s"] = round(device.clock.now - start, 3)

@@ -18,11 +18,20 @@ the same image, run in-process through pyOCD's own USB CMSIS-DAP driver on the v
   flash page erases and program operations.
 * ``phase_requests`` -- the same counts per phase (``{"piflash": {phase: {...}}, "pyocd": ...}``).
 
+* ``host`` -- the host preset (``--host``, default ``x86``; ``zero2w``, ``pi4``, ``pi5``:
+  ``piflash.sim.probes.usb.timing.HOST_PRESETS``): each tool's CPU time per USB transfer is
+  charged on the virtual clock, and its fixed host costs are added as phases: ``load`` (parsing
+  the firmware file, both tools) and pyOCD's sleeps during reset (``time.sleep`` in
+  ``cortex_m._perform_reset``, both tools; wall time, the same on every host);
+* ``goals`` -- issue 20's ratios: fresh board ``piflash_s / floor_s`` and ``piflash_s /
+  pyocd_s``; re-flash ``piflash_s`` over connect + check + reset (the fresh run's connect,
+  verify and reset phases), each also without the ``load`` phase (``*_noload``).
+
 All figures are predictions of the timing model (piflash/sim/probes/usb/timing.py), not measurements;
 they do not depend on this machine's speed. Images: Debian's MicroPython hex for nrf51, a
 256 KiB image for nrf52840, 64 KiB for stm32f103rc (pseudo-random bytes, fixed seed).
 
-    python benchmarks/real_probe.py [--json] [--presets debugprobe,daplink] [--targets nrf52840]
+    python benchmarks/real_probe.py [--json] [--host zero2w] [--presets debugprobe,daplink] [--targets nrf52840]
 """
 
 from __future__ import annotations
@@ -139,11 +148,40 @@ def floor_seconds(preset, target: str, image: Path, case: str, piflash: dict,
     return max(chip, link) + fixed
 
 
-def bench(presets, targets) -> list:
+def add_host_costs(result: dict, host, tool: str, image: Path) -> dict:
+    """Add ``host``'s fixed costs for ``tool`` to a run's ``result`` (from :func:`_delta`): the
+    ``load`` phase (parsing ``image``) and pyOCD's reset sleeps (into ``reset``)."""
+    fmt = "hex" if image.suffix == ".hex" else "bin"
+    load = host.parse_s(tool, fmt, image.stat().st_size)
+    sleep = host.sleep_s[tool]
+    phases = dict(result["phases"])
+    phases["load"] = round(load, 6)
+    phases["reset"] = round(phases.get("reset", 0.0) + sleep, 6)
+    return dict(result, seconds=result["seconds"] + load + sleep, phases=phases)
+
+
+def goals(row: dict, fresh: dict) -> dict:
+    """Issue 20's ratios for ``row`` (``fresh``: the same probe and target's fresh row)."""
+    pf, load = row["piflash_s"], row["phases"]["piflash"].get("load", 0.0)
+    if row["case"] == "fresh":
+        po_load = row["phases"]["pyocd"].get("load", 0.0)
+        return {"piflash_over_floor": round(pf / row["floor_s"], 3),
+                "piflash_over_pyocd": round(pf / row["pyocd_s"], 3),
+                "piflash_over_floor_noload": round((pf - load) / row["floor_s"], 3),
+                "piflash_over_pyocd_noload": round((pf - load) / (row["pyocd_s"] - po_load), 3)}
+    ph = fresh["phases"]["piflash"]
+    ref = sum(ph.get(p, 0.0) for p in ("connect", "verify", "reset"))
+    return {"reference_s": round(ref, 4), "piflash_over_reference": round(pf / ref, 3),
+            "piflash_over_reference_noload": round((pf - load) / ref, 3)}
+
+
+def bench(presets, targets, host_name: str = "x86") -> list:
     os.environ.setdefault("PIFLASH_SIM_DIR", tempfile.mkdtemp(prefix="real_probe-"))
     from piflash.sim import SimStore
     from piflash.sim.probes import usb as sim_usb
     from piflash.sim.probes.usb.presets import get_preset
+    from piflash.sim.probes.usb.timing import get_host
+    host = get_host(host_name)
     work = Path(tempfile.mkdtemp(prefix="real_probe-img-"))
     rows = []
     for preset_name in presets:
@@ -158,11 +196,15 @@ def bench(presets, targets) -> list:
                 sim_usb.uninstall()
                 os.environ[sim_usb.ENV_VAR] = "%s@%s" % (board, preset_name)
                 device = sim_usb.install(store=store).devices[0]
+                device.host_transfer_s = host.transfer_s[tool]
                 runner = run_piflash if tool == "piflash" else run_pyocd
-                results[tool] = {case: runner(device, target, image) for case in ("fresh", "reflash")}
+                results[tool] = {case: add_host_costs(runner(device, target, image), host, tool, image)
+                                 for case in ("fresh", "reflash")}
+            fresh_row = None
             for case in ("fresh", "reflash"):
                 pf, po = results["piflash"][case], results["pyocd"][case]
                 rows.append({"probe": preset_name, "link": preset.link, "target": target, "case": case,
+                             "host": host.name,
                              "piflash_s": round(pf["seconds"], 3), "pyocd_s": round(po["seconds"], 3),
                              "floor_s": round(floor_seconds(preset, target, image, case, pf), 3),
                              "floor_framed_s": round(floor_seconds(preset, target, image, case, pf,
@@ -171,6 +213,8 @@ def bench(presets, targets) -> list:
                              "requests": {"piflash": pf["requests"], "pyocd": po["requests"]},
                              "phase_requests": {"piflash": pf["phase_requests"],
                                                 "pyocd": po["phase_requests"]}})
+                fresh_row = fresh_row or rows[-1]
+                rows[-1]["goals"] = goals(rows[-1], fresh_row)
     sim_usb.uninstall()
     return rows
 
@@ -182,6 +226,8 @@ def preset_target_args(description: str, argv=None) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="print {\"rows\": [...]} as JSON")
     parser.add_argument("--presets", default="debugprobe,daplink,mculink")
     parser.add_argument("--targets", default="nrf51,nrf52840,stm32f103rc")
+    parser.add_argument("--host", default="x86",
+                        help="host preset: x86 (measured), zero2w, pi4, pi5 (predicted)")
     args = parser.parse_args(argv)
     import logging
     logging.disable(logging.WARNING)
@@ -189,11 +235,11 @@ def preset_target_args(description: str, argv=None) -> argparse.Namespace:
 
 
 def bench_rows(description: str, bench_fn, argv=None):
-    """Run ``bench_fn(presets, targets)`` with the options of :func:`preset_target_args`;
+    """Run ``bench_fn(presets, targets, host)`` with the options of :func:`preset_target_args`;
     print its rows as JSON and return None under ``--json``, else return the rows (a list)
     for the script to print as a table."""
     args = preset_target_args(description, argv)
-    rows = bench_fn(args.presets.split(","), args.targets.split(","))
+    rows = bench_fn(args.presets.split(","), args.targets.split(","), args.host)
     if args.json:
         print(json.dumps({"rows": rows}, indent=1))
         return None
@@ -204,11 +250,13 @@ def main(argv=None) -> int:
     rows = bench_rows(__doc__.splitlines()[0], bench, argv)
     if rows is None:
         return 0
-    print("%-10s %-10s %-11s %-7s %9s %9s %8s" % ("probe", "link", "target", "case", "piflash_s",
-                                                  "pyocd_s", "floor_s"))
+    print("host preset: %s" % rows[0]["host"] if rows else "")
+    print("%-10s %-10s %-11s %-7s %9s %9s %8s  %s" % ("probe", "link", "target", "case", "piflash_s",
+                                                      "pyocd_s", "floor_s", "goals"))
     for r in rows:
-        print("%-10s %-10s %-11s %-7s %9.2f %9.2f %8.2f" % (r["probe"], r["link"], r["target"], r["case"],
-                                                            r["piflash_s"], r["pyocd_s"], r["floor_s"]))
+        print("%-10s %-10s %-11s %-7s %9.2f %9.2f %8.2f  %s" % (
+            r["probe"], r["link"], r["target"], r["case"], r["piflash_s"], r["pyocd_s"], r["floor_s"],
+            " ".join("%s=%s" % kv for kv in r["goals"].items())))
     return 0
 
 

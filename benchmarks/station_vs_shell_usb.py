@@ -209,7 +209,7 @@ def one_case(preset: str, target: str, boards: int, poll: float, work: Path) -> 
         row[name] = runner(*args, poll) if name == "station" else runner(*args)
         row[name]["serial"] = serial
         # Same work per board: within 1 us (the cut between boards can fall a fraction of a
-        # microsecond apart in the link's pipeline; any one USB transfer costs 60 us of host time).
+        # microsecond apart in the link's pipeline; any one USB transfer costs tens of us of host time: timing.HOST_TRANSFER_S).
         secs = row[name]["seconds"]
         row[name]["identical"] = max(secs) - min(secs) < 1e-6
         row[name]["s_per_board"] = round(statistics.median(secs), 6)

@@ -22,6 +22,7 @@ from piflash.sim import SimStore
 from piflash.sim.probes import usb as sim_usb  # noqa: E402
 from piflash.sim.specs import TARGETS  # noqa: E402
 from piflash.sim.probes.usb.presets import PRESETS  # noqa: E402
+from piflash.sim.probes.usb.timing import TARGET_TIMING  # noqa: E402
 
 IMAGE = 16 * 1024
 
@@ -112,9 +113,11 @@ def test_erase_is_charged_at_datasheet_time(usb_sim, tmp_path):
     flash_with_pyocd(device, "nrf52840", os.urandom(IMAGE), tmp_path)
     pages = device.clock.requests["erase_page"]
     assert pages == IMAGE // 4096
-    assert device.clock.busy["flash_erase"] == pytest.approx(pages * 85e-3)
+    # Predictions use the typical page erase (the maximum is for timeouts only).
+    erase = TARGET_TIMING["nrf52840"].erase_page_s
+    assert device.clock.busy["flash_erase"] == pytest.approx(pages * erase)
     # The host cannot finish before the flash has erased and written every page.
-    assert device.clock.now > pages * 85e-3 + IMAGE / 4 * 41e-6
+    assert device.clock.now > pages * erase + IMAGE / 4 * TARGET_TIMING["nrf52840"].program_s
     assert device.clock.requests["core_polls_running"] > 0
 
 
@@ -125,7 +128,7 @@ def _dap(device, packet, t=0.0):
 
 def test_busy_flash_answers_wait(usb_sim):
     """Debugger-driven page erase of the nRF52840 NVMC, then a read of that page: WAIT while
-    the erase runs (85 ms in virtual time), OK once wait_retry covers it."""
+    the erase runs (the typical page erase in virtual time), OK once wait_retry covers it."""
     device = usb_sim("b1", "nrf52840")
     device.claim()
     try:
@@ -147,7 +150,8 @@ def test_busy_flash_answers_wait(usb_sim):
         _, t = _dap(device, [0x04, 0, 0xFF, 0xFF, 0, 0], t2)                # wait_retry = 65535
         resp, t3 = transfer(t, (0x05, 0x0), (0x0F, None))
         assert resp[1:3] == bytes([2, 1]) and resp[3:7] == b"\xff" * 4
-        assert t3 - t2 > 0.080 and device.clock.requests["swd_wait"] > 0
+        erase = TARGET_TIMING["nrf52840"].erase_page_s
+        assert t3 - t2 > erase * 0.9 and device.clock.requests["swd_wait"] > 0
         resp, _ = transfer(t3, (0x05, 0xF0000000), (0x0F, None))         # unmapped: FAULT
         assert resp[2] == 4
     finally:

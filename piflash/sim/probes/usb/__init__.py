@@ -42,8 +42,8 @@ _saved_get_backend = None
 #: scan calls :func:`install_from_env` again, which must then wait for the outer call.
 _installing = False
 
-__all__ = ["ENV_VAR", "parse_spec", "install", "uninstall", "active_backend", "enabled",
-           "attached_boards"]
+__all__ = ["ENV_VAR", "parse_spec", "install", "install_backend", "uninstall", "active_backend",
+           "enabled", "attached_boards"]
 
 
 def active_backend():
@@ -60,13 +60,11 @@ def install(spec: Optional[str] = None, store=None):
     :returns: The backend, or None when off.
     :raises ValueError: A malformed specification.
     """
-    global _backend, _saved_get_backend, _installing
+    global _installing
     spec = os.environ.get(ENV_VAR, "") if spec is None else spec
     entries = parse_spec(spec)
     if not entries:
         return None
-    import usb.backend.libusb1 as libusb1
-
     _installing = True
     try:
         from piflash.sim.store import SimStore
@@ -81,7 +79,15 @@ def install(spec: Optional[str] = None, store=None):
         device = SimUsbDevice(get_preset(preset), board, store, address)
         device.access_denied = denied
         devices.append(device)
-    _backend = SimUsbBackend(devices)
+    return install_backend(SimUsbBackend(devices))
+
+
+def install_backend(backend):
+    """Put ``backend`` (a pyusb ``IBackend``: the simulated bus, or the replay bus of
+    :mod:`piflash.sim.probes.usb.replay`) in place of pyusb's libusb1 backend; returns it."""
+    global _backend, _saved_get_backend
+    import usb.backend.libusb1 as libusb1
+    _backend = backend
     if _saved_get_backend is None:
         _saved_get_backend = libusb1.get_backend
     libusb1.get_backend = _get_backend

@@ -36,7 +36,7 @@ from piflash.sim.probes.usb.ledger import ledger_from_env
 from piflash.sim.probes.usb.presets import ProbePreset
 from piflash.sim.probes.usb.timing import HOST_TRANSFER_S, Link, VirtualClock
 
-__all__ = ["SimUsbDevice", "serial_for"]
+__all__ = ["SimUsbDevice", "serial_for", "describe"]
 
 #: String descriptor indexes.
 I_MANUFACTURER, I_PRODUCT, I_SERIAL, I_INTERFACE = 1, 2, 3, 4
@@ -66,6 +66,38 @@ class _Desc:
         self.extra_descriptors = []
 
 
+def describe(dev, preset: ProbePreset, serial: str, address: int) -> None:
+    """Give ``dev`` the USB descriptors of a ``preset`` probe with this ``serial`` at
+    ``address``: ``strings`` (index -> str), ``device_descriptor``, ``config_descriptor``,
+    ``interface_descriptor``, ``endpoint_descriptors`` (what :class:`SimUsbBackend` hands pyusb;
+    shared with the replay device of :mod:`piflash.sim.probes.usb.replay`)."""
+    dev.strings = {I_MANUFACTURER: preset.manufacturer, I_PRODUCT: preset.product,
+                   I_SERIAL: serial, I_INTERFACE: preset.interface}
+    hid = preset.cmsis_dap_version == 1
+    dev.device_descriptor = _Desc(
+        bLength=18, bDescriptorType=1, bcdUSB=0x0110 if hid else 0x0210,
+        bDeviceClass=0x00, bDeviceSubClass=0x00,        # each interface names its class
+        bDeviceProtocol=0x00, bMaxPacketSize0=64, idVendor=preset.vid,
+        idProduct=preset.pid, bcdDevice=preset.bcd_device, iManufacturer=I_MANUFACTURER,
+        iProduct=I_PRODUCT, iSerialNumber=I_SERIAL, bNumConfigurations=1, bus=1,
+        address=address, port_number=address, port_numbers=(address,),
+        speed=3 if preset.high_speed else 2)           # usb.util SPEED_HIGH / SPEED_FULL
+    dev.config_descriptor = _Desc(
+        bLength=9, bDescriptorType=2, wTotalLength=9 + 9 + 7 + 7 + (9 if hid else 0),
+        bNumInterfaces=1, bConfigurationValue=1, iConfiguration=0, bmAttributes=0x80,
+        bMaxPower=50)
+    dev.interface_descriptor = _Desc(
+        bLength=9, bDescriptorType=4, bInterfaceNumber=0, bAlternateSetting=0, bNumEndpoints=2,
+        bInterfaceClass=0x03 if hid else 0xFF, bInterfaceSubClass=0, bInterfaceProtocol=0,
+        iInterface=I_INTERFACE)
+    kind = 0x03 if hid else 0x02                       # interrupt / bulk
+    eps = [(0x81, kind), (0x01, kind)] if hid else [(0x01, kind), (0x81, kind)]
+    dev.endpoint_descriptors = [
+        _Desc(bLength=7, bDescriptorType=5, bEndpointAddress=addr, bmAttributes=attr,
+              wMaxPacketSize=preset.max_packet, bInterval=1 if hid else 0, bRefresh=0,
+              bSynchAddress=0) for addr, attr in eps]
+
+
 class SimUsbDevice:
     """A simulated probe on the bus.
 
@@ -77,7 +109,12 @@ class SimUsbDevice:
     Attributes: ``serial`` (str), ``clock`` (:class:`VirtualClock`), ``firmware``,
     ``unplugged`` (bool; set by :meth:`unplug`), ``access_denied`` (bool: opening fails with
     EACCES, as a device node without permission does), ``ledger`` (a
-    :class:`~piflash.sim.probes.usb.ledger.Ledger` when ``PIFLASH_SIM_USB_LEDGER`` is set, else None).
+    :class:`~piflash.sim.probes.usb.ledger.Ledger` when ``PIFLASH_SIM_USB_LEDGER`` is set, else None),
+    ``host_transfer_s`` (CPU seconds the host spends per USB transfer it submits or completes:
+    a host preset's, :data:`~piflash.sim.probes.usb.timing.HOST_PRESETS`; default
+    :data:`~piflash.sim.probes.usb.timing.HOST_TRANSFER_S`), ``recording`` (None, or a list
+    that every OUT packet and its response are appended to as ``(bytes, bytes)``: the traffic
+    :mod:`piflash.sim.probes.usb.replay` plays back).
     """
 
     def __init__(self, preset: ProbePreset, board_name: str, store: SimStore, address: int) -> None:
@@ -103,31 +140,9 @@ class SimUsbDevice:
         self.clock.add_sync(self.sync)
         self.ledger = ledger_from_env(self)
         self._watch_board = False                    # ledger: a board is seated in this session
-        self.strings = {I_MANUFACTURER: preset.manufacturer, I_PRODUCT: preset.product,
-                        I_SERIAL: self.serial, I_INTERFACE: preset.interface}
-        hid = preset.cmsis_dap_version == 1
-        self.device_descriptor = _Desc(
-            bLength=18, bDescriptorType=1, bcdUSB=0x0110 if hid else 0x0210,
-            bDeviceClass=0x00, bDeviceSubClass=0x00,        # each interface names its class
-            bDeviceProtocol=0x00, bMaxPacketSize0=64, idVendor=preset.vid,
-            idProduct=preset.pid, bcdDevice=preset.bcd_device, iManufacturer=I_MANUFACTURER,
-            iProduct=I_PRODUCT, iSerialNumber=I_SERIAL, bNumConfigurations=1, bus=1,
-            address=address, port_number=address, port_numbers=(address,),
-            speed=3 if preset.high_speed else 2)           # usb.util SPEED_HIGH / SPEED_FULL
-        self.config_descriptor = _Desc(
-            bLength=9, bDescriptorType=2, wTotalLength=9 + 9 + 7 + 7 + (9 if hid else 0),
-            bNumInterfaces=1, bConfigurationValue=1, iConfiguration=0, bmAttributes=0x80,
-            bMaxPower=50)
-        self.interface_descriptor = _Desc(
-            bLength=9, bDescriptorType=4, bInterfaceNumber=0, bAlternateSetting=0, bNumEndpoints=2,
-            bInterfaceClass=0x03 if hid else 0xFF, bInterfaceSubClass=0, bInterfaceProtocol=0,
-            iInterface=I_INTERFACE)
-        kind = 0x03 if hid else 0x02                       # interrupt / bulk
-        eps = [(0x81, kind), (0x01, kind)] if hid else [(0x01, kind), (0x81, kind)]
-        self.endpoint_descriptors = [
-            _Desc(bLength=7, bDescriptorType=5, bEndpointAddress=addr, bmAttributes=attr,
-                  wMaxPacketSize=preset.max_packet, bInterval=1 if hid else 0, bRefresh=0,
-                  bSynchAddress=0) for addr, attr in eps]
+        self.host_transfer_s = HOST_TRANSFER_S             # CPU s per transfer (a host preset's)
+        self.recording: Optional[List[Tuple[bytes, bytes]]] = None   # (OUT packet, response) pairs
+        describe(self, preset, self.serial, address)
 
     # -- control -----------------------------------------------------------------------------
     def string_descriptor(self, index: int) -> bytes:
@@ -200,7 +215,7 @@ class SimUsbDevice:
             self._watch_board = False
             self.ledger.record("board_changed", self, self.firmware.generation)
         with self._cond:
-            t_submit = clock.now + HOST_TRANSFER_S
+            t_submit = clock.now + self.host_transfer_s
             clock.count("usb_out")
             clock.count("bytes_out", len(data))
             t_arrive = self.link.out(t_submit, len(data))
@@ -218,6 +233,8 @@ class SimUsbDevice:
                 self._arrivals.append(t_host)
                 clock.count("usb_in")
                 clock.count("bytes_in", len(response))
+                if self.recording is not None:
+                    self.recording.append((bytes(data), bytes(response)))
                 clock.advance_to(t_arrive)
                 self._cond.notify_all()
                 return len(data)
@@ -255,7 +272,9 @@ class SimUsbDevice:
             outstanding = len(pending) if pending is not None else 0
         consumed = max(self._consumed, written - outstanding)
         for t_host in self._arrivals[self._consumed:consumed]:
-            self.clock.advance_to(t_host + HOST_TRANSFER_S)
+            # The host handles a completion once it has it and has finished what it was doing
+            # (one interpreter lock): host times add up, max(now, arrival) + host time.
+            self.clock.advance_to(max(self.clock.now, t_host) + self.host_transfer_s)
         self._consumed = consumed
 
 

@@ -6,8 +6,11 @@ and DAP commands, so the same run twice gives the same numbers.
 Three resources work in turn or in parallel, as on hardware:
 
 * **The host** issues USB transfers. Its clock (:attr:`VirtualClock.now`) advances when a
-  transfer it waits for completes. ``HOST_TRANSFER_S`` is charged per transfer the host submits
-  or completes (libusb and pyOCD's own Python code around it).
+  transfer it waits for completes. A host preset (:data:`HOST_PRESETS`) gives the CPU time
+  charged per transfer the host submits or completes (pyusb and pyOCD's and piflash's Python
+  code around it), measured by ``benchmarks/host_cost.py`` on x86 and scaled for the Pis. One
+  interpreter lock serialises that work: a completion is handled after the host has finished
+  what it was doing, so host times add up (they are never overlapped with each other).
 * **The USB link** (:class:`Link`): a full-speed HID interrupt endpoint with ``bInterval`` 1 moves
   one report per 1 ms frame and direction (USB 2.0 spec 5.7.4 and 9.6.6); bulk endpoints move a
   transfer when the host controller gets to it: a fixed scheduling latency per transfer plus the
@@ -33,15 +36,13 @@ from typing import Dict
 from piflash.sim.probes.usb.presets import ProbePreset
 
 __all__ = ["VirtualClock", "Link", "TargetTiming", "TARGET_TIMING", "swd_transfer_bits",
-           "swd_wait_bits", "HOST_TRANSFER_S", "FRAME_S"]
+           "swd_wait_bits", "HOST_TRANSFER_S", "FRAME_S", "HostPreset", "HOST_PRESETS",
+           "DEFAULT_HOST", "get_host"]
 
 #: Full-speed frame, seconds (USB 2.0 spec 8.4.3.1: 1 ms SOF interval).
 FRAME_S = 1e-3
 #: High-speed microframe, seconds (USB 2.0 spec 8.4.3.1: 125 us).
 MICROFRAME_S = 125e-6
-#: Host time per USB transfer submitted or completed (libusb, the kernel and pyOCD's Python code
-#: around it), seconds. Fitted: see the calibration table in docs/benchmarks.md.
-HOST_TRANSFER_S = 60e-6
 #: Bulk scheduling latency per transfer and direction, seconds: the time from submitting a bulk
 #: transfer to its first packet on the wire and from the last packet to the completion
 #: reaching user space. Fitted for full speed; high speed is bounded by the 125 us microframe.
@@ -201,12 +202,19 @@ class Link:
 class TargetTiming:
     """Time the target itself needs, from its datasheet.
 
+    Predictions use the typical values (``program_s``, ``erase_page_s``, ``erase_all_s``); the
+    maxima (``*_max_s``) are for timeouts only (a bound a tool must wait before it gives up),
+    never for a predicted time. Where the datasheet table gives no typical value, ``notes``
+    says which value stands in and why.
+
     :param core_hz: Core clock while the flash algorithm runs, Hz.
-    :param program_s: Time to program one write unit (``program_unit`` bytes), seconds.
+    :param program_s: Typical time to program one write unit (``program_unit`` bytes), seconds.
     :param program_unit: Bytes per flash write (4 on nRF, 2 on STM32F1).
-    :param erase_page_s: Time to erase one page (a pyOCD sector), seconds.
-    :param erase_all_s: Time of a mass erase, seconds.
-    :param source: Where the numbers come from.
+    :param erase_page_s: Typical time to erase one page (a pyOCD sector), seconds.
+    :param erase_all_s: Typical time of a mass erase, seconds.
+    :param program_max_s: / erase_page_max_s: / erase_all_max_s: The datasheet maxima, seconds.
+    :param source: The datasheet table the numbers come from.
+    :param notes: Per parameter name, where a figure that is not the table's typical comes from.
     """
 
     core_hz: float
@@ -214,17 +222,28 @@ class TargetTiming:
     program_unit: int
     erase_page_s: float
     erase_all_s: float
+    program_max_s: float
+    erase_page_max_s: float
+    erase_all_max_s: float
     source: str
     notes: Dict[str, str] = field(default_factory=dict)
 
     def op_time(self, op: str, nbytes: int) -> float:
-        """Seconds of flash operation ``op`` (``erase_page``, ``erase_all``, ``program``) on
-        ``nbytes`` bytes."""
+        """Typical seconds of flash operation ``op`` (``erase_page``, ``erase_all``,
+        ``program``) on ``nbytes`` bytes."""
         if op == "erase_page":
             return self.erase_page_s
         if op == "erase_all":
             return self.erase_all_s
         return self.program_s * max(1, nbytes // self.program_unit)
+
+    def op_timeout(self, op: str, nbytes: int) -> float:
+        """The datasheet's maximum seconds of ``op`` on ``nbytes`` bytes: a timeout's bound."""
+        if op == "erase_page":
+            return self.erase_page_max_s
+        if op == "erase_all":
+            return self.erase_all_max_s
+        return self.program_max_s * max(1, nbytes // self.program_unit)
 
 
 #: Cycles per Thumb half-word executed: the CPU time of a flash algorithm is estimated from the
@@ -236,22 +255,162 @@ CYCLES_PER_HALFWORD = 1.0
 
 TARGET_TIMING: Dict[str, TargetTiming] = {
     # nRF51822 Product Specification v3.4, "Flash specifications" table (NVMC): t_WRITE (time
-    # to write one word) 46.3 us max, t_ERASEPAGE 22.3 ms max, t_ERASEALL 22.3 ms max. Core at
-    # 16 MHz (HFCLK, same document "Clock management").
-    "nrf51": TargetTiming(core_hz=16e6, program_s=46.3e-6, program_unit=4, erase_page_s=22.3e-3,
-                          erase_all_s=22.3e-3,
-                          source="nRF51822 PS v3.4, Flash specifications (maximum values)"),
+    # to write one word) 46.3 us, t_ERASEPAGE 22.3 ms, t_ERASEALL 22.3 ms, each the table's
+    # maximum. Core at 16 MHz (HFCLK, same document "Clock management").
+    "nrf51": TargetTiming(
+        core_hz=16e6, program_s=46.3e-6, program_unit=4, erase_page_s=22.3e-3, erase_all_s=22.3e-3,
+        program_max_s=46.3e-6, erase_page_max_s=22.3e-3, erase_all_max_s=22.3e-3,
+        source="nRF51822 PS v3.4, Flash specifications",
+        notes={"program_s": "the table's maximum: no typical value is used for the nRF51",
+               "erase_page_s": "the table's maximum: with it the model reproduces pyOCD issue "
+                               "#23's published nRF51 page-erase rate (0.95, docs/benchmarks.md "
+                               "Calibration), which leaves no room for a shorter typical erase",
+               "erase_all_s": "the table's maximum"}),
     # nRF52840 Product Specification v1.7, section 4.3.10 "NVMC electrical specification":
-    # t_WRITE 41 us, t_ERASEPAGE 85 ms, t_ERASEALL 169 ms (maximum values). Core at 64 MHz.
-    "nrf52840": TargetTiming(core_hz=64e6, program_s=41e-6, program_unit=4, erase_page_s=85e-3,
-                             erase_all_s=169e-3,
-                             source="nRF52840 PS v1.7, 4.3.10 NVMC electrical specification (max)"),
+    # t_WRITE 41 us, t_ERASEPAGE 85 ms, t_ERASEALL 169 ms, each a maximum (the table gives no
+    # typical value). Core at 64 MHz.
+    "nrf52840": TargetTiming(
+        core_hz=64e6, program_s=41e-6, program_unit=4, erase_page_s=20e-3, erase_all_s=169e-3,
+        program_max_s=41e-6, erase_page_max_s=85e-3, erase_all_max_s=169e-3,
+        source="nRF52840 PS v1.7, 4.3.10 NVMC electrical specification (maxima)",
+        notes={"program_s": "the table's maximum (no typical given): a pessimistic prediction",
+               "erase_page_s": "no typical in the table; 20 ms is what a real nRF52 took through "
+                               "pyOCD: erase_sector calls 20-21 ms apart, probe round trips "
+                               "included (pyOCD trace log, probe-rs/probe-rs issue #2299, "
+                               "2024-11-25), an upper bound of the erase itself",
+               "erase_all_s": "the table's maximum (no typical given, no measurement found)"}),
     # STM32F103xC/D/E datasheet DS5792, section 5.3.9 "Memory characteristics", table "Flash
-    # memory characteristics": t_prog (16-bit programming) 52.5 us typical (40 min, 70 max),
-    # t_ERASE (page, 2 KiB) 20-40 ms, t_ME (mass erase) 20-40 ms: the model takes 40 ms, the
-    # maximum, as for the nRF parts (no typical given). The core runs at 8 MHz on HSI after
-    # reset (RM0008 7.2), and pyOCD's algorithm does not change the clock.
-    "stm32f103rc": TargetTiming(core_hz=8e6, program_s=52.5e-6, program_unit=2, erase_page_s=40e-3,
-                                erase_all_s=40e-3,
-                                source="DS5792 5.3.9 Flash memory characteristics (t_prog typ, erase max)"),
+    # memory characteristics": t_prog (16-bit programming) 40 min, 52.5 typical, 70 max us;
+    # t_ERASE (page, 2 KiB) 20 min, 40 max ms; t_ME (mass erase) 20 min, 40 max ms (no typical
+    # for either erase). The core runs at 8 MHz on HSI after reset (RM0008 7.2), and pyOCD's
+    # algorithm does not change the clock.
+    "stm32f103rc": TargetTiming(
+        core_hz=8e6, program_s=52.5e-6, program_unit=2, erase_page_s=30e-3, erase_all_s=30e-3,
+        program_max_s=70e-6, erase_page_max_s=40e-3, erase_all_max_s=40e-3,
+        source="DS5792 5.3.9 Flash memory characteristics",
+        notes={"erase_page_s": "no typical in the table: the middle of its 20-40 ms",
+               "erase_all_s": "no typical in the table: the middle of its 20-40 ms"}),
 }
+
+
+@dataclass(frozen=True)
+class HostPreset:
+    """The machine pyOCD and piflash run on: its CPU time per USB transfer and its fixed costs.
+
+    :param name: Preset key (``x86``, ``zero2w``, ``pi4``, ``pi5``).
+    :param cpu: The CPU, as its datasheet names it.
+    :param factor: Python CPU time on this host relative to the x86 machine of the
+        measurement (1.0 for ``x86``; a prediction for the others, see ``factor_source``).
+    :param factor_range: (low, high) of ``factor`` the sources allow.
+    :param factor_source: Where ``factor`` comes from.
+    :param transfer_s: CPU seconds per USB transfer (each OUT and each IN transfer), by tool
+        (``"piflash"``: piflash's flash; ``"pyocd"``: pyOCD's ``FileProgrammer``, what ``pyocd
+        flash`` and pyOCD's own test programs run): everything the host computes between
+        opening the session and closing it, divided by its transfers.
+    :param parse_s_per_byte: CPU seconds per byte of firmware file to load it, by tool and
+        format (``{"piflash": {"hex": s, "bin": s}, "pyocd": {...}}``).
+    :param startup_s: CPU seconds of starting a ``pyocd flash`` process (interpreter and
+        pyOCD's imports; ``pyocd flash --help``), paid per board by a shell loop.
+    :param sleep_s: Wall seconds pyOCD sleeps (``time.sleep``) during one flash, by tool: not
+        CPU, so not scaled by ``factor``.
+    """
+
+    name: str
+    cpu: str
+    factor: float
+    factor_range: tuple
+    factor_source: str
+    transfer_s: Dict[str, float]
+    parse_s_per_byte: Dict[str, Dict[str, float]]
+    startup_s: float
+    sleep_s: Dict[str, float]
+
+    def parse_s(self, tool: str, fmt: str, nbytes: int) -> float:
+        """CPU seconds for ``tool`` (``piflash``/``pyocd``) to load a ``fmt`` (``hex``/``bin``)
+        file of ``nbytes`` bytes."""
+        return self.parse_s_per_byte[tool][fmt] * nbytes
+
+
+#: What ``benchmarks/host_cost.py --repeats 5`` measured on the x86 machine on 2026-11-24
+#: (x86_64 AMD EPYC, 2 cores shared with other jobs, load average 2.9, Linux 6.18, Python
+#: 3.11.7, pyOCD 0.46.0; docs/benchmarks.md, "Host cost"): CPU seconds (``time.process_time``,
+#: every thread), medians of 5 interleaved repeats, replaying a fresh-board flash of each target
+#: through the Debug Probe preset (recorded at this preset's own time per transfer).
+#: - ``transfer_s``: the first flash in a process (a ``piflash flash`` or ``pyocd flash``
+#:   command), total CPU over total USB transfers of the three targets: piflash 1.659 s / 44,766
+#:   (37.1 us), pyOCD 2.817 s / 65,842 (42.8 us). The replay's backend stands in for libusb and
+#:   the kernel's usbfs, whose C time per transfer is not in these figures.
+#: - ``parse_s_per_byte``: loading the file (piflash ``load_image``; pyOCD ``FileProgrammer.
+#:   add_file``): MicroPython's .hex (670,788 bytes) 0.108 s and 0.184 s; the two .bin images
+#:   (327,680 bytes together) 0.0006 s and 0.0056 s.
+#: - ``startup_s``: ``pyocd flash --help``, CPU of the process (``RUSAGE_CHILDREN``): 0.532 s.
+#: - ``sleep_s``: ``time.sleep`` during one flash, both tools: 0.1 s in pyOCD's
+#:   ``cortex_m._perform_reset`` and 0.01 s in a reset's ``Timeout.check``.
+X86_MEASURED = {
+    "cpu": "x86_64 AMD EPYC, 2 cores shared with other jobs",
+    "transfer_s": {"piflash": 37.1e-6, "pyocd": 42.8e-6},
+    "parse_s_per_byte": {"piflash": {"hex": 0.108 / 670788, "bin": 0.0006 / 327680},
+                         "pyocd": {"hex": 0.184 / 670788, "bin": 0.0056 / 327680}},
+    "startup_s": 0.532,
+    "sleep_s": {"piflash": 0.11, "pyocd": 0.11},
+}
+
+
+def _scaled(name: str, cpu: str, factor: float, factor_range: tuple, source: str) -> HostPreset:
+    m = X86_MEASURED
+    return HostPreset(
+        name=name, cpu=cpu, factor=factor, factor_range=factor_range, factor_source=source,
+        transfer_s={k: v * factor for k, v in m["transfer_s"].items()},
+        parse_s_per_byte={t: {f: v * factor for f, v in d.items()}
+                          for t, d in m["parse_s_per_byte"].items()},
+        startup_s=m["startup_s"] * factor, sleep_s=dict(m["sleep_s"]))
+
+
+#: Python CPU time of a Cortex-A53 at 1 GHz (Pi Zero 2W, BCM2710A1) against the x86 machine:
+#: between 6.2x and 11.3x; the preset takes their geometric mean, 8.4x (a prediction).
+#: - 11.3x: pystone, sabnzbd/sabnzbd issue #1162 (github.com/sabnzbd/sabnzbd/issues/1162,
+#:   2018-07-29): "ARMv8 nanopineo2" (Allwinner H5, Cortex-A53) 15,000 pystones against a 2018
+#:   Core i3's 170,000.
+#: - 6.2x: pyOCD's own log on an Orange Pi Zero 2W (Allwinner H618, Cortex-A53 at 1.5 GHz),
+#:   probe-rs/probe-rs issue #2299 (comment of 2024-11-25): "Loading" to "algo init" 1.49 s,
+#:   which takes 0.36 s on the x86 machine (issue 20): 4.1x at 1.5 GHz, 6.2x at 1 GHz by clock.
+ZERO2W_FACTOR = (8.4, (6.2, 11.3))
+#: Cortex-A72 (Pi 4, BCM2711, 1.5 GHz; 1.8 GHz on later boards): 2.6x, a Python 3 benchmark
+#: (pi to 10,000 digits) in alexdedyura/cpu-benchmark's README: Raspberry Pi 4 79.216 s
+#: against an Intel Core i3-8100 30.636 s. Cross-check: 8.4x (Zero 2W) divided by the A72's
+#: single-core speed over a 1 GHz A53 (sysbench, leoncode.co.uk "Raspberry Pi CPU Benchmarks":
+#: Pi 4 1477.83 / Pi 3+ 687.45 events/s, times 1.4 GHz / 1 GHz = 3.0) gives 2.8x. Bignum
+#: arithmetic runs in C, so the Python figure is the low end: range 2.6-2.8.
+PI4_FACTOR = (2.6, (2.6, 2.8))
+#: Cortex-A76 at 2.4 GHz (Pi 5, BCM2712): the Pi 4 factor divided by 1.85, the single-core
+#: sysbench ratio of Pi 5 to Pi 4 (leoncode.co.uk: 2737.49 / 1477.83 events/s). No published
+#: Python figure of the same two machines was found: this one is a C benchmark's ratio.
+PI5_FACTOR = (1.4, (1.4, 1.5))
+
+#: Host presets by name (``real_probe.py --host``).
+HOST_PRESETS: Dict[str, HostPreset] = {
+    "x86": _scaled("x86", X86_MEASURED["cpu"], 1.0, (1.0, 1.0), "measured: benchmarks/host_cost.py"),
+    "zero2w": _scaled("zero2w", "Cortex-A53 at 1 GHz (Raspberry Pi Zero 2W)", ZERO2W_FACTOR[0],
+                      ZERO2W_FACTOR[1], "pystone (sabnzbd #1162) and pyOCD's log on an A53 (probe-rs #2299)"),
+    "pi4": _scaled("pi4", "Cortex-A72 at 1.5-1.8 GHz (Raspberry Pi 4)", PI4_FACTOR[0], PI4_FACTOR[1],
+                   "Python pi-digits (alexdedyura/cpu-benchmark), sysbench cross-check"),
+    "pi5": _scaled("pi5", "Cortex-A76 at 2.4 GHz (Raspberry Pi 5)", PI5_FACTOR[0], PI5_FACTOR[1],
+                   "the pi4 factor over sysbench's Pi 5 / Pi 4 single-core ratio"),
+}
+#: The host a device charges unless told otherwise.
+DEFAULT_HOST = "x86"
+#: CPU seconds per USB transfer of pyOCD's own path on the default host (what any pyOCD client
+#: that is not piflash costs; ``benchmarks/real_probe.py`` sets piflash's for piflash's runs).
+HOST_TRANSFER_S = HOST_PRESETS[DEFAULT_HOST].transfer_s["pyocd"]
+
+
+def get_host(name: str) -> HostPreset:
+    """The host preset called ``name``.
+
+    :raises ValueError: Unknown host.
+    """
+    try:
+        return HOST_PRESETS[name]
+    except KeyError:
+        raise ValueError("unknown host preset %r (choose from %s)"
+                         % (name, ", ".join(HOST_PRESETS))) from None
