@@ -306,10 +306,18 @@ def test_cpu_bkpt_fault_lockup_and_sleep():
     assert dhcsr & (1 << 19) and not dhcsr & (1 << 17)
     dap.halt()
     assert dap.read(DHCSR) & (1 << 17)
-    # with VC_HARDERR the fault halts instead
+    # with VC_HARDERR the fault is taken and the core halts at the handler (vector catch): erased
+    # flash gives the vector 0xffffffff, the frame holds the faulting PC
     dap.write(DEMCR, 1 << 10)
-    dhcsr = dap.run_code(thumb(0xDEFE, 0xBE00))
+    dhcsr = dap.run_code(thumb(0x2007, 0xDEFE, 0xBE00), regs={14: 0x1235})    # movs r0,#7 ; udf
     assert dhcsr & (1 << 17) and dap.read(DFSR) & (1 << 3)
+    sp = dap.get_reg(13)
+    assert sp == 0x20001000 - 0x20
+    frame = [dap.read(sp + 4 * i) for i in range(8)]
+    assert frame[0] == 7 and frame[5] == 0x1235 and frame[6] == 0x20000002     # R0, LR, PC
+    assert frame[7] & 0x01000000                                              # xPSR.T
+    assert dap.get_reg(14) == 0xFFFFFFF9 and dap.get_reg(16) & 0x1FF == 3     # EXC_RETURN, IPSR
+    assert dap.get_reg(15) == 0xFFFFFFFE                                      # erased vector
     dap.write(DEMCR, 0)
     # wfi -> sleeping
     dhcsr = dap.run_code(thumb(0xBF30, 0xBE00))
