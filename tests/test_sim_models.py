@@ -527,3 +527,17 @@ def test_ctrl_c_inside_emulation_propagates(monkeypatch):
     dap.halt()
     assert dap.run_code(thumb(0x2007, 0xBE00)) & (1 << 17)   # still works afterwards
     assert dap.get_reg(0) == 7
+
+
+def test_unmodelled_peripheral_access_is_logged_once(caplog):
+    """Firmware that polls a register the simulator lacks reads 0: said once in the log, with the
+    address, instead of a silent hang (issue 23)."""
+    import logging
+
+    dap = Dap(make_board("nrf51"))
+    # ldr r1,[r0] ; ldr r1,[r0] ; bkpt  with r0 = 0x40008000 (nRF51 TIMER0: not modelled)
+    with caplog.at_level(logging.INFO, logger="piflash.sim.cpu"):
+        dhcsr = dap.run_code(thumb(0x6801, 0x6801, 0xBE00), regs={0: 0x40008000})
+    assert dhcsr & (1 << 17) and dap.get_reg(1) == 0
+    said = [r.getMessage() for r in caplog.records if "unmodelled peripheral" in r.getMessage()]
+    assert len(said) == 1 and "at 0x40008000" in said[0]
