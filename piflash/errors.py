@@ -441,6 +441,12 @@ class BootCheckError(PiflashError):
         self.result = result
 
 
+class RttError(PiflashError):
+    """``piflash rtt`` found no RTT control block on the target in time."""
+
+    exit_code = ExitCode.BOOT_CHECK
+
+
 class HistoryError(PiflashError):
     """The history database cannot be opened, read or written (path, permissions, disk full,
     corrupt, or made by a newer piflash)."""

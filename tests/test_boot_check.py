@@ -262,3 +262,33 @@ def test_the_station_counts_a_board_only_when_its_boot_check_passes(tmp_path, bo
     assert (last["outcome"], last["exit_code"], last["error_kind"]) == ("fail", BOOT, "BootCheckError")
     assert "HardFault at PC 0x" in last["error"] and last["protection"] != "locked"
     assert "HardFault" in station.output()
+
+
+def test_rtt_streams_until_ctrl_c(board, boot_fw, cli):
+    """``piflash rtt``: what the board prints, from its start with --reset; Ctrl-C ends it with 0."""
+    import os
+    import signal
+    import sys
+    import time
+
+    args = board("nrf52840")
+    fw = boot_fw("nrf52840", "rtt")
+    _flash(cli, fw, args)
+    proc = subprocess.Popen([sys.executable, "-m", "piflash", "rtt", str(fw), *args, "--reset"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
+    try:
+        os.set_blocking(proc.stdout.fileno(), False)
+        got, deadline = b"", time.monotonic() + 30
+        while b"self-test: PASS\n" not in got and time.monotonic() < deadline and proc.poll() is None:
+            got += proc.stdout.read() or b""
+            time.sleep(0.05)
+        assert got == b"piflash boot-check firmware: nrf52840\nself-test: PASS\n"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(10) == 0, proc.stderr.read()
+    finally:
+        proc.kill()
+    # the RAM is searched without the ELF; a firmware without RTT is exit 26 after --find-timeout
+    assert cli("rtt", *args, "--duration", "0.5", check=0).stdout.startswith("piflash boot-check firmware")
+    _flash(cli, boot_fw("nrf52840", "silent"), args)
+    proc = cli("rtt", *args, "--reset", "--find-timeout", "0.5", check=BOOT)
+    assert "no RTT control block found in RAM within 0.5 s" in proc.stderr

@@ -435,6 +435,60 @@ def reset_board(probe: Optional[str] = None, target: Optional[str] = None, halt:
     return _run("reset", None, probe, target, frequency, None, body, options, on_touch)
 
 
-__all__ = ["flash_firmware", "verify_firmware", "erase_target", "reset_board", "ERASE_MODES",
+def monitor_rtt(probe: Optional[str] = None, target: Optional[str] = None, frequency: Optional[int] = None,
+                write: Callable[[bytes], None] = lambda data: None, firmware_path: Optional[str] = None,
+                address: Optional[int] = None, reset: bool = False, find_timeout: float = 5.0,
+                duration: Optional[float] = None, options: Optional[dict] = None,
+                progress: Optional[ProgressSink] = None) -> OperationResult:
+    """Stream the target's RTT up-channel 0 to ``write(bytes)`` until Ctrl-C (KeyboardInterrupt,
+    or SIGTERM made one) or ``duration`` seconds; the end by Ctrl-C is a clean end, not an error.
+
+    :param firmware_path: an ELF whose ``_SEGGER_RTT`` symbol gives the control block's address.
+    :param address: the control block's address (int), over the ELF's; neither: RAM is searched.
+    :param reset: reset the target first (an old firmware's control block wiped before), so the
+        stream starts with what the firmware prints as it boots.
+    :param find_timeout: seconds to look for the control block before giving up.
+    :raises RttError: (exit 26) no control block within ``find_timeout`` seconds; the connect errors
+        of :func:`flash_firmware`.
+    """
+    from piflash.errors import RttError
+    from piflash.firmware.symbols import elf_symbol
+    from piflash.target.rtt import RTT_SYMBOL, RttUpChannel
+
+    if address is None:
+        address = elf_symbol(firmware_path, RTT_SYMBOL)
+
+    def body(session, result, sink):
+        channel = RttUpChannel(session.target, address)
+        if reset:
+            with phase(result, sink, Phase.RESET):
+                channel.wipe_stale()
+                reset_target(session, progress=sink)
+                result.reset = True
+        try:
+            start = time.monotonic()
+            while not channel.find():
+                session.target.get_state()          # a running core goes on (and a simulated one runs)
+                if time.monotonic() - start >= find_timeout:
+                    where = f"at 0x{address:08x}" if address is not None else "in RAM"
+                    raise RttError(f"no RTT control block found {where} within {find_timeout:g} s",
+                                   hint="the firmware must set up SEGGER RTT (and run: --reset starts it); "
+                                        "give the ELF file or --address for a block outside the default RAM")
+                time.sleep(0.05)
+            session.options["resume_on_disconnect"] = True
+            while duration is None or time.monotonic() - start < duration:
+                session.target.get_state()
+                data = channel.read()
+                if data:
+                    write(data)
+                else:
+                    time.sleep(0.02)
+        except KeyboardInterrupt:
+            pass                                    # Ctrl-C: the user's way to stop streaming
+
+    return _run("rtt", None, probe, target, frequency, progress, body, options)
+
+
+__all__ = ["flash_firmware", "verify_firmware", "erase_target", "reset_board", "monitor_rtt", "ERASE_MODES",
            "flash_session", "verify_session", "describe_session", "phase", "tracking",
            "check_protection", "patched_image"]

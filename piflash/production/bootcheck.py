@@ -35,10 +35,12 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, Optional, Union
 
 from piflash.errors import BootCheckError
+from piflash.firmware.symbols import elf_symbol
+from piflash.target.rtt import RTT_SYMBOL, RttUpChannel
 
 __all__ = ["BootCheck", "BootResult", "parse_boot_check", "boot_check_from_mapping", "arm_boot_check",
            "run_boot_check",
-           "DEFAULT_TIMEOUT", "OUTPUT_LIMIT", "KINDS"]
+           "elf_symbol", "DEFAULT_TIMEOUT", "OUTPUT_LIMIT", "KINDS"]
 
 #: Seconds a boot check waits when no timeout is given.
 DEFAULT_TIMEOUT = 3.0
@@ -58,9 +60,6 @@ BKPT_SEMIHOST = 0xBEAB              # Thumb "bkpt 0xab"
 DFSR = 0xE000ED30
 DFSR_BKPT = 1 << 1
 DFSR_VCATCH = 1 << 3
-#: The symbol SEGGER's RTT library gives its control block, and the block's ID (SEGGER_RTT.h).
-RTT_SYMBOL = "_SEGGER_RTT"
-RTT_ID = b"SEGGER RTT"
 
 
 @dataclass(frozen=True)
@@ -200,29 +199,6 @@ def boot_check_from_mapping(mapping: Dict[str, object]) -> BootCheck:
 
 
 # -- running ------------------------------------------------------------------------------------
-def elf_symbol(path: Optional[str], name: str) -> Optional[int]:
-    """Address (int) of symbol ``name`` in the ELF file at ``path``, or None (no file, not an ELF,
-    no such symbol). Read with pyelftools, which pyOCD depends on."""
-    if not path:
-        return None
-    try:
-        from elftools.common.exceptions import ELFError
-        from elftools.elf.elffile import ELFFile
-        from elftools.elf.sections import SymbolTableSection
-    except ImportError:
-        return None
-    try:
-        with open(path, "rb") as f:
-            elf = ELFFile(f)
-            for section in elf.iter_sections():
-                if isinstance(section, SymbolTableSection):
-                    for sym in section.get_symbol_by_name(name) or ():
-                        return int(sym["st_value"])
-    except (OSError, ELFError):
-        return None
-    return None
-
-
 class _Console:
     """A pyOCD semihosting I/O handler that keeps console output in the result (files refused)."""
 
@@ -249,8 +225,7 @@ class _Watch:
         self.check = check
         self.firmware_path = firmware_path
         self.result = BootResult(check.spec)
-        self._rtt = None
-        self._up = None
+        self._rtt = RttUpChannel(self.target, elf_symbol(firmware_path, RTT_SYMBOL))
         self._agent = None
         self._text = ""
         self._word_addr: Optional[int] = None
@@ -337,33 +312,13 @@ class _Watch:
                           f"expected {self.check.status}")
 
     def _read_rtt(self) -> bool:
-        if self._up is None and not self._find_rtt():
-            return False
-        data = bytes(self._up.read())
+        data = self._rtt.read()
         if data:
             self.result.add_output(data)
             self._text += data.decode("utf-8", "replace")
             if self.check.kind == "rtt" and re.search(self.check.pattern, self._text):
                 return self._pass(f"RTT channel 0 printed text matching '{self.check.pattern}'")
         return False
-
-    def _find_rtt(self) -> bool:
-        from pyocd.core.exceptions import RTTError
-        from pyocd.debug.rtt import GenericRTTControlBlock
-
-        if self._rtt is None:
-            addr = elf_symbol(self.firmware_path, RTT_SYMBOL)
-            # At the symbol: 0 bytes of search (the block must be exactly there); else all of RAM.
-            self._rtt = (GenericRTTControlBlock(self.target, address=addr) if addr is not None
-                         else GenericRTTControlBlock(self.target))
-        try:
-            self._rtt.start()
-        except RTTError:
-            return False            # not set up yet: the firmware may still be starting
-        if not self._rtt.up_channels:
-            return False
-        self._up = self._rtt.up_channels[0]
-        return True
 
     # -- verdicts -----------------------------------------------------------------------------
     def _pass(self, detail: str) -> bool:
@@ -382,7 +337,7 @@ class _Watch:
         check = self.check
         waited = f"within {check.timeout:g} s"
         if check.kind == "rtt":
-            if self._up is None:
+            if not self._rtt.found:
                 self.result.detail = f"no RTT control block was found {waited}"
             else:
                 self.result.detail = (f"RTT channel 0 printed no text matching '{check.pattern}' {waited} "
@@ -422,28 +377,10 @@ def arm_boot_check(session, check: Optional[BootCheck] = None, firmware_path: Op
 
     target = session.target
     if check is not None and check.kind == "rtt":
-        _wipe_stale_rtt(target, elf_symbol(firmware_path, RTT_SYMBOL))
+        RttUpChannel(target, elf_symbol(firmware_path, RTT_SYMBOL)).wipe_stale()
     previous = target.get_vector_catch()
     target.set_vector_catch(previous | Target.VectorCatch.HARD_FAULT)
     return previous
-
-
-def _wipe_stale_rtt(target, addr: Optional[int]) -> None:
-    ident = RTT_ID.ljust(16, b"\0")
-    if addr is not None:
-        if bytes(target.read_memory_block8(addr, 16)) == ident:
-            target.write_memory_block8(addr, [0] * 16)
-        return
-    from pyocd.core.memory_map import MemoryType
-
-    ram = target.get_memory_map().get_default_region_of_type(MemoryType.RAM)
-    if ram is None:
-        return
-    data = bytes(target.read_memory_block8(ram.start, ram.length))
-    at = data.find(RTT_ID)
-    while at >= 0:
-        target.write_memory_block8(ram.start + at, [0] * len(RTT_ID))
-        at = data.find(RTT_ID, at + 1)
 
 
 def run_boot_check(session, check: BootCheck, firmware_path: Optional[str] = None,
