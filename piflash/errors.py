@@ -49,6 +49,7 @@ class ExitCode(enum.IntEnum):
     PROBE_TIMEOUT = 23    #: the probe (or probe server) stopped answering within the time limit
     PROBE_BUSY = 24       #: the probe is in use by another piflash or pyOCD client
     SERIAL_ISSUED = 25    #: ``--serial N`` names a number already issued (``--force-serial`` re-issues it)
+    BOOT_CHECK = 26       #: the flashed firmware did not start as the boot check expects
     INTERRUPTED = 130     #: Ctrl-C or SIGTERM (128 + SIGINT)
 
 
@@ -80,6 +81,7 @@ EXIT_CODE_HELP = {
     ExitCode.PROBE_TIMEOUT: "the probe did not answer in time",
     ExitCode.PROBE_BUSY: "the probe is in use by another client",
     ExitCode.SERIAL_ISSUED: "serial number already issued to a board (--force-serial re-issues it)",
+    ExitCode.BOOT_CHECK: "the board did not pass its boot check (no expected output, a fault, a timeout)",
     ExitCode.INTERRUPTED: "interrupted",
 }
 
@@ -421,6 +423,28 @@ def extra_for_module(module: Optional[str]) -> Optional[str]:
     """The extra (str) whose module is ``module`` or a submodule of it, or None."""
     top = (module or "").split(".")[0]
     return next((name for name, (mod, _, _) in EXTRAS.items() if mod == top), None)
+
+
+class BootCheckError(PiflashError):
+    """The firmware was flashed and verified, but the board did not pass its boot check after the
+    reset (:mod:`piflash.production.bootcheck`): the text never came, the wrong semihosting exit
+    status, a HardFault, a locked-up core, or the timeout.
+
+    :ivar result: the :class:`piflash.production.bootcheck.BootResult` (what was seen, the
+        captured output, the stacked PC of a fault).
+    """
+
+    exit_code = ExitCode.BOOT_CHECK
+
+    def __init__(self, message: str, result, hint: Optional[str] = None) -> None:
+        super().__init__(message, hint)
+        self.result = result
+
+
+class RttError(PiflashError):
+    """``piflash rtt`` found no RTT control block on the target in time."""
+
+    exit_code = ExitCode.BOOT_CHECK
 
 
 class HistoryError(PiflashError):

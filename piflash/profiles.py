@@ -18,6 +18,7 @@ A profile is a small YAML mapping (``docs/profiles.md`` has the full story)::
     serial: {...}               # optional: per-board serial number (piflash/firmware/patch.py, docs/production.md)
     patch: [...]                # optional: more per-board bytes from templates
     protect: lock               # optional: lock | off -- read-out protection after a passed verify
+    boot_check: {rtt: "PASS", timeout: 3}  # optional: prove the board starts (docs/boot-check.md)
 
 Loading is strict: an unknown key, a value of the wrong type, a missing
 required key or broken YAML raises :class:`~piflash.errors.ProfileError`
@@ -46,6 +47,7 @@ from piflash.errors import ChecksumError, FirmwareError, PackError, PiflashError
 from piflash.firmware.image import ALL_SUFFIXES, format_for_name, open_firmware
 from piflash.firmware.patch import PatchPlan, parse_plan
 from piflash.flashing.program import ERASE_MODES
+from piflash.production.bootcheck import BootCheck, boot_check_from_mapping
 
 if TYPE_CHECKING:
     from piflash.firmware.image import FirmwareImage
@@ -59,7 +61,7 @@ PROFILE_PATH_ENV = "PIFLASH_PROFILE_PATH"
 #: Every key a profile may contain.
 ALLOWED_KEYS = ("target", "probe", "frequency", "erase", "firmware", "sha256",
                 "base_address", "verify", "reset", "description", "memory_guard", "pack",
-                "serial", "patch", "protect")
+                "serial", "patch", "protect", "boot_check")
 #: Accepted values of ``protect`` (piflash/production/protect.py): lock after a passed verify, or leave open.
 PROTECT_MODES = ("lock", "off")
 #: Accepted values of ``memory_guard`` (as piflash.host.memguard.GUARD_MODES; kept here so loading a
@@ -94,6 +96,7 @@ class Profile:
     pack: Optional[Tuple[str, ...]] = None  #: CMSIS pack paths (absolute), pyOCD's ``pack`` option
     patch_plan: Optional[PatchPlan] = None  #: per-board serial / patch entries, or None
     protect: Optional[str] = None   #: "lock" after a passed verify, or None / "off"
+    boot_check: Optional[BootCheck] = None  #: what proves the board starts after the reset, or None
 
     @property
     def firmware_format(self) -> str:
@@ -432,11 +435,23 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
     if protect == "lock" and not flag("verify"):
         fail("protect", "a board is locked only after a passed verify; 'verify: false' never passes one",
              hint="remove 'verify: false', or 'protect: lock'")
+    boot_check = None
+    raw_check = values.get("boot_check")
+    if raw_check is not None:
+        if not isinstance(raw_check, dict):
+            fail("boot_check", f"must be a mapping such as {{rtt: 'PASS', timeout: 3}}, got {_describe(raw_check)}")
+        try:
+            boot_check = boot_check_from_mapping(raw_check)
+        except ValueError as exc:
+            fail("boot_check", str(exc), hint="see docs/boot-check.md")
+        if not flag("reset"):
+            fail("boot_check", "the boot check runs the firmware that the reset starts; 'reset: false' never starts it",
+                 hint="remove 'reset: false', or 'boot_check'")
     return Profile(name=pfile.stem, path=pfile, target=target, probe=probe, frequency=frequency,
                    erase=erase, firmware=firmware, sha256=sha256, base_address=base,
                    verify=flag("verify"), reset=flag("reset"), description=description,
                    memory_guard=memory_guard, pack=pack, patch_plan=plan,
-                   protect=protect if protect == "lock" else None)
+                   protect=protect if protect == "lock" else None, boot_check=boot_check)
 
 
 def profile_dirs(cwd: Optional[PathLike] = None) -> List[Path]:
@@ -525,6 +540,8 @@ def profile_to_dict(profile: Profile) -> dict:
         for entry in out["patch_plan"]["entries"]:
             entry["address"] = f"{entry['address']:#010x}"
         out["patch_plan"]["entries"] = list(out["patch_plan"]["entries"])
+    if profile.boot_check is not None:
+        out["boot_check"] = {"check": profile.boot_check.spec, "timeout": profile.boot_check.timeout}
     return out
 
 

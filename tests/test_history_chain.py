@@ -12,7 +12,7 @@ import time
 import pytest
 
 from piflash.errors import ExitCode
-from piflash.record.history import V1_COLUMNS, History
+from piflash.record.history import SCHEMA_VERSION, V1_COLUMNS, History
 from piflash.record.chain import GENESIS, row_hash
 from piflash.record.result import OperationResult
 
@@ -195,7 +195,7 @@ def test_a_schema_1_database_is_migrated(cli, tmp_path):
         (1, "sim:1", "pass", 1), (2, "sim:2", "fail", 2), (3, "sim:3", "pass", 3)]
     assert "probe_uid" not in rows[0] and rows[1]["exit_code"] == 12 and rows[2]["durations"]["reset"] == 0.05
     with sqlite3.connect(str(path)) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone() == (2,)
+        assert raw.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
     # the deletion made under schema 1 is still visible: ids are never reused
     proc = cli("history", "verify-chain", "--file", path, check=ExitCode.HISTORY_CHAIN)
     assert "row #4 was deleted" in proc.stderr

@@ -164,6 +164,7 @@ def test_every_json_output_matches_the_schema(cli, checked, firmware_dir, tmp_pa
     assert first["durations"] == flashed["durations"] and first["duration"] == flashed["duration"]
     assert first["probe_id"] == flashed["probe_id"] == "sim:nrf"
     assert checked("history", "verify-chain")["ok"] is True
+    assert checked("history", "show", str(first["id"]))["row"] == first
 
     assert checked("profile", "list")["profiles"][0]["name"] == "numbered"
     assert checked("profile", "show", "numbered")["target"] == "nrf52840"

@@ -306,10 +306,18 @@ def test_cpu_bkpt_fault_lockup_and_sleep():
     assert dhcsr & (1 << 19) and not dhcsr & (1 << 17)
     dap.halt()
     assert dap.read(DHCSR) & (1 << 17)
-    # with VC_HARDERR the fault halts instead
+    # with VC_HARDERR the fault is taken and the core halts at the handler (vector catch): erased
+    # flash gives the vector 0xffffffff, the frame holds the faulting PC
     dap.write(DEMCR, 1 << 10)
-    dhcsr = dap.run_code(thumb(0xDEFE, 0xBE00))
+    dhcsr = dap.run_code(thumb(0x2007, 0xDEFE, 0xBE00), regs={14: 0x1235})    # movs r0,#7 ; udf
     assert dhcsr & (1 << 17) and dap.read(DFSR) & (1 << 3)
+    sp = dap.get_reg(13)
+    assert sp == 0x20001000 - 0x20
+    frame = [dap.read(sp + 4 * i) for i in range(8)]
+    assert frame[0] == 7 and frame[5] == 0x1235 and frame[6] == 0x20000002     # R0, LR, PC
+    assert frame[7] & 0x01000000                                              # xPSR.T
+    assert dap.get_reg(14) == 0xFFFFFFF9 and dap.get_reg(16) & 0x1FF == 3     # EXC_RETURN, IPSR
+    assert dap.get_reg(15) == 0xFFFFFFFE                                      # erased vector
     dap.write(DEMCR, 0)
     # wfi -> sleeping
     dhcsr = dap.run_code(thumb(0xBF30, 0xBE00))
@@ -519,3 +527,17 @@ def test_ctrl_c_inside_emulation_propagates(monkeypatch):
     dap.halt()
     assert dap.run_code(thumb(0x2007, 0xBE00)) & (1 << 17)   # still works afterwards
     assert dap.get_reg(0) == 7
+
+
+def test_unmodelled_peripheral_access_is_logged_once(caplog):
+    """Firmware that polls a register the simulator lacks reads 0: said once in the log, with the
+    address, instead of a silent hang (issue 23)."""
+    import logging
+
+    dap = Dap(make_board("nrf51"))
+    # ldr r1,[r0] ; ldr r1,[r0] ; bkpt  with r0 = 0x40008000 (nRF51 TIMER0: not modelled)
+    with caplog.at_level(logging.INFO, logger="piflash.sim.cpu"):
+        dhcsr = dap.run_code(thumb(0x6801, 0x6801, 0xBE00), regs={0: 0x40008000})
+    assert dhcsr & (1 << 17) and dap.get_reg(1) == 0
+    said = [r.getMessage() for r in caplog.records if "unmodelled peripheral" in r.getMessage()]
+    assert len(said) == 1 and "at 0x40008000" in said[0]

@@ -35,6 +35,7 @@ COMMANDS = (
     ("sim", ("sim",)),
     ("station", ("station",)),
     ("protect", ("protect",)),
+    ("rtt", ("rtt",)),
 )
 
 

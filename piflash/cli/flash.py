@@ -4,6 +4,8 @@ history."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 import click
 
 from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, Settings, confirm_mass_erase, emit_json,
@@ -124,17 +126,24 @@ def _report(result, json_mode: bool, quiet: bool, line: str) -> None:
                    "is refused (exit 25).")
 @click.option("--force-serial", is_flag=True,
               help="Re-issue a --serial number already issued, on purpose (recorded as a re-issue).")
+@click.option("--boot-check", "boot_check", metavar="CHECK",
+              help="After the reset, prove the firmware starts: 'rtt:REGEX' (RTT channel 0 text), "
+                   "'semihost:STATUS' (semihosting exit status) or 'word:ADDR=VALUE' (ADDR a number or "
+                   "an ELF symbol); 'off' skips the profile's. A failed check is exit 26.")
+@click.option("--boot-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Seconds the boot check waits [default: the profile's, else 3].")
 @reset_option
 @output_options
 @handles_errors
 @memory_guarded("flash")
 def flash(firmware, probe, target, frequency, profile, pyocd_options, base_address, erase, verify,
-          serial, force_serial, reset, quiet, json_mode):
+          serial, force_serial, boot_check, boot_timeout, reset, quiet, json_mode):
     """Flash FIRMWARE (.hex, .elf, or .bin with --base-address), verify it and reset the target.
 
     With a profile's 'serial:'/'patch:' the board's own bytes are laid over the image, and that
     patched image is programmed and verified; with 'protect: lock' the chip is locked after a
-    passed verify and the lock is read back.
+    passed verify and the lock is read back. With --boot-check (or the profile's 'boot_check:')
+    the board counts as flashed only once its firmware shows it started (docs/boot-check.md).
     """
     from piflash.flashing.workflow import flash_firmware
 
@@ -154,6 +163,7 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
     if protect == "lock" and not s["verify"]:
         raise click.UsageError(f"profile {prof.name} locks boards after a passed verify: --no-verify "
                                "would lock an unverified board")
+    check = _boot_check(prof, boot_check, boot_timeout, s["reset"])
     one_off = None
     if serial is not None:
         s["serial"] = str(serial)                   # in the history row from the first touch on
@@ -169,7 +179,7 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
             image, probe=s["probe"], target=s["target"], frequency=s["frequency"], erase=s["erase"],
             verify=s["verify"], reset=s["reset"], progress=display,
             options=session_options(s, pyocd_options), on_touch=touch, plan=plan, serial=serial,
-            protect=protect)
+            protect=protect, boot_check=check)
 
     try:
         result = _run_with_progress(s, quiet, json_mode, call)
@@ -183,9 +193,39 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
     extra = f", serial {result.serial}" if result.serial is not None else ""
     extra += " (RE-ISSUED with --force-serial)" if force_serial and result.serial is not None else ""
     extra += ", read-out protection LOCKED" if result.protection == "locked" and protect else ""
+    extra += ", boot check passed" if result.boot_check else ""
     _report(result, json_mode, quiet,
             f"Flashed {image.size:,} bytes to {result.target} ({result.probe_id}): {p.programmed_bytes:,} "
             f"programmed, {p.skipped_bytes:,} unchanged, {verified}{extra}, in {result.duration:.2f} s")
+
+
+def _boot_check(prof, text: Optional[str], timeout: Optional[float], reset: bool):
+    """The :class:`piflash.production.bootcheck.BootCheck` of this flash: ``--boot-check`` over the
+    profile's (``off`` drops it), ``--boot-timeout`` over either's timeout; None for no check.
+
+    :raises click.UsageError: a malformed check, a timeout without a check, or a check with --no-reset.
+    """
+    import dataclasses
+
+    from piflash.production.bootcheck import parse_boot_check
+
+    check = prof.boot_check if prof is not None else None
+    if text is not None and text.strip().lower() == "off":
+        check = None
+    elif text is not None:
+        try:
+            check = parse_boot_check(text, timeout if timeout is not None
+                                     else check.timeout if check is not None else None)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--boot-check'") from None
+    elif timeout is not None:
+        if check is None:
+            raise click.UsageError("--boot-timeout sets the boot check's wait: give --boot-check too "
+                                   "(or a profile with 'boot_check:')")
+        check = dataclasses.replace(check, timeout=timeout)
+    if check is not None and not reset:
+        raise click.UsageError("the boot check runs the firmware the reset starts: --no-reset never starts it")
+    return check
 
 
 def _finish(one_off, state: str, result) -> None:

@@ -70,7 +70,14 @@ def exported_json(row: Dict[str, object]) -> Dict[str, object]:
     ended, started = row["ended_at"], row["started_at"]
     out["duration"] = seconds(ended - started) if ended is not None else None
     out["durations"] = {p: v for p, v in durations.items() if v is not None}
+    out["boot_check"] = _json_or_none(out.get("boot_check"))
     return out
+
+
+def _json_or_none(text):
+    import json
+
+    return json.loads(text) if text else None
 
 
 def _when(ts: float) -> str:
@@ -145,6 +152,39 @@ def history(ctx, since, failed, board, station, limit, csv_mode, json_mode, path
     click.echo(_summary_line(summary))
 
 
+@history.command("show", context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
+@click.argument("row_id", metavar="ROW", type=click.IntRange(min=1))
+@click.option("--json", "json_mode", is_flag=True, help="Print the row as JSON (as in 'piflash history --json').")
+@file_option
+@handles_errors
+def show(row_id, json_mode, path):
+    """Show one history row in full: every column and what the board printed in its boot check.
+
+    \b
+    Example:
+      piflash history show 42
+    """
+    with _open_db(path) as db:
+        row = db.row(row_id)
+    out = exported_json(row)
+    if json_mode:
+        emit_json({"row": out})
+        return
+    boot = out.pop("boot_check")
+    for key, value in out.items():
+        if key not in ("durations",):
+            click.echo(f"{key:17} {'' if value is None else value}")
+    click.echo(f"{'durations':17} " + ", ".join(f"{k} {v:.3f} s" for k, v in out["durations"].items()))
+    if boot:
+        click.echo(f"{'boot_check':17} {boot['check']}: {'pass' if boot['passed'] else 'FAIL'}, "
+                   f"{boot['detail']} ({boot['seconds']:.3f} s)"
+                   + (f", fault PC {boot['fault_pc']}" if boot.get("fault_pc") else ""))
+        if boot.get("output"):
+            click.echo("boot output:")
+            for line in boot["output"].splitlines():
+                click.echo(f"  | {line}")
+
+
 @history.command("verify-chain", context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
 @click.option("--anchor", metavar="HASH", help="A row_hash kept elsewhere earlier (a head printed by an "
               "earlier verify-chain): fail unless it is still in the chain.")
@@ -187,20 +227,31 @@ def verify_chain(anchor, json_mode, path):
 #: The table's columns, in display order, and how each is aligned.
 _COLUMNS = (("#", "right"), ("started", "left"), ("station", "left"), ("op", "left"), ("target", "left"),
             ("target UID", "left"), ("serial", "left"), ("firmware", "left"), ("result", "left"),
-            ("bytes", "right"), ("s", "right"), ("error", "left"))
+            ("boot", "left"), ("bytes", "right"), ("s", "right"), ("error", "left"))
 #: Which columns a terminal too narrow for all keeps first (issue 19: a Pi's console is 80
 #: columns wide). The result always stays.
-_PRIORITY = ("result", "#", "op", "target", "firmware", "started", "error", "target UID", "serial", "s",
-             "bytes", "station")
+_PRIORITY = ("result", "#", "op", "target", "firmware", "started", "error", "boot", "target UID", "serial",
+             "s", "bytes", "station")
 #: Columns cut with an ellipsis rather than dropped, down to this many characters.
-_SHRINK = {"firmware": 12, "error": 32}
+_SHRINK = {"firmware": 12, "error": 32, "boot": 24}
 #: Spaces between two columns.
 _GAP = 2
 _STYLE = {"pass": "green", "fail": "red", "skip": "yellow", "interrupted": "red", "open": "cyan"}
 
 
-def _cells(row, serials: bool) -> Dict[str, str]:
-    """One history row as the table's cell texts (``serial`` only when some row has one)."""
+def boot_cell(row) -> str:
+    """The ``boot`` cell of a row: ``pass`` or ``FAIL`` and the last line the board printed."""
+    import json
+
+    if not row.get("boot_check"):
+        return ""
+    check = json.loads(row["boot_check"])
+    lines = [ln for ln in (check.get("output") or "").splitlines() if ln.strip()]
+    return ("pass" if check.get("passed") else "FAIL") + (f": {lines[-1].strip()}" if lines else "")
+
+
+def _cells(row, serials: bool, boots: bool = False) -> Dict[str, str]:
+    """One history row as the table's cell texts (``serial`` / ``boot`` only when some row has one)."""
     from piflash.record.history import DIED, row_state
 
     state = row_state(row)
@@ -209,8 +260,11 @@ def _cells(row, serials: bool) -> Dict[str, str]:
            "serial": row["serial"] or "", "firmware": (row["firmware"] or "").rsplit("/", 1)[-1],
            "result": state.upper(), "bytes": f"{row['image_bytes']:,}", "s": _duration(row),
            "error": DIED if state == "interrupted" and row["outcome"] == "open" else (row["error"] or "")}
+    out["boot"] = boot_cell(row)
     if not serials:
         del out["serial"]
+    if not boots:
+        del out["boot"]
     return out
 
 
@@ -247,7 +301,8 @@ def _print_table(rows) -> None:
     coloured by rich; piped, every column, each as wide as its widest cell, without colour or
     trailing spaces, the same at any width."""
     serials = any(r["serial"] for r in rows)
-    cells = [_cells(r, serials) for r in rows]
+    boots = any(r.get("boot_check") for r in rows)
+    cells = [_cells(r, serials, boots) for r in rows]
     if not sys.stdout.isatty():
         names = [n for n, _ in _COLUMNS if not cells or n in cells[0]]
         right = {n for n, justify in _COLUMNS if justify == "right"}

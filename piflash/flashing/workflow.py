@@ -29,10 +29,11 @@ import time
 from typing import Callable, Iterator, Optional, Sequence, Tuple
 
 from piflash.target.connect import check_session_options, open_session, read_target_uid, translate_error
-from piflash.errors import (ConnectError, ExitCode, NoProbeError, OperationInterrupted, PiflashError,
+from piflash.errors import (BootCheckError, ConnectError, ExitCode, NoProbeError, OperationInterrupted, PiflashError,
                             ProbePermissionError, ProbeTimeoutError, ProtectedError, ProtectError,
                             SeveralProbesError)
 from piflash.firmware.image import FirmwareImage, check_fits
+from piflash.production.bootcheck import arm_boot_check, run_boot_check
 from piflash.production.serials import checkpoint
 from piflash.flashing.program import ERASE_MODES, ImageProgrammer, erase_flash, reset_target
 from piflash.progress import Phase, ProgressSink
@@ -44,6 +45,10 @@ from piflash.flashing.verify import verify_image
 #: column of its own in the history).
 LOCK_PHASE = "lock"
 
+#: The boot check's phase name (like the lock, not a progress.Phase: its seconds are in the
+#: result's ``boot_check`` object and the history's ``boot_check`` column).
+BOOT_CHECK_PHASE = "boot_check"
+
 #: What an interruption in each phase leaves on the board, for the message.
 _STATE_AFTER_INTERRUPT = {
     Phase.CONNECT: "the board was not changed",
@@ -53,6 +58,7 @@ _STATE_AFTER_INTERRUPT = {
     Phase.RESET: "the flash was programmed and verified; the target was not reset",
     LOCK_PHASE: "the flash was programmed and verified; read-out protection may or may not be set: "
                 "run 'piflash protect status'",
+    BOOT_CHECK_PHASE: "the flash was programmed and verified and the board reset; its boot check did not finish",
 }
 
 
@@ -215,10 +221,13 @@ def patched_image(session, result: OperationResult, image: FirmwareImage, plan, 
 
 def _verify_and_reset(session, result: OperationResult, sink: ProgressSink,
                       image: Optional[FirmwareImage], reset: bool, quick: bool = False,
-                      proof=None) -> None:
-    """The tail of flash and verify: verify ``image`` (if given), then reset or leave halted.
-    ``proof`` (VerifyStats) is the flash's own complete check when it wrote nothing
+                      proof=None, boot_check=None) -> None:
+    """The tail of flash and verify: verify ``image`` (if given), then reset or leave halted, then
+    the boot check (``boot_check``, a :class:`piflash.production.bootcheck.BootCheck`; needs
+    ``reset``). ``proof`` (VerifyStats) is the flash's own complete check when it wrote nothing
     (:meth:`~piflash.flashing.program.ImageProgrammer.unchanged_proof`): it stands as the verify."""
+    if boot_check is not None and not reset:
+        raise ValueError("a boot check needs the reset that starts the firmware")
     if image is not None:
         with phase(result, sink, Phase.VERIFY):
             if proof is not None:
@@ -229,20 +238,47 @@ def _verify_and_reset(session, result: OperationResult, sink: ProgressSink,
                 result.verify = proof
             else:
                 result.verify = verify_image(session, image, sink, quick=quick)
+    catch_before = None
     if reset:
         with phase(result, sink, Phase.RESET):
+            if boot_check is not None:      # set before the reset: a fault at the first instruction counts
+                catch_before = arm_boot_check(session, boot_check, _path(image))
             reset_target(session, progress=sink)
             result.reset = True
     else:
         session.options["resume_on_disconnect"] = False
+    if boot_check is not None:
+        _boot_check(session, result, sink, boot_check, image, catch_before)
+
+
+def _path(image: Optional[FirmwareImage]) -> Optional[str]:
+    return str(image.path) if image is not None and image.path else None
+
+
+def _boot_check(session, result: OperationResult, sink: ProgressSink, check, image, catch_before) -> None:
+    """Run ``check`` (a :class:`piflash.production.bootcheck.BootCheck`) on the reset board; its
+    :class:`~piflash.production.bootcheck.BootResult` goes into ``result.boot_check`` pass or fail."""
+    firmware_path = _path(image)
+    outcome = None
+    try:
+        with phase(result, sink, BOOT_CHECK_PHASE):
+            outcome = run_boot_check(session, check, firmware_path, vector_catch_before=catch_before)
+    except BootCheckError as exc:
+        outcome = exc.result
+        raise
+    finally:
+        if outcome is not None:
+            result.boot_check = outcome.to_dict()
+    sink.message(f"boot check passed: {outcome.detail} ({outcome.seconds:.2f} s)")
 
 
 def flash_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
                    frequency: Optional[int] = None, erase: str = "auto", verify: bool = True,
                    reset: bool = True, progress: Optional[ProgressSink] = None,
                    options: Optional[dict] = None, on_touch: TouchHook = None, plan=None,
-                   serial: Optional[int] = None, protect: Optional[str] = None) -> OperationResult:
-    """Flash ``image``: connect, erase, program, read-back verify, reset.
+                   serial: Optional[int] = None, protect: Optional[str] = None,
+                   boot_check=None) -> OperationResult:
+    """Flash ``image``: connect, erase, program, read-back verify, reset, and the boot check if asked.
 
     :param image: from :func:`piflash.firmware.image.load_image`.
     :param probe: probe unique ID or part of one; None when exactly one probe is attached.
@@ -259,33 +295,39 @@ def flash_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Op
         programmed and verified. :param serial: the serial number for ``plan`` (int).
     :param protect: ``"lock"``: set read-out protection after a passed verify (see
         :func:`flash_session`).
+    :param boot_check: a :class:`piflash.production.bootcheck.BootCheck` to run after the reset
+        (needs ``reset``); its result is ``result.boot_check``.
     :returns: the :class:`~piflash.record.result.OperationResult` (``ok`` True).
     :raises UnknownTargetError, PackError, ImageRangeError, NoProbeError, SeveralProbesError, ProbePermissionError,
         ConnectError, FlashError, VerifyError, ProbeLostError, OperationInterrupted, ProtectedError,
-        ProtectError, SerialError:
+        ProtectError, SerialError, BootCheckError:
     """
     if erase not in ERASE_MODES:
         raise ValueError(f"erase mode must be one of {ERASE_MODES}, not {erase!r}")
 
     def body(session, result, sink):
         board_image = patched_image(session, result, image, plan, serial) if plan is not None else image
-        flash_session(session, board_image, result, sink, erase, verify, reset, protect)
+        flash_session(session, board_image, result, sink, erase, verify, reset, protect, boot_check)
 
+    if boot_check is not None and not reset:
+        raise ValueError("a boot check needs the reset that starts the firmware")
     return _run("flash", image, probe, target, frequency, progress, body, options, on_touch)
 
 
 def flash_session(session, image: FirmwareImage, result: OperationResult,
                   progress: Optional[ProgressSink] = None, erase: str = "auto", verify: bool = True,
-                  reset: bool = True, protect: Optional[str] = None) -> None:
-    """The erase, program, verify and reset phases of :func:`flash_firmware` on an open session.
+                  reset: bool = True, protect: Optional[str] = None, boot_check=None) -> None:
+    """The erase, program, verify, reset and boot check phases of :func:`flash_firmware` on an
+    open session.
 
     Each phase is timed into ``result`` and ``result.program`` / ``result.verify`` are filled;
     the caller opened the session (and timed its connect) and wraps this in :func:`tracking`.
     A locked chip is refused before anything is erased. With ``protect="lock"`` read-out
     protection is set after the verify passed (never before, never without a verify) and read
-    back into ``result.protection``.
+    back into ``result.protection``; after the boot check too, when there is one (a board that
+    does not start is not locked).
 
-    :raises FlashError, VerifyError, ProbeLostError, OperationInterrupted, ProtectedError:
+    :raises FlashError, VerifyError, ProbeLostError, OperationInterrupted, ProtectedError, BootCheckError:
     :raises ProtectError: the lock did not take (the chip still reads open).
     """
     if protect == "lock" and not verify:
@@ -304,7 +346,8 @@ def flash_session(session, image: FirmwareImage, result: OperationResult,
     # plan's CRC pass, seconds ago, nothing written since): that check is the verify. Before a
     # lock (hard to undo) the verify runs again all the same.
     proof = programmer.unchanged_proof() if verify and protect != "lock" else None
-    _verify_and_reset(session, result, sink, image if verify else None, reset, proof=proof)
+    _verify_and_reset(session, result, sink, image if verify else None, reset, proof=proof,
+                      boot_check=boot_check)
     checkpoint("verified")
     if protect == "lock":
         from piflash.production.protect import lock, session_port
@@ -392,6 +435,60 @@ def reset_board(probe: Optional[str] = None, target: Optional[str] = None, halt:
     return _run("reset", None, probe, target, frequency, None, body, options, on_touch)
 
 
-__all__ = ["flash_firmware", "verify_firmware", "erase_target", "reset_board", "ERASE_MODES",
+def monitor_rtt(probe: Optional[str] = None, target: Optional[str] = None, frequency: Optional[int] = None,
+                write: Callable[[bytes], None] = lambda data: None, firmware_path: Optional[str] = None,
+                address: Optional[int] = None, reset: bool = False, find_timeout: float = 5.0,
+                duration: Optional[float] = None, options: Optional[dict] = None,
+                progress: Optional[ProgressSink] = None) -> OperationResult:
+    """Stream the target's RTT up-channel 0 to ``write(bytes)`` until Ctrl-C (KeyboardInterrupt,
+    or SIGTERM made one) or ``duration`` seconds; the end by Ctrl-C is a clean end, not an error.
+
+    :param firmware_path: an ELF whose ``_SEGGER_RTT`` symbol gives the control block's address.
+    :param address: the control block's address (int), over the ELF's; neither: RAM is searched.
+    :param reset: reset the target first (an old firmware's control block wiped before), so the
+        stream starts with what the firmware prints as it boots.
+    :param find_timeout: seconds to look for the control block before giving up.
+    :raises RttError: (exit 26) no control block within ``find_timeout`` seconds; the connect errors
+        of :func:`flash_firmware`.
+    """
+    from piflash.errors import RttError
+    from piflash.firmware.symbols import elf_symbol
+    from piflash.target.rtt import RTT_SYMBOL, RttUpChannel
+
+    if address is None:
+        address = elf_symbol(firmware_path, RTT_SYMBOL)
+
+    def body(session, result, sink):
+        channel = RttUpChannel(session.target, address)
+        if reset:
+            with phase(result, sink, Phase.RESET):
+                channel.wipe_stale()
+                reset_target(session, progress=sink)
+                result.reset = True
+        try:
+            start = time.monotonic()
+            while not channel.find():
+                session.target.get_state()          # a running core goes on (and a simulated one runs)
+                if time.monotonic() - start >= find_timeout:
+                    where = f"at 0x{address:08x}" if address is not None else "in RAM"
+                    raise RttError(f"no RTT control block found {where} within {find_timeout:g} s",
+                                   hint="the firmware must set up SEGGER RTT (and run: --reset starts it); "
+                                        "give the ELF file or --address for a block outside the default RAM")
+                time.sleep(0.05)
+            session.options["resume_on_disconnect"] = True
+            while duration is None or time.monotonic() - start < duration:
+                session.target.get_state()
+                data = channel.read()
+                if data:
+                    write(data)
+                else:
+                    time.sleep(0.02)
+        except KeyboardInterrupt:
+            pass                                    # Ctrl-C: the user's way to stop streaming
+
+    return _run("rtt", None, probe, target, frequency, progress, body, options)
+
+
+__all__ = ["flash_firmware", "verify_firmware", "erase_target", "reset_board", "monitor_rtt", "ERASE_MODES",
            "flash_session", "verify_session", "describe_session", "phase", "tracking",
            "check_protection", "patched_image"]

@@ -26,9 +26,15 @@ from typing import Dict, List, Optional, Sequence
 #: ``prev_hash`` of the first sealed row (seq 1).
 GENESIS = "0" * 64
 
+#: Columns added after the chain began (history schema 3: ``boot_check``). A row hashes them only
+#: when they hold a value, so the rows sealed before a column existed (NULL in it after the
+#: migration) keep the hash they were sealed with.
+LATE_COLUMNS = ("boot_check",)
+
 
 def canonical(row: Dict[str, object]) -> bytes:
-    """The bytes a row's hash covers: every column except ``row_hash``, as JSON with sorted keys.
+    """The bytes a row's hash covers: every column except ``row_hash`` (and the
+    :data:`LATE_COLUMNS` that are NULL), as JSON with sorted keys.
 
     Exactly ``json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
     allow_nan=False).encode("utf-8")`` where ``values`` maps each column name to its stored value
@@ -36,7 +42,8 @@ def canonical(row: Dict[str, object]) -> bytes:
     ``repr``, TEXT as a JSON string). Keys that are not columns (none are added by
     :meth:`History.query`) must not be passed.
     """
-    values = {k: v for k, v in row.items() if k != "row_hash"}
+    values = {k: v for k, v in row.items()
+              if k != "row_hash" and not (v is None and k in LATE_COLUMNS)}
     return json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False).encode("utf-8")
 

@@ -23,9 +23,11 @@ Where it lives (:func:`default_path`): ``$PIFLASH_HISTORY`` if set, else
 ``$XDG_STATE_HOME/piflash/history.sqlite3`` (``~/.local/state/piflash/...``).
 ``PIFLASH_HISTORY=off`` turns recording off for the command line.
 
-Schema versions (``PRAGMA user_version``): 1 (piflash 0.1: no chain, ``probe_uid``), 2 (this
-one). A version-1 database is migrated when first opened: the column ``probe_uid`` becomes
-``probe_id``, the new columns are empty and the old rows are sealed in id order.
+Schema versions (``PRAGMA user_version``): 1 (piflash 0.1: no chain, ``probe_uid``), 2 (the
+chain), 3 (this one: the ``boot_check`` column). A version-1 database is migrated when first
+opened: the column ``probe_uid`` becomes ``probe_id``, the new columns are empty and the old rows
+are sealed in id order. A version-2 one gets the ``boot_check`` column, NULL in its rows, which
+their hashes still cover unchanged (:data:`piflash.record.chain.LATE_COLUMNS`).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ OPEN = "open"
 #: ``error`` of a row completed by :meth:`History.reap`.
 DIED = "interrupted (process died)"
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Bytes reserved per open row for its completion in case the database cannot take it (a full
 #: disk): ``<history>-pending-<row id>``, beside the database, removed once the row is complete.
@@ -78,6 +80,7 @@ _COLUMNS = (
     ("serial", "TEXT"),
     ("patch", "TEXT"),                    # JSON object
     ("protection", "TEXT"),               # read back: "open", "locked"; NULL unknown
+    ("boot_check", "TEXT"),               # JSON object: the boot check's result (docs/boot-check.md)
     ("outcome", "TEXT NOT NULL CHECK (outcome IN ('open', 'pass', 'fail', 'skip', 'interrupted'))"),
     ("exit_code", "INTEGER"),             # NULL while open and for a process that died
     ("error_kind", "TEXT"),
@@ -322,6 +325,8 @@ class History:
         exists = self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'operations'").fetchone()
         if exists and version == 1:
             self._migrate_v1()
+        elif exists and version == 2:
+            self._db.execute("ALTER TABLE operations ADD COLUMN boot_check TEXT")
         elif not exists:
             self._db.execute(_ddl("operations"))
         self._db.execute("CREATE INDEX IF NOT EXISTS operations_started ON operations (started_at)")
@@ -367,6 +372,14 @@ class History:
         # hashed as read back, so a REAL given as an int hashes as SQLite stores it
         self._db.execute("UPDATE operations SET row_hash = ? WHERE id = ?",
                          (row_hash(self._row(row_id)), row_id))
+
+    def row(self, row_id: int) -> Dict[str, object]:
+        """Row ``row_id`` as {column: stored value}.
+
+        :raises HistoryError: (exit 18) there is no such row.
+        """
+        with self._lock:
+            return self._row(row_id)
 
     def check_writable(self) -> None:
         """Prove that rows can be written now, writing nothing: a write of the schema version
@@ -463,7 +476,9 @@ class History:
             "error_kind": error.get("kind"), "error": error.get("message"),
             "phase": str(result.phase) if result.phase else None,
             "programmed_bytes": result.program.programmed_bytes if result.program else 0,
-            "protection": protection})
+            "protection": protection,
+            "boot_check": (json.dumps(result.boot_check, sort_keys=True)
+                           if getattr(result, "boot_check", None) else None)})
         for phase in PHASES:
             values[f"{phase}_s"] = result.durations.get(phase)
         if serial is not None:

@@ -89,6 +89,7 @@ class OperationResult:
     serial: Optional[str] = None         #: the board's serial number (piflash.firmware.patch), if one was given
     patch: Optional[dict] = None         #: per-board values written: {name: {address, value, bytes}}
     protection: Optional[str] = None     #: read-out protection read back: "open" / "locked"
+    boot_check: Optional[dict] = None    #: the boot check's :meth:`piflash.production.bootcheck.BootResult.to_dict`
 
     @classmethod
     def start(cls, operation: str, image: Optional[FirmwareImage], probe_id: Optional[str],

@@ -12,8 +12,14 @@ MMIO routed to the board's :class:`~piflash.sim.memory.bus.Bus`.
 Execution is synchronous: :meth:`Cpu.run` executes until a stop condition or a budget of
 instructions and wall time, and reports why it stopped. A BKPT arrives as unicorn interrupt 7
 with PC on the BKPT instruction (what pyOCD's flash-algorithm runner expects). Any other
-exception (undefined instruction, unmapped access, bad state) is reported as a fault: the model
-has no exception entry, so the core behaves as if HardFault had locked it up.
+exception (undefined instruction, unmapped access, bad state) is reported as a fault. The model
+takes no exception on its own (no interrupts, no fault handlers run); :meth:`Cpu.take_hardfault`
+performs the HardFault entry (stacking and the vector fetch) for the debug logic, which uses it
+when a vector catch halts the core at the handler (:mod:`piflash.sim.debug.scs`).
+
+A CPU access to peripheral space that no model covers reads 0 and ignores writes, as on the real
+parts; the first access to each such address is logged ("firmware touched an unmodelled
+peripheral at ADDR") so that firmware waiting on a register the simulator lacks is not a silent hang.
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ from unicorn import (UC_ARCH_ARM, UC_HOOK_INTR, UC_HOOK_MEM_WRITE_PROT, UC_MODE_
                      UC_PROT_ALL, UC_PROT_EXEC, UC_PROT_READ, Uc, UcError)
 from unicorn import arm_const as A
 
-from piflash.sim.memory.bus import BusError, Region
+import logging
+
+from piflash.sim.memory.bus import BusError, Region, ZeroRegion
 
 __all__ = ["Cpu", "StopReason", "CpuMemoryRegion", "UC_MODELS"]
 
@@ -50,6 +58,14 @@ REGSEL_CFBP = 20          # CONTROL[31:24] FAULTMASK[23:16] BASEPRI[15:8] PRIMAS
 XPSR_T = 1 << 24
 
 _WFI, _WFE = 0xBF30, 0xBF20   # Thumb encodings (ARMv7-M ARM A7.7.189 / A7.7.188)
+
+#: EXC_RETURN values (ARMv7-M ARM B1.5.8 table B1-8): back to Thread mode on the main stack, on
+#: the process stack, and to Handler mode.
+EXC_RETURN_THREAD_MSP, EXC_RETURN_THREAD_PSP, EXC_RETURN_HANDLER = 0xFFFFFFF9, 0xFFFFFFFD, 0xFFFFFFF1
+#: Exception number of HardFault (ARMv7-M ARM B1.5.2), also its vector's index.
+HARDFAULT = 3
+
+LOG = logging.getLogger(__name__)
 
 
 class StopReason(enum.Enum):
@@ -146,6 +162,8 @@ class Cpu:
         self._hooks: List[object] = [self.uc.hook_add(UC_HOOK_INTR, self._on_intr),
                                      self.uc.hook_add(UC_HOOK_MEM_WRITE_PROT, self._on_write_prot)]
         self.uc.reg_write(A.UC_ARM_REG_XPSR, XPSR_T)
+        #: Addresses of unmodelled peripheral registers the CPU has touched (each logged once).
+        self.unmodelled: set = set()
 
     # -- memory map --------------------------------------------------------------------------
     def map_ram(self, start: int, size: int) -> None:
@@ -183,9 +201,13 @@ class Cpu:
     def map_mmio(self, start: int, size: int) -> None:
         """Route CPU accesses to ``[start, start+size)`` through the bus."""
 
+        bus = self._bus
+
         def read(uc: Uc, offset: int, size: int, _ud: object) -> int:
             try:
-                return self._bus.read(start + offset, size)
+                if isinstance(bus.find(start + offset), ZeroRegion):
+                    self._touched(start + offset)
+                return bus.read(start + offset, size)
             except BusError as err:
                 self._raise_fault("bus error reading 0x%08x" % err.address)
             except Exception as err:
@@ -196,7 +218,9 @@ class Cpu:
 
         def write(uc: Uc, offset: int, size: int, value: int, _ud: object) -> None:
             try:
-                self._bus.write(start + offset, size, value & ((1 << (8 * size)) - 1))
+                if isinstance(bus.find(start + offset), ZeroRegion):
+                    self._touched(start + offset)
+                bus.write(start + offset, size, value & ((1 << (8 * size)) - 1))
             except BusError as err:
                 self._raise_fault("bus error writing 0x%08x" % err.address)
             except Exception as err:
@@ -205,6 +229,12 @@ class Cpu:
                 self._interrupted(exc)
 
         self.uc.mmio_map(start, size, read, None, write, None)
+
+    def _touched(self, addr: int) -> None:
+        if addr not in self.unmodelled:
+            self.unmodelled.add(addr)
+            LOG.info("firmware touched an unmodelled peripheral at 0x%08x (pc 0x%08x): it reads 0 "
+                        "and ignores writes in the simulator", addr, self.pc)
 
     def flush_translation_cache(self) -> None:
         """Drop unicorn's translated blocks (needed after code memory changed behind it)."""
@@ -261,6 +291,37 @@ class Cpu:
         uc.reg_write(A.UC_ARM_REG_LR, 0xFFFFFFFF)
         uc.reg_write(A.UC_ARM_REG_XPSR, XPSR_T if pc & 1 else 0)
         uc.reg_write(A.UC_ARM_REG_PC, pc | 1)
+
+    def take_hardfault(self, vector_table: int, read_word: Callable[[int], int]) -> int:
+        """HardFault entry (ARMv7-M ARM B1.5.6 PushStack, B1.5.7 ExceptionTaken): push R0-R3,
+        R12, LR, the return address (the faulting instruction's PC) and xPSR on the current stack
+        (8-byte aligned, xPSR bit 9 noting a realignment), LR = EXC_RETURN, IPSR = 3, PC = the
+        HardFault vector read from ``vector_table + 12`` with ``read_word(addr) -> int``.
+
+        :returns: the stacked return address (int), i.e. the faulting instruction.
+        :raises BusError: the vector cannot be read (the caller treats that as a lockup).
+        """
+        uc = self.uc
+        pc = self.pc
+        xpsr = uc.reg_read(A.UC_ARM_REG_XPSR) & 0xFFFFFFFF
+        handler_mode = xpsr & 0x1FF
+        psp = not handler_mode and uc.reg_read(A.UC_ARM_REG_CONTROL) & 2
+        sp = uc.reg_read(A.UC_ARM_REG_PSP if psp else A.UC_ARM_REG_MSP) & 0xFFFFFFFF
+        frame_sp = (sp - 0x20) & ~7
+        stacked_xpsr = (xpsr & ~(1 << 9)) | ((1 << 9) if (sp - 0x20) & 4 else 0)
+        regs = [uc.reg_read(getattr(A, "UC_ARM_REG_R%d" % i)) for i in range(4)]
+        regs += [uc.reg_read(A.UC_ARM_REG_R12), uc.reg_read(A.UC_ARM_REG_LR), pc, stacked_xpsr]
+        handler = read_word(vector_table + 4 * HARDFAULT)
+        try:
+            uc.mem_write(frame_sp, b"".join((r & 0xFFFFFFFF).to_bytes(4, "little") for r in regs))
+        except UcError as err:
+            raise BusError(frame_sp) from err       # stacking fault: lockup, as a real core does
+        uc.reg_write(A.UC_ARM_REG_PSP if psp else A.UC_ARM_REG_MSP, frame_sp)
+        uc.reg_write(A.UC_ARM_REG_LR, EXC_RETURN_HANDLER if handler_mode
+                     else EXC_RETURN_THREAD_PSP if psp else EXC_RETURN_THREAD_MSP)
+        uc.reg_write(A.UC_ARM_REG_XPSR, (XPSR_T if handler & 1 else 0) | HARDFAULT)
+        uc.reg_write(A.UC_ARM_REG_PC, handler | 1)
+        return pc
 
     # -- execution ---------------------------------------------------------------------------
     def _on_intr(self, uc: Uc, intno: int, _ud: object) -> None:

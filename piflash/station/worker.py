@@ -316,7 +316,7 @@ class ProbeWorker(threading.Thread):
                     try:
                         flash_session(session, board_image, result,
                                       StationSink(self, uid, serial=result.serial), prof.erase,
-                                      prof.verify, prof.reset, cfg.protect)
+                                      prof.verify, prof.reset, cfg.protect, prof.boot_check)
                     finally:
                         if precheck_s:
                             result.durations[Phase.VERIFY] = round(result.durations.get(Phase.VERIFY, 0.0)

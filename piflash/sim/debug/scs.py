@@ -8,9 +8,11 @@ DCRDR, DEMCR, DFSR, AIRCR, VTOR, ICSR, ICTR.
 Execution model: the core only executes inside calls into this object -- when pyOCD resumes it
 (DHCSR write with C_HALT clear) the emulator runs synchronously until BKPT, a fault, WFI or the
 resume budget; each DHCSR read while the core is still running runs another, shorter slice. A
-fault the model cannot take (it has no exception entry) locks the core up (DHCSR.S_LOCKUP),
-unless DEMCR.VC_HARDERR is set, in which case it halts with DFSR.VCATCH as a HardFault vector
-catch would (at the faulting instruction rather than the handler).
+fault with DEMCR.VC_HARDERR set is taken as a real core takes it (ARMv7-M ARM C1.6.2, vector
+catch): the HardFault entry stacks the frame and fetches the handler's address, then the core
+halts at the handler's first instruction with DFSR.VCATCH, so a debugger finds the faulting PC in
+the stacked frame (SP + 24). Without the vector catch the model runs no handler: the core locks
+up (DHCSR.S_LOCKUP), where a real one would run the firmware's HardFault handler.
 """
 
 from __future__ import annotations
@@ -214,13 +216,22 @@ class Scs(RegisterDevice):
             else:
                 self.lockup = True      # BKPT with halting debug off escalates to HardFault
         elif reason is StopReason.FAULT:
-            if self.debugen and self.demcr & DEMCR_VC_HARDERR:
+            if self.debugen and self.demcr & DEMCR_VC_HARDERR and self._take_hardfault():
                 self.halted = True
                 self.dfsr |= DFSR_VCATCH
             else:
                 self.lockup = True
         elif reason is StopReason.SLEEP:
             self.sleeping = True
+
+    def _take_hardfault(self) -> bool:
+        """HardFault entry for a vector catch; False when the entry itself faults (lockup)."""
+        try:
+            vtor = 0 if self.core.arch == "v6m" else self._regs.get(VTOR, 0)   # v6-M: table at 0
+            self.cpu.take_hardfault(vtor, self._read_word)
+        except BusError:
+            return False
+        return True
 
     def _halt(self) -> None:
         self.halted = True
@@ -277,7 +288,7 @@ class Scs(RegisterDevice):
                 self._halt()
                 if reason is StopReason.BKPT:
                     self.dfsr |= DFSR_BKPT
-                elif reason is StopReason.FAULT and self.demcr & DEMCR_VC_HARDERR:
+                elif reason is StopReason.FAULT and self.demcr & DEMCR_VC_HARDERR and self._take_hardfault():
                     self.dfsr |= DFSR_VCATCH
             else:
                 self._run(self.resume_budget)
