@@ -110,7 +110,9 @@ def _report(result, json_mode: bool, quiet: bool, line: str) -> None:
     if json_mode:
         emit_json(result.to_dict())
     elif not quiet:
-        click.secho(line, fg="green")
+        from piflash.cli.progress import fit_line
+
+        click.secho(fit_line(line), fg="green")
 
 
 @click.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
