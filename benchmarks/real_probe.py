@@ -51,6 +51,10 @@ SIZES = {"nrf52840": 256 * 1024, "stm32f103rc": 64 * 1024}
 def make_image(target: str, workdir: Path) -> Path:
     """The image for ``target``: MicroPython for nrf51, else seeded random bytes (a .bin)."""
     if target == "nrf51":
+        if not MICROPYTHON_HEX.exists():
+            raise SystemExit(f"{MICROPYTHON_HEX} is missing: the nrf51 rows flash Debian's MicroPython for the "
+                             "micro:bit; install it with: sudo apt-get install firmware-microbit-micropython "
+                             "(or leave nrf51 out: --targets nrf52840,stm32f103rc)")
         return MICROPYTHON_HEX
     path = workdir / ("%s.bin" % target)
     path.write_bytes(random.Random(target).randbytes(SIZES[target]))

@@ -504,14 +504,16 @@ def find_profile(name_or_path: PathLike, cwd: Optional[PathLike] = None) -> Path
                        hint="'piflash profile list' shows the profiles available")
 
 
-def list_profiles(cwd: Optional[PathLike] = None) -> List[Tuple[str, Path, Optional[str]]]:
+def list_profiles(cwd: Optional[PathLike] = None) -> List[Tuple[str, Path, Optional[str], Optional[str]]]:
     """Every profile visible in :func:`profile_dirs`, sorted by name.
 
     Where a name appears more than once, the first in search order wins (as for
     :func:`find_profile`).  Broken profiles are listed too.
 
-    :returns: ``(name, path, error)`` tuples; ``error`` is the ProfileError message
-        (str) for a profile that does not load, else None.  Never raises ProfileError.
+    :returns: ``(name, path, error, description)`` tuples; ``error`` is the ProfileError
+        message (str) for a profile that does not load, else None; ``description`` the
+        profile's ``description:`` (None when it has none or does not load).  Never raises
+        ProfileError.
     """
     found = {}
     for d in profile_dirs(cwd):
@@ -524,10 +526,9 @@ def list_profiles(cwd: Optional[PathLike] = None) -> List[Tuple[str, Path, Optio
                 if f.name.startswith(".") or f.stem in found or not f.is_file():
                     continue
                 try:
-                    load_profile(f)
-                    found[f.stem] = (f.stem, f, None)
+                    found[f.stem] = (f.stem, f, None, load_profile(f).description)
                 except ProfileError as e:
-                    found[f.stem] = (f.stem, f, e.message)
+                    found[f.stem] = (f.stem, f, e.message, None)
     return [found[name] for name in sorted(found)]
 
 

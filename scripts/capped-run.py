@@ -157,6 +157,12 @@ def main() -> None:
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         ap.error("no command given")
+    if os.geteuid() != 0:
+        sys.exit(f"capped-run: making a memory cgroup needs root: sudo python3 {sys.argv[0]} "
+                 f"--limit-mib {args.limit_mib} -- {' '.join(cmd)}")
+    if not (V1 / "memory.limit_in_bytes").exists():
+        sys.exit(f"capped-run: no cgroup v1 memory controller at {V1} (this machine runs cgroup v2 "
+                 "only?): the cap cannot be set here")
     result = run(cmd, args.limit_mib, args.timeout)
     text = json.dumps(result)
     print(f"capped-run: {text}", file=sys.stderr)

@@ -475,3 +475,38 @@ def test_local_sim_probe_serialises_then_says_busy(cli, tmp_path, app_hex):
     finally:
         holder.send_signal(signal.SIGINT)
         holder.communicate(timeout=60)
+
+
+class ClosesAfter(SilentAfter):
+    """A proxy that forwards ``answers`` replies, then closes both connections (a probe server that
+    stopped, a network cut)."""
+
+    def _pipe(self, src, dst, budget):
+        for data in self._chunks(src):
+            if budget is not None:
+                budget -= data.count(b"\n")
+                if budget < 0:
+                    for s in (src, dst):
+                        try:
+                            s.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+                    return
+            dst.sendall(data)
+
+
+@pytest.mark.parametrize("answers", [3, 12, 400])       # during connect, its first requests, mid-erase
+def test_remote_probe_that_drops_the_connection_is_not_a_usb_cable(cli, tmp_path, sim_server, answers):
+    """Issue 19 item 18: a remote: probe whose server goes away was "check the USB cable"."""
+    image = tmp_path / "big.bin"
+    image.write_bytes(os.urandom(256 * 1024))
+    server = sim_server("nrf52840", "nrf52840")
+    proxy = ClosesAfter(int(server.uid.rsplit(":", 1)[1]), answers)
+    try:
+        proc = cli("flash", image, "-a", "0", "-t", "nrf52840", "-u", f"remote:127.0.0.1:{proxy.port}",
+                   timeout=60)
+    finally:
+        proxy.close()
+    assert proc.returncode in (ExitCode.PROBE_LOST, ExitCode.PROBE_TIMEOUT), proc.stderr
+    assert "USB cable" not in proc.stderr
+    assert "probe server" in proc.stderr, proc.stderr

@@ -127,6 +127,7 @@ def test_write_protected_sector_stm32(cli, firmware_dir):
                    "-u", "sim:stm32f103rc", "--erase", "sector", check=ExitCode.FLASH)
     assert res["ok"] is False and res["error"]["exit_code"] == ExitCode.FLASH
     assert res["phase"] == "program"
+    assert res["error"]["message"].startswith("program failed at 0x08000800: ")   # the protected page
 
 
 def test_write_protected_sector_nrf_caught_by_verify(cli, app_hex):

@@ -113,7 +113,7 @@ def test_sigkill_mid_program_leaves_an_interrupted_row(cli, tmp_path):
 
     table = cli("history", check=0).stdout
     assert "INTERRUPTED" in table and DIED in table, table
-    assert table.strip().splitlines()[-1].startswith("0 passed, 0 failed, 0 skipped, 1 interrupted, 1 boards")
+    assert table.strip().splitlines()[-1].startswith("0 passed, 0 failed, 0 skipped, 1 interrupted, 1 board")
     shown = cli.json("history")["operations"][0]
     assert (shown["outcome"], shown["error"], shown["ended_at"]) == ("interrupted", DIED, None)
     assert shown["firmware"] == str(big) and shown["target_uid"]

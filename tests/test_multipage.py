@@ -106,9 +106,10 @@ def test_an_unknown_algorithm_keeps_one_page_per_call():
         assert multipage.layout_for(Flash(session.target, single), flash.region.page_size) is None
 
 
-def test_a_failed_run_is_named_by_its_address():
+def test_a_failed_run_names_the_page_that_failed():
     """STM32F1: a write-protected page makes pyOCD's algorithm return 1 (it reads back each
-    half-word): the error names the run, and the pages before the protected one are written."""
+    half-word): the error names that page, not the run's first (issue 19 item 18), and the pages
+    before the protected one are written."""
     from pyocd.core.exceptions import FlashProgramFailure
     from piflash.sim.store import SimStore
 
@@ -124,7 +125,8 @@ def test_a_failed_run_is_named_by_its_address():
             multipage.RunProgrammer(flash, layout).program([(base, data)], lambda n: None)
         flash.uninit()
         flash.cleanup()
-    assert err.value.address == base and err.value.result_code == 1
+    assert err.value.address == base + 2 * page and err.value.result_code == 1
+    assert f"at page {base + 2 * page:#010x} ({4 * page} bytes from {base:#010x} in one call)" in str(err.value)
     assert SimStore().read_flash(board)[:2 * page] == data[:2 * page]
 
 

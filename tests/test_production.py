@@ -250,6 +250,9 @@ def test_recover_that_times_out_fails_and_keeps_the_chip_locked(target, store, c
     store.set_faults("b", recover_stuck=True)
     out = cli("protect", "recover", *u, "--yes", "--timeout", "0.3", check=int(ExitCode.PROTECT_FAILED))
     assert "did not finish within 0.3 s" in out.stderr
+    # the hint names the protection and how to read it back (issue 19 item 18)
+    assert "read-out protection setting may or may not have been written" in out.stderr
+    assert "'piflash protect status'" in out.stderr
     store.clear_faults("b")
     assert cli.json("protect", "status", *u)["status"]["state"] == "locked"
 

@@ -407,17 +407,18 @@ def test_not_found_lists_dirs(tmp_path):
 
 def test_list_profiles(tmp_path):
     local, xdg, etc = _dirs(tmp_path)
-    write(local, "good.yaml", "target: t\nfirmware: a.hex\n")
+    write(local, "good.yaml", "target: t\nfirmware: a.hex\ndescription: nRF52 DK on bench 3\n")
     write(local, "broken.yml", "target: t\nfirmware: a.hex\nbogus: 1\n")
     write(xdg, "good.yaml", "broken: [\n")  # shadowed by piflash.d
     write(etc, "sys.yaml", "target: t\nfirmware: a.hex\n")
     write(etc, ".hidden.yaml", "x")
     write(etc, "notes.txt", "x")
     got = list_profiles(cwd=tmp_path / "work")
-    assert [name for name, _, _ in got] == ["broken", "good", "sys"]
-    by_name = {name: (path, err) for name, path, err in got}
+    assert [name for name, _, _, _ in got] == ["broken", "good", "sys"]
+    by_name = {name: (path, err) for name, path, err, _ in got}
     assert by_name["good"] == (local / "good.yaml", None)
     assert by_name["sys"] == (etc / "sys.yaml", None)
+    assert [d for _, _, _, d in got] == [None, "nRF52 DK on bench 3", None]   # what 'profile list' shows
     path, err = by_name["broken"]
     assert path == local / "broken.yml"
     assert err == f"{path}:3: key 'bogus': " + err.split(": key 'bogus': ", 1)[1]
@@ -431,16 +432,30 @@ def test_list_profiles_no_dirs(tmp_path):
 # --- docs ---------------------------------------------------------------------------------
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "profiles.md"
-DOC_EXAMPLE = re.compile(r"```yaml\n([^`]*)```\n\n```\nProfileError \(exit 5\): "
+DOC_EXAMPLE = re.compile(r"```yaml\n([^`]*)```\n\n```\nerror: /tmp/station/"
                          r"(piflash\.d/nrf52-dk\.yaml[^\n]*)\n(?:hint: ([^\n]*)\n)?```", re.S)
 
 
 def test_docs_error_examples_are_current(tmp_path, monkeypatch):
+    """Each example is what the CLI prints, word for word (issue 19 item 18: the page showed a
+    "ProfileError (exit 5): ..." text the CLI never prints)."""
+    import subprocess
+    import sys
+
     examples = DOC_EXAMPLE.findall(DOC.read_text())
     assert len(examples) >= 15
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PIFLASH_PROFILE_PATH", str(tmp_path / "piflash.d"))
     for text, message, hint in examples:
         write(tmp_path, "piflash.d/nrf52-dk.yaml", text)
         with pytest.raises(ProfileError) as info:
             load_profile("piflash.d/nrf52-dk.yaml")
         assert (info.value.message, info.value.hint or "") == (message, hint)
+    # and through the CLI, for the first few (each is a process start)
+    for text, message, hint in examples[:4]:
+        write(tmp_path, "piflash.d/nrf52-dk.yaml", text)
+        proc = subprocess.run([sys.executable, "-m", "piflash", "profile", "check", "nrf52-dk"],
+                              capture_output=True, text=True)
+        shown = proc.stderr.replace(str(tmp_path.resolve()), "/tmp/station")
+        assert proc.returncode == 5
+        assert shown == f"error: /tmp/station/{message}\n" + (f"hint: {hint}\n" if hint else ""), shown

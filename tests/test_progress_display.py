@@ -1,7 +1,9 @@
 """The rich progress display as a terminal of a given width shows it (an 80-column Pi console
-first): every phase keeps its mark, label, bar, bytes, rate and time; the detail is never cut
-to a stub (beside the row when it fits, on its own line when not); a chip erase shows no rate;
-a phase that never ended (a failed connect) leaves a ✗, not a frozen spinner."""
+first): every phase keeps its mark, label, bar, bytes and time, program and verify their rate;
+the detail is never cut to a stub, and sits below every row, or beside every row on a terminal
+wide enough for all (issue 19 item 17: at 120 columns some sat beside and some below); an erase
+shows no rate (one that erased nothing showed "193.9 KiB/s"); a phase that never ended (a failed
+connect) leaves a ✗, not a frozen spinner."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import time
 
 import pytest
 
-from piflash.cli.progress import RichProgress
+from piflash.cli.progress import BESIDE_WIDTH, PlainProgress, RichProgress
 from piflash.progress import Phase
 
 pytest.importorskip("rich")
@@ -54,16 +56,39 @@ def test_80_columns_show_every_column_and_the_whole_detail():
     for label in ("Erasing", "Programming", "Verifying"):
         row = rows[label]
         assert row.startswith(f"✓ {label}") and "━" in row and "238.2/238.2 KiB" in row, row
-        assert re.search(r"[\d,.]+ KiB/s 0:00:0\d$", row), row
+        assert bool(re.search(r"[\d,.]+ KiB/s 0:00:0\d$", row)) == (label != "Erasing"), row
     for detail in ("nrf51 on sim:microbit", "sector erase", "244,992 B written, 0 B unchanged",
                    "all match: 238 pages by CRC32, 168 B read back", "running"):
         assert f"  {detail}" in lines, (detail, lines)   # whole, on its own line under the label
 
 
-def test_wide_terminal_puts_the_detail_beside():
-    lines = final_screen(120, FLASH)
-    assert any(line.startswith("✓ Erasing") and line.endswith(" sector erase") for line in lines), lines
-    assert "  all match: 238 pages by CRC32, 168 B read back" in lines  # 121 columns: below
+@pytest.mark.parametrize("width", [100, 120, BESIDE_WIDTH - 1])
+def test_details_all_below_until_all_fit_beside(width):
+    lines = final_screen(width, FLASH)
+    for detail in ("nrf51 on sim:microbit", "sector erase", "244,992 B written, 0 B unchanged",
+                   "all match: 238 pages by CRC32, 168 B read back", "running"):
+        assert f"  {detail}" in lines, (detail, lines)
+
+
+def test_wide_terminal_puts_every_detail_beside():
+    lines = final_screen(BESIDE_WIDTH, FLASH)
+    rows = [line for line in lines if line[:1] in "✓✗"]
+    assert len(rows) == len(lines) == 5, lines
+    assert rows[1].startswith("✓ Erasing") and rows[1].endswith(" sector erase"), rows
+    assert rows[3].endswith(" all match: 238 pages by CRC32, 168 B read back"), rows
+
+
+def test_an_erase_gets_no_rate_in_plain_lines_either():
+    out = io.StringIO()
+    display = PlainProgress(out)
+    display.phase_start(Phase.ERASE, 200 * KIB)
+    time.sleep(0.06)
+    display.phase_end(Phase.ERASE, "nothing to erase: the sectors are blank or unchanged")
+    display.phase_start(Phase.PROGRAM, 200 * KIB)
+    time.sleep(0.06)
+    display.phase_end(Phase.PROGRAM, "204,800 B written")
+    erase, program = [ln for ln in out.getvalue().splitlines() if " done: " in ln]
+    assert "/s" not in erase and program.endswith(" KiB/s"), out.getvalue()
 
 
 def test_chip_erase_shows_no_rate():

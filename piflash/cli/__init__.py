@@ -39,8 +39,28 @@ COMMANDS = (
 )
 
 
+def _version_message() -> str:
+    """``piflash X (pyOCD Y, Python Z)``: the versions a bug report needs, read from the installed
+    packages' metadata (pyOCD itself is not imported: --version stays fast)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        pyocd = version("pyocd")
+    except PackageNotFoundError:
+        pyocd = "not installed"
+    return f"piflash {__version__} (pyOCD {pyocd}, Python {platform.python_version()})"
+
+
+def _print_version(ctx: click.Context, param, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(_version_message())
+        ctx.exit()
+
+
 @click.group(context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
-@click.version_option(__version__, prog_name="piflash")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show piflash's version, pyOCD's and Python's, and exit.")
 @click.option("--verbose", "-v", count=True, help="Show pyOCD's log (-vv for debug).")
 def cli(verbose: int) -> None:
     """Flash Arm Cortex-M microcontrollers through pyOCD: connect, erase, program,

@@ -110,14 +110,17 @@ def _report(result, json_mode: bool, quiet: bool, line: str) -> None:
     if json_mode:
         emit_json(result.to_dict())
     elif not quiet:
-        click.secho(line, fg="green")
+        from piflash.cli.progress import fit_line
+
+        click.secho(fit_line(line), fg="green")
 
 
 @click.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
 @firmware_options
 @probe_options
 @click.option("--erase", "-e", type=click.Choice(ERASE_MODES), default=None,
-              help="Erase mode [default: auto, the faster of the two].")
+              help="Erase mode: auto (only the sectors that must change; never a chip erase), sector, or chip "
+                   "(mass erase first) [default: auto, or the profile's].")
 @click.option("--verify/--no-verify", default=None,
               help="Read back and compare every programmed byte [default: on, or the profile's].")
 @click.option("--serial", "serial", type=click.IntRange(min=0), metavar="N",

@@ -92,7 +92,8 @@ def _summary_line(summary) -> str:
     rate = summary["boards_per_hour"]
     extra = "".join(f", {summary[k]} {k}" for k in ("interrupted", "open") if summary[k])
     return (f"{summary['passed']} passed, {summary['failed']} failed, {summary['skipped']} skipped{extra}, "
-            f"{summary['boards']} boards" + (f", {rate:g} boards/hour" if rate is not None else ""))
+            f"{summary['boards']} board{'' if summary['boards'] == 1 else 's'}"
+            + (f", {rate:g} boards/hour" if rate is not None else ""))
 
 
 def _open_db(path):

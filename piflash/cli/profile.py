@@ -20,13 +20,14 @@ def list_cmd(json_mode):
 
     rows = list_profiles()
     if json_mode:
-        emit_json({"profiles": [{"name": n, "path": str(p), "error": e} for n, p, e in rows]})
+        emit_json({"profiles": [{"name": n, "path": str(p), "error": e, "description": d}
+                                for n, p, e, d in rows]})
         return
     if not rows:
         click.echo("No profiles found. Searched: " + ", ".join(str(d) for d in profile_dirs()))
         return
-    for name, path, error in rows:
-        status = click.style("BROKEN", fg="red") + f"  {error}" if error else ""
+    for name, path, error, description in rows:
+        status = click.style("BROKEN", fg="red") + f"  {error}" if error else (description or "")
         click.echo(f"{name:<24} {path}  {status}".rstrip())
 
 

@@ -15,9 +15,18 @@ _LABELS = {Phase.CONNECT: "Connecting", Phase.ERASE: "Erasing", Phase.PROGRAM: "
            Phase.VERIFY: "Verifying", Phase.RESET: "Resetting"}
 
 
-def _rate(nbytes: int, seconds: float) -> str:
+#: Phases whose bytes go through the probe, so that bytes per second mean something: the
+#: program and the verify. An erase works on whole sectors whatever the image's size (and one
+#: that erased nothing showed "0.20 s, 193.9 KiB/s", issue 19 item 17): it gets no rate, live or
+#: final; connect and reset have no size.
+RATED = (Phase.PROGRAM, Phase.VERIFY)
+
+
+def _rate(phase: str, nbytes: int, seconds: float) -> str:
     # Under 50 ms the phase skipped most of its bytes: a rate would only mislead.
-    return f"{nbytes / 1024 / seconds:,.1f} KiB/s" if seconds >= 0.05 and nbytes else ""
+    if phase not in RATED or seconds < 0.05 or not nbytes:
+        return ""
+    return f"{nbytes / 1024 / seconds:,.1f} KiB/s"
 
 
 class PlainProgress(ProgressSink):
@@ -39,7 +48,7 @@ class PlainProgress(ProgressSink):
 
     def phase_end(self, phase: str, summary: str = "") -> None:
         took = time.monotonic() - self._start.get(phase, time.monotonic())
-        rate = _rate(self._total.get(phase, 0), took)
+        rate = _rate(phase, self._total.get(phase, 0), took)
         parts = [p for p in (summary, f"{took:.2f} s", rate) if p]
         self._print(f"{_LABELS.get(phase, phase)} done: " + ", ".join(parts))
 
@@ -49,24 +58,28 @@ class PlainProgress(ProgressSink):
 
 #: Column widths of the rich display, in characters: status mark, phase label, bar, bytes done
 #: of total ("1,023.9/1,023.9 KiB" fits), rate ("2,059.6 KiB/s"), elapsed time ("0:00:01").
-#: With rich's one-space gaps they take 78 columns: an 80-column terminal (a Pi's console)
-#: shows them all; the phase's detail goes after them when it fits and on a line of its own,
-#: under the label, when it does not.
+#: With rich's one-space gaps they take 74 columns: an 80-column terminal (a Pi's console)
+#: shows them all. Each phase's detail goes on a line of its own under the label, unless the
+#: terminal is at least :data:`BESIDE_WIDTH` wide: then every detail goes after its row. One
+#: rule for every row, so details never sit beside some rows and below others (issue 19 item 17).
 WIDTHS = {"mark": 1, "label": 11, "bar": 20, "bytes": 17, "rate": 13, "time": 7}
-#: Phases whose rate means something while they run: bytes moved through the probe. An erase
-#: reports whole sectors (or, for a chip erase, nothing until the end), so its live rate is
-#: noise (a chip erase showed "884 bytes/s"); a sector erase gets its average at the end.
-LIVE_RATE = (Phase.PROGRAM, Phase.VERIFY)
+#: Room a detail gets beside its row: the longest the workflow writes ("N sector(s) erased
+#: (N B); the others blank or unchanged", "all match: N pages by CRC32 and N B read back before
+#: programming") with room to spare.
+DETAIL_WIDTH = 80
+BESIDE_WIDTH = sum(WIDTHS.values()) + len(WIDTHS) + DETAIL_WIDTH
+#: Phases whose rate means something while they run (:data:`RATED`).
+LIVE_RATE = RATED
 
 
 class RichProgress(ProgressSink):
     """rich progress bars with bytes and rate, one per phase. Use as a context manager.
 
     Each phase is a row: a mark (spinner, then ✓, or ✗ for a phase that failed or never ended),
-    the phase, a bar, bytes, rate and elapsed time (:data:`WIDTHS`), then the phase's detail
-    ("sector erase", "all match: 238 pages by CRC32, ...") on the same line when the terminal is
-    wide enough, else on the next line. Phases without a size (connect, reset) leave the byte
-    columns empty.
+    the phase, a bar, bytes, rate (program and verify only) and elapsed time (:data:`WIDTHS`), then
+    the phase's detail ("all match: 238 pages by CRC32, ...") on the next line, or on the same line
+    for every row when the terminal is :data:`BESIDE_WIDTH` wide or more. Phases without a size
+    (connect, reset) leave the byte columns empty.
 
     :param stream: where to draw (a terminal).
     :param console: a rich Console to draw on instead (tests: ``Console(width=80, record=True)``).
@@ -115,7 +128,6 @@ class RichProgress(ProgressSink):
             TimeElapsedColumn(table_column=fixed("time")),
         ]
         # One-space gaps between the fixed columns (Table.grid's padding (0, 1) collapses to one).
-        row_width = sum(WIDTHS.values()) + len(WIDTHS) - 1
 
         class Rows(Progress):
             """Progress drawn task by task: the fixed columns, then the detail beside or below."""
@@ -132,7 +144,7 @@ class RichProgress(ProgressSink):
                                            ("width", "no_wrap", "overflow", "justify")})
                     cells = [column(task) for column in self.columns]
                     detail = Text.from_markup(task.fields.get("summary", ""))
-                    beside = bool(detail.plain) and row_width + 1 + detail.cell_len <= width
+                    beside = bool(detail.plain) and width >= BESIDE_WIDTH
                     if beside:
                         grid.add_column(no_wrap=True, overflow="ellipsis")
                         cells.append(detail)
@@ -181,7 +193,7 @@ class RichProgress(ProgressSink):
         total = state.total
         failed = summary.upper().startswith("FAIL")
         took = time.monotonic() - self._start.get(phase, time.monotonic())
-        rate = "" if failed or summary.startswith("chip erase") else _rate(total or 0, took)
+        rate = "" if failed else _rate(phase, total or 0, took)
         style = "red" if failed else "dim"
         self._progress.update(task, total=total or 1, completed=(total or 1) if not failed
                               else state.completed, summary=f"[{style}]{escape(summary)}[/]",
@@ -197,6 +209,19 @@ def escape(text: str) -> str:
     from rich.markup import escape as rich_escape
 
     return rich_escape(text)
+
+
+def fit_line(text: str, stream: TextIO = sys.stdout) -> str:
+    """``text`` wrapped at word boundaries to the terminal's width when ``stream`` is a terminal
+    (a long final line wrapped by the terminal itself splits words at 80 columns), unchanged
+    otherwise (a pipe or a log keeps one line per message)."""
+    import shutil
+    import textwrap
+
+    if not stream.isatty():
+        return text
+    width = shutil.get_terminal_size((80, 24)).columns
+    return "\n".join(textwrap.wrap(text, width=width, break_long_words=False, break_on_hyphens=False)) or text
 
 
 def make_progress(quiet: bool, json_mode: bool):

@@ -63,6 +63,12 @@ def probes(json_mode):
         click.echo(f"{'':<4}fix:    {b.fix}")
 
 
+#: Board names people search for, and the target types of their chips (the boards' own pages:
+#: Raspberry Pi Pico = RP2040, Pico 2 = RP2350; BBC micro:bit v1 = nRF51822, v2 = nRF52833).
+BOARD_TARGETS = {"pico": ("rp2040", "rp2350"), "micro:bit": ("nrf51", "nrf52833"),
+                 "microbit": ("nrf51", "nrf52833")}
+
+
 @click.command(context_settings=CONTEXT)
 @click.argument("pattern", required=False)
 @click.option("--pack", "packs", multiple=True, metavar="FILE",
@@ -76,6 +82,16 @@ def targets(pattern, packs, json_mode):
     rows = list_targets(pattern, list(packs) or None)
     if json_mode:
         emit_json({"targets": rows})
+        return
+    if not rows and pattern:
+        import difflib
+
+        names = [r["name"] for r in list_targets(None, list(packs) or None)]
+        close = [t for board, types in BOARD_TARGETS.items() if board in pattern.lower() for t in types]
+        close += [n for n in difflib.get_close_matches(pattern.lower(), names, n=5, cutoff=0.5) if n not in close]
+        click.secho(f"no target type matches '{pattern}' (a part of the name, any case)", fg="yellow", err=True)
+        click.echo("hint: " + (f"close names: {', '.join(close)}; " if close else "")
+                   + f"'piflash targets' lists all {len(names)}", err=True)
         return
     for row in rows:
         flash = f"{row['flash_bytes'] // 1024:,} KiB flash" if row["flash_bytes"] else ""

@@ -213,12 +213,29 @@ class RunProgrammer:
         target.write_memory(CortexM.DHCSR, CortexM.DBGKEY | CortexM.C_DEBUGEN)
         return regrdy
 
-    def _wait(self, buffer: int, address: int, size: int, timeout: Optional[float],
+    def _failed_page(self, address: int, data: bytes) -> Optional[int]:
+        """After ``ProgramPage`` failed on the run ``(address, data)``: the first page whose flash
+        differs from ``data`` (read back once, only on this failure), the page the algorithm
+        stopped at; None if every page reads as written or the read fails. The algorithm's
+        result says only that the call failed (issue 19 item 18: the error named the run's
+        first page)."""
+        page_size = self.flash.region.page_size
+        try:
+            got = bytes(self.flash.target.read_memory_block8(address, len(data)))
+        except Exception:      # noqa: BLE001 - a diagnosis only: the failure itself is raised
+            return None
+        for offset in range(0, len(data), page_size):
+            if got[offset:offset + page_size] != data[offset:offset + page_size]:
+                return address + offset
+        return None
+
+    def _wait(self, buffer: int, address: int, data: bytes, timeout: Optional[float],
               regrdy: Callable[[], int], post: Optional[Tuple[int, int, int]]) -> None:
         """Poll DHCSR until the core halts, then check the result word of ``buffer``'s mailbox.
         ``post`` (buffer, address, size) rides in the first poll's report.
 
-        :raises pyocd.core.exceptions.FlashProgramFailure: ``ProgramPage`` returned non-zero;
+        :raises pyocd.core.exceptions.FlashProgramFailure: ``ProgramPage`` returned non-zero (the
+            failing page named, :meth:`_failed_page`);
             the core halted before it returned (the count still in the mailbox); the PC write
             was not taken (DHCSR.S_REGRDY clear in the read between it and the resume: a
             diagnosis after the fact, the resume was already queued); the core locked up (a
@@ -232,7 +249,8 @@ class RunProgrammer:
         target = self.flash.target
         # "flash program failed: the core ..." is what piflash.target.connect.translate_error gives
         # the hint of a core that did not run the algorithm to its end.
-        what = f"({size} bytes in one call)"
+        size = len(data)
+        what = f"({size} bytes from {address:#010x} in one call)"
         if post is not None:
             self._post(*post)
         with Timeout(timeout) as time_out:
@@ -254,7 +272,11 @@ class RunProgrammer:
                         raise FlashProgramFailure(f"flash program failed: the core halted before "
                                                   f"the flash algorithm returned {what}", address=address)
                     if result != 0:
-                        raise FlashProgramFailure(f"flash program failure {what}", address=address,
+                        page = self._failed_page(address, data)
+                        where = (f"at page {page:#010x} " if page is not None else "") + \
+                            f"({size} bytes from {address:#010x} in one call)"
+                        raise FlashProgramFailure(f"flash program failure {where}",
+                                                  address=page if page is not None else address,
                                                   result_code=result)
                     return
         locked = target.read32(CortexM.DHCSR) & CortexM.S_LOCKUP
@@ -270,9 +292,10 @@ class RunProgrammer:
         run crosses the probe while the target programs the current one.
 
         :param done: Called with each run's byte count when it is programmed.
-        :raises pyocd.core.exceptions.FlashProgramFailure: The algorithm returned non-zero, the
-            core did not run it to its end, or it timed out (``address`` is the run's first
-            byte; the messages of :meth:`_wait`).
+        :raises pyocd.core.exceptions.FlashProgramFailure: The algorithm returned non-zero
+            (``address``: the first page that does not read back as written, else the run's
+            first byte), the core did not run it to its end, or it timed out (``address``: the
+            run's first byte; the messages of :meth:`_wait`).
         """
         if not runs:
             return
@@ -292,7 +315,7 @@ class RunProgrammer:
             if i + 1 < len(runs):
                 self._load(1 - buf, *runs[i + 1])
                 post = (1 - buf, runs[i + 1][0], len(runs[i + 1][1]))
-            self._wait(buf, address, len(data), timeout, regrdy, post)
+            self._wait(buf, address, data, timeout, regrdy, post)
             buf = 1 - buf
             done(len(data))
 

@@ -192,6 +192,19 @@ def check_optional(ctx: Context) -> List[Check]:
             for name, module, cost in OPTIONAL]
 
 
+def check_simulator(ctx: Context) -> Check:
+    """The simulator (piflash's ``sim`` extra, :data:`piflash.errors.EXTRAS`): present or how to
+    install it (looked up, never imported). Never a problem: a station with real probes does
+    not need it."""
+    from piflash.errors import EXTRAS, extra_available
+
+    module, purpose, how = EXTRAS["sim"]
+    if extra_available("sim"):
+        return Check("simulator", OK, f"present ({module}): 'piflash sim' and sim: probes work")
+    return Check("simulator", OK, f"not installed: {purpose} ('piflash sim', sim: probes) needs {module}; "
+                                  f"install it {how}")
+
+
 def check_libusb(ctx: Context) -> Check:
     """libusb-1.0 found the way pyOCD finds it: libusb-package's copy, else pyusb's search."""
     try:
@@ -329,7 +342,7 @@ def check_memory(ctx: Context) -> Check:
 
 
 #: The checks :func:`run_checks` runs, in display order. Add a check by adding a function.
-CHECKS: List[CheckFunction] = [check_python, check_install, check_pyocd, check_optional,
+CHECKS: List[CheckFunction] = [check_python, check_install, check_pyocd, check_optional, check_simulator,
                                check_libusb, check_rules, check_group, check_probes, check_memory,
                                check_station]
 

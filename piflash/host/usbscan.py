@@ -142,6 +142,22 @@ def explain_access(node: Path, sysroot: str = "/") -> Tuple[Optional[str], Optio
             permissions.fix_text(user))
 
 
+def _open_refused_fix(sysroot: str = "/") -> str:
+    """The fix for a probe whose opening was refused: ``setup permissions`` only when it has
+    something to change (the rules missing, or the user not in the group); with both right, the
+    node predates the rules or something else denies it (issue 19 item 18)."""
+    user = _user_name()
+    rules = Path(sysroot, permissions.RULES_DIR, probetable.RULES_NAME)
+    groups = permissions.read_groups(sysroot)
+    gid = groups.get(probetable.GROUP, (None, ()))[0]
+    in_group = os.geteuid() == 0 or (gid is not None and gid in set(os.getgroups()) | {os.getegid()})
+    if rules.exists() and in_group:
+        return (f"piflash's rules ({rules}) and the {probetable.GROUP} group are in place: unplug and replug "
+                "the probe (its device node may predate the rules), or look for an ACL or a security "
+                "module denying it")
+    return permissions.fix_text(user)
+
+
 def scan(sysfs_root: str = "/sys", dev_root: str = "/dev", sysroot: str = "/") -> List[UsbProbe]:
     """Every USB debug probe attached now, with whether this process may open it.
 
@@ -207,7 +223,7 @@ def scan_simulated_usb() -> List[UsbProbe]:
             if err.errno not in (errno.EACCES, errno.EPERM):
                 continue
             reason = f"pyusb cannot open the device: {err.strerror or err}"
-            fix = permissions.fix_text(_user_name())
+            fix = _open_refused_fix()
         found.append(UsbProbe(model.name, sim.preset.vid, sim.preset.pid, dev.bus, dev.address,
                               sim.preset.product, sim.preset.manufacturer, sim.serial,
                               f"simulated USB bus {dev.bus} device {dev.address}", reason is None,

@@ -320,16 +320,23 @@ def explain_connect_error(unique_id: Optional[str], target: Optional[str],
 def _nvmc_write(port: Port, addr: int, value: int, timeout: float = 1.0) -> None:
     port.write32(_NVMC_CONFIG, 1)                       # WEN
     port.write32(addr, value)
-    _wait(lambda: port.read32(_NVMC_READY) & 1, timeout, "the NVMC did not finish writing UICR")
+    _wait(lambda: port.read32(_NVMC_READY) & 1, timeout,
+          f"the NVMC did not finish writing the read-out protection setting (UICR at {addr:#010x})")
     port.write32(_NVMC_CONFIG, 0)                       # REN
+
+
+#: The hint of a protection write or erase that did not finish (issue 19 item 18: it said only
+#: "power-cycle the board", never what state the protection is in).
+_UNFINISHED_HINT = ("the read-out protection setting may or may not have been written: power-cycle the "
+                    "board, then 'piflash protect status' tells whether it is locked; do not ship it "
+                    "until a lock reads back locked (or a recover reads back open)")
 
 
 def _wait(done: Callable[[], object], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not done():
         if time.monotonic() > deadline:
-            raise ProtectError(f"{what} within {timeout:g} s",
-                               hint="power-cycle the board and run the command again")
+            raise ProtectError(f"{what} within {timeout:g} s", hint=_UNFINISHED_HINT)
         time.sleep(0.005)
 
 

@@ -227,7 +227,7 @@ class History:
             self._transaction(self._create)
         except (OSError, sqlite3.Error) as exc:
             raise HistoryError(f"cannot open the history database {path}: {_reason(path, exc)}",
-                               hint=_hint(path)) from exc
+                               hint=_hint(path, exc)) from exc
 
     # -- plumbing -------------------------------------------------------------------------------
     def _transaction(self, body, *args):
@@ -257,7 +257,7 @@ class History:
                 raise HistoryError(f"no space left on {device_of(self.path)} for {self.path}",
                                    hint="free space on that file system; rows of operations that "
                                         "ended meanwhile are written at the next write") from exc
-            raise HistoryError(f"cannot {what} in {self.path}: {exc}", hint=_hint(self.path)) from exc
+            raise HistoryError(f"cannot {what} in {self.path}: {exc}", hint=_hint(self.path, exc)) from exc
 
     # -- completions kept aside while the database cannot take them ------------------------------
     def _pending_path(self, row_id: int) -> Path:
@@ -398,7 +398,7 @@ class History:
                     self._db.execute("ROLLBACK")
         except sqlite3.Error as exc:
             raise HistoryError(f"cannot write the history database {self.path}: {_reason(self.path, exc)}",
-                               hint=_hint(self.path)) from exc
+                               hint=_hint(self.path, exc)) from exc
 
     def close(self) -> None:
         """Close the database (rows already recorded are safe whether or not this is called)."""
@@ -568,7 +568,7 @@ class History:
                 if not self._db.execute("SELECT 1 FROM operations WHERE outcome = 'open' LIMIT 1").fetchone():
                     return []
         except sqlite3.Error as exc:
-            raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path)) from exc
+            raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path, exc)) from exc
         done = self._write("complete rows of dead processes", body)
         for rid in done:
             self._drop_pending(rid)
@@ -614,7 +614,7 @@ class History:
             with self._lock:
                 rows = self._db.execute(sql, args).fetchall()
         except sqlite3.Error as exc:
-            raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path)) from exc
+            raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path, exc)) from exc
         out = [dict(zip(COLUMN_NAMES, r)) for r in reversed(rows)]
         for row in out:     # a completion kept aside (full disk) is what happened: show it
             if row["outcome"] == OPEN:
@@ -637,7 +637,7 @@ class History:
                 finally:
                     self._db.execute("COMMIT")
         except sqlite3.Error as exc:
-            raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path)) from exc
+            raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path, exc)) from exc
         return verify_chain(rows, int(top[0]) if top else 0, anchor)
 
 
@@ -700,23 +700,33 @@ def _late_note(error: Optional[object], reason: str) -> str:
     return f"{error} ({note})" if error else note
 
 
-def _hint(path: Path) -> str:
+def _hint(path: Path, exc: Optional[BaseException] = None) -> str:
+    """What to do, for the cause at hand (issue 19 item 18: a corrupt or full history was told
+    "is the folder writable?"): a full disk, a file that is not a sound SQLite database, else the
+    folder's and file's permissions."""
+    if exc is not None and _disk_full(exc):
+        return f"free space on {device_of(path)}; nothing was lost from the rows already written"
+    text = str(exc or "").lower()
+    if "not a database" in text or "malformed" in text:
+        return (f"{path} is damaged or not a piflash history: move it aside (mv {path} {path}.bad) and "
+                f"piflash starts a new one; sqlite3 {path}.bad .recover may save its rows")
     return f"check that {path.parent} is a folder this user may write, and {path.name} in it"
 
 
 def summarize(rows: Iterable[Dict[str, object]]) -> Dict[str, object]:
     """Counts and rate over ``rows``: passed, failed, skipped, interrupted (including open rows
     of dead processes), open (still running), boards (distinct target unique IDs) and
-    boards_per_hour (passed + failed operations per hour between the first start and the last
-    end; None for fewer than two operations)."""
+    boards_per_hour: boards flashed and passed per hour, i.e. the passed ``flash`` rows between the
+    first one's start and the last one's end; None for fewer than two (a failed flash, a verify,
+    an erase or a protect row is no board made, issue 19 item 18)."""
     rows = list(rows)
     states = [row_state(r) for r in rows]
     count = {o: states.count(o) for o in OUTCOMES + (OPEN,)}
-    done = count["pass"] + count["fail"]
+    made = [r for r, s in zip(rows, states) if s == "pass" and r["operation"] == "flash"]
     rate = None
-    if done >= 2:
-        span = (max(r["ended_at"] or r["started_at"] for r in rows) - min(r["started_at"] for r in rows))
-        rate = round(done * 3600.0 / span, 1) if span > 0 else None
+    if len(made) >= 2:
+        span = (max(r["ended_at"] or r["started_at"] for r in made) - min(r["started_at"] for r in made))
+        rate = round(len(made) * 3600.0 / span, 1) if span > 0 else None
     return {"passed": count["pass"], "failed": count["fail"], "skipped": count["skip"],
             "interrupted": count["interrupted"], "open": count[OPEN],
             "boards": len({r["target_uid"] for r in rows if r["target_uid"]}),

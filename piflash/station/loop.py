@@ -324,8 +324,7 @@ class Station:
         """Stop: wait for every worker to finish its board, then close the history and outputs."""
         self.stop.set()
         self.notifier.stopping("stopping")
-        for uid in list(self.workers):
-            self.status.set(uid, "stopping", "stopping")
+        self.status.begin_stop()
         for w in list(self.workers.values()) + self._retired:
             w.wake()
             while w.is_alive():
@@ -333,8 +332,11 @@ class Station:
         from piflash.station.worker import release_allocators
 
         release_allocators()                # the lease's unused numbers go back to the counter
-        self._log(f"station stopped: {self.status.summary()}")
+        summary = f"station stopped: {self.status.summary()}"
+        self._log(summary)
         self.status.close()
+        if self.interactive:                # after the live view is gone, so it stays on the screen
+            print(summary, file=self.stream, flush=True)
         if self._history is not None:
             self._history.close()
 

@@ -15,6 +15,12 @@ The status texts (docs/station.md): ``waiting for probe``, ``waiting for board``
 ID> serial <n>`` in the log, ``PASS <uid> #<row> serial <n>``, ``FAIL <uid> serial <n> <reason>``,
 and a "serial" column in the rich view. With one probe the systemd STATUS line is that text; with several it
 is ``<probe>: <text>`` for each, joined by `` | ``.
+
+Each probe also keeps its *last result* (the PASS / SKIP / FAIL text with its reason) until its
+next board starts, so a board pulled mid-flash leaves "FAIL <uid> board removed during program:
+..." on the operator's screen, not a FAIL that lasts until the next poll. Once the station is
+stopping (:meth:`StatusBoard.begin_stop`), no probe leaves ``stopping`` again: a board still being
+finished shows ``stopping: flashing 42%``, and its result goes to the last result.
 """
 
 from __future__ import annotations
@@ -46,6 +52,9 @@ class ProbeState:
     target_uid: Optional[str] = None
     percent: int = 0
     serial: Optional[str] = None
+    last: str = ""                 #: the last board's result text ("PASS ..." / "FAIL ... reason"), until the next board
+    last_state: str = ""           #: its state: "pass", "skip", "fail", or "" before the first board
+    asked: str = "waiting_probe"   #: the state last asked for (shown as "stopping" once the station stops)
 
 
 class StatusBoard:
@@ -59,7 +68,18 @@ class StatusBoard:
         self.outputs = list(outputs or [])
         self.probes: Dict[str, ProbeState] = {}
         self.counts = {"pass": 0, "fail": 0, "skip": 0}
+        #: True once the station stops: no probe leaves "stopping" again.
+        self.stopping = False
         self._lock = threading.RLock()
+
+    def begin_stop(self) -> None:
+        """The station is stopping: every probe shows ``stopping`` from now on (a board being
+        finished as ``stopping: flashing 42%``); results still count and become last results."""
+        with self._lock:
+            self.stopping = True
+            for probe in list(self.probes):
+                cur = self.probes[probe]
+                self.set(probe, "stopping", f"stopping: {cur.text}" if cur.state == "flashing" else "stopping")
 
     def set(self, probe: str, state: str, text: str, target_uid: Optional[str] = None,
             percent: int = 0, serial: Optional[str] = None) -> None:
@@ -67,6 +87,19 @@ class StatusBoard:
         until the probe waits for a new board."""
         with self._lock:
             cur = self.probes.setdefault(probe, ProbeState(probe))
+            entered = cur.asked != state        # the state the worker asked for, before "stopping"
+            cur.asked = state
+            if state in ("pass", "skip", "fail"):
+                cur.last, cur.last_state = text, state
+                if entered:
+                    self.counts[state] += 1
+                if self.stopping:        # the result is the last result; the probe stays "stopping"
+                    state, text = "stopping", "stopping"
+            elif state == "flashing" and cur.state != "flashing" and not self.stopping:
+                cur.last, cur.last_state = "", ""                # the next board: its own result comes
+            if self.stopping and state in ("flashing", "waiting", "waiting_probe", "button"):
+                text = f"stopping: {text}" if state == "flashing" else "stopping"
+                state = "stopping"
             new_state = cur.state != state
             if not new_state and cur.text == text and (serial is None or serial == cur.serial):
                 return
@@ -75,8 +108,6 @@ class StatusBoard:
                 cur.target_uid = target_uid
             if serial is not None or state in ("waiting", "waiting_probe"):
                 cur.serial = serial
-            if new_state and state in self.counts:
-                self.counts[state] += 1
             for out in self.outputs:
                 try:
                     out.update(self, cur, new_state)
@@ -97,7 +128,7 @@ class StatusBoard:
         return " | ".join(f"{s.probe}: {s.text}" for s in states) or "starting"
 
     def summary(self) -> str:
-        """``"N passed, N failed, N skipped"``."""
+        """``"N passed, N failed, N skipped"`` (each board's result counted once)."""
         c = self.counts
         return f"{c['pass']} passed, {c['fail']} failed, {c['skip']} skipped"
 
@@ -167,13 +198,17 @@ class RichOutput:
 
         table = Table(title=f"piflash station {self._station}", caption=self._board.summary(),
                       expand=False)
+        from rich.text import Text
+
         states = list(self._board.probes.values())
         serials = any(st.serial is not None for st in states)
         for name in ("probe", "board") + (("serial",) if serials else ()) + ("state",):
-            table.add_column(name)
+            table.add_column(name, overflow="fold")
+        table.add_column("last result", overflow="fold")
         for st in states:
             cells = (st.probe, st.target_uid or "-") + ((st.serial or "-",) if serials else ()) + (st.text,)
-            table.add_row(*cells, style=_STYLES.get(st.state, ""))
+            table.add_row(*cells, Text(st.last or "-", style=_STYLES.get(st.last_state, "")),
+                          style=_STYLES.get(st.state, ""))
         return table
 
     def update(self, board: StatusBoard, st: ProbeState, new_state: bool) -> None:

@@ -213,8 +213,12 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
     # unplugged in the middle of a transfer (pyOCD's CMSIS-DAP driver lets it through).
     if isinstance(exc, pe.ProbeDisconnected) or isinstance(exc, (ConnectionError, BrokenPipeError)) \
             or getattr(exc, "errno", None) == errno.ENODEV:
-        hint = ("is the probe server still running? Start it again, then run the command again"
-                if "probe server" in text else "check the USB cable and power, then run the command again")
+        # A socket error is a remote: probe's (pyOCD's USB drivers raise ProbeDisconnected or ENODEV):
+        # its cable is a network connection, not USB (issue 19 item 18).
+        remote = isinstance(exc, (ConnectionError, BrokenPipeError)) or "probe server" in text
+        hint = ("the probe server (remote:HOST:PORT) closed the connection: is it still running, "
+                "and the network up? Start it again, then run the command again"
+                if remote else "check the USB cable and power, then run the command again")
         return ProbeLostError(f"the probe disconnected during {phase}: {text}", hint=hint)
     if isinstance(exc, pe.ProbeError) and "in use by another" in text:
         # 'piflash sim serve' refuses a second client this way (over the remote protocol the text
@@ -286,8 +290,12 @@ def _probe_gone(probe) -> Optional[PiflashError]:
     try:
         probe.read_dp(0)
     except ProbeDisconnected:
+        remote = str(getattr(probe, "unique_id", "")).startswith("remote:")
         return ProbeLostError("the probe disconnected during connect (it stopped answering in the "
-                              "first requests)", hint="check the USB cable and power, then run the command again")
+                              "first requests)",
+                              hint=("is the probe server still running, and the network up? Start it again, "
+                                    "then run the command again") if remote
+                              else "check the USB cable and power, then run the command again")
     except PiflashError as exc:  # e.g. the remote probe's bounded wait expired during discovery
         return exc
     except Exception:  # noqa: BLE001  (any other answer: the probe is still there)
