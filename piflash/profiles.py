@@ -100,7 +100,7 @@ class Profile:
 
     @property
     def firmware_format(self) -> str:
-        """``"hex"``, ``"elf"`` or ``"bin"``, from the firmware file's extension."""
+        """``"hex"``, ``"elf"``, ``"bin"`` or ``"uf2"``, from the firmware file's extension."""
         return format_for_name(self.firmware)
 
     def session_options(self) -> Optional[dict]:

@@ -256,8 +256,8 @@ def test_bin_needs_base_address(tmp_path):
 
 
 def test_unknown_firmware_extension(tmp_path):
-    err = error_of(write(tmp_path, "b.yaml", "target: t\nfirmware: app.uf2\n"))
-    assert (err.key, err.line) == ("firmware", 2) and "app.uf2" in err.message
+    err = error_of(write(tmp_path, "b.yaml", "target: t\nfirmware: app.s19\n"))
+    assert (err.key, err.line) == ("firmware", 2) and "app.s19" in err.message
 
 
 # --- checksums ----------------------------------------------------------------------------

@@ -141,7 +141,7 @@ def _report(result, json_mode: bool, quiet: bool, line: str) -> None:
 @memory_guarded("flash")
 def flash(firmware, probe, target, frequency, profile, pyocd_options, base_address, erase, verify,
           serial, force_serial, boot_check, boot_timeout, reset, quiet, json_mode):
-    """Flash FIRMWARE (.hex, .elf, or .bin with --base-address), verify it and reset the target.
+    """Flash FIRMWARE (.hex, .elf, .uf2, or .bin with --base-address), verify it and reset the target.
 
     With a profile's 'serial:'/'patch:' the board's own bytes are laid over the image, and that
     patched image is programmed and verified; with 'protect: lock' the chip is locked after a

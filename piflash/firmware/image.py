@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import BinaryIO, Iterable, List, Optional, Sequence, Tuple
 
 from piflash.errors import FirmwareError, ImageRangeError
+from piflash.firmware.uf2 import check_family, is_uf2, parse_uf2
 
 #: Accepted file formats and the file name endings that select them.
 FORMAT_SUFFIXES = {
     "hex": (".hex", ".ihex", ".ihx"),
     "bin": (".bin",),
     "elf": (".elf", ".axf", ".out"),
+    "uf2": (".uf2",),
 }
 #: Every accepted file name ending, in the order of :data:`FORMAT_SUFFIXES`.
 ALL_SUFFIXES = tuple(suffix for suffixes in FORMAT_SUFFIXES.values() for suffix in suffixes)
@@ -35,7 +37,7 @@ def format_for_name(path: "os.PathLike[str] | str") -> Optional[str]:
 
     The one place that maps a suffix to a format (the loader, profiles and the memory guard use it).
 
-    :returns: ``"hex"``, ``"bin"`` or ``"elf"``; None for any other ending.
+    :returns: ``"hex"``, ``"bin"``, ``"elf"`` or ``"uf2"``; None for any other ending.
     """
     suffix = Path(path).suffix.lower()
     return next((fmt for fmt, ends in FORMAT_SUFFIXES.items() if suffix in ends), None)
@@ -62,10 +64,12 @@ class FirmwareImage:
     """A firmware image ready to program.
 
     :ivar path: the file it came from (Path), or None for an image built in memory.
-    :ivar format: ``"hex"``, ``"bin"`` or ``"elf"``.
+    :ivar format: ``"hex"``, ``"bin"``, ``"elf"`` or ``"uf2"``.
     :ivar segments: sorted, non-overlapping, merged list of :class:`Segment`.
     :ivar sha256: hex digest of the file's bytes (not of the segments).
     :ivar file_size: the file's size in bytes (0 for an image built in memory).
+    :ivar families: a UF2's familyIDs (ints; :mod:`piflash.firmware.uf2`), checked against the
+        target by :func:`check_fits`; empty for the other formats and a UF2 that names none.
     """
 
     path: Optional[Path]
@@ -73,6 +77,7 @@ class FirmwareImage:
     segments: Tuple[Segment, ...]
     sha256: str
     file_size: int = 0
+    families: Tuple[int, ...] = ()
 
     @property
     def size(self) -> int:
@@ -107,10 +112,12 @@ def detect_format(path: Path, head: bytes) -> str:
     suffix = path.suffix.lower()
     if head.startswith(_ELF_MAGIC):
         return "elf"
+    if is_uf2(head):
+        return "uf2"
     if head[:1] == b":":
         return "hex"
     raise FirmwareError(f"{path}: unknown firmware format '{suffix or '(no extension)'}'",
-                        hint="use a .hex, .bin or .elf file (a .bin also needs --base-address)")
+                        hint="use a .hex, .bin, .elf or .uf2 file (a .bin also needs --base-address)")
 
 
 def merge_segments(chunks: Iterable[Tuple[int, bytes]]) -> Tuple[Segment, ...]:
@@ -279,13 +286,15 @@ def load_image(path: os.PathLike | str, base_address: Optional[int] = None,
                file_format: Optional[str] = None) -> FirmwareImage:
     """Read and parse a firmware file.
 
-    :param path: the file (``.hex``, ``.bin``, ``.elf``; the format is also sniffed from content).
+    :param path: the file (``.hex``, ``.bin``, ``.elf``, ``.uf2``; the format is also sniffed from
+        content).
     :param base_address: load address (int) of a ``.bin``; required for ``.bin``, refused otherwise.
-    :param file_format: force ``"hex"``, ``"bin"`` or ``"elf"`` instead of detecting it.
+    :param file_format: force ``"hex"``, ``"bin"``, ``"elf"`` or ``"uf2"`` instead of detecting it.
     :returns: a :class:`FirmwareImage` with at least one non-empty segment.
     :raises FirmwareError: missing or unreadable file, not a regular file (:func:`open_firmware`),
         unknown format, corrupt, truncated or empty content, an ELF for another architecture than
-        Arm, a ``.bin`` without a base address or a base address for another format.
+        Arm, a ``.bin`` without a base address or a base address for another format, a UF2 that
+        is cut short, damaged or misses blocks (:func:`piflash.firmware.uf2.parse_uf2`).
     """
     path = Path(path)
     with open_firmware(path) as fh:
@@ -294,9 +303,10 @@ def load_image(path: os.PathLike | str, base_address: Optional[int] = None,
         except OSError as exc:
             raise FirmwareError(f"{path}: cannot read firmware file: {exc.strerror}") from exc
 
-    fmt = file_format or detect_format(path, raw[:4])
+    fmt = file_format or detect_format(path, raw[:8])
     if fmt not in FORMAT_SUFFIXES:
-        raise FirmwareError(f"unknown firmware format '{fmt}'", hint="use hex, bin or elf")
+        raise FirmwareError(f"unknown firmware format '{fmt}'", hint="use hex, bin, elf or uf2")
+    families: Tuple[int, ...] = ()
     if fmt == "bin":
         if base_address is None:
             raise FirmwareError(f"{path}: a .bin file has no address: give --base-address",
@@ -305,14 +315,18 @@ def load_image(path: os.PathLike | str, base_address: Optional[int] = None,
     else:
         if base_address is not None:
             raise FirmwareError(f"{path}: --base-address applies only to .bin files; a .{fmt} carries its own addresses")
-        chunks = _load_hex(path, raw) if fmt == "hex" else _load_elf(path, raw)
+        if fmt == "uf2":
+            contents = parse_uf2(path, raw)
+            chunks, families = list(contents.chunks), contents.families
+        else:
+            chunks = _load_hex(path, raw) if fmt == "hex" else _load_elf(path, raw)
 
     segments = merge_segments(chunks)
     if not segments:
         raise FirmwareError(f"{path}: the firmware file contains no data",
                             hint="check the build: the output is empty")
     return FirmwareImage(path=path, format=fmt, segments=segments,
-                         sha256=hashlib.sha256(raw).hexdigest(), file_size=len(raw))
+                         sha256=hashlib.sha256(raw).hexdigest(), file_size=len(raw), families=families)
 
 
 def image_from_bytes(data: bytes, address: int) -> FirmwareImage:
@@ -327,8 +341,12 @@ def check_fits(image: FirmwareImage, flash_regions: Sequence[Tuple[int, int, str
 
     :param flash_regions: (start, end_exclusive, name) triples, e.g. from
         :func:`piflash.target.catalog.flash_regions`.
-    :raises ImageRangeError: naming the first address outside flash and the regions there are.
+    :raises ImageRangeError: naming the first address outside flash and the regions there are;
+        or a UF2 whose familyID is another chip's (:func:`piflash.firmware.uf2.check_family`),
+        when ``target`` names one.
     """
+    if image.families and target and target != "the target":
+        check_family(image.families, target, image.start)
     regions = sorted(flash_regions)
     for seg in image.segments:
         addr = seg.address

@@ -86,6 +86,10 @@ IMAGE_SLOPE = {
     "bin": 12.0,
     "elf": 12.0,
     "hex": 32.0,
+    # A UF2 file carries its payload in 512-byte blocks (256 bytes each from pico-sdk and
+    # uf2conv, at most 476): its parse keeps the file and one bytes object per block, less per
+    # file byte than a .bin; the .bin slope covers it (not measured separately).
+    "uf2": 12.0,
 }
 
 #: Extra peak RSS per byte of a CMSIS pack's ``.pdsc`` description (the XML pyOCD parses when
@@ -212,7 +216,7 @@ def estimate_need(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
     :param image_bytes: size of the firmware file (bytes).
     :param pack_bytes: size of the CMSIS pack description(s) pyOCD parses
         (:func:`pack_description_bytes`); above 0, :data:`PACK_FIXED` is added too.
-    :param image_format: ``"bin"``, ``"hex"``, ``"elf"``, or None for the costliest.
+    :param image_format: ``"bin"``, ``"hex"``, ``"elf"``, ``"uf2"``, or None for the costliest.
     :raises ValueError: an unknown operation.
     """
     if operation not in BASELINE:
