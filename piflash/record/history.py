@@ -414,7 +414,7 @@ class History:
     # -- writing --------------------------------------------------------------------------------
     def open(self, result, *, station: Optional[str] = None, slot: Optional[str] = None,
              profile: Optional[str] = None, serial: Optional[str] = None,
-             patch: Optional[dict] = None) -> int:
+             patch: Optional[dict] = None, pid: Optional[int] = None) -> int:
         """Open a row for an operation that has just reached the board; returns its id.
 
         Call it once the probe is open and the target answered, before anything is written to
@@ -429,12 +429,14 @@ class History:
         :param profile: the profile's name, if one was used.
         :param serial: the board's serial number (text), when one was assigned before programming.
         :param patch: the per-board values patched into the image (JSON-serialisable dict).
+        :param pid: the process that works on the board, when another than this one (a station's
+            worker process, :mod:`piflash.station.procs`): its death is what :meth:`reap` looks for.
         :raises HistoryError: (exit 18) the row cannot be written (the database is left as it was).
         """
         self.reap()
         row = {"started_at": result.started_at or time.time(), "station": station, "slot": slot,
                "profile": profile, "serial": serial, "patch": _patch_text(patch), "outcome": OPEN,
-               "host": socket.gethostname(), "pid": os.getpid(), "process_start": process_identity()}
+               "host": socket.gethostname(), "pid": pid or os.getpid(), "process_start": process_identity(pid)}
         row.update(_result_values(result))
         row.update(_versions())
 

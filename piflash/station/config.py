@@ -38,7 +38,10 @@ from piflash.errors import ProfileError
 from piflash.profiles import Profile, find_profile, load_profile, read_yaml_mapping
 
 ALLOWED_KEYS = ("station", "profile", "probes", "on_same_firmware", "poll_interval", "history", "gpio",
-                "serials", "serial_block", "protect")
+                "serials", "serial_block", "protect", "workers")
+#: How the probes' workers run: threads of the station (the default), or processes of their own,
+#: one core each (piflash/station/procs.py).
+WORKER_MODES = ("threads", "processes")
 #: Station protect policy: what the profile says, or lock / leave open every board regardless.
 PROTECT_POLICIES = ("profile", "lock", "off")
 #: Bounds of serial_block (numbers per lease).
@@ -69,6 +72,7 @@ class StationConfig:
     :ivar serial_block: serial numbers per lease (int).
     :ivar protect: "lock" to lock every board after a passed verify, else None (from the
         ``protect`` policy and the profile's ``protect:``).
+    :ivar workers: ``"threads"`` or ``"processes"`` (:data:`WORKER_MODES`).
     """
 
     path: Path
@@ -82,6 +86,7 @@ class StationConfig:
     serials: Optional[Path] = None
     serial_block: int = 16
     protect: Optional[str] = None
+    workers: str = "threads"
 
     @property
     def serials_path(self) -> Optional[Path]:
@@ -186,9 +191,15 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
         fail("protect", f"boards are locked only after a passed verify, and profile {profile.name} "
                         "has 'verify: false'")
 
+    workers = values.get("workers", "threads")
+    if workers not in WORKER_MODES:
+        fail("workers", f"must be one of {', '.join(WORKER_MODES)}, got {workers!r}")
+    if workers == "processes" and pins:
+        fail("workers", "worker processes do not drive GPIO yet: the LEDs, buzzer and button need "
+                        "'workers: threads'", hint="remove 'gpio', or 'workers: processes'")
     return StationConfig(path=cfile, station=station.strip(), profile=profile, probes=probes,
                          on_same_firmware=same, poll_interval=float(poll), history=history, gpio=pins,
-                         serials=serials, serial_block=block, protect=protect)
+                         serials=serials, serial_block=block, protect=protect, workers=workers)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,5 +226,5 @@ def load_station(path: Union[str, "os.PathLike[str]"]) -> LoadedStation:
     return LoadedStation(config, config.profile.load_image())
 
 
-__all__ = ["StationConfig", "LoadedStation", "load_config", "load_station", "ALLOWED_KEYS",
+__all__ = ["StationConfig", "LoadedStation", "load_config", "load_station", "ALLOWED_KEYS", "WORKER_MODES",
            "ON_SAME_FIRMWARE", "GPIO_ROLES", "PROTECT_POLICIES"]

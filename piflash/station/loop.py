@@ -90,6 +90,7 @@ class Station:
         self._wake = threading.Event()
         self._reload_requested = False
         self._first_stop: Optional[float] = None   # time.monotonic() of the first stop request
+        self._dead: list = []               # probes whose worker process died (restarted by run())
 
     # -- start-up -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -102,6 +103,8 @@ class Station:
         memory_guard(self.config_path, self.force)
         self.loaded = load_station(self.config_path)     # imports pyOCD (target check)
         cfg = self.loaded.config
+        if cfg.workers == "processes":
+            self._use_process_events()
         self._open_history()
         outputs = [NotifyOutput(self.notifier)]
         if self.interactive:
@@ -119,7 +122,8 @@ class Station:
         self._log(f"station {cfg.station}: profile {cfg.profile.name} ({cfg.profile.target}, "
                   f"{cfg.profile.firmware.name}, {self.loaded.image.size:,} bytes), probes "
                   f"{', '.join(cfg.probes) if cfg.probes else 'any'}, on same firmware: "
-                  f"{cfg.on_same_firmware}, history {self._history.path}")
+                  f"{cfg.on_same_firmware}, history {self._history.path}"
+                  + (", a process per probe" if cfg.workers == "processes" else ""))
         self._reconcile_workers()
         self.notifier.ready(self.status.line())
 
@@ -157,6 +161,58 @@ class Station:
         if old is not None:
             old.close()
 
+    def _use_process_events(self) -> None:
+        """Stop and abort as events the worker processes see (created before any fork; a stop
+        already requested carries over)."""
+        from piflash.station.procs import fork_context
+
+        ctx = fork_context()
+        for name in ("stop", "abort"):
+            old, new = getattr(self, name), ctx.Event()
+            if old.is_set():
+                new.set()
+            setattr(self, name, new)
+
+    def _new_worker(self, uid: str):
+        """A worker for probe ``uid``: a thread, or a process (``workers: processes``)."""
+        if self.loaded.config.workers == "processes":
+            from piflash.station.procs import ProcessWorker
+
+            return ProcessWorker(self, uid, on_exit=self._worker_died)
+        from piflash.station.worker import ProbeWorker
+
+        return ProbeWorker(self, uid)
+
+    def _worker_died(self, worker) -> None:
+        """A worker process ended by itself (killed, crashed): restart it from the main loop."""
+        self._dead.append(worker.uid)
+        self._wake.set()
+
+    def _restart_dead(self) -> None:
+        """Seal the rows the dead worker processes left open (interrupted), check memory, start new
+        workers for their probes."""
+        from piflash.errors import PiflashError
+
+        dead, self._dead = self._dead, []
+        with self._history_lock:
+            sealed = self._history.reap()
+        if sealed:
+            self._log(f"history rows {', '.join(f'#{r}' for r in sealed)} sealed as interrupted "
+                      "(their worker process died)")
+        for uid in dead:
+            if self.stop.is_set() or uid not in self.workers:
+                continue
+            try:
+                memory_guard(self.config_path, self.force)
+            except PiflashError as exc:
+                self._log(f"{uid}: worker not restarted: {exc.message}")
+                self.status.set(uid, "waiting_probe", f"not restarted: {exc.message}")
+                continue
+            worker = self._new_worker(uid)
+            self.workers[uid] = worker
+            worker.start()
+            self._log(f"{uid}: worker process restarted")
+
     def _log(self, text: str) -> None:
         if not self.interactive:
             print(text, file=self.stream, flush=True)
@@ -166,8 +222,6 @@ class Station:
     def _reconcile_workers(self) -> None:
         """Start a worker for each configured (or, with ``probes: any``, listed) probe that has
         none; retire those no longer configured."""
-        from piflash.station.worker import ProbeWorker
-
         wanted = self.loaded.config.probes
         if wanted is None:
             wanted = tuple(self.workers) + tuple(u for u in self._listed_probes() if u not in self.workers)
@@ -180,7 +234,7 @@ class Station:
                 self._log(f"{uid}: no longer served")
         for uid in wanted:
             if uid not in self.workers:
-                worker = ProbeWorker(self, uid)
+                worker = self._new_worker(uid)
                 self.workers[uid] = worker
                 self.status.set(uid, "waiting_probe", "waiting for probe")
                 worker.start()
@@ -203,16 +257,18 @@ class Station:
         now = time.monotonic()
         return all(w.is_alive() and now - w.beat < limit for w in self.workers.values())
 
-    def open_row(self, result, slot: str) -> Optional[int]:
+    def open_row(self, result, slot: str, pid: Optional[int] = None) -> Optional[int]:
         """Open the history row of a board about to be flashed (see
         :meth:`piflash.record.history.History.open`); returns its id, or None (logged) if it cannot be
-        written: the worker then leaves the board alone."""
+        written: the worker then leaves the board alone. ``pid``: the worker process serving the
+        board (``workers: processes``), whose death seals the row as interrupted."""
         from piflash.record.history import HistoryError
 
         cfg = self.loaded.config
         try:
             with self._history_lock:
-                return self._history.open(result, station=cfg.station, slot=slot, profile=cfg.profile.name)
+                return self._history.open(result, station=cfg.station, slot=slot, profile=cfg.profile.name,
+                                          pid=pid)
         except HistoryError as exc:
             LOG.error("board %s not flashed: cannot record it: %s", result.target_uid, exc.message)
             return None
@@ -260,6 +316,15 @@ class Station:
             self._log(f"reload failed, keeping the previous config: {message}")
             self.notifier.ready(self.status.line())
             return False
+        if new.config.workers == "processes" and isinstance(self.stop, threading.Event):
+            self._use_process_events()      # switched from threads: events the processes can see
+        if old.config.workers == "processes" or new.config.workers == "processes":
+            # A worker process holds a copy of the config it was forked with: new processes
+            # take the new one (the old ones finish their board first).
+            for uid, worker in list(self.workers.items()):
+                worker.retire()
+                self._retired.append(worker)
+                del self.workers[uid]
         self._reconcile_workers()
         self._log(f"config reloaded: profile {new.config.profile.name}, "
                   f"{new.image.size:,} bytes, sha256 {new.image.sha256[:12]}")
@@ -311,6 +376,8 @@ class Station:
             while not self.stop.is_set():
                 self._wake.wait(self.loaded.config.poll_interval)
                 self._wake.clear()
+                if self._dead and not self.stop.is_set():
+                    self._restart_dead()
                 if self._reload_requested:
                     self._reload_requested = False
                     self.reload()

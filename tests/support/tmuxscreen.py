@@ -70,4 +70,13 @@ class Screen:
         self._tmux("send-keys", "-t", self.name, *keys)
 
     def close(self) -> None:
+        """End the command and the terminal. Killing tmux only hangs up the pane (SIGHUP, which
+        a station takes as "reload"): the pane's whole process group is killed first."""
+        import signal
+
+        try:
+            pid = int(self._tmux("display-message", "-p", "-t", self.name, "#{pane_pid}").strip())
+            os.killpg(pid, signal.SIGKILL)
+        except (subprocess.CalledProcessError, ValueError, ProcessLookupError, PermissionError):
+            pass
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)

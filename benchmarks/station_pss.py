@@ -1,0 +1,121 @@
+"""Memory of a 4-probe station: total PSS of the station and its worker processes, threads vs
+processes (issue 20: "A 4-probe station's total PSS <= 180 MiB", measured as PSS, not RSS).
+
+PSS (proportional set size, ``/proc/PID/smaps_rollup``, Linux 4.14+) charges each shared page to
+the processes that map it in equal parts, so the sum over the station and its workers counts the
+pages the worker processes share with the station (pyOCD, the firmware image: forked after they
+were loaded) once, as the kernel spends them; RSS would count them once per process.
+
+For each mode, a station (``python -m piflash station run --plain``) serves N simulated nRF52840
+boards (``sim:`` probes, the simulator in each worker's process); once every board has been
+flashed and the station waits for the next ones, the PSS of the station and its children is
+summed, sampled ``--samples`` times 0.5 s apart, and the largest sum is reported. The simulator
+(unicorn, the board models) runs inside the workers here; on a real station the probes are USB
+and that memory is not there, so these figures are an upper bound of the real station's.
+
+    python benchmarks/station_pss.py [--probes 4] [--samples 6] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+MIB = 1 << 20
+
+
+def pss_kib(pid: int) -> int:
+    """PSS of process ``pid`` in KiB (0 once it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        return 0
+    return 0
+
+
+def rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        return 0
+    return 0
+
+
+def children(pid: int):
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def run(mode: str, probes: int, samples: int, firmware: Path) -> dict:
+    work = Path(tempfile.mkdtemp(prefix=f"station-pss-{mode}-"))
+    env = dict(os.environ, PIFLASH_SIM_DIR=str(work / "sim"), PIFLASH_HISTORY=str(work / "history.sqlite3"))
+    names = [f"bay{i}" for i in range(probes)]
+    for name in names:
+        subprocess.run([sys.executable, "-m", "piflash", "sim", "create", name, "--target", "nrf52840"],
+                       env=env, check=True, capture_output=True)
+    (work / "board.yaml").write_text(f"target: nrf52840\nfirmware: {firmware}\n")
+    (work / "station.yaml").write_text(
+        "station: pss\nprofile: board.yaml\nprobes: [" + ", ".join(f'"sim:{n}"' for n in names) + "]\n"
+        f"poll_interval: 0.1\nhistory: {work / 'history.sqlite3'}\nworkers: {mode}\n")
+    log = open(work / "station.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "piflash", "station", "run", "--plain", "--config",
+                             str(work / "station.yaml")], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while (work / "station.log").read_text().count(": PASS ") < probes:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("station did not flash every board:\n" + (work / "station.log").read_text())
+            time.sleep(0.2)
+        best = {"pss_mib": 0.0}
+        for _ in range(samples):
+            time.sleep(0.5)
+            pids = [proc.pid] + children(proc.pid)
+            pss = sum(pss_kib(p) for p in pids) / 1024
+            if pss > best["pss_mib"]:
+                best = {"pss_mib": round(pss, 1), "rss_sum_mib": round(sum(rss_kib(p) for p in pids) / 1024, 1),
+                        "processes": len(pids)}
+        return {"mode": mode, "probes": probes, **best}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--probes", type=int, default=4)
+    ap.add_argument("--samples", type=int, default=6)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    firmware = REPO / "tests" / "firmware" / "build" / "nrf52840" / "firmware.hex"
+    if not firmware.exists():
+        raise SystemExit(f"{firmware} is missing: run scripts/build-test-firmware.sh first")
+    rows = [run(mode, args.probes, args.samples, firmware) for mode in ("threads", "processes")]
+    if args.json:
+        print(json.dumps({"rows": rows}, indent=1))
+        return 0
+    print("%-10s %6s %10s %14s %9s" % ("workers", "probes", "PSS MiB", "sum RSS MiB", "processes"))
+    for r in rows:
+        print("%-10s %6d %10.1f %14.1f %9d" % (r["mode"], r["probes"], r["pss_mib"], r["rss_sum_mib"], r["processes"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
