@@ -1,0 +1,146 @@
+"""Predicted boards/hour of a station with 1, 2 and 4 probes on a host preset, threads vs a
+process per probe, behind a single-TT or a multi-TT USB hub (issue 20, deliverable 4).
+
+Predictions of a model, not measurements. One fresh board is flashed in-process through pyOCD's
+USB CMSIS-DAP driver on the simulated probe's virtual clock with the host preset's CPU time per
+USB transfer (piflash/sim/probes/usb/timing.py, ``HOST_PRESETS``), which gives, per board:
+
+* ``board_s``: the board's time with one probe (connect to reset, host CPU included);
+* ``host_s``: the host CPU in it: (USB transfers out + in) x the preset's time per transfer,
+  plus the preset's sleeps are wall time, not CPU, and are not counted here;
+* ``bus_s``: the board's time on the full-speed bus: the bytes it moved both ways in 64-byte
+  packets plus 13 bytes of token, handshake and CRC each, at 12 Mbit/s (USB 2.0 spec 5.8.4,
+  8.4). A DAPLink's HID reports wait for their 1 ms frame (5.7.4), which is in ``board_s``, but
+  the frame is not theirs alone: other devices' transactions fill it, so only the bytes count.
+
+A station with N probes then makes at most, per second (the smallest bound wins):
+
+* ``N / (board_s + detect_s)`` -- each probe one board at a time; ``detect_s`` = half the
+  station's poll interval (the swap falls anywhere within a removal poll) + its removal
+  confirmation delay (piflash/station/worker.py ``CONFIRM_DELAY``), the operator's swap time 0;
+* ``cores / host_s`` -- host CPU: ``cores`` = 1 with worker threads (one interpreter lock for all
+  probes), min(N, host cores) with ``workers: processes`` (Zero 2W, Pi 4, Pi 5: 4 cores, BCM2710A1,
+  BCM2711, BCM2712 datasheets);
+* ``1 / bus_s`` behind a **single-TT** hub, where every full-speed device shares the one
+  Transaction Translator's 12 Mbit/s (USB 2.0 spec 11.14.1.3: a single TT serves all ports), ``N
+  / bus_s`` behind a multi-TT hub (a TT per port). A Zero 2W has one USB 2.0 port, so its probes
+  always sit behind a hub; the 480 Mbit/s upstream link is never the bound for full-speed probes.
+
+Each worker's host time is charged to its own core (processes) or to the one interpreter lock
+(threads); the bounds are combined as a minimum, i.e. the model assumes perfect overlap below
+each bound (a queue would lose a little near the knee). The goal (issue 20): 4 probes >= 3.5x the
+boards/hour of 1 probe on the zero2w preset.
+
+    python benchmarks/station_cores.py [--presets debugprobe,daplink] [--targets nrf52840]
+        [--host zero2w] [--poll-interval 0.5] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import tempfile
+from pathlib import Path
+
+PROBES = (1, 2, 4)
+#: Host cores by preset (the boards' SoCs: BCM2710A1 Zero 2W, BCM2711 Pi 4, BCM2712 Pi 5: four
+#: Cortex-A53 / A72 / A76 cores); x86: this machine's.
+HOST_CORES = {"zero2w": 4, "pi4": 4, "pi5": 4, "x86": os.cpu_count() or 1}
+FS_BPS = 12e6
+PACKET, PACKET_OVERHEAD = 64, 13
+
+
+def one_board(preset: str, target: str, host) -> dict:
+    """Flash one fresh board through the simulated probe; the clock's per-board figures."""
+    from piflash.firmware.image import load_image
+    from piflash.flashing.workflow import flash_firmware
+    from piflash.sim import SimStore
+    from piflash.sim.probes import usb as sim_usb
+    from piflash.sim.specs import TARGETS
+
+    spec = TARGETS[target]
+    work = Path(tempfile.mkdtemp(prefix="station-cores-"))
+    image = work / "app.bin"
+    image.write_bytes(random.Random(target).randbytes(64 * 1024))
+    board = f"cores-{preset}-{target}"
+    store = SimStore()
+    store.create(board, target, exist_ok=True)
+    sim_usb.uninstall()
+    os.environ[sim_usb.ENV_VAR] = f"{board}@{preset}"
+    device = sim_usb.install(store=store).devices[0]
+    device.host_transfer_s = host.transfer_s["piflash"]
+    start = device.clock.snapshot()
+    flash_firmware(load_image(str(image), base_address=spec.flash.start), probe=device.serial, target=target)
+    end = device.clock.snapshot()
+    sim_usb.uninstall()
+    req = {k: end["requests"].get(k, 0) - start["requests"].get(k, 0) for k in end["requests"]}
+    transfers = req.get("usb_out", 0) + req.get("usb_in", 0)
+    nbytes = req.get("bytes_out", 0) + req.get("bytes_in", 0)
+    packets = sum(math.ceil(req.get(f"bytes_{d}", 0) / PACKET) or 0 for d in ("out", "in"))
+    bus = (nbytes + PACKET_OVERHEAD * max(packets, transfers)) * 8 / FS_BPS
+    return {"board_s": end["now_s"] - start["now_s"], "host_s": transfers * host.transfer_s["piflash"],
+            "bus_s": bus, "transfers": transfers}
+
+
+def rates(fig: dict, cores: int, detect_s: float) -> list:
+    out = []
+    for workers in ("threads", "processes"):
+        for hub in ("single-TT", "multi-TT"):
+            for n in PROBES:
+                cpu = 1 if workers == "threads" else min(n, cores)
+                bounds = {"probes": n / (fig["board_s"] + detect_s), "host CPU": cpu / fig["host_s"],
+                          "USB bus": (1 if hub == "single-TT" else n) / fig["bus_s"]}
+                bound = min(bounds, key=bounds.get)
+                out.append({"workers": workers, "hub": hub, "probes": n,
+                            "boards_per_hour": round(3600 * bounds[bound]), "bound": bound})
+    return out
+
+
+def bench(presets, targets, host_name: str, poll: float) -> list:
+    os.environ.setdefault("PIFLASH_SIM_DIR", tempfile.mkdtemp(prefix="station-cores-sim-"))
+    os.environ["PIFLASH_HISTORY"] = "off"
+    from piflash.sim.probes.usb.timing import get_host
+    from piflash.station.worker import CONFIRM_DELAY
+
+    host = get_host(host_name)
+    rows = []
+    for preset in presets:
+        for target in targets:
+            fig = one_board(preset, target, host)
+            table = rates(fig, HOST_CORES.get(host.name, 4), poll / 2 + CONFIRM_DELAY)
+            one = {(r["workers"], r["hub"]): r["boards_per_hour"] for r in table if r["probes"] == 1}
+            for r in table:
+                r["vs_1_probe"] = round(r["boards_per_hour"] / one[(r["workers"], r["hub"])], 2)
+            rows.append({"probe": preset, "target": target, "host": host.name,
+                         "board_s": round(fig["board_s"], 3), "host_s": round(fig["host_s"], 3),
+                         "bus_s": round(fig["bus_s"], 3), "table": table})
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--presets", default="debugprobe,daplink")
+    ap.add_argument("--targets", default="nrf52840,stm32f103rc")
+    ap.add_argument("--host", default="zero2w")
+    ap.add_argument("--poll-interval", type=float, default=0.5)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    rows = bench(args.presets.split(","), args.targets.split(","), args.host, args.poll_interval)
+    if args.json:
+        print(json.dumps({"rows": rows}, indent=1))
+        return 0
+    for row in rows:
+        print(f"{row['probe']} {row['target']} on {row['host']} (predictions): board {row['board_s']} s, "
+              f"host CPU {row['host_s']} s, FS bus {row['bus_s']} s per board")
+        for r in row["table"]:
+            print("  %-9s %-9s %d probe(s): %6d boards/hour  %4.2fx  (bound: %s)" % (
+                r["workers"], r["hub"], r["probes"], r["boards_per_hour"], r["vs_1_probe"], r["bound"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
