@@ -1,0 +1,34 @@
+"""The station model of benchmarks/station_cores.py (issue 20, deliverable 4): each bound takes
+over where it should, so the predictions in docs/benchmarks.md cannot come from a wrong formula."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+spec = importlib.util.spec_from_file_location(
+    "station_cores", Path(__file__).resolve().parent.parent / "benchmarks" / "station_cores.py")
+model = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(model)
+
+
+def _row(table, workers, hub, n):
+    return next(r for r in table if (r["workers"], r["hub"], r["probes"]) == (workers, hub, n))
+
+
+def test_host_bound_threads_and_probe_bound_processes():
+    table = model.rates({"board_s": 1.0, "host_s": 0.8, "bus_s": 0.05}, cores=4, detect_s=0.0)
+    assert _row(table, "threads", "multi-TT", 1)["boards_per_hour"] == 3600
+    threads = _row(table, "threads", "multi-TT", 4)
+    assert (threads["bound"], threads["boards_per_hour"]) == ("host CPU", 4500)      # 1 / 0.8 s
+    procs = _row(table, "processes", "multi-TT", 4)
+    assert (procs["bound"], procs["boards_per_hour"]) == ("probes", 14400)
+
+
+def test_single_tt_hub_shares_the_full_speed_bus():
+    table = model.rates({"board_s": 1.0, "host_s": 0.1, "bus_s": 0.5}, cores=4, detect_s=0.26)
+    single = _row(table, "processes", "single-TT", 4)
+    assert (single["bound"], single["boards_per_hour"]) == ("USB bus", 7200)         # 1 / 0.5 s
+    multi = _row(table, "processes", "multi-TT", 4)
+    assert multi["bound"] == "probes" and multi["boards_per_hour"] == round(3600 * 4 / 1.26)
+    assert _row(table, "processes", "multi-TT", 2)["boards_per_hour"] == round(3600 * 2 / 1.26)
