@@ -398,6 +398,8 @@ EXTRAS: Dict[str, Tuple[str, str, str]] = {
             "checkout's venv: pip install 'piflash[sim]'"),
     "gpio": ("gpiozero", "the station's GPIO support",
              "pip install 'piflash[gpio]' into piflash's venv"),
+    "metrics": ("prometheus_client", "the station's Prometheus metrics",
+                "pip install 'piflash[metrics]' into piflash's venv (prometheus-client, pure Python)"),
     "ledger": ("psycopg", "the central ledger on PostgreSQL",
                "with Debian's libpq5: sudo apt-get install libpq5, then pip install 'piflash[ledger]' into "
                "piflash's venv (or Debian's python3-psycopg)"),

@@ -17,6 +17,7 @@ pytest.importorskip("psycopg")
 from piflash.errors import ExitCode  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
 from support.pgserver import PgServer  # noqa: E402
+from test_station_metrics import samples  # noqa: E402
 from support.stationkit import StationProcess, rows, wait_for, wait_rows, write_config, write_profile  # noqa: E402
 
 
@@ -27,13 +28,13 @@ def pg():
     server.close()
 
 
-def _station(tmp_path, firmware_dir, name, probe, url, block=4):
+def _station(tmp_path, firmware_dir, name, probe, url, block=4, **extra):
     d = tmp_path / name
     d.mkdir()
     profile = write_profile(d, firmware_dir / "nrf52840" / "firmware.hex", name="numbered",
                             serial="{uicr_customer: 0, encoding: u32, start: 1000}")
     config = write_config(d, profile, [probe], d / "history.sqlite3", ledger=url,
-                          serials=d / "serials.sqlite3", serial_block=block, poll_interval=0.05)
+                          serials=d / "serials.sqlite3", serial_block=block, poll_interval=0.05, **extra)
     config.write_text(config.read_text().replace("station: test-line", f"station: {name}"))
     return d, config
 
@@ -79,8 +80,10 @@ def test_two_stations_one_counter_one_record(tmp_path, firmware_dir, pg, cli):
 def test_a_station_cut_off_keeps_flashing_and_uploads_its_queue_once(tmp_path, firmware_dir, pg, cli):
     store = SimStore()
     store.create("bay", "nrf52840")
-    d, config = _station(tmp_path, firmware_dir, "line-c", "sim:bay", pg.url, block=16)
+    prom = tmp_path / "line-c.prom"
+    d, config = _station(tmp_path, firmware_dir, "line-c", "sim:bay", pg.url, block=16, metrics=prom)
     history = d / "history.sqlite3"
+    queue = ("piflash_ledger_queue_rows", (("station", "line-c"),))
     st = StationProcess(config, d / "station.log")
     try:
         wait_rows(history, 1, st)
@@ -90,6 +93,7 @@ def test_a_station_cut_off_keeps_flashing_and_uploads_its_queue_once(tmp_path, f
             store.swap("bay")
             wait_rows(history, n, st)                    # still flashing, numbers from its lease
         st.wait_output("ledger not reached")
+        assert samples(prom)[queue] == 2                # the metric says what waits
         pg.start()
         wait_for(lambda: len(_ledger_rows(pg.url)) == 3, "the queue uploaded", deadline=30)
         status = cli("ledger", "status", "--ledger", pg.url, "--file", history, "--station", "line-c", check=0)
@@ -99,6 +103,7 @@ def test_a_station_cut_off_keeps_flashing_and_uploads_its_queue_once(tmp_path, f
         assert st.wait() == 0, st.output()
     central = _ledger_rows(pg.url)
     assert [r["seq"] for r in central] == [1, 2, 3]           # each once
+    assert samples(prom)[queue] == 0
     assert [r["outcome"] for r in central] == ["pass"] * 3
 
 

@@ -234,6 +234,8 @@ class Uploader:
         self._ledger: Optional[Ledger] = None
         self._down = False
         self.uploaded = 0
+        #: The ledger's head for this station as last seen (None before the first answer).
+        self.head: Optional[int] = None
         self._thread = threading.Thread(target=self._run, name="ledger upload", daemon=True)
 
     def start(self) -> None:
@@ -260,12 +262,14 @@ class Uploader:
             self._kick.clear()
 
     def queued(self) -> Optional[int]:
-        """Rows not in the ledger yet (None when the ledger cannot be asked)."""
-        try:
-            head = self._get().head(self.station)
-        except LedgerError:
+        """Rows not in the ledger yet, from the head last seen (no database call: a metrics write
+        never waits for the network); None before the ledger first answered."""
+        if self.head is None:
             return None
-        return max(0, self.history.head_seq() - head)
+        try:
+            return max(0, self.history.head_seq() - self.head)
+        except Exception:       # noqa: BLE001 - a metric, never an error
+            return None
 
     def _get(self) -> Ledger:
         if self._ledger is None:
@@ -281,7 +285,8 @@ class Uploader:
         try:
             ledger = self._get()
             while True:
-                rows = self.history.sealed_after(ledger.head(self.station))
+                self.head = ledger.head(self.station)
+                rows = self.history.sealed_after(self.head)
                 if not rows:
                     break
                 new += ledger.upload(self.station, rows)
