@@ -50,6 +50,7 @@ class ExitCode(enum.IntEnum):
     PROBE_BUSY = 24       #: the probe is in use by another piflash or pyOCD client
     SERIAL_ISSUED = 25    #: ``--serial N`` names a number already issued (``--force-serial`` re-issues it)
     BOOT_CHECK = 26       #: the flashed firmware did not start as the boot check expects
+    LEDGER = 27           #: the central ledger (PostgreSQL) cannot be reached or written
     INTERRUPTED = 130     #: Ctrl-C or SIGTERM (128 + SIGINT)
 
 
@@ -82,6 +83,7 @@ EXIT_CODE_HELP = {
     ExitCode.PROBE_BUSY: "the probe is in use by another client",
     ExitCode.SERIAL_ISSUED: "serial number already issued to a board (--force-serial re-issues it)",
     ExitCode.BOOT_CHECK: "the board did not pass its boot check (no expected output, a fault, a timeout)",
+    ExitCode.LEDGER: "the central ledger (PostgreSQL) cannot be reached or written",
     ExitCode.INTERRUPTED: "interrupted",
 }
 
@@ -396,6 +398,11 @@ EXTRAS: Dict[str, Tuple[str, str, str]] = {
             "checkout's venv: pip install 'piflash[sim]'"),
     "gpio": ("gpiozero", "the station's GPIO support",
              "pip install 'piflash[gpio]' into piflash's venv"),
+    "metrics": ("prometheus_client", "the station's Prometheus metrics",
+                "pip install 'piflash[metrics]' into piflash's venv (prometheus-client, pure Python)"),
+    "ledger": ("psycopg", "the central ledger on PostgreSQL",
+               "with Debian's libpq5: sudo apt-get install libpq5, then pip install 'piflash[ledger]' into "
+               "piflash's venv (or Debian's python3-psycopg)"),
 }
 
 

@@ -16,7 +16,9 @@ venv=${PIFLASH_VENV:-$repo/.venv}
 # Debian packages: venv support, the system libusb pyOCD falls back to, and the
 # released MicroPython build for the BBC micro:bit (the demo's and tests' real firmware).
 pkgs=(python3-venv python3-pip libusb-1.0-0 firmware-microbit-micropython)
-[[ $extra == test ]] && pkgs+=(make gcc-arm-none-eabi binutils-arm-none-eabi)
+# The tests start a real PostgreSQL server for the ledger (tests/support/pgserver.py) and
+# psycopg needs libpq.
+[[ $extra == test ]] && pkgs+=(make gcc-arm-none-eabi binutils-arm-none-eabi postgresql libpq5)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -10,6 +10,7 @@ itself never imports it).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sqlite3
@@ -174,8 +175,31 @@ def test_every_json_output_matches_the_schema(cli, checked, firmware_dir, tmp_pa
     _rules(json.loads(doctor.stdout))
     checked.seen.add("doctor")
 
+    # the ledger's report: this history's rows in a real PostgreSQL (tests/support/pgserver.py)
+    expected = json_commands()
+    from support.pgserver import PgServer, pg_bin
+
+    if pg_bin() is None or importlib.util.find_spec("psycopg") is None:
+        import warnings
+
+        warnings.warn("'ledger report --json' not checked: PostgreSQL or psycopg is missing here "
+                      "(scripts/dev-setup.sh test installs both)")
+        expected.discard("ledger report")
+    else:
+        from piflash.record.history import History
+        from piflash.record.ledger import Ledger
+
+        server = PgServer()
+        try:
+            with Ledger(server.url) as ledger, History() as hist:
+                ledger.upload("bench", hist.sealed_after(0))
+            report = checked("ledger", "report", "--ledger", server.url)["report"]
+            assert report and report[0]["station"] == "bench"
+        finally:
+            server.close()
+
     # every command that has --json was run above
-    assert checked.seen == json_commands()
+    assert checked.seen == expected
 
 
 def test_failures_match_the_schema(cli, checked, firmware_dir, tmp_path):

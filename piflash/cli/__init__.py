@@ -36,6 +36,7 @@ COMMANDS = (
     ("station", ("station",)),
     ("protect", ("protect",)),
     ("rtt", ("rtt",)),
+    ("ledger", ("ledger",)),
 )
 
 

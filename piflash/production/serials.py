@@ -72,6 +72,8 @@ CREATE TABLE IF NOT EXISTS one_offs (
   state TEXT NOT NULL CHECK (state IN ('taken', 'pass', 'fail', 'interrupted')),
   target_uid TEXT, taken_at REAL NOT NULL, done_at REAL);
 CREATE INDEX IF NOT EXISTS one_offs_n ON one_offs (counter, n);
+CREATE TABLE IF NOT EXISTS lease_sources (
+  lease_id INTEGER PRIMARY KEY, source_id INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS returned (
   counter TEXT NOT NULL, first INTEGER NOT NULL, count INTEGER NOT NULL, step INTEGER NOT NULL,
   lease_id INTEGER NOT NULL, returned_at REAL NOT NULL, PRIMARY KEY (counter, first));
@@ -259,6 +261,17 @@ class SerialAllocator:
                              "AND holder = ? AND state = 'taken'", (time.time(), self.counter.name, self.holder))
             return {"unused": sum(c - u for _, c, u in open_leases), "interrupted": cur.rowcount}
 
+    def _record_foreign(self, lease: Lease) -> None:
+        """A lease granted by another source (the central ledger) becomes a local lease row, so
+        its numbers are taken here as a local lease's are; ``lease_sources`` keeps the source's
+        own lease id for the give-back."""
+        with _Tx(self._db, self.path) as db:
+            cur = db.execute("INSERT INTO leases (counter, holder, first, count, step, state, leased_at) "
+                             "VALUES (?, ?, ?, ?, ?, 'open', ?)",
+                             (lease.counter, self.holder, lease.first, lease.count, lease.step, time.time()))
+            db.execute("INSERT INTO lease_sources (lease_id, source_id) VALUES (?, ?)", (cur.lastrowid, lease.id))
+        checkpoint("leased")
+
     def release(self) -> int:
         """Give the unused rest of this holder's open leases back to their source (a clean stop;
         a crash loses it instead, see :meth:`_recover`). Call it once no board is being numbered.
@@ -275,7 +288,18 @@ class SerialAllocator:
                 give_back = getattr(self.source, "give_back", None)
                 if give_back is None:           # a source that cannot take numbers back
                     continue
-                back += give_back(Lease(lease_id, self.counter.name, first, count, step), used)
+                source_id = lease_id
+                if not isinstance(self.source, LocalLeaseSource):
+                    mapped = self._db.execute("SELECT source_id FROM lease_sources WHERE lease_id = ?",
+                                              (lease_id,)).fetchone()
+                    if mapped is None:          # a local lease of an earlier run: not the ledger's
+                        continue
+                    source_id = mapped[0]
+                back += give_back(Lease(source_id, self.counter.name, first, count, step), used)
+                if not isinstance(self.source, LocalLeaseSource):
+                    with _Tx(self._db, self.path) as db:     # closed here too: taken no more
+                        db.execute("UPDATE leases SET count = ?, state = 'closed', closed_at = ? WHERE id = ?",
+                                   (used, time.time(), lease_id))
             return back
 
     def close(self) -> None:
@@ -322,7 +346,9 @@ class SerialAllocator:
                         on_taken(n)
                     checkpoint("taken")
                     return n
-                self.source.lease(self.counter, self.holder, self.block)
+                lease = self.source.lease(self.counter, self.holder, self.block)
+                if not isinstance(self.source, LocalLeaseSource):
+                    self._record_foreign(lease)
             raise SerialError("could not take a serial number from a fresh lease")  # pragma: no cover
 
     def finish(self, n: int, ok: bool, target_uid: Optional[str] = None) -> None:

@@ -381,6 +381,29 @@ class History:
         with self._lock:
             return self._row(row_id)
 
+    def sealed_after(self, seq: int, limit: int = 500) -> List[Dict[str, object]]:
+        """Sealed rows with a ``seq`` above ``seq``, in ``seq`` order, at most ``limit``: what a
+        central ledger whose head for this history is ``seq`` has not got yet.
+
+        :raises HistoryError: (exit 18) the database cannot be read.
+        """
+        try:
+            with self._lock:
+                got = self._db.execute(f"SELECT {', '.join(COLUMN_NAMES)} FROM operations WHERE seq > ? "
+                                       "ORDER BY seq LIMIT ?", (seq, limit)).fetchall()
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path, exc)) from exc
+        return [dict(zip(COLUMN_NAMES, r)) for r in got]
+
+    def head_seq(self) -> int:
+        """The highest ``seq`` (0 for an empty chain). :raises HistoryError:"""
+        try:
+            with self._lock:
+                row = self._db.execute("SELECT coalesce(max(seq), 0) FROM operations").fetchone()
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path, exc)) from exc
+        return int(row[0])
+
     def check_writable(self) -> None:
         """Prove that rows can be written now, writing nothing: a write of the schema version
         inside a transaction that is rolled back (SQLite refuses it at once with SQLITE_READONLY

@@ -38,7 +38,7 @@ from piflash.errors import ProfileError
 from piflash.profiles import Profile, find_profile, load_profile, read_yaml_mapping
 
 ALLOWED_KEYS = ("station", "profile", "probes", "on_same_firmware", "poll_interval", "history", "gpio",
-                "serials", "serial_block", "protect", "workers")
+                "serials", "serial_block", "protect", "workers", "ledger", "metrics")
 #: How the probes' workers run: threads of the station (the default), or processes of their own,
 #: one core each (piflash/station/procs.py).
 WORKER_MODES = ("threads", "processes")
@@ -73,6 +73,9 @@ class StationConfig:
     :ivar protect: "lock" to lock every board after a passed verify, else None (from the
         ``protect`` policy and the profile's ``protect:``).
     :ivar workers: ``"threads"`` or ``"processes"`` (:data:`WORKER_MODES`).
+    :ivar metrics: the Prometheus textfile to write (:mod:`piflash.station.metrics`), or None.
+    :ivar ledger: the central ledger's URL (``postgresql://...``, :mod:`piflash.record.ledger`), or
+        None (``$PIFLASH_LEDGER`` when the key is absent).
     """
 
     path: Path
@@ -87,6 +90,8 @@ class StationConfig:
     serial_block: int = 16
     protect: Optional[str] = None
     workers: str = "threads"
+    ledger: Optional[str] = None
+    metrics: Optional[Path] = None
 
     @property
     def serials_path(self) -> Optional[Path]:
@@ -197,9 +202,22 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
     if workers == "processes" and pins:
         fail("workers", "worker processes do not drive GPIO yet: the LEDs, buzzer and button need "
                         "'workers: threads'", hint="remove 'gpio', or 'workers: processes'")
+    ledger = values.get("ledger", os.environ.get("PIFLASH_LEDGER") or None)
+    if ledger is not None and (not isinstance(ledger, str)
+                               or not ledger.startswith(("postgresql://", "postgres://"))):
+        fail("ledger", f"expected a PostgreSQL URL (postgresql://USER@HOST[:PORT]/DATABASE), got {ledger!r}")
+    metrics = values.get("metrics")
+    if metrics is not None:
+        if not isinstance(metrics, str) or not metrics.strip().endswith(".prom"):
+            fail("metrics", f"expected the path of a .prom file (node_exporter reads *.prom), got {metrics!r}")
+        metrics = (cfile.parent / Path(metrics).expanduser()).resolve()
+        if not metrics.parent.is_dir():
+            fail("metrics", f"the folder {metrics.parent} does not exist",
+                 hint="node_exporter's --collector.textfile.directory, e.g. /var/lib/prometheus/node-exporter")
     return StationConfig(path=cfile, station=station.strip(), profile=profile, probes=probes,
                          on_same_firmware=same, poll_interval=float(poll), history=history, gpio=pins,
-                         serials=serials, serial_block=block, protect=protect, workers=workers)
+                         serials=serials, serial_block=block, protect=protect, workers=workers,
+                         ledger=ledger, metrics=metrics)
 
 
 @dataclasses.dataclass(frozen=True)

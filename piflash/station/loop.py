@@ -40,6 +40,17 @@ LOG = logging.getLogger(__name__)
 REPEAT_WINDOW = 1.0
 
 
+def slot_of(result) -> str:
+    """A result's probe for the metrics' label (its probe ID; "unknown" before the probe was named)."""
+    return result.probe_id or "unknown"
+
+
+def _safe_url(url: str) -> str:
+    from piflash.record.ledger import safe_url
+
+    return safe_url(url)
+
+
 def memory_guard(config_path, force: bool = False) -> None:
     """Run piflash's memory guard for the station before pyOCD is imported.
 
@@ -91,6 +102,8 @@ class Station:
         self._reload_requested = False
         self._first_stop: Optional[float] = None   # time.monotonic() of the first stop request
         self._dead: list = []               # probes whose worker process died (restarted by run())
+        self._uploader = None               # the ledger's uploader (piflash.record.ledger), if any
+        self.metrics = None                 # the Prometheus textfile (piflash.station.metrics), if any
 
     # -- start-up -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -123,9 +136,40 @@ class Station:
                   f"{cfg.profile.firmware.name}, {self.loaded.image.size:,} bytes), probes "
                   f"{', '.join(cfg.probes) if cfg.probes else 'any'}, on same firmware: "
                   f"{cfg.on_same_firmware}, history {self._history.path}"
-                  + (", a process per probe" if cfg.workers == "processes" else ""))
+                  + (", a process per probe" if cfg.workers == "processes" else "")
+                  + (", ledger " + _safe_url(cfg.ledger) if cfg.ledger else ""))
+        self._start_uploader()
+        self._start_metrics()
         self._reconcile_workers()
         self.notifier.ready(self.status.line())
+
+    def _start_metrics(self) -> None:
+        """With ``metrics:``, the Prometheus textfile (kept over a reload that keeps its path)."""
+        cfg = self.loaded.config
+        if cfg.metrics is None:
+            self.metrics = None
+        elif self.metrics is None or self.metrics.path != str(cfg.metrics):
+            from piflash.station.metrics import StationMetrics
+
+            self.metrics = StationMetrics(cfg.metrics, cfg.station,
+                                          queue=lambda: self._uploader.queued() if self._uploader else None)
+
+    def _start_uploader(self) -> None:
+        """With a ledger (``ledger:``), copy sealed rows to it in the background (a new uploader
+        after a reload that changed the ledger or the history)."""
+        cfg = self.loaded.config
+        old = self._uploader
+        if old is not None and (old.url, old.history) == (cfg.ledger, self._history):
+            return
+        if old is not None:
+            old.stop(final=True)
+            self._uploader = None
+        if cfg.ledger:
+            from piflash.record.ledger import Uploader
+
+            self._uploader = Uploader(self._history, cfg.station, cfg.ledger, self._log,
+                                      interval=max(1.0, cfg.poll_interval * 4))
+            self._uploader.start()
 
     def _open_history(self) -> None:
         from piflash.record.history import History, HistoryError
@@ -281,8 +325,14 @@ class Station:
 
         try:
             with self._history_lock:
-                return self._history.complete(row, result, outcome=outcome, protection=result.protection,
+                done = self._history.complete(row, result, outcome=outcome, protection=result.protection,
                                               serial=result.serial, patch=result.patch)
+            if self._uploader is not None:
+                self._uploader.kick()
+            if self.metrics is not None:
+                self.metrics.board(slot_of(result), outcome, result.duration or 0.0,
+                                   result.serial)
+            return done
         except HistoryError as exc:
             LOG.error("board %s: history row #%s not completed: %s", result.target_uid, row, exc.message)
             return None
@@ -325,6 +375,8 @@ class Station:
                 worker.retire()
                 self._retired.append(worker)
                 del self.workers[uid]
+        self._start_uploader()
+        self._start_metrics()
         self._reconcile_workers()
         self._log(f"config reloaded: profile {new.config.profile.name}, "
                   f"{new.image.size:,} bytes, sha256 {new.image.sha256[:12]}")
@@ -399,6 +451,10 @@ class Station:
         from piflash.station.worker import release_allocators
 
         release_allocators()                # the lease's unused numbers go back to the counter
+        if self._uploader is not None:
+            self._uploader.stop(final=True)     # the last boards' rows, if the ledger is there
+        if self.metrics is not None:
+            self.metrics.write()
         summary = f"station stopped: {self.status.summary()}"
         self._log(summary)
         self.status.close()

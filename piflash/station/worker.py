@@ -64,10 +64,16 @@ def serial_allocator(config) -> SerialAllocator:
     """The station's allocator for its profile's counter (opened once; a new one after a reload
     that changes the database or the counter). :raises SerialError:"""
     counter = config.profile.patch_plan.counter
-    key = (str(config.serials_path), counter, config.station, config.serial_block)
+    key = (str(config.serials_path), counter, config.station, config.serial_block, config.ledger)
     with _ALLOCATORS_LOCK:
         if key not in _ALLOCATORS:
-            alloc = SerialAllocator(counter, config.station, config.serials_path, config.serial_block)
+            source = None
+            if config.ledger:                   # the stations of a line share the ledger's counter
+                from piflash.production.leases import PostgresLeaseSource
+
+                source = PostgresLeaseSource(config.ledger)
+            alloc = SerialAllocator(counter, config.station, config.serials_path, config.serial_block,
+                                    source=source)
             if any(alloc.lost.values()):
                 LOG.warning("serial counter %s: %d leased number(s) left unused and %d board(s) "
                             "unfinished by the last run (never given again)", counter.name,

@@ -1,0 +1,128 @@
+"""Serial numbers leased from the central ledger (issue 24): a
+:class:`piflash.production.serials.LeaseSource` on PostgreSQL, for stations that share a counter.
+
+A lease is one transaction with the counter's row locked ``FOR UPDATE`` (PostgreSQL "Explicit
+Locking", row-level locks): two stations asking at once are served one after the other, and a
+number is granted once. Numbers given back on a clean stop (``ledger_returned``) are granted
+first. A crash leaves its lease open in ``ledger_leases``, its unused rest lost (as locally: a
+number is never given twice, at the price of gaps), and accounted for: the lease shows its
+holder and its range. The station's own serial database still records each number's state.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from piflash.errors import SerialError
+from piflash.production.serials import Lease
+from piflash.record.ledger import Ledger, LedgerError, db_reason, safe_url
+
+__all__ = ["PostgresLeaseSource"]
+
+
+class PostgresLeaseSource:
+    """Serial leases from the ledger at ``url`` (one connection, opened at the first lease).
+
+    Thread-safe through the :class:`~piflash.production.serials.SerialAllocator`'s own lock.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._ledger: Optional[Ledger] = None
+
+    def _get(self) -> Ledger:
+        if self._ledger is None:
+            try:
+                self._ledger = Ledger(self.url)
+            except LedgerError as exc:
+                raise SerialError(f"cannot lease serial numbers: {exc.message}",
+                                  hint="the station takes no new number it cannot lease: bring the "
+                                       "database back") from None
+        return self._ledger
+
+    def _reset(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()
+            self._ledger = None
+
+    def lease(self, counter, holder: str, count: int) -> Lease:
+        """Grant up to ``count`` numbers of ``counter`` (a :class:`piflash.firmware.patch.CounterSpec`)
+        to ``holder``.
+
+        :raises SerialError: (exit 22) the ledger cannot be reached, the counter's start/step
+            differ from the ledger's, or the counter is used up.
+        """
+        ledger = self._get()
+        db = ledger.connection
+        try:
+            with db.transaction():
+                row = db.execute("SELECT start, step, next FROM ledger_counters WHERE name = %s FOR UPDATE",
+                                       (counter.name,)).fetchone()
+                if row is None:
+                    db.execute("INSERT INTO ledger_counters (name, start, step, last, next) "
+                                     "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING",
+                                     (counter.name, counter.start, counter.step, counter.end, counter.start))
+                    row = db.execute("SELECT start, step, next FROM ledger_counters WHERE name = %s "
+                                           "FOR UPDATE", (counter.name,)).fetchone()
+                start, step, nxt = row
+                if (start, step) != (counter.start, counter.step):
+                    raise SerialError(f"counter '{counter.name}' in the ledger has start {start}, step {step}; "
+                                      f"the profile says start {counter.start}, step {counter.step}",
+                                      hint="keep start/step of a counter in use, or name a new one with 'counter:'")
+                back = db.execute("SELECT first, count FROM ledger_returned WHERE counter = %s AND step = %s "
+                                        "AND (%s::bigint IS NULL OR first <= %s::bigint) ORDER BY first LIMIT 1 "
+                                        "FOR UPDATE", (counter.name, step, counter.end, counter.end)).fetchone()
+                if back is not None:
+                    first, avail = back
+                    if counter.end is not None:
+                        avail = min(avail, (counter.end - first) // step + 1)
+                    left = min(count, avail)
+                    if left < back[1]:
+                        db.execute("UPDATE ledger_returned SET first = %s, count = %s WHERE counter = %s "
+                                         "AND first = %s", (first + left * step, back[1] - left, counter.name, first))
+                    else:
+                        db.execute("DELETE FROM ledger_returned WHERE counter = %s AND first = %s",
+                                         (counter.name, first))
+                else:
+                    first = nxt
+                    left = count if counter.end is None else min(count, (counter.end - nxt) // step + 1)
+                    if left <= 0:
+                        raise SerialError(f"serial counter '{counter.name}' is used up (last number {counter.end})",
+                                          hint="raise 'end' in the profile's serial: section, or start a new range")
+                    db.execute("UPDATE ledger_counters SET next = %s, last = %s WHERE name = %s",
+                                     (nxt + left * step, counter.end, counter.name))
+                lease_id = db.execute(
+                    "INSERT INTO ledger_leases (counter, holder, first, count, step, state, leased_at) "
+                    "VALUES (%s, %s, %s, %s, %s, 'open', %s) RETURNING id",
+                    (counter.name, holder, first, left, step, time.time())).fetchone()[0]
+        except ledger.errors as exc:
+            self._reset()
+            raise SerialError(f"cannot lease serial numbers from the ledger {safe_url(self.url)}: "
+                              f"{db_reason(exc)}",
+                              hint="the station takes no new number it cannot lease: bring the database "
+                                   "back; boards without serial numbers are not affected") from None
+        return Lease(int(lease_id), counter.name, int(first), int(left), int(step))
+
+    def give_back(self, lease: Lease, used: int) -> int:
+        """Return the unused rest of ``lease`` after its first ``used`` numbers; returns how many.
+
+        :raises SerialError: the ledger cannot be reached (the rest is then lost, never reused).
+        """
+        rest = lease.count - used
+        ledger = self._get()
+        db = ledger.connection
+        try:
+            with db.transaction():
+                if rest > 0:
+                    db.execute("INSERT INTO ledger_returned (counter, first, count, step, lease_id, returned_at) "
+                               "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                               (lease.counter, lease.first + used * lease.step, rest, lease.step,
+                                lease.id, time.time()))
+                db.execute("UPDATE ledger_leases SET count = %s, state = 'closed', closed_at = %s "
+                           "WHERE id = %s", (used, time.time(), lease.id))
+        except ledger.errors as exc:
+            self._reset()
+            raise SerialError(f"cannot give serial numbers back to the ledger {safe_url(self.url)}: "
+                              f"{db_reason(exc)}") from None
+        return max(rest, 0)

@@ -1,0 +1,95 @@
+"""A real PostgreSQL server for the ledger's tests: Debian's ``postgresql`` package, started in a
+temporary folder as a normal user (``initdb``, ``pg_ctl``; as root the server runs as ``nobody``,
+since PostgreSQL refuses to run as root), listening on 127.0.0.1 on a free port, trust
+authentication (a throwaway cluster nobody else reaches). Tests skip with the reason when the
+binaries are missing (``apt-get install postgresql``; ``scripts/dev-setup.sh test`` installs it).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import pytest
+
+
+def pg_bin() -> Optional[Path]:
+    """The newest ``/usr/lib/postgresql/N/bin`` with initdb and pg_ctl, or None."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+                   key=lambda p: int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0)
+    return Path(found[-1]).parent if found else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PgServer:
+    """One running cluster. :ivar url: ``postgresql://USER@127.0.0.1:PORT/postgres``."""
+
+    def __init__(self) -> None:
+        bindir = pg_bin()
+        if bindir is None:
+            pytest.skip("PostgreSQL is not installed (apt-get install postgresql): the ledger's "
+                        "tests start a real server")
+        self.bindir = bindir
+        self.base = Path(tempfile.mkdtemp(prefix="piflash-pg-", dir="/var/tmp" if os.geteuid() == 0 else None))
+        self.data = self.base / "data"
+        self.port = _free_port()
+        self.as_user: List[str] = []
+        user = os.environ.get("USER") or "postgres"
+        if os.geteuid() == 0:
+            runuser = shutil.which("runuser")
+            if runuser is None:
+                pytest.skip("as root the test server needs runuser (util-linux) to run as nobody")
+            self.as_user = [runuser, "-u", "nobody", "--"]
+            os.chmod(self.base, 0o755)
+            shutil.chown(self.base, "nobody")
+            user = "nobody"
+        else:
+            import pwd
+
+            user = pwd.getpwuid(os.geteuid()).pw_name
+        self.user = user
+        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", user, "--no-sync", "-E", "UTF8")
+        self.start()
+        self.url = f"postgresql://{user}@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, tool: str, *args: str) -> None:
+        proc = subprocess.run([*self.as_user, str(self.bindir / tool), *args], capture_output=True, text=True,
+                              timeout=120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{tool} failed: {proc.stderr or proc.stdout}")
+
+    def start(self) -> None:
+        """Start (or start again) the server and wait until it accepts connections."""
+        self._run("pg_ctl", "-D", str(self.data), "-w", "-t", "60", "-l", str(self.base / "log"), "-o",
+                  f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 1).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("PostgreSQL did not start listening")
+
+    def stop(self) -> None:
+        """Stop the server (fast shutdown: clients are disconnected)."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def close(self) -> None:
+        try:
+            self.stop()
+        except Exception:          # noqa: BLE001 - already stopped
+            pass
+        shutil.rmtree(self.base, ignore_errors=True)

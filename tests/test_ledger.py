@@ -1,0 +1,138 @@
+"""The central ledger on a real PostgreSQL server (issue 24): stations sharing a serial counter
+never issue a number twice, every sealed row reaches the ledger exactly once with each station's
+chain intact, a station cut off from the database keeps flashing and uploads its queue when the
+database is back, and a row edited in the ledger is named with its station. Debian's postgresql,
+started by the test in a temporary folder as a normal user (tests/support/pgserver.py)."""
+
+from __future__ import annotations
+
+import signal
+import socket
+
+import pytest
+
+pytest.importorskip("unicorn")
+pytest.importorskip("psycopg")
+
+from piflash.errors import ExitCode  # noqa: E402
+from piflash.sim import SimStore  # noqa: E402
+from support.pgserver import PgServer  # noqa: E402
+from test_station_metrics import samples  # noqa: E402
+from support.stationkit import StationProcess, rows, wait_for, wait_rows, write_config, write_profile  # noqa: E402
+
+
+@pytest.fixture
+def pg():
+    server = PgServer()
+    yield server
+    server.close()
+
+
+def _station(tmp_path, firmware_dir, name, probe, url, block=4, **extra):
+    d = tmp_path / name
+    d.mkdir()
+    profile = write_profile(d, firmware_dir / "nrf52840" / "firmware.hex", name="numbered",
+                            serial="{uicr_customer: 0, encoding: u32, start: 1000}")
+    config = write_config(d, profile, [probe], d / "history.sqlite3", ledger=url,
+                          serials=d / "serials.sqlite3", serial_block=block, poll_interval=0.05, **extra)
+    config.write_text(config.read_text().replace("station: test-line", f"station: {name}"))
+    return d, config
+
+
+def _ledger_rows(url):
+    from piflash.record.ledger import Ledger
+
+    with Ledger(url) as db:
+        return db.rows()
+
+
+def test_two_stations_one_counter_one_record(tmp_path, firmware_dir, pg, cli):
+    store = SimStore()
+    stations = []
+    for name in ("line-a", "line-b"):
+        store.create(f"{name}-bay", "nrf52840")
+        d, config = _station(tmp_path, firmware_dir, name, f"sim:{name}-bay", pg.url)
+        stations.append((name, d, StationProcess(config, d / "station.log")))
+    try:
+        for n in range(1, 6):                           # five boards on each station
+            for name, d, st in stations:
+                wait_rows(d / "history.sqlite3", n, st)
+                if n < 5:
+                    store.swap(f"{name}-bay")
+        wait_for(lambda: len(_ledger_rows(pg.url)) == 10, "every row in the ledger", deadline=60)
+    finally:
+        for _, _, st in stations:
+            st.signal(signal.SIGTERM)
+            assert st.wait() == 0, st.output()
+    central = _ledger_rows(pg.url)
+    serials = [r["serial"] for r in central]
+    assert len(serials) == len(set(serials)) == 10                   # no number twice
+    for name, d, _ in stations:
+        local = rows(d / "history.sqlite3")
+        mine = [r for r in central if r["origin"] == name]
+        assert [(r["id"], r["row_hash"]) for r in mine] == [(r["id"], r["row_hash"]) for r in local]
+    assert cli("ledger", "verify-chain", "--ledger", pg.url, check=0).stdout.count("intact") == 2
+    report = cli.json("ledger", "report", "--ledger", pg.url)["report"]
+    assert {(r["station"], r["boards"], r["passed"]) for r in report} == {("line-a", 5, 5), ("line-b", 5, 5)}
+    assert all(r["yield"] == 1.0 and r["first_pass_yield"] == 1.0 for r in report)
+
+
+def test_a_station_cut_off_keeps_flashing_and_uploads_its_queue_once(tmp_path, firmware_dir, pg, cli):
+    store = SimStore()
+    store.create("bay", "nrf52840")
+    prom = tmp_path / "line-c.prom"
+    d, config = _station(tmp_path, firmware_dir, "line-c", "sim:bay", pg.url, block=16, metrics=prom)
+    history = d / "history.sqlite3"
+    queue = ("piflash_ledger_queue_rows", (("station", "line-c"),))
+    st = StationProcess(config, d / "station.log")
+    try:
+        wait_rows(history, 1, st)
+        wait_for(lambda: len(_ledger_rows(pg.url)) == 1, "the first row in the ledger")
+        pg.stop()                                        # the network cut: the database is gone
+        for n in (2, 3):
+            store.swap("bay")
+            wait_rows(history, n, st)                    # still flashing, numbers from its lease
+        st.wait_output("ledger not reached")
+        assert samples(prom)[queue] == 2                # the metric says what waits
+        pg.start()
+        wait_for(lambda: len(_ledger_rows(pg.url)) == 3, "the queue uploaded", deadline=30)
+        status = cli("ledger", "status", "--ledger", pg.url, "--file", history, "--station", "line-c", check=0)
+        assert "0 queued" in status.stdout
+    finally:
+        st.signal(signal.SIGTERM)
+        assert st.wait() == 0, st.output()
+    central = _ledger_rows(pg.url)
+    assert [r["seq"] for r in central] == [1, 2, 3]           # each once
+    assert samples(prom)[queue] == 0
+    assert [r["outcome"] for r in central] == ["pass"] * 3
+
+
+def test_unreachable_ledger_and_an_edited_row(tmp_path, firmware_dir, pg, cli):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    proc = cli("ledger", "verify-chain", "--ledger", f"postgresql://nobody@127.0.0.1:{free}/postgres",
+               check=int(ExitCode.LEDGER))
+    assert "cannot use the ledger" in proc.stderr and "Traceback" not in proc.stderr
+    store = SimStore()
+    store.create("bay", "nrf52840")
+    d, config = _station(tmp_path, firmware_dir, "line-d", "sim:bay", pg.url)
+    st = StationProcess(config, d / "station.log")
+    try:
+        wait_rows(d / "history.sqlite3", 1, st)
+        wait_for(lambda: len(_ledger_rows(pg.url)) == 1, "the row in the ledger")
+    finally:
+        st.signal(signal.SIGTERM)
+        assert st.wait() == 0
+    import psycopg
+
+    with psycopg.connect(pg.url, autocommit=True) as db:
+        db.execute("UPDATE ledger_operations SET serial = '9999' WHERE origin = 'line-d'")
+    proc = cli("ledger", "verify-chain", "--ledger", pg.url, check=int(ExitCode.HISTORY_CHAIN))
+    assert "station line-d: row #1 (seq 1) no longer matches its row_hash" in proc.stderr
+
+
+def test_station_config_refuses_a_url_that_is_not_postgresql(tmp_path, firmware_dir, cli):
+    d, config = _station(tmp_path, firmware_dir, "line-e", "sim:x", "mysql://somewhere/db")
+    proc = cli("station", "run", "--plain", "--config", config, check=int(ExitCode.PROFILE))
+    assert "key 'ledger': expected a PostgreSQL URL" in proc.stderr
