@@ -454,6 +454,13 @@ class RttError(PiflashError):
     exit_code = ExitCode.BOOT_CHECK
 
 
+class LedgerError(PiflashError):
+    """The central ledger's database (PostgreSQL, :mod:`piflash.record.ledger`) cannot be reached
+    or written; a station goes on locally, queueing its rows."""
+
+    exit_code = ExitCode.LEDGER
+
+
 class HistoryError(PiflashError):
     """The history database cannot be opened, read or written (path, permissions, disk full,
     corrupt, or made by a newer piflash)."""

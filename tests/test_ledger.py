@@ -136,3 +136,60 @@ def test_station_config_refuses_a_url_that_is_not_postgresql(tmp_path, firmware_
     d, config = _station(tmp_path, firmware_dir, "line-e", "sim:x", "mysql://somewhere/db")
     proc = cli("station", "run", "--plain", "--config", config, check=int(ExitCode.PROFILE))
     assert "key 'ledger': expected a PostgreSQL URL" in proc.stderr
+
+
+def test_a_station_killed_mid_board_loses_no_row_and_issues_no_number_twice(tmp_path, firmware_dir, pg, cli):
+    """One of two stations is SIGKILLed right after programming a board (the serial module's
+    test-only kill point), then started again: its interrupted row reaches the ledger once, its
+    lease is marked lost there, and no number is issued twice across the line."""
+    import os as _os
+
+    store = SimStore()
+    made = {}
+    for name in ("line-k", "line-m"):
+        store.create(f"{name}-bay", "nrf52840")
+        made[name] = _station(tmp_path, firmware_dir, name, f"sim:{name}-bay", pg.url)
+    k_dir, k_config = made["line-k"]
+    m_dir, m_config = made["line-m"]
+    k = StationProcess(k_config, k_dir / "k1.log", env=dict(_os.environ, PIFLASH_TEST_KILL_AT="programmed"))
+    m = StationProcess(m_config, m_dir / "m.log")
+    try:
+        wait_rows(m_dir / "history.sqlite3", 1, m)
+        assert k.proc.wait(60) == -signal.SIGKILL        # killed itself mid-board
+        k = StationProcess(k_config, k_dir / "k2.log")   # the operator starts it again
+        wait_rows(k_dir / "history.sqlite3", 2, k)       # the interrupted row, then the board: programmed, so skipped
+        store.swap("line-k-bay")                         # the next board takes a number: the lease is recovered
+        wait_rows(k_dir / "history.sqlite3", 3, k)
+        store.swap("line-m-bay")
+        wait_rows(m_dir / "history.sqlite3", 2, m)
+        wait_for(lambda: len(_ledger_rows(pg.url)) == 5, "every row in the ledger", deadline=60)
+    finally:
+        for st in (k, m):
+            if st.proc.poll() is None:
+                st.signal(signal.SIGTERM)
+                st.wait()
+    central = _ledger_rows(pg.url)
+    assert sorted(r["outcome"] for r in central) == ["interrupted", "pass", "pass", "pass", "skip"]
+    serials = [r["serial"] for r in central if r["serial"]]
+    assert len(serials) == len(set(serials)) == 4       # the interrupted board keeps its number
+    out = cli("ledger", "status", "--ledger", pg.url, "--file", k_dir / "history.sqlite3",
+              "--station", "line-k", check=0).stdout
+    assert "1 lost by stations that crashed" in out and "0 queued" in out
+    assert cli("ledger", "verify-chain", "--ledger", pg.url, check=0).stdout.count("intact") == 2
+
+
+def test_a_one_off_flash_goes_to_the_ledger(tmp_path, firmware_dir, pg, cli, monkeypatch):
+    SimStore().create("one", "nrf52840")
+    monkeypatch.setenv("PIFLASH_STATION", "bench-7")
+    fw = firmware_dir / "nrf52840" / "firmware.hex"
+    cli("flash", fw, "-u", "sim:one", "-t", "nrf52840", "-q", "--ledger", pg.url, check=0)
+    central = _ledger_rows(pg.url)
+    assert [(r["origin"], r["operation"], r["outcome"]) for r in central] == [("bench-7", "flash", "pass")]
+    # the database gone: the row waits in the history, and goes up with the next one
+    pg.stop()
+    proc = cli("flash", fw, "-u", "sim:one", "-t", "nrf52840", "-q", "--ledger", pg.url, check=0)
+    assert "not in the ledger yet (queued in the history)" in proc.stderr
+    pg.start()
+    monkeypatch.setenv("PIFLASH_LEDGER", pg.url)
+    cli("verify", fw, "-u", "sim:one", "-t", "nrf52840", "-q", check=0)
+    assert [r["seq"] for r in _ledger_rows(pg.url)] == [1, 2, 3]

@@ -81,8 +81,35 @@ class _Recorder:
             self._warn(exc)
         finally:
             if self.db is not None:
+                self._to_ledger()
                 self.db.close()
                 self.db = None
+
+    def _to_ledger(self) -> None:
+        """With a ledger (``flash --ledger URL`` or ``PIFLASH_LEDGER``), copy the history's rows the ledger has not got yet (this
+        one, and any queued while it was away) under the origin ``PIFLASH_STATION`` (default: this
+        host's name, a station's default name: one origin per history file). A ledger that cannot
+        be reached warns; the row waits in the history for the next upload."""
+        import os
+        import socket
+
+        from piflash.errors import PiflashError as _Error
+        from piflash.record.ledger import Ledger, ledger_url
+
+        url = ledger_url(self.settings.get("ledger"))
+        if not url:
+            return
+        origin = os.environ.get("PIFLASH_STATION") or socket.gethostname()
+        try:
+            with Ledger(url) as ledger:
+                while True:
+                    rows = self.db.sealed_after(ledger.head(origin))
+                    if not rows:
+                        break
+                    ledger.upload(origin, rows)
+        except _Error as exc:
+            click.secho(f"warning: not in the ledger yet (queued in the history): {exc.message}",
+                        fg="yellow", err=True)
 
 
 def _recorded(settings: Settings, call):
@@ -135,12 +162,15 @@ def _report(result, json_mode: bool, quiet: bool, line: str) -> None:
                    "an ELF symbol); 'off' skips the profile's. A failed check is exit 26.")
 @click.option("--boot-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Seconds the boot check waits [default: the profile's, else 3].")
+@click.option("--ledger", "ledger", metavar="URL",
+              help="Copy the history row to the central ledger, postgresql://... [default: $PIFLASH_LEDGER] "
+                   "(docs/ledger.md).")
 @reset_option
 @output_options
 @handles_errors
 @memory_guarded("flash")
 def flash(firmware, probe, target, frequency, profile, pyocd_options, base_address, erase, verify,
-          serial, force_serial, boot_check, boot_timeout, reset, quiet, json_mode):
+          serial, force_serial, boot_check, boot_timeout, ledger, reset, quiet, json_mode):
     """Flash FIRMWARE (.hex, .elf, .uf2, or .bin with --base-address), verify it and reset the target.
 
     With a profile's 'serial:'/'patch:' the board's own bytes are laid over the image, and that
@@ -167,6 +197,11 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
         raise click.UsageError(f"profile {prof.name} locks boards after a passed verify: --no-verify "
                                "would lock an unverified board")
     check = _boot_check(prof, boot_check, boot_timeout, s["reset"])
+    if ledger is not None:
+        if not ledger.startswith(("postgresql://", "postgres://")):
+            raise click.BadParameter(f"expected a PostgreSQL URL (postgresql://USER@HOST[:PORT]/DATABASE), "
+                                     f"got {ledger!r}", param_hint="'--ledger'")
+        s["ledger"] = ledger
     one_off = None
     if serial is not None:
         s["serial"] = str(serial)                   # in the history row from the first touch on

@@ -104,6 +104,20 @@ class PostgresLeaseSource:
                                    "back; boards without serial numbers are not affected") from None
         return Lease(int(lease_id), counter.name, int(first), int(left), int(step))
 
+    def close_lost(self, lease_id: int, used: int) -> None:
+        """After a crash (the allocator's recovery): mark the ledger's lease ``lost`` with the
+        numbers it issued (``used``); the rest is never granted again, and accounted for.
+
+        :raises SerialError: the ledger cannot be reached (the lease then stays open there).
+        """
+        ledger = self._get()
+        try:
+            ledger.connection.execute("UPDATE ledger_leases SET state = 'lost', used = %s, closed_at = %s "
+                                      "WHERE id = %s AND state = 'open'", (used, time.time(), lease_id))
+        except ledger.errors as exc:
+            self._reset()
+            raise SerialError(f"cannot mark a lost lease in the ledger {safe_url(self.url)}: {db_reason(exc)}") from None
+
     def give_back(self, lease: Lease, used: int) -> int:
         """Return the unused rest of ``lease`` after its first ``used`` numbers; returns how many.
 
@@ -119,7 +133,7 @@ class PostgresLeaseSource:
                                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                                (lease.counter, lease.first + used * lease.step, rest, lease.step,
                                 lease.id, time.time()))
-                db.execute("UPDATE ledger_leases SET count = %s, state = 'closed', closed_at = %s "
+                db.execute("UPDATE ledger_leases SET used = %s, state = 'closed', closed_at = %s "
                            "WHERE id = %s", (used, time.time(), lease.id))
         except ledger.errors as exc:
             self._reset()

@@ -251,7 +251,20 @@ class SerialAllocator:
         self.lost = self._recover()
 
     def _recover(self) -> Dict[str, int]:
-        """Close this holder's open leases and mark its unfinished numbers (after a crash)."""
+        """Close this holder's open leases and mark its unfinished numbers (after a crash); a lease
+        from another source (the ledger) is reported there as lost, when it can be reached."""
+        with self._lock:
+            foreign = self._db.execute(
+                "SELECT l.id, s.source_id, l.used FROM leases l JOIN lease_sources s ON s.lease_id = l.id "
+                "WHERE l.counter = ? AND l.holder = ? AND l.state = 'open'",
+                (self.counter.name, self.holder)).fetchall()
+        close_lost = getattr(self.source, "close_lost", None)
+        for _, source_id, used in foreign:
+            if close_lost is not None:
+                try:
+                    close_lost(source_id, used)
+                except SerialError:
+                    pass                        # unreachable: the ledger's lease stays open, still accounted
         with self._lock, _Tx(self._db, self.path) as db:
             open_leases = db.execute("SELECT id, count, used FROM leases WHERE counter = ? AND holder = ? "
                                      "AND state = 'open'", (self.counter.name, self.holder)).fetchall()

@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 from typing import Dict, List, Optional, Sequence
 
-from piflash.errors import ExitCode, PiflashError, extra_missing
+from piflash.errors import LedgerError, extra_missing
 
 __all__ = ["Ledger", "LedgerError", "Uploader", "ledger_url", "safe_url", "db_reason"]
 
@@ -39,12 +39,6 @@ __all__ = ["Ledger", "LedgerError", "Uploader", "ledger_url", "safe_url", "db_re
 _PG_TYPES = {"INTEGER": "bigint", "REAL": "double precision", "TEXT": "text"}
 #: Seconds a connection attempt may take before the ledger counts as unreachable.
 CONNECT_TIMEOUT = 5
-
-
-class LedgerError(PiflashError):
-    """The ledger's database cannot be reached or written (a station goes on locally, queueing)."""
-
-    exit_code = ExitCode.LEDGER
 
 
 def ledger_url(given: Optional[str] = None) -> Optional[str]:
@@ -80,8 +74,8 @@ def _schema() -> List[str]:
         "step bigint NOT NULL, last bigint, next bigint NOT NULL)",
         "CREATE TABLE IF NOT EXISTS ledger_leases (id bigserial PRIMARY KEY, counter text NOT NULL, "
         "holder text NOT NULL, first bigint NOT NULL, count bigint NOT NULL, step bigint NOT NULL, "
-        "state text NOT NULL CHECK (state IN ('open', 'closed')), leased_at double precision NOT NULL, "
-        "closed_at double precision)",
+        "state text NOT NULL CHECK (state IN ('open', 'closed', 'lost')), leased_at double precision NOT NULL, "
+        "closed_at double precision, used bigint)",
         "CREATE TABLE IF NOT EXISTS ledger_returned (counter text NOT NULL, first bigint NOT NULL, "
         "count bigint NOT NULL, step bigint NOT NULL, lease_id bigint NOT NULL, "
         "returned_at double precision NOT NULL, PRIMARY KEY (counter, first))",
@@ -198,6 +192,22 @@ class Ledger:
         for station in sorted({r["origin"] for r in rows}):
             mine = [{k: v for k, v in r.items() if k != "origin"} for r in rows if r["origin"] == station]
             out[station] = verify_chain(mine, 0, check_ids=False)
+        return out
+
+    def leases(self) -> Dict[str, int]:
+        """The serial leases by state: ``open`` (held by a running station), ``closed`` (used up or
+        given back), ``lost`` (their station crashed: the unused numbers are never issued), and
+        ``lost_numbers``, the numbers of the lost leases never issued. :raises LedgerError:"""
+        try:
+            got = self._db.execute("SELECT state, count(*), coalesce(sum(count - coalesce(used, count)), 0) "
+                                   "FROM ledger_leases GROUP BY state").fetchall()
+        except self._errors as exc:
+            raise self._fail("read", exc) from None
+        out = {"open": 0, "closed": 0, "lost": 0, "lost_numbers": 0}
+        for state, n, unused in got:
+            out[state] = int(n)
+            if state == "lost":
+                out["lost_numbers"] = int(unused)
         return out
 
     # -- for the serial leases (piflash.production.leases) ----------------------------------
