@@ -52,7 +52,6 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
-    import pytest  # noqa: F401  (pgserver skips through pytest when PostgreSQL is missing)
     from support.pgserver import PgServer, pg_bin
 
     if pg_bin() is None:
