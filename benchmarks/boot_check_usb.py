@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from real_probe import bench_rows
+from real_probe import bench_rows, usb_device
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -46,7 +46,6 @@ def bench(presets, targets, host_name: str = "x86") -> list:
     from piflash.firmware.image import load_image
     from piflash.flashing.workflow import flash_firmware
     from piflash.production.bootcheck import parse_boot_check
-    from piflash.sim import SimStore
     from piflash.sim.probes import usb as sim_usb
     from piflash.sim.probes.usb.timing import get_host
 
@@ -56,13 +55,7 @@ def bench(presets, targets, host_name: str = "x86") -> list:
     for preset in presets:
         for target in targets:
             image = load_image(str(_firmware(target)))
-            board = f"boot-{preset}-{target}"
-            store = SimStore()
-            store.create(board, target, exist_ok=True)
-            sim_usb.uninstall()
-            os.environ[sim_usb.ENV_VAR] = f"{board}@{preset}"
-            device = sim_usb.install(store=store).devices[0]
-            device.host_transfer_s = host.transfer_s["piflash"]
+            device = usb_device(f"boot-{preset}-{target}", target, preset, host)
             flash_firmware(image, probe=device.serial, target=target)        # the board holds it now
             row = {"probe": preset, "target": target, "host": host.name}
             for case, kwargs in (("plain", {}), ("checked", {"boot_check": check})):

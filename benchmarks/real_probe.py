@@ -238,6 +238,22 @@ def preset_target_args(description: str, argv=None) -> argparse.Namespace:
     return args
 
 
+def usb_device(board: str, target: str, preset: str, host, tool: str = "piflash"):
+    """A fresh simulated board ``board`` behind a simulated USB probe of ``preset`` (the only one
+    installed), charging ``host``'s CPU per transfer for ``tool``; returns the device (its
+    ``serial`` is the probe's unique ID, its ``clock`` the virtual clock). The caller uninstalls."""
+    from piflash.sim import SimStore
+    from piflash.sim.probes import usb as sim_usb
+
+    store = SimStore()
+    store.create(board, target, exist_ok=True)
+    sim_usb.uninstall()
+    os.environ[sim_usb.ENV_VAR] = f"{board}@{preset}"
+    device = sim_usb.install(store=store).devices[0]
+    device.host_transfer_s = host.transfer_s[tool]
+    return device
+
+
 def bench_rows(description: str, bench_fn, argv=None):
     """Run ``bench_fn(presets, targets, host)`` with the options of :func:`preset_target_args`;
     print its rows as JSON and return None under ``--json``, else return the rows (a list)

@@ -58,21 +58,15 @@ def one_board(preset: str, target: str, host) -> dict:
     """Flash one fresh board through the simulated probe; the clock's per-board figures."""
     from piflash.firmware.image import load_image
     from piflash.flashing.workflow import flash_firmware
-    from piflash.sim import SimStore
     from piflash.sim.probes import usb as sim_usb
     from piflash.sim.specs import TARGETS
+    from real_probe import usb_device          # benchmarks/, the script's own folder
 
     spec = TARGETS[target]
     work = Path(tempfile.mkdtemp(prefix="station-cores-"))
     image = work / "app.bin"
     image.write_bytes(random.Random(target).randbytes(64 * 1024))
-    board = f"cores-{preset}-{target}"
-    store = SimStore()
-    store.create(board, target, exist_ok=True)
-    sim_usb.uninstall()
-    os.environ[sim_usb.ENV_VAR] = f"{board}@{preset}"
-    device = sim_usb.install(store=store).devices[0]
-    device.host_transfer_s = host.transfer_s["piflash"]
+    device = usb_device(f"cores-{preset}-{target}", target, preset, host)
     start = device.clock.snapshot()
     flash_firmware(load_image(str(image), base_address=spec.flash.start), probe=device.serial, target=target)
     end = device.clock.snapshot()
