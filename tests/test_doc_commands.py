@@ -3,7 +3,8 @@ when"): the fenced ``sh``/``console`` lines that start with ``piflash`` and use 
 (``piflash sim ...`` or a ``sim:`` probe) are taken from each page in order and run in one fresh
 folder per page, with the files they name (``app.hex``, ``app.bin``) made from the test firmware
 and the boards they name created, as a reader who copies them would. ``piflash sim serve`` runs
-until it listens, then is stopped."""
+until it listens, then is stopped; its ``--port`` is replaced by a free one (the pages' 5555 may
+be taken, by another page's server running beside it in the suite)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,14 @@ def commands(page: Path):
 PAGE_COMMANDS = [(page.name, cmds) for page in PAGES if (cmds := commands(page))]
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _target_of(argv):
     for flag in ("-t", "--target"):
         if flag in argv:
@@ -74,6 +83,8 @@ def test_page_commands_run_as_written(name, cmds, tmp_path, firmware_dir, monkey
                 store.create(m.group(1), _target_of(argv))
         run = [sys.executable, "-m", "piflash", *argv[1:]]
         if argv[1:3] == ["sim", "serve"]:
+            if "--port" in run:              # the page's port may be taken (another page's server,
+                run[run.index("--port") + 1] = str(_free_port())      # another program): a free one
             server = subprocess.Popen(run, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       text=True)
             try:
