@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import BinaryIO, Iterable, List, Optional, Sequence, Tuple
 
 from piflash.errors import FirmwareError, ImageRangeError
-from piflash.firmware.uf2 import check_family, is_uf2, parse_uf2
 
 #: Accepted file formats and the file name endings that select them.
 FORMAT_SUFFIXES = {
@@ -112,7 +111,7 @@ def detect_format(path: Path, head: bytes) -> str:
     suffix = path.suffix.lower()
     if head.startswith(_ELF_MAGIC):
         return "elf"
-    if is_uf2(head):
+    if head[:4] == b"UF2\n":     # the UF2 block's first magic, 0x0A324655 (piflash.firmware.uf2)
         return "uf2"
     if head[:1] == b":":
         return "hex"
@@ -316,6 +315,8 @@ def load_image(path: os.PathLike | str, base_address: Optional[int] = None,
         if base_address is not None:
             raise FirmwareError(f"{path}: --base-address applies only to .bin files; a .{fmt} carries its own addresses")
         if fmt == "uf2":
+            from piflash.firmware.uf2 import parse_uf2     # only for a UF2: kept off the start-up path
+
             contents = parse_uf2(path, raw)
             chunks, families = list(contents.chunks), contents.families
         else:
@@ -346,6 +347,8 @@ def check_fits(image: FirmwareImage, flash_regions: Sequence[Tuple[int, int, str
         when ``target`` names one.
     """
     if image.families and target and target != "the target":
+        from piflash.firmware.uf2 import check_family
+
         check_family(image.families, target, image.start)
     regions = sorted(flash_regions)
     for seg in image.segments:
