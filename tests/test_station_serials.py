@@ -210,3 +210,44 @@ def test_station_protect_policy_and_serials_path(tmp_path, firmware_dir):
     cfg = load_config(write_config(tmp_path, prof, ["sim:bay"], tmp_path / "h.sqlite3", protect="off",
                                    serials="s/x.sqlite3"))
     assert cfg.protect is None and cfg.serials_path == tmp_path / "s" / "x.sqlite3"
+
+
+@pytest.mark.slow
+def test_numbering_passed_gives_a_failed_boards_number_to_the_next(tmp_path, store, firmware_dir, stations):
+    """``numbering: passed``: a board that fails gives its number back to the station's next
+    board, across a restart too, so the passed boards carry consecutive numbers; the failed
+    board's row keeps the number it had, and the serial database says it was released."""
+    history, serials = tmp_path / "history.sqlite3", tmp_path / "serials.sqlite3"
+    config = write_config(tmp_path, _profile(tmp_path, firmware_dir), ["sim:bay"],
+                          history, serials=serials, serial_block=4)
+    profile = tmp_path / "numbered.yaml"
+    profile.write_text(profile.read_text().replace("  start: 5000\n", "  start: 5000\n  numbering: passed\n"))
+    store.create("bay", "nrf52840")
+    flip = {"bit_flip": {"address": LABEL + 3, "bit": 2}}
+    station = stations(config, tmp_path / "station.log")
+    wait_rows(history, 1, station)                       # board 0 passes: 5000
+    store.swap("bay", faults=flip)                       # board 1 fails with 5001
+    wait_rows(history, 2, station)
+    store.swap("bay")                                    # board 2 takes 5001 again
+    wait_rows(history, 3, station)
+    store.swap("bay", faults=flip)                       # board 3 fails with 5002 ...
+    wait_rows(history, 4, station)
+    assert station.stop() == 0                           # ... and the station stops
+    station = stations(config, tmp_path / "station2.log")
+    store.swap("bay")                                    # after the restart: 5002 again
+    wait_rows(history, 5, station)
+    store.swap("bay")
+    wait_rows(history, 6, station)
+    assert station.stop() == 0
+    got = rows(history)
+    assert [(r["outcome"], r["serial"]) for r in got] == [
+        ("pass", "5000"), ("fail", "5001"), ("pass", "5001"), ("fail", "5002"), ("pass", "5002"),
+        ("pass", "5003")]
+    assert [(n, state) for n, state, _ in _numbers(serials)] == [(n, "pass") for n in range(5000, 5004)]
+    db = sqlite3.connect(f"file:{serials}?mode=ro", uri=True)
+    try:
+        released = db.execute("SELECT n, target_uid, reused_at IS NOT NULL FROM released ORDER BY id").fetchall()
+    finally:
+        db.close()
+    assert [(n, uid, reused) for n, uid, reused in released] == [
+        (5001, got[1]["target_uid"], 1), (5002, got[3]["target_uid"], 1)]

@@ -66,7 +66,14 @@ COUNTER_KEYS: Dict[str, Tuple[type, str]] = {
     "step": (int, "increment (default 1)"),
     "end": (int, "last number (optional)"),
     "counter": (str, "counter name shared by stations (default: the profile's name)"),
+    "numbering": (str, "which boards use up a number: every (default) or passed"),
 }
+
+#: ``serial: numbering:`` values. ``every``: each board that takes a number keeps it, whatever its
+#: outcome (gaps where boards failed). ``passed``: the number of a board that fails goes to the
+#: next board, so the passed boards carry consecutive numbers (the failed board, recorded with its
+#: number and outcome, must be flashed again before it ships).
+NUMBERING = ("every", "passed")
 
 Fail = Callable[[str, str], NoReturn]
 
@@ -116,12 +123,14 @@ class PatchEntry:
 
 @dataclasses.dataclass(frozen=True)
 class CounterSpec:
-    """Where serial numbers come from: ``start``, ``start + step``, ... up to ``end`` (inclusive)."""
+    """Where serial numbers come from: ``start``, ``start + step``, ... up to ``end`` (inclusive);
+    ``numbering`` is one of :data:`NUMBERING` (whether a failed board's number goes to the next)."""
 
     name: str
     start: int = 1
     step: int = 1
     end: Optional[int] = None
+    numbering: str = "every"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,8 +290,11 @@ def parse_plan(serial: Any, patch: Any, target: str, profile_name: str, fail: Fa
             if top >= 1 << (8 * entry.length):
                 fail("serial.end" if end is not None else "serial.start",
                      f"{top} does not fit in {entry.encoding}")
+        numbering = extra.get("numbering", "every")
+        if numbering not in NUMBERING:
+            fail("serial.numbering", f"must be one of {', '.join(NUMBERING)}, got {numbering!r}")
         entries.append(entry)
-        counter = CounterSpec(extra.get("counter", profile_name), start, step, end)
+        counter = CounterSpec(extra.get("counter", profile_name), start, step, end, numbering)
     if patch is not None:
         if not isinstance(patch, list) or not patch:
             fail("patch", "expected a list of entries (each a mapping with address and encoding)")
@@ -301,5 +313,5 @@ def parse_plan(serial: Any, patch: Any, target: str, profile_name: str, fail: Fa
     return PatchPlan(tuple(entries), counter)
 
 
-__all__ = ["PatchEntry", "PatchPlan", "CounterSpec", "ENCODINGS", "ENTRY_KEYS", "COUNTER_KEYS",
+__all__ = ["PatchEntry", "PatchPlan", "CounterSpec", "ENCODINGS", "ENTRY_KEYS", "COUNTER_KEYS", "NUMBERING",
            "TEMPLATE_FIELDS", "parse_plan", "overlay"]

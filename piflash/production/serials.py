@@ -13,7 +13,12 @@ step survives a power cut):
    lease (local source: one transaction in this database);
 2. take: the next number of the lease is inserted into ``numbers`` as ``taken`` (its primary key
    is (counter, n): a second insert of the same number fails instead of reusing it);
-3. finish: the number becomes ``pass`` or ``fail`` with the board's target unique ID.
+3. finish: the number becomes ``pass`` or ``fail`` with the board's target unique ID. With
+   ``numbering: passed`` (:data:`piflash.firmware.patch.NUMBERING`) a failed board's number
+   is released instead (table ``released``: the number, its lease, the failed board, when) and
+   the holder's next board takes it before any new number, so the passed boards carry
+   consecutive numbers; a released number stays with its holder (a clean stop does not give it
+   back: the next start reuses it).
 
 A crash between any two steps loses at most numbers, never reuses one: a new allocator closes
 its holder's open leases (their unused rest is lost) and marks its numbers still ``taken``
@@ -74,6 +79,11 @@ CREATE TABLE IF NOT EXISTS one_offs (
 CREATE INDEX IF NOT EXISTS one_offs_n ON one_offs (counter, n);
 CREATE TABLE IF NOT EXISTS lease_sources (
   lease_id INTEGER PRIMARY KEY, source_id INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS released (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, counter TEXT NOT NULL, n INTEGER NOT NULL,
+  lease_id INTEGER NOT NULL, holder TEXT NOT NULL, target_uid TEXT, failed_at REAL NOT NULL,
+  reused_at REAL);
+CREATE INDEX IF NOT EXISTS released_free ON released (counter, holder, reused_at);
 CREATE TABLE IF NOT EXISTS returned (
   counter TEXT NOT NULL, first INTEGER NOT NULL, count INTEGER NOT NULL, step INTEGER NOT NULL,
   lease_id INTEGER NOT NULL, returned_at REAL NOT NULL, PRIMARY KEY (counter, first));
@@ -332,6 +342,13 @@ class SerialAllocator:
         :raises SerialError: the counter is used up, or the database cannot be written.
         """
         with self._lock:
+            if self.counter.numbering == "passed":
+                n = self._take_released(target_uid)
+                if n is not None:
+                    if on_taken is not None:
+                        on_taken(n)
+                    checkpoint("taken")
+                    return n
             for _ in range(64):          # each round takes a number, or uses up a lease or leases one
                 with _Tx(self._db, self.path) as db:
                     row = db.execute("SELECT id, first, step, used, count FROM leases WHERE counter = ? AND "
@@ -364,11 +381,39 @@ class SerialAllocator:
                     self._record_foreign(lease)
             raise SerialError("could not take a serial number from a fresh lease")  # pragma: no cover
 
+    def _take_released(self, target_uid: Optional[str]) -> Optional[int]:
+        """``numbering: passed``: the lowest number a failed board of this holder released, taken
+        again (committed as ``taken``), or None. Call with the lock held."""
+        with _Tx(self._db, self.path) as db:
+            row = db.execute("SELECT id, n, lease_id FROM released WHERE counter = ? AND holder = ? AND "
+                             "reused_at IS NULL ORDER BY n LIMIT 1", (self.counter.name, self.holder)).fetchone()
+            if row is None:
+                return None
+            rid, n, lease_id = row
+            db.execute("UPDATE released SET reused_at = ? WHERE id = ?", (time.time(), rid))
+            db.execute("INSERT INTO numbers (counter, n, lease_id, holder, state, target_uid, taken_at) "
+                       "VALUES (?, ?, ?, ?, 'taken', ?, ?)",
+                       (self.counter.name, n, lease_id, self.holder, target_uid, time.time()))
+        return int(n)
+
     def finish(self, n: int, ok: bool, target_uid: Optional[str] = None) -> None:
-        """Record the board's outcome for number ``n`` (``pass`` or ``fail``; the number stays used).
+        """Record the board's outcome for number ``n``: ``pass``, or ``fail`` (the number stays
+        used); with ``numbering: passed`` a failed board's number is released for this holder's
+        next board (see the module docstring).
 
         :raises SerialError: the database cannot be written.
         """
+        if not ok and self.counter.numbering == "passed":
+            with self._lock, _Tx(self._db, self.path) as db:
+                row = db.execute("SELECT lease_id, target_uid FROM numbers WHERE counter = ? AND n = ? AND "
+                                 "holder = ? AND state = 'taken'", (self.counter.name, n, self.holder)).fetchone()
+                if row is not None:
+                    db.execute("INSERT INTO released (counter, n, lease_id, holder, target_uid, failed_at) "
+                               "VALUES (?, ?, ?, ?, coalesce(?, ?), ?)",
+                               (self.counter.name, n, row[0], self.holder, target_uid, row[1], time.time()))
+                    db.execute("DELETE FROM numbers WHERE counter = ? AND n = ?", (self.counter.name, n))
+            checkpoint("finished")
+            return
         with self._lock, _Tx(self._db, self.path) as db:
             db.execute("UPDATE numbers SET state = ?, done_at = ?, target_uid = coalesce(?, target_uid) "
                        "WHERE counter = ? AND n = ?",
@@ -422,6 +467,11 @@ def find_issued(counter: str, n: int, profile: Optional[str], path: Union[str, P
                     "SELECT n, state, holder, target_uid, taken_at FROM numbers WHERE counter = ? AND n = ?",
                     (counter, n)):
                 found.append({"source": "counter", "state": state, "holder": holder, "target_uid": uid,
+                              "when": _iso(at)})
+            for holder, uid, at in db.execute(
+                    "SELECT holder, target_uid, failed_at FROM released WHERE counter = ? AND n = ? ORDER BY id",
+                    (counter, n)):
+                found.append({"source": "counter", "state": "fail", "holder": holder, "target_uid": uid,
                               "when": _iso(at)})
             for state, holder, uid, at, reissue in db.execute(
                     "SELECT state, holder, target_uid, taken_at, reissue FROM one_offs WHERE counter = ? "
