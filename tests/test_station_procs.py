@@ -95,3 +95,39 @@ def test_config_errors(tmp_path, firmware_dir, cli, extra, message):
     config = write_config(tmp_path, profile, ["sim:x"], tmp_path / "h.sqlite3", **extra)
     proc = cli("station", "run", "--plain", "--config", config, check=int(ExitCode.PROFILE))
     assert message in proc.stderr
+
+
+def test_worker_processes_hold_their_own_serial_leases(tmp_path, firmware_dir):
+    """Two worker processes numbering boards from one counter: each holds its own lease
+    (``STATION/PROBE``), so one starting its allocator never closes a live sibling's lease as
+    if a crash had left it (that read 'left unused' and cost a lease per board)."""
+    import sqlite3
+
+    store = SimStore()
+    for name in ("s1", "s2"):
+        store.create(name, "nrf52840")
+    profile = write_profile(tmp_path, firmware_dir / "nrf52840" / "firmware.hex",
+                            serial="{uicr_customer: 0, encoding: u32, start: 100}")
+    history, serials = tmp_path / "history.sqlite3", tmp_path / "serials.sqlite3"
+    config = write_config(tmp_path, profile, ["sim:s1", "sim:s2"], history, workers="processes",
+                          poll_interval=0.05, serials=serials, serial_block=8)
+    station = StationProcess(config, tmp_path / "station.log")
+    try:
+        wait_rows(history, 2, station)
+        for i in range(2):
+            for name in ("s1", "s2"):
+                store.swap(name)
+            wait_rows(history, 2 * (i + 2), station)
+    finally:
+        station.signal(signal.SIGTERM)
+        assert station.wait() == 0, station.output()
+    assert "left unused" not in station.output()
+    db = sqlite3.connect(serials)
+    try:
+        leases = db.execute("SELECT holder, count FROM leases ORDER BY holder").fetchall()
+        numbers = db.execute("SELECT n, state FROM numbers ORDER BY n").fetchall()
+    finally:
+        db.close()
+    # one lease per process, closed on the clean stop with the 3 numbers it used
+    assert leases == [("test-line/sim:s1", 3), ("test-line/sim:s2", 3)]
+    assert {s for _, s in numbers} == {"pass"} and len(numbers) == 6

@@ -63,8 +63,13 @@ class ChildStation:
     :param conn: this worker's end of the pipe.
     """
 
-    def __init__(self, loaded, stop, abort, conn) -> None:
+    def __init__(self, loaded, stop, abort, conn, uid: str = "") -> None:
         self.loaded = loaded
+        #: Who holds this process's serial leases: ``STATION/PROBE``. One holder per process, as
+        #: for two stations: a worker's allocator, when it starts, closes its holder's leases as
+        #: a crash left them (serials.py), which must never be a live sibling's. The worker that
+        #: replaces a dead one (same probe) recovers the dead one's lease.
+        self.serial_holder = f"{loaded.config.station}/{uid}"
         self.stop = stop
         self.abort = abort
         self.gpio = None                    # 'workers: processes' refuses a gpio section
@@ -111,7 +116,7 @@ def _child_main(loaded, stop, abort, wake, retired, uid: str, conn) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
 
-    station = ChildStation(loaded, stop, abort, conn)
+    station = ChildStation(loaded, stop, abort, conn, uid)
     worker = ProbeWorker(station, uid)
     worker._wake = wake                     # the station's wake() and retire() reach this process
     worker.retired = retired

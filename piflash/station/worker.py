@@ -60,11 +60,14 @@ _ALLOCATORS: dict = {}
 _ALLOCATORS_LOCK = threading.Lock()
 
 
-def serial_allocator(config) -> SerialAllocator:
+def serial_allocator(config, holder: Optional[str] = None) -> SerialAllocator:
     """The station's allocator for its profile's counter (opened once; a new one after a reload
-    that changes the database or the counter). :raises SerialError:"""
+    that changes the database or the counter). ``holder``: who holds the leases (default the
+    station's name; a worker process has its own, see
+    :attr:`piflash.station.procs.ChildStation.serial_holder`). :raises SerialError:"""
     counter = config.profile.patch_plan.counter
-    key = (str(config.serials_path), counter, config.station, config.serial_block, config.ledger)
+    holder = holder or config.station
+    key = (str(config.serials_path), counter, holder, config.serial_block, config.ledger)
     with _ALLOCATORS_LOCK:
         if key not in _ALLOCATORS:
             source = None
@@ -72,7 +75,7 @@ def serial_allocator(config) -> SerialAllocator:
                 from piflash.production.leases import PostgresLeaseSource
 
                 source = PostgresLeaseSource(config.ledger)
-            alloc = SerialAllocator(counter, config.station, config.serials_path, config.serial_block,
+            alloc = SerialAllocator(counter, holder, config.serials_path, config.serial_block,
                                     source=source)
             if any(alloc.lost.values()):
                 LOG.warning("serial counter %s: %d leased number(s) left unused and %d board(s) "
@@ -315,7 +318,7 @@ class ProbeWorker(threading.Thread):
                     board_image = image
                     if plan is not None:
                         if plan.uses_serial:
-                            alloc = serial_allocator(cfg)
+                            alloc = serial_allocator(cfg, getattr(self.station, "serial_holder", None))
                             # committed before anything is written, and into the row at once
                             serial = alloc.take(uid, lambda n: (taken.append(n), self.station.note_serial(row, n)))
                         board_image = patched_image(session, result, image, plan, serial)
