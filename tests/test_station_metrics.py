@@ -31,6 +31,59 @@ def samples(path: Path) -> dict:
     return out
 
 
+def _scrape(port: int) -> dict:
+    """{(name, sorted labels): value} of ``GET http://127.0.0.1:PORT/metrics`` (as Prometheus
+    scrapes it), read by prometheus-client's parser."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_metrics_served_on_a_port_and_a_port_in_use_refused(tmp_path, firmware_dir, cli):
+    """``metrics_port:`` serves the same metrics for Prometheus to scrape (no textfile needed);
+    the port closes with the station; a port another program holds is exit 5 naming the key."""
+    import socket
+
+    store = SimStore()
+    store.create("bay", "nrf52840")
+    port = _free_port()
+    profile = write_profile(tmp_path, firmware_dir / "nrf52840" / "firmware.hex")
+    config = write_config(tmp_path, profile, ["sim:bay"], tmp_path / "history.sqlite3", metrics_port=port,
+                          poll_interval=0.05)
+    station = StationProcess(config, tmp_path / "station.log")
+    key = ("piflash_boards_total", (("outcome", "pass"), ("probe", "sim:bay"), ("station", "test-line")))
+    try:
+        wait_rows(tmp_path / "history.sqlite3", 1, station)
+        got = wait_for(lambda: (lambda m: m if m.get(key) == 1 else None)(_scrape(port)), "the board, scraped")
+        assert got[("piflash_serials_issued_total", (("station", "test-line"),))] == 0
+        # a second station on the same port: refused before any board, with the key and a hint
+        other = write_config(tmp_path, profile, ["sim:none"], tmp_path / "h2.sqlite3", name="other.yaml",
+                             metrics_port=port)
+        proc = cli("station", "run", "--plain", "--config", other, check=int(ExitCode.PROFILE))
+        assert "key 'metrics_port': cannot serve the metrics on port" in proc.stderr
+        assert "pick a free port" in proc.stderr and "Traceback" not in proc.stderr
+    finally:
+        station.signal(signal.SIGTERM)
+        assert station.wait() == 0, station.output()
+    with socket.socket() as s:          # the station let it go (SO_REUSEADDR: past TIME_WAIT, not a listener)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", port))
+        s.listen()
+
+
 def test_metrics_after_each_board(tmp_path, firmware_dir):
     store = SimStore()
     store.create("bay", "nrf52840")

@@ -38,7 +38,8 @@ from piflash.errors import ProfileError
 from piflash.profiles import Profile, find_profile, load_profile, read_yaml_mapping
 
 ALLOWED_KEYS = ("station", "profile", "probes", "on_same_firmware", "poll_interval", "history", "gpio",
-                "serials", "serial_block", "protect", "workers", "ledger", "metrics")
+                "serials", "serial_block", "protect", "workers", "ledger", "lease_ttl", "metrics",
+                "metrics_port")
 #: How the probes' workers run: threads of the station (the default), or processes of their own,
 #: one core each (piflash/station/procs.py).
 WORKER_MODES = ("threads", "processes")
@@ -76,6 +77,10 @@ class StationConfig:
     :ivar metrics: the Prometheus textfile to write (:mod:`piflash.station.metrics`), or None.
     :ivar ledger: the central ledger's URL (``postgresql://...``, :mod:`piflash.record.ledger`), or
         None (``$PIFLASH_LEDGER`` when the key is absent).
+    :ivar lease_ttl: seconds a serial lease of the ledger lives without a word from this station
+        (:mod:`piflash.production.leases`; default a day).
+    :ivar metrics_port: TCP port to serve the metrics on for Prometheus to scrape (all
+        interfaces, as node_exporter's ``:9100``), or None; with or without ``metrics``.
     """
 
     path: Path
@@ -92,6 +97,8 @@ class StationConfig:
     workers: str = "threads"
     ledger: Optional[str] = None
     metrics: Optional[Path] = None
+    lease_ttl: float = 86400.0
+    metrics_port: Optional[int] = None
 
     @property
     def serials_path(self) -> Optional[Path]:
@@ -214,10 +221,17 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
         if not metrics.parent.is_dir():
             fail("metrics", f"the folder {metrics.parent} does not exist",
                  hint="node_exporter's --collector.textfile.directory, e.g. /var/lib/prometheus/node-exporter")
+    ttl = values.get("lease_ttl", 86400)
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 1 <= ttl <= 30 * 86400:
+        fail("lease_ttl", f"expected seconds from 1 to {30 * 86400} (30 days), got {ttl!r}")
+    port = values.get("metrics_port")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535):
+        fail("metrics_port", f"expected a TCP port (1-65535), got {port!r}",
+             hint="9100 is node_exporter's; pick a free one for the station, e.g. 9810")
     return StationConfig(path=cfile, station=station.strip(), profile=profile, probes=probes,
                          on_same_firmware=same, poll_interval=float(poll), history=history, gpio=pins,
                          serials=serials, serial_block=block, protect=protect, workers=workers,
-                         ledger=ledger, metrics=metrics)
+                         ledger=ledger, metrics=metrics, lease_ttl=float(ttl), metrics_port=port)
 
 
 @dataclasses.dataclass(frozen=True)

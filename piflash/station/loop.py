@@ -144,15 +144,28 @@ class Station:
         self.notifier.ready(self.status.line())
 
     def _start_metrics(self) -> None:
-        """With ``metrics:``, the Prometheus textfile (kept over a reload that keeps its path)."""
+        """With ``metrics:`` and/or ``metrics_port:``, the Prometheus metrics (kept over a reload
+        that keeps both). :raises ProfileError: the port cannot be served (in use)."""
         cfg = self.loaded.config
-        if cfg.metrics is None:
-            self.metrics = None
-        elif self.metrics is None or self.metrics.path != str(cfg.metrics):
-            from piflash.station.metrics import StationMetrics
+        path = str(cfg.metrics) if cfg.metrics is not None else None
+        old = self.metrics
+        if old is not None and (old.path, old.port) == (path, cfg.metrics_port):
+            return
+        if old is not None:
+            old.close()
+        self.metrics = None
+        if path is None and cfg.metrics_port is None:
+            return
+        from piflash.errors import ProfileError
+        from piflash.station.metrics import StationMetrics
 
-            self.metrics = StationMetrics(cfg.metrics, cfg.station,
+        try:
+            self.metrics = StationMetrics(cfg.metrics, cfg.station, port=cfg.metrics_port,
                                           queue=lambda: self._uploader.queued() if self._uploader else None)
+        except OSError as exc:
+            raise ProfileError(f"{cfg.path}: key 'metrics_port': cannot serve the metrics on port "
+                               f"{cfg.metrics_port}: {exc.strerror or exc}",
+                               hint="another program (or station) uses it: pick a free port") from None
 
     def _start_uploader(self) -> None:
         """With a ledger (``ledger:``), copy sealed rows to it in the background (a new uploader
@@ -376,7 +389,10 @@ class Station:
                 self._retired.append(worker)
                 del self.workers[uid]
         self._start_uploader()
-        self._start_metrics()
+        try:
+            self._start_metrics()
+        except PiflashError as exc:         # the boards go on; only the metrics are missing
+            self._log(f"metrics off after the reload: {exc.message}")
         self._reconcile_workers()
         self._log(f"config reloaded: profile {new.config.profile.name}, "
                   f"{new.image.size:,} bytes, sha256 {new.image.sha256[:12]}")
@@ -455,6 +471,7 @@ class Station:
             self._uploader.stop(final=True)     # the last boards' rows, if the ledger is there
         if self.metrics is not None:
             self.metrics.write()
+            self.metrics.close()
         summary = f"station stopped: {self.status.summary()}"
         self._log(summary)
         self.status.close()

@@ -1,10 +1,13 @@
 """The station's metrics for Prometheus, as a node_exporter textfile (``metrics:`` in the station
-config; issue 24, deliverable 5).
+config) and/or served on a port for Prometheus to scrape (``metrics_port:``); issue 24,
+deliverable 5.
 
-Written with prometheus-client (pure Python; the ``metrics`` extra) after every board and at
-start and stop: :func:`prometheus_client.write_to_textfile` writes a temporary file and renames
-it over the old one, so node_exporter's textfile collector (``--collector.textfile.directory``)
-never reads half a file. Names follow Prometheus's naming rules ("Metric and label naming": base
+Kept with prometheus-client (pure Python; the ``metrics`` extra). The textfile is written after
+every board and at start and stop: :func:`prometheus_client.write_to_textfile` writes a
+temporary file and renames it over the old one, so node_exporter's textfile collector
+(``--collector.textfile.directory``) never reads half a file. The port is
+:func:`prometheus_client.start_http_server` (a daemon thread answering ``GET /metrics``, on all
+interfaces as node_exporter's ``:9100``), stopped with the station. Names follow Prometheus's naming rules ("Metric and label naming": base
 units, ``_seconds``, ``_total`` for counters, the ``piflash_`` prefix):
 
 ==================================================  ==========  ===================================
@@ -44,20 +47,25 @@ DURATION_BUCKETS = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 20.0, 30.0, 60.0)
 class StationMetrics:
     """The station's metrics, kept in memory and written to ``path`` after each change.
 
-    :param path: the textfile (``*.prom`` in node_exporter's textfile directory).
+    :param path: the textfile (``*.prom`` in node_exporter's textfile directory), or None.
     :param station: the station's name (the ``station`` label).
     :param queue: ``queue() -> Optional[int]``, rows waiting for the ledger (None: no ledger).
+    :param port: TCP port to serve ``/metrics`` on (all interfaces), or None.
     :raises ExtraMissingError: (exit 17) prometheus-client is not installed.
+    :raises OSError: the port cannot be bound (in use, or below 1024 without the privilege).
     """
 
-    def __init__(self, path, station: str, queue: Optional[Callable[[], Optional[int]]] = None) -> None:
+    def __init__(self, path, station: str, queue: Optional[Callable[[], Optional[int]]] = None,
+                 port: Optional[int] = None) -> None:
         try:
             from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
         except ImportError as exc:
             from piflash.errors import extra_missing
 
             raise extra_missing("metrics", str(exc)) from None
-        self.path, self.station, self._queue = str(path), station, queue
+        self.path = str(path) if path is not None else None
+        self.station, self._queue, self.port = station, queue, port
+        self._server = None
         self._lock = threading.Lock()
         self.registry = CollectorRegistry()
         self.boards = Counter("piflash_boards", "Boards handled, by outcome.", ["station", "probe", "outcome"],
@@ -72,7 +80,18 @@ class StationMetrics:
                                   "Unix time of the probe's last passed board.", ["station", "probe"],
                                   registry=self.registry)
         self.serials.labels(station)            # present at 0 from the start
+        if port is not None:
+            from prometheus_client import start_http_server
+
+            self._server, _ = start_http_server(port, registry=self.registry)
         self.write()
+
+    def close(self) -> None:
+        """Stop serving the port (the textfile stays, as node_exporter expects)."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
 
     def board(self, probe: str, outcome: str, seconds: float, serial: Optional[str] = None) -> None:
         """Count a finished board (``pass``, ``fail``, ``skip``) of ``probe`` and write the file."""
@@ -86,7 +105,8 @@ class StationMetrics:
         self.write()
 
     def write(self) -> None:
-        """Write the textfile atomically (a failure is logged: metrics never stop a station)."""
+        """Bring the queue gauge up to date and write the textfile atomically, if there is one (a
+        failure is logged: metrics never stop a station)."""
         from prometheus_client import write_to_textfile
 
         with self._lock:
@@ -94,6 +114,8 @@ class StationMetrics:
                 queued = self._queue()
                 if queued is not None:
                     self.queue.labels(self.station).set(queued)
+            if self.path is None:
+                return
             try:
                 write_to_textfile(self.path, self.registry)
             except OSError as exc:
