@@ -193,3 +193,46 @@ def test_a_one_off_flash_goes_to_the_ledger(tmp_path, firmware_dir, pg, cli, mon
     monkeypatch.setenv("PIFLASH_LEDGER", pg.url)
     cli("verify", fw, "-u", "sim:one", "-t", "nrf52840", "-q", check=0)
     assert [r["seq"] for r in _ledger_rows(pg.url)] == [1, 2, 3]
+
+
+def test_a_lease_expires_by_time_and_its_holder_renews_or_closes_it(tmp_path, firmware_dir, pg, cli):
+    """``lease_ttl``: a lease not heard of within its time is ``expired`` (accounted with the
+    numbers the ledger's rows show used); a live station that numbers its next board renews it
+    (open again, the same numbers go on); a station killed and started again marks it lost."""
+    import time
+
+    store = SimStore()
+    store.create("bay-x", "nrf52840")
+    d, config = _station(tmp_path, firmware_dir, "line-x", "sim:bay-x", pg.url, block=4, lease_ttl=2)
+    history = d / "history.sqlite3"
+
+    def status():
+        return cli("ledger", "status", "--ledger", pg.url, "--file", history, "--station", "line-x",
+                   check=0).stdout
+
+    st = StationProcess(config, d / "x1.log")
+    try:
+        wait_rows(history, 1, st)                                    # serial 1000, a lease of 4
+        wait_for(lambda: len(_ledger_rows(pg.url)) == 1, "the row in the ledger")
+        time.sleep(2.5)                                              # idle past the lease's time
+        assert "0 open, 0 closed, 0 lost by stations that crashed (0 numbers never issued), 1 expired " \
+               "(3 numbers not seen in the ledger's rows)" in status()
+        store.swap("bay-x")
+        wait_rows(history, 2, st)                                    # the holder is back: renewed
+        assert "1 open, 0 closed, 0 lost" in status() and "0 expired" in status()
+        wait_for(lambda: len(_ledger_rows(pg.url)) == 2, "the second row in the ledger")
+    finally:
+        st.kill()                                                    # no clean stop: the lease stays open
+    time.sleep(2.5)
+    assert "1 expired (2 numbers not seen" in status()
+    st = StationProcess(config, d / "x2.log")
+    try:
+        wait_rows(history, 3, st)                                    # the same board again: skipped
+        store.swap("bay-x")
+        wait_rows(history, 4, st)                                    # a new number: the old lease recovered
+    finally:
+        st.signal(signal.SIGTERM)
+        assert st.wait() == 0, st.output()
+    out = status()
+    assert "1 lost by stations that crashed (2 numbers never issued), 0 expired" in out, out
+    assert [r["serial"] for r in rows(history)] == ["1000", "1001", None, "1004"]

@@ -45,6 +45,7 @@ def status(url, path, station):
     with _open(url) as db:
         stations = {s: db.head(s) for s in db.stations()}
         head = stations.get(station, 0)
+        db.expire_leases()
         leases = db.leases()
     with History(path) as hist:
         local = hist.head_seq()
@@ -52,7 +53,8 @@ def status(url, path, station):
     for s, h in stations.items():
         click.echo(f"{s:<24} {h:>8} rows")
     click.echo(f"serial leases: {leases['open']} open, {leases['closed']} closed, {leases['lost']} lost by "
-               f"stations that crashed ({leases['lost_numbers']} numbers never issued)")
+               f"stations that crashed ({leases['lost_numbers']} numbers never issued), {leases['expired']} "
+               f"expired ({leases['expired_numbers']} numbers not seen in the ledger's rows)")
     click.echo(f"this station ({station}): {local} sealed rows, {queued} queued for the ledger")
 
 

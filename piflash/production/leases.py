@@ -6,7 +6,13 @@ Locking", row-level locks): two stations asking at once are served one after the
 number is granted once. Numbers given back on a clean stop (``ledger_returned``) are granted
 first. A crash leaves its lease open in ``ledger_leases``, its unused rest lost (as locally: a
 number is never given twice, at the price of gaps), and accounted for: the lease shows its
-holder and its range. The station's own serial database still records each number's state.
+holder and its range; it is marked ``lost`` when its station starts again, or ``expired`` once
+its time (``ttl``, the station's ``lease_ttl``) runs out without a word from its holder
+(:meth:`piflash.record.ledger.Ledger.expire_leases`, run before every lease and by ``piflash
+ledger status``). A live holder renews its lease while it numbers boards (:meth:`renew`, at most
+every quarter of the ttl), and an expired lease whose holder comes back is open again: its
+numbers were never granted to anyone else. The station's own serial database still records each
+number's state.
 """
 
 from __future__ import annotations
@@ -18,7 +24,12 @@ from piflash.errors import SerialError
 from piflash.production.serials import Lease
 from piflash.record.ledger import Ledger, LedgerError, db_reason, safe_url
 
-__all__ = ["PostgresLeaseSource"]
+__all__ = ["PostgresLeaseSource", "DEFAULT_LEASE_TTL"]
+
+#: Seconds a lease lives without a word from its holder (the station's ``lease_ttl``): a day, so a
+#: station switched off overnight keeps its lease, and a crashed one is accounted for by the
+#: next shift.
+DEFAULT_LEASE_TTL = 86400.0
 
 
 class PostgresLeaseSource:
@@ -27,9 +38,10 @@ class PostgresLeaseSource:
     Thread-safe through the :class:`~piflash.production.serials.SerialAllocator`'s own lock.
     """
 
-    def __init__(self, url: str) -> None:
-        self.url = url
+    def __init__(self, url: str, ttl: float = DEFAULT_LEASE_TTL) -> None:
+        self.url, self.ttl = url, float(ttl)
         self._ledger: Optional[Ledger] = None
+        self._renewed: dict = {}            # lease id -> time.monotonic() of its last renewal
 
     def _get(self) -> Ledger:
         if self._ledger is None:
@@ -56,6 +68,7 @@ class PostgresLeaseSource:
         ledger = self._get()
         db = ledger.connection
         try:
+            ledger.expire_leases()
             with db.transaction():
                 row = db.execute("SELECT start, step, next FROM ledger_counters WHERE name = %s FOR UPDATE",
                                        (counter.name,)).fetchone()
@@ -92,10 +105,17 @@ class PostgresLeaseSource:
                                           hint="raise 'end' in the profile's serial: section, or start a new range")
                     db.execute("UPDATE ledger_counters SET next = %s, last = %s WHERE name = %s",
                                      (nxt + left * step, counter.end, counter.name))
+                now = time.time()
                 lease_id = db.execute(
-                    "INSERT INTO ledger_leases (counter, holder, first, count, step, state, leased_at) "
-                    "VALUES (%s, %s, %s, %s, %s, 'open', %s) RETURNING id",
-                    (counter.name, holder, first, left, step, time.time())).fetchone()[0]
+                    "INSERT INTO ledger_leases (counter, holder, first, count, step, state, leased_at, ttl, "
+                    "expires_at) VALUES (%s, %s, %s, %s, %s, 'open', %s, %s, %s) RETURNING id",
+                    (counter.name, holder, first, left, step, now, self.ttl, now + self.ttl)).fetchone()[0]
+            self._renewed[int(lease_id)] = time.monotonic()
+        except LedgerError as exc:
+            self._reset()
+            raise SerialError(f"cannot lease serial numbers: {exc.message}",
+                              hint="the station takes no new number it cannot lease: bring the database "
+                                   "back; boards without serial numbers are not affected") from None
         except ledger.errors as exc:
             self._reset()
             raise SerialError(f"cannot lease serial numbers from the ledger {safe_url(self.url)}: "
@@ -103,6 +123,27 @@ class PostgresLeaseSource:
                               hint="the station takes no new number it cannot lease: bring the database "
                                    "back; boards without serial numbers are not affected") from None
         return Lease(int(lease_id), counter.name, int(first), int(left), int(step))
+
+    def renew(self, lease_id: int) -> None:
+        """The holder is alive and numbering boards from ``lease_id``: push its expiry ``ttl`` on
+        (open again if it had expired). Only every ``ttl / 4`` seconds per lease reaches the
+        database; a ledger that cannot be reached is left alone (the numbers stay the holder's
+        either way; the next renewal catches up)."""
+        now = time.monotonic()
+        last = self._renewed.get(lease_id)
+        if last is not None and now - last < self.ttl / 4:
+            return
+        self._renewed[lease_id] = now
+        try:
+            ledger = self._get()
+        except SerialError:
+            return
+        try:
+            ledger.connection.execute(
+                "UPDATE ledger_leases SET expires_at = %s, state = 'open', closed_at = NULL, used = NULL "
+                "WHERE id = %s AND state IN ('open', 'expired')", (time.time() + self.ttl, lease_id))
+        except ledger.errors:
+            self._reset()
 
     def close_lost(self, lease_id: int, used: int) -> None:
         """After a crash (the allocator's recovery): mark the ledger's lease ``lost`` with the
@@ -113,7 +154,7 @@ class PostgresLeaseSource:
         ledger = self._get()
         try:
             ledger.connection.execute("UPDATE ledger_leases SET state = 'lost', used = %s, closed_at = %s "
-                                      "WHERE id = %s AND state = 'open'", (used, time.time(), lease_id))
+                                      "WHERE id = %s AND state IN ('open', 'expired')", (used, time.time(), lease_id))
         except ledger.errors as exc:
             self._reset()
             raise SerialError(f"cannot mark a lost lease in the ledger {safe_url(self.url)}: {db_reason(exc)}") from None

@@ -372,6 +372,7 @@ class SerialAllocator:
                                    "taken_at) VALUES (?, ?, ?, ?, 'taken', ?, ?)",
                                    (self.counter.name, n, lease_id, self.holder, target_uid, time.time()))
                 if row is not None:
+                    self._renew(lease_id)
                     if on_taken is not None:
                         on_taken(n)
                     checkpoint("taken")
@@ -380,6 +381,16 @@ class SerialAllocator:
                 if not isinstance(self.source, LocalLeaseSource):
                     self._record_foreign(lease)
             raise SerialError("could not take a serial number from a fresh lease")  # pragma: no cover
+
+    def _renew(self, lease_id: int) -> None:
+        """Tell a source that renews leases (the ledger: they expire by time) that this holder
+        still numbers boards from the local lease ``lease_id``. Call with the lock held."""
+        renew = getattr(self.source, "renew", None)
+        if renew is None or isinstance(self.source, LocalLeaseSource):
+            return
+        mapped = self._db.execute("SELECT source_id FROM lease_sources WHERE lease_id = ?", (lease_id,)).fetchone()
+        if mapped is not None:
+            renew(mapped[0])
 
     def _take_released(self, target_uid: Optional[str]) -> Optional[int]:
         """``numbering: passed``: the lowest number a failed board of this holder released, taken
@@ -394,6 +405,7 @@ class SerialAllocator:
             db.execute("INSERT INTO numbers (counter, n, lease_id, holder, state, target_uid, taken_at) "
                        "VALUES (?, ?, ?, ?, 'taken', ?, ?)",
                        (self.counter.name, n, lease_id, self.holder, target_uid, time.time()))
+        self._renew(lease_id)
         return int(n)
 
     def finish(self, n: int, ok: bool, target_uid: Optional[str] = None) -> None:

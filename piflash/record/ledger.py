@@ -74,8 +74,9 @@ def _schema() -> List[str]:
         "step bigint NOT NULL, last bigint, next bigint NOT NULL)",
         "CREATE TABLE IF NOT EXISTS ledger_leases (id bigserial PRIMARY KEY, counter text NOT NULL, "
         "holder text NOT NULL, first bigint NOT NULL, count bigint NOT NULL, step bigint NOT NULL, "
-        "state text NOT NULL CHECK (state IN ('open', 'closed', 'lost')), leased_at double precision NOT NULL, "
-        "closed_at double precision, used bigint)",
+        "state text NOT NULL CHECK (state IN ('open', 'closed', 'lost', 'expired')), "
+        "leased_at double precision NOT NULL, closed_at double precision, used bigint, "
+        "ttl double precision, expires_at double precision)",
         "CREATE TABLE IF NOT EXISTS ledger_returned (counter text NOT NULL, first bigint NOT NULL, "
         "count bigint NOT NULL, step bigint NOT NULL, lease_id bigint NOT NULL, "
         "returned_at double precision NOT NULL, PRIMARY KEY (counter, first))",
@@ -194,20 +195,39 @@ class Ledger:
             out[station] = verify_chain(mine, 0, check_ids=False)
         return out
 
+    def expire_leases(self) -> int:
+        """Mark the open leases whose time ran out (``expires_at``: their holder neither renewed
+        nor closed them within their ``ttl``: crashed, switched off, or cut off) ``expired``, with
+        ``used`` counted from the ledger's rows (the distinct numbers of the lease that its
+        station's uploaded rows carry; a board still queued at the station is not counted yet).
+        Their numbers are never granted again; a holder that comes back renews its lease (open
+        again) or closes it. Returns how many expired now. :raises LedgerError:"""
+        used = ("(SELECT count(DISTINCT o.serial) FROM ledger_operations o WHERE o.origin = "
+                "split_part(l.holder, '/', 1) AND o.serial ~ '^[0-9]+$' AND o.serial::numeric BETWEEN "
+                "l.first AND l.first + (l.count - 1) * l.step AND mod(o.serial::numeric - l.first, l.step) = 0)")
+        try:
+            cur = self._db.execute(f"UPDATE ledger_leases l SET state = 'expired', closed_at = %s, used = {used} "
+                                   "WHERE state = 'open' AND expires_at < %s", (time.time(), time.time()))
+        except self._errors as exc:
+            raise self._fail("expire leases", exc) from None
+        return cur.rowcount
+
     def leases(self) -> Dict[str, int]:
         """The serial leases by state: ``open`` (held by a running station), ``closed`` (used up or
-        given back), ``lost`` (their station crashed: the unused numbers are never issued), and
-        ``lost_numbers``, the numbers of the lost leases never issued. :raises LedgerError:"""
+        given back), ``lost`` (their station crashed and said so when it started again),
+        ``expired`` (not heard of within their time, :meth:`expire_leases`), and
+        ``lost_numbers`` / ``expired_numbers``, the numbers of those leases never issued.
+        :raises LedgerError:"""
         try:
             got = self._db.execute("SELECT state, count(*), coalesce(sum(count - coalesce(used, count)), 0) "
                                    "FROM ledger_leases GROUP BY state").fetchall()
         except self._errors as exc:
             raise self._fail("read", exc) from None
-        out = {"open": 0, "closed": 0, "lost": 0, "lost_numbers": 0}
+        out = {"open": 0, "closed": 0, "lost": 0, "expired": 0, "lost_numbers": 0, "expired_numbers": 0}
         for state, n, unused in got:
             out[state] = int(n)
-            if state == "lost":
-                out["lost_numbers"] = int(unused)
+            if state in ("lost", "expired"):
+                out[f"{state}_numbers"] = int(unused)
         return out
 
     # -- for the serial leases (piflash.production.leases) ----------------------------------

@@ -67,14 +67,14 @@ def serial_allocator(config, holder: Optional[str] = None) -> SerialAllocator:
     :attr:`piflash.station.procs.ChildStation.serial_holder`). :raises SerialError:"""
     counter = config.profile.patch_plan.counter
     holder = holder or config.station
-    key = (str(config.serials_path), counter, holder, config.serial_block, config.ledger)
+    key = (str(config.serials_path), counter, holder, config.serial_block, config.ledger, config.lease_ttl)
     with _ALLOCATORS_LOCK:
         if key not in _ALLOCATORS:
             source = None
             if config.ledger:                   # the stations of a line share the ledger's counter
                 from piflash.production.leases import PostgresLeaseSource
 
-                source = PostgresLeaseSource(config.ledger)
+                source = PostgresLeaseSource(config.ledger, config.lease_ttl)
             alloc = SerialAllocator(counter, holder, config.serials_path, config.serial_block,
                                     source=source)
             if any(alloc.lost.values()):
