@@ -60,11 +60,23 @@ class PostgresLeaseSource:
 
     def lease(self, counter, holder: str, count: int) -> Lease:
         """Grant up to ``count`` numbers of ``counter`` (a :class:`piflash.firmware.patch.CounterSpec`)
-        to ``holder``.
+        to ``holder``. A connection that broke since its last use (the server restarted, the
+        network came back) is replaced once. A lease whose commit reached the server but whose
+        answer was lost is held by nobody: it expires (``ttl``) and is accounted; its numbers are
+        never granted again, so a second try never gives a number twice.
 
         :raises SerialError: (exit 22) the ledger cannot be reached, the counter's start/step
             differ from the ledger's, or the counter is used up.
         """
+        if self._ledger is not None:
+            try:
+                return self._lease(counter, holder, count)
+            except SerialError:
+                if self._ledger is not None:        # not a lost connection: the answer stands
+                    raise
+        return self._lease(counter, holder, count)
+
+    def _lease(self, counter, holder: str, count: int) -> Lease:
         ledger = self._get()
         db = ledger.connection
         try:

@@ -79,6 +79,8 @@ CREATE TABLE IF NOT EXISTS one_offs (
 CREATE INDEX IF NOT EXISTS one_offs_n ON one_offs (counter, n);
 CREATE TABLE IF NOT EXISTS lease_sources (
   lease_id INTEGER PRIMARY KEY, source_id INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS source_pending (
+  lease_id INTEGER PRIMARY KEY, action TEXT NOT NULL CHECK (action IN ('close', 'lost')));
 CREATE TABLE IF NOT EXISTS released (
   id INTEGER PRIMARY KEY AUTOINCREMENT, counter TEXT NOT NULL, n INTEGER NOT NULL,
   lease_id INTEGER NOT NULL, holder TEXT NOT NULL, target_uid TEXT, failed_at REAL NOT NULL,
@@ -262,27 +264,51 @@ class SerialAllocator:
 
     def _recover(self) -> Dict[str, int]:
         """Close this holder's open leases and mark its unfinished numbers (after a crash); a lease
-        from another source (the ledger) is reported there as lost, when it can be reached."""
+        from another source (the ledger) is reported there as lost (:meth:`_sync_source`, now or
+        at a later sync when the ledger cannot be reached now)."""
         with self._lock:
-            foreign = self._db.execute(
-                "SELECT l.id, s.source_id, l.used FROM leases l JOIN lease_sources s ON s.lease_id = l.id "
-                "WHERE l.counter = ? AND l.holder = ? AND l.state = 'open'",
-                (self.counter.name, self.holder)).fetchall()
-        close_lost = getattr(self.source, "close_lost", None)
-        for _, source_id, used in foreign:
-            if close_lost is not None:
-                try:
-                    close_lost(source_id, used)
-                except SerialError:
-                    pass                        # unreachable: the ledger's lease stays open, still accounted
-        with self._lock, _Tx(self._db, self.path) as db:
-            open_leases = db.execute("SELECT id, count, used FROM leases WHERE counter = ? AND holder = ? "
-                                     "AND state = 'open'", (self.counter.name, self.holder)).fetchall()
-            db.execute("UPDATE leases SET state = 'closed', closed_at = ? WHERE counter = ? AND holder = ? "
-                       "AND state = 'open'", (time.time(), self.counter.name, self.holder))
-            cur = db.execute("UPDATE numbers SET state = 'interrupted', done_at = ? WHERE counter = ? "
-                             "AND holder = ? AND state = 'taken'", (time.time(), self.counter.name, self.holder))
+            with _Tx(self._db, self.path) as db:
+                open_leases = db.execute("SELECT id, count, used FROM leases WHERE counter = ? AND holder = ? "
+                                         "AND state = 'open'", (self.counter.name, self.holder)).fetchall()
+                db.execute("INSERT OR REPLACE INTO source_pending (lease_id, action) SELECT l.id, 'lost' FROM "
+                           "leases l JOIN lease_sources s ON s.lease_id = l.id WHERE l.counter = ? AND "
+                           "l.holder = ? AND l.state = 'open'", (self.counter.name, self.holder))
+                db.execute("UPDATE leases SET state = 'closed', closed_at = ? WHERE counter = ? AND holder = ? "
+                           "AND state = 'open'", (time.time(), self.counter.name, self.holder))
+                cur = db.execute("UPDATE numbers SET state = 'interrupted', done_at = ? WHERE counter = ? "
+                                 "AND holder = ? AND state = 'taken'",
+                                 (time.time(), self.counter.name, self.holder))
+            self._sync_source()
             return {"unused": sum(c - u for _, c, u in open_leases), "interrupted": cur.rowcount}
+
+    def _sync_source(self) -> int:
+        """Tell a source that grants leases of its own (the ledger) what became of the leases
+        closed here (table ``source_pending``): ``close`` (used up, or given back) or ``lost``
+        (closed by :meth:`_recover` after a crash). Best effort, in order; what cannot reach the
+        source stays pending for the next sync (the next used-up lease, the clean stop, the next
+        start), and meanwhile the source's lease expires and is accounted by time. Returns how
+        many are still pending. Call with the lock held."""
+        if isinstance(self.source, LocalLeaseSource):
+            return 0
+        pending = self._db.execute(
+            "SELECT p.lease_id, p.action, s.source_id, l.first, l.count, l.step, l.used FROM source_pending p "
+            "JOIN leases l ON l.id = p.lease_id JOIN lease_sources s ON s.lease_id = p.lease_id "
+            "WHERE l.counter = ? AND l.holder = ? ORDER BY p.lease_id", (self.counter.name, self.holder)).fetchall()
+        for n, (lease_id, action, source_id, first, count, step, used) in enumerate(pending):
+            try:
+                if action == "lost":
+                    close_lost = getattr(self.source, "close_lost", None)
+                    if close_lost is not None:
+                        close_lost(source_id, used)
+                else:
+                    give_back = getattr(self.source, "give_back", None)
+                    if give_back is not None:
+                        give_back(Lease(source_id, self.counter.name, first, count, step), used)
+            except SerialError:
+                return len(pending) - n
+            with _Tx(self._db, self.path) as db:
+                db.execute("DELETE FROM source_pending WHERE lease_id = ?", (lease_id,))
+        return 0
 
     def _record_foreign(self, lease: Lease) -> None:
         """A lease granted by another source (the central ledger) becomes a local lease row, so
@@ -307,22 +333,23 @@ class SerialAllocator:
                 "SELECT id, first, count, step, used FROM leases WHERE counter = ? AND holder = ? "
                 "AND state = 'open'", (self.counter.name, self.holder)).fetchall()
             back = 0
-            for lease_id, first, count, step, used in open_leases:
-                give_back = getattr(self.source, "give_back", None)
-                if give_back is None:           # a source that cannot take numbers back
-                    continue
-                source_id = lease_id
-                if not isinstance(self.source, LocalLeaseSource):
-                    mapped = self._db.execute("SELECT source_id FROM lease_sources WHERE lease_id = ?",
-                                              (lease_id,)).fetchone()
-                    if mapped is None:          # a local lease of an earlier run: not the ledger's
-                        continue
-                    source_id = mapped[0]
-                back += give_back(Lease(source_id, self.counter.name, first, count, step), used)
-                if not isinstance(self.source, LocalLeaseSource):
-                    with _Tx(self._db, self.path) as db:     # closed here too: taken no more
-                        db.execute("UPDATE leases SET count = ?, state = 'closed', closed_at = ? WHERE id = ?",
-                                   (used, time.time(), lease_id))
+            if isinstance(self.source, LocalLeaseSource):
+                for lease_id, first, count, step, used in open_leases:
+                    back += self.source.give_back(Lease(lease_id, self.counter.name, first, count, step), used)
+                return back
+            with _Tx(self._db, self.path) as db:        # closed here; the ledger is told by the sync
+                for lease_id, first, count, step, used in open_leases:
+                    if db.execute("SELECT 1 FROM lease_sources WHERE lease_id = ?", (lease_id,)).fetchone() is None:
+                        continue                        # a local lease of an earlier run: not the ledger's
+                    db.execute("UPDATE leases SET state = 'closed', closed_at = ? WHERE id = ?",
+                               (time.time(), lease_id))   # count kept: the give-back returns count - used
+                    db.execute("INSERT OR REPLACE INTO source_pending (lease_id, action) VALUES (?, 'close')",
+                               (lease_id,))
+                    back += count - used
+            pending = self._sync_source()
+            if pending:
+                raise SerialError(f"{pending} lease(s) closed here could not be closed at the ledger yet "
+                                  "(they expire there, and are closed at the next start)")
             return back
 
     def close(self) -> None:
@@ -365,6 +392,9 @@ class SerialAllocator:
                         db.execute("UPDATE leases SET used = ?, state = ?, closed_at = ? WHERE id = ?",
                                    (min(used + 1, count), "closed" if used + 1 >= count else "open",
                                     time.time() if used + 1 >= count else None, lease_id))
+                        if used + 1 >= count and not isinstance(self.source, LocalLeaseSource):
+                            db.execute("INSERT OR REPLACE INTO source_pending (lease_id, action) VALUES (?, 'close')",
+                                       (lease_id,))
                         if used == count:    # the rest of the lease was all one-offs
                             row = None
                             continue
@@ -372,7 +402,10 @@ class SerialAllocator:
                                    "taken_at) VALUES (?, ?, ?, ?, 'taken', ?, ?)",
                                    (self.counter.name, n, lease_id, self.holder, target_uid, time.time()))
                 if row is not None:
-                    self._renew(lease_id)
+                    if used + 1 >= count:
+                        self._sync_source()          # the used-up lease closed at the ledger too
+                    else:
+                        self._renew(lease_id)
                     if on_taken is not None:
                         on_taken(n)
                     checkpoint("taken")

@@ -39,6 +39,13 @@ __all__ = ["Ledger", "LedgerError", "Uploader", "ledger_url", "safe_url", "db_re
 _PG_TYPES = {"INTEGER": "bigint", "REAL": "double precision", "TEXT": "text"}
 #: Seconds a connection attempt may take before the ledger counts as unreachable.
 CONNECT_TIMEOUT = 5
+#: libpq connection parameters ("Parameter Key Words" in PostgreSQL's libpq documentation) that
+#: bound a call on a connection whose network went away without a word (a cable pulled: no FIN,
+#: no RST): unacknowledged data fails after ``tcp_user_timeout`` ms, an idle link is probed by
+#: TCP keepalives after 10 s, every 5 s, 3 times. Without them a lease asked for on such a link
+#: would wait for the kernel's retransmission timeout (about 15 minutes on Linux).
+TCP_LIMITS = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
+              "tcp_user_timeout": 15000}
 
 
 def ledger_url(given: Optional[str] = None) -> Optional[str]:
@@ -97,7 +104,7 @@ class Ledger:
         psycopg = _psycopg()
         self._errors = (psycopg.Error, OSError)
         try:
-            self._db = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT, autocommit=True)
+            self._db = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT, autocommit=True, **TCP_LIMITS)
             with self._db.transaction():
                 # one creator at a time: CREATE TABLE IF NOT EXISTS races between stations
                 self._db.execute("SELECT pg_advisory_xact_lock(7428251)")
@@ -253,11 +260,16 @@ class Uploader:
     :param url: the ledger's URL.
     :param log: ``log(text)`` for what the operator should know.
     :param interval: seconds between two tries when nothing kicks.
+    :raises ExtraMissingError: (exit 17) psycopg is not installed.
     """
 
     def __init__(self, history, station: str, url: str, log, interval: float = 5.0) -> None:
         import threading
 
+        # psycopg is imported here, in the caller's thread, not first in the upload thread: a
+        # worker process forked (workers: processes) while that thread is inside the import would
+        # wait forever for the module's import lock, which no thread of the child holds.
+        _psycopg()
         self.history, self.station, self.url, self.log, self.interval = history, station, url, log, interval
         self._kick = threading.Event()
         self._stop = threading.Event()
