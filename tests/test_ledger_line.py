@@ -9,7 +9,6 @@ no lease left open."""
 from __future__ import annotations
 
 import signal
-import threading
 import time
 
 import pytest
@@ -20,13 +19,12 @@ pytest.importorskip("psycopg")
 from piflash.sim import SimStore  # noqa: E402
 from support.pgserver import PgServer  # noqa: E402
 from support.stationkit import StationProcess, rows, wait_for, write_config, write_profile  # noqa: E402
+from support.line import Feeder  # noqa: E402
 from support.tcpproxy import TcpProxy  # noqa: E402
 
 #: (station, worker mode, its bays)
 LINE = (("line-1", "threads", ("l1a", "l1b")), ("line-2", "processes", ("l2a", "l2b")),
         ("line-3", "threads", ("l3a",)))
-#: A bay's every 5th board has a flash bit that will not program: it fails verify.
-FLIP = {"bit_flip": {"address": 0x1003, "bit": 2}}
 
 
 @pytest.fixture
@@ -34,33 +32,6 @@ def pg():
     server = PgServer()
     yield server
     server.close()
-
-
-class Feeder:
-    """Puts a new board into a bay whenever its station finished the one there (a row for the
-    bay's probe appeared), as the operator of a line does; every 5th board of a bay is faulty."""
-
-    def __init__(self, store: SimStore, stations: dict) -> None:
-        self.store, self.stations = store, stations
-        self.seen = {bay: 0 for _, _, bays in LINE for bay in bays}
-        self.swaps = {bay: 0 for bay in self.seen}
-        self.due: dict = {}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self.stop.wait(0.05):
-            for name, _, bays in LINE:
-                got = rows(self.stations[name]["dir"] / "history.sqlite3")
-                for bay in bays:
-                    done = sum(1 for r in got if r["slot"] == f"sim:{bay}")
-                    if done > self.seen[bay]:
-                        if time.monotonic() < self.due.setdefault(bay, time.monotonic() + 0.5):
-                            continue                 # the operator's hands: a board takes a moment
-                        del self.due[bay]
-                        self.seen[bay] = done
-                        self.swaps[bay] += 1
-                        self.store.swap(bay, faults=FLIP if self.swaps[bay] % 5 == 0 else None)
 
 
 def _ledger(url):
@@ -89,8 +60,8 @@ def test_a_line_of_stations_through_a_kill_a_restart_and_a_cut(tmp_path, firmwar
                                   workers=mode)
             config.write_text(config.read_text().replace("station: test-line", f"station: {name}"))
             stations[name] = {"dir": d, "config": config, "proc": StationProcess(config, d / "run1.log")}
-        feeder = Feeder(store, stations)
-        feeder.thread.start()
+        feeder = Feeder(store, {s["dir"] / "history.sqlite3": bays
+                                for (_, _, bays), s in zip(LINE, stations.values())}).start()
 
         def passed():
             return sum(r["outcome"] == "pass" for s in stations.values()
@@ -110,8 +81,7 @@ def test_a_line_of_stations_through_a_kill_a_restart_and_a_cut(tmp_path, firmwar
         time.sleep(2)
         proxy.mend()
         wait_for(lambda: passed() >= 24, "24 passed boards", deadline=180)
-        feeder.stop.set()
-        feeder.thread.join(5)
+        feeder.close()
         for s in stations.values():
             s["proc"].signal(signal.SIGTERM)
         for name, s in stations.items():

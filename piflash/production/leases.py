@@ -68,13 +68,19 @@ class PostgresLeaseSource:
         :raises SerialError: (exit 22) the ledger cannot be reached, the counter's start/step
             differ from the ledger's, or the counter is used up.
         """
+        return self._once_more(lambda: self._lease(counter, holder, count))
+
+    def _once_more(self, call):
+        """``call()``; if it failed on a connection opened before (``_reset`` dropped it: the
+        server restarted, the network came back), once more on a new one. A call that failed for
+        another reason (the counter is used up) is not repeated."""
         if self._ledger is not None:
             try:
-                return self._lease(counter, holder, count)
+                return call()
             except SerialError:
                 if self._ledger is not None:        # not a lost connection: the answer stands
                     raise
-        return self._lease(counter, holder, count)
+        return call()
 
     def _lease(self, counter, holder: str, count: int) -> Lease:
         ledger = self._get()
@@ -163,6 +169,9 @@ class PostgresLeaseSource:
 
         :raises SerialError: the ledger cannot be reached (the lease then stays open there).
         """
+        self._once_more(lambda: self._close_lost(lease_id, used))
+
+    def _close_lost(self, lease_id: int, used: int) -> None:
         ledger = self._get()
         try:
             ledger.connection.execute("UPDATE ledger_leases SET state = 'lost', used = %s, closed_at = %s "
@@ -172,22 +181,31 @@ class PostgresLeaseSource:
             raise SerialError(f"cannot mark a lost lease in the ledger {safe_url(self.url)}: {db_reason(exc)}") from None
 
     def give_back(self, lease: Lease, used: int) -> int:
-        """Return the unused rest of ``lease`` after its first ``used`` numbers; returns how many.
+        """Close ``lease`` after its first ``used`` numbers and return the unused rest (granted
+        first by the next lease of the counter); returns how many. Idempotent: a lease already
+        closed (a give-back whose answer was lost, then tried again) returns nothing twice.
 
-        :raises SerialError: the ledger cannot be reached (the rest is then lost, never reused).
+        :raises SerialError: the ledger cannot be reached (the lease stays open there, and
+            expires; its rest is never reused).
         """
+        return self._once_more(lambda: self._give_back(lease, used))
+
+    def _give_back(self, lease: Lease, used: int) -> int:
         rest = lease.count - used
         ledger = self._get()
         db = ledger.connection
         try:
             with db.transaction():
+                closed = db.execute("UPDATE ledger_leases SET used = %s, state = 'closed', closed_at = %s "
+                                    "WHERE id = %s AND state IN ('open', 'expired') RETURNING id",
+                                    (used, time.time(), lease.id)).fetchone()
+                if closed is None:
+                    return 0                        # closed before: its rest went back then, if any
                 if rest > 0:
                     db.execute("INSERT INTO ledger_returned (counter, first, count, step, lease_id, returned_at) "
                                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                                (lease.counter, lease.first + used * lease.step, rest, lease.step,
                                 lease.id, time.time()))
-                db.execute("UPDATE ledger_leases SET used = %s, state = 'closed', closed_at = %s "
-                           "WHERE id = %s", (used, time.time(), lease.id))
         except ledger.errors as exc:
             self._reset()
             raise SerialError(f"cannot give serial numbers back to the ledger {safe_url(self.url)}: "

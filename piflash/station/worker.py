@@ -193,6 +193,7 @@ class ProbeWorker(threading.Thread):
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> None:
+        self._open_serials()
         while not self.stopping():
             self.beat = time.monotonic()
             try:
@@ -200,6 +201,20 @@ class ProbeWorker(threading.Thread):
             except Exception:                   # a bug must not end this probe's service
                 LOG.exception("probe %s: unexpected error; starting over", self.uid)
                 self._sleep(max(1.0, self.station.loaded.config.poll_interval))
+
+    def _open_serials(self) -> None:
+        """Open the serial allocator before the first board when the profile numbers its boards:
+        what a crash of the last run left (open leases, unfinished numbers) is accounted for at
+        once, here and in the ledger, not only when the next board takes a number. A failure is
+        logged; the first numbered board meets it again and fails with its cause."""
+        cfg = self.station.loaded.config
+        plan = cfg.profile.patch_plan
+        if plan is None or not plan.uses_serial:
+            return
+        try:
+            serial_allocator(cfg, getattr(self.station, "serial_holder", None))
+        except SerialError as exc:
+            LOG.error("serial counter %s: %s", plan.counter.name, exc.message)
 
     def _one_board(self) -> None:
         loaded = self.station.loaded            # one config for the whole board, even over a reload

@@ -1,0 +1,214 @@
+"""A line of stations on one ledger, at scale, with faults (issue 24's goal: "8 stations x 4
+simulated probes against one PostgreSQL on this machine: zero duplicate serials and zero lost rows
+over 10,000 boards with faults injected"; "a station cut off from the database for 10 minutes
+loses nothing and uploads its queue within 5 s of the return").
+
+Real parts, really started: Debian's PostgreSQL in a temporary folder (tests/support/pgserver.py),
+reached by every station through a TCP proxy (tests/support/tcpproxy.py); ``--stations`` real
+``piflash station run`` processes with ``--probes`` simulated nRF52840 boards each, numbering
+their boards from one counter (``serial_block`` numbers a lease); an operator (tests/support/line.py)
+puts a new board into a bay once its station finished the one there, every 5th board faulty
+(a flash bit that will not program: it fails verify). Faults, by boards finished on the line:
+every ``--kill-every`` a station is SIGKILLed mid-board and started again; every
+``--restart-every`` the database is stopped for 2 s and started again; every ``--cut-every``
+the proxy drops every connection and refuses new ones for 2 s; ``--outage S`` once, at half the
+run, cuts the network for S seconds (the stations keep flashing from the numbers they hold).
+
+Afterwards, and printed: boards by outcome, serial numbers issued twice (goal 0), rows lost
+(sealed at a station, not in the ledger) and rows the ledger has that no station sealed (goal 0
+each), each station's chain, leases left open, and after each network return the seconds until
+every station's queue was in the ledger (goal <= 5 s), and the median seconds from a board's end
+to its row's arrival in the ledger.
+
+    python benchmarks/ledger_line.py [--stations 8] [--probes 4] [--boards 10000] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+
+def _firmware() -> Path:
+    built = REPO / "tests" / "firmware" / "build" / "nrf52840" / "firmware.hex"
+    if not built.exists():
+        import subprocess
+
+        subprocess.run(["make", "-s", "-C", str(REPO / "tests" / "firmware")], check=True)
+    return built
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--stations", type=int, default=8)
+    ap.add_argument("--probes", type=int, default=4)
+    ap.add_argument("--boards", type=int, default=10000, help="boards finished on the line before it stops")
+    ap.add_argument("--block", type=int, default=16, help="serial numbers per lease")
+    ap.add_argument("--kill-every", type=int, default=500)
+    ap.add_argument("--restart-every", type=int, default=2000)
+    ap.add_argument("--cut-every", type=int, default=1500)
+    ap.add_argument("--outage", type=float, default=0.0, help="one network cut of this many seconds mid-run")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    os.environ.setdefault("PIFLASH_SIM_DIR", tempfile.mkdtemp(prefix="piflash-line-sim-"))
+    from piflash.record.ledger import Ledger
+    from piflash.sim import SimStore
+    from support.line import Feeder, finished_by_slot
+    from support.pgserver import PgServer
+    from support.stationkit import StationProcess, rows, wait_for, write_config, write_profile
+    from support.tcpproxy import TcpProxy
+
+    work = Path(tempfile.mkdtemp(prefix="piflash-line-"))
+    pg = PgServer()
+    proxy = TcpProxy(pg.port)
+    url = f"postgresql://{pg.user}@127.0.0.1:{proxy.port}/postgres"
+    store = SimStore()
+    firmware = _firmware()
+    stations = {}
+    for i in range(args.stations):
+        name = f"line-{i + 1}"
+        d = work / name
+        d.mkdir()
+        bays = [f"s{i + 1}p{j + 1}" for j in range(args.probes)]
+        for bay in bays:
+            store.create(bay, "nrf52840")
+        profile = write_profile(d, firmware, name="numbered", serial="{uicr_customer: 0, encoding: u32, start: 1}")
+        config = write_config(d, profile, [f"sim:{b}" for b in bays], d / "history.sqlite3", ledger=url,
+                              serials=d / "serials.sqlite3", serial_block=args.block, poll_interval=0.05)
+        config.write_text(config.read_text().replace("station: test-line", f"station: {name}"))
+        stations[name] = {"dir": d, "config": config, "bays": bays, "runs": 1,
+                          "proc": StationProcess(config, d / "run1.log")}
+    feeder = Feeder(store, {s["dir"] / "history.sqlite3": s["bays"] for s in stations.values()}).start()
+
+    def finished() -> int:
+        return sum(sum(finished_by_slot(s["dir"] / "history.sqlite3").values()) for s in stations.values())
+
+    def queues_drained() -> bool:
+        with Ledger(pg.url) as db:
+            heads = {n: db.head(n) for n in stations}
+        return all(heads[n] >= sum(finished_by_slot(s["dir"] / "history.sqlite3").values())
+                   for n, s in stations.items())
+
+    def drain_time(since: float) -> float:
+        wait_for(queues_drained, "the queues in the ledger", deadline=120, step=0.1)
+        return round(time.monotonic() - since, 2)
+
+    faults = {"kills": 0, "db_restarts": 0, "cuts": 0, "outage_s": args.outage}
+    drains = []
+    next_kill, next_restart, next_cut = args.kill_every, args.restart_every, args.cut_every
+    outage_at = args.boards // 2 if args.outage else None
+    start = time.monotonic()
+    victim = 0
+    try:
+        while True:
+            done = finished()
+            if done >= args.boards:
+                break
+            if done >= next_kill:
+                next_kill += args.kill_every
+                name = list(stations)[victim % len(stations)]
+                victim += 1
+                s = stations[name]
+                wait_for(lambda: any(r["outcome"] == "open" for r in rows(s["dir"] / "history.sqlite3",
+                                                                           with_open=True)), "a board mid-flash",
+                         deadline=60, step=0.01)
+                s["proc"].kill()
+                s["runs"] += 1
+                s["proc"] = StationProcess(s["config"], s["dir"] / f"run{s['runs']}.log")
+                faults["kills"] += 1
+            if done >= next_restart:
+                next_restart += args.restart_every
+                pg.stop()
+                time.sleep(2)
+                pg.start()
+                back = time.monotonic()
+                faults["db_restarts"] += 1
+                drains.append(("db restart", drain_time(back)))
+            if done >= next_cut:
+                next_cut += args.cut_every
+                proxy.cut()
+                time.sleep(2)
+                proxy.mend()
+                back = time.monotonic()
+                faults["cuts"] += 1
+                drains.append(("network cut 2 s", drain_time(back)))
+            if outage_at is not None and done >= outage_at:
+                outage_at = None
+                proxy.cut()
+                time.sleep(args.outage)
+                proxy.mend()
+                back = time.monotonic()
+                drains.append((f"network cut {args.outage:g} s", drain_time(back)))
+            time.sleep(0.2)
+        feeder.close()
+        for s in stations.values():
+            s["proc"].signal(signal.SIGTERM)
+        codes = {n: s["proc"].wait(120) for n, s in stations.items()}
+        wall = time.monotonic() - start
+        drains.append(("final", drain_time(time.monotonic())))
+        local = {(n, r["id"]): r["row_hash"] for n, s in stations.items() for r in rows(s["dir"] / "history.sqlite3")}
+        with Ledger(pg.url) as db:
+            central = db.rows()
+            chains = {n: not r.problems for n, r in db.verify_chains().items()}
+            leases = db.leases()
+        ledger_keys = {(r["origin"], r["id"]): r["row_hash"] for r in central}
+        serials = [r["serial"] for r in central if r["serial"] is not None]
+        outcomes: dict = {}
+        for r in central:
+            key = r["outcome"] if r["outcome"] != "fail" else f"fail {r['error_kind']}"
+            outcomes[key] = outcomes.get(key, 0) + 1
+        report = {
+            "host": f"{platform.machine()} {os.cpu_count()} cores (x86 host preset: this machine)",
+            "stations": args.stations, "probes_per_station": args.probes, "block": args.block,
+            "boards": len(central), "outcomes": outcomes, "faults": faults,
+            "duplicate_serials": len(serials) - len(set(serials)),
+            "rows_lost": sum(1 for k, h in local.items() if ledger_keys.get(k) != h),
+            "rows_unknown": sum(1 for k in ledger_keys if k not in local),
+            "chains_intact": sum(chains.values()), "chains": len(chains),
+            "leases": leases, "station_exit_codes": sorted(set(codes.values())),
+            "queue_drained_s": drains,
+            "queue_drained_s_max_after_fault": max([t for w, t in drains if w != "final"], default=None),
+            "wall_s": round(wall, 1), "boards_per_hour": round(len(central) / wall * 3600),
+        }
+        lags = _upload_lags(pg.url)
+        report["median_upload_lag_s"] = round(statistics.median(lags), 3) if lags else None
+    finally:
+        feeder.close()
+        for s in stations.values():
+            if s["proc"].proc.poll() is None:
+                s["proc"].kill()
+        proxy.close()
+        pg.close()
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for k, v in report.items():
+            print(f"{k:<36} {v}")
+    ok = (report["duplicate_serials"] == 0 and report["rows_lost"] == 0 and report["rows_unknown"] == 0
+          and report["chains_intact"] == report["chains"] and report["leases"]["open"] == 0)
+    return 0 if ok else 1
+
+
+def _upload_lags(url):
+    """Seconds from each board's end to its row's arrival in the ledger (faults included)."""
+    import psycopg
+
+    with psycopg.connect(url) as db:
+        return [u - e for u, e in db.execute("SELECT uploaded_at, ended_at FROM ledger_operations "
+                                               "WHERE ended_at IS NOT NULL").fetchall()]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
