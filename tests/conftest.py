@@ -30,7 +30,14 @@ def sim_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("PIFLASH_SIM_DIR", str(d))
     monkeypatch.setenv("PIFLASH_PROFILE_PATH", str(tmp_path / "profiles"))
     monkeypatch.setenv("PIFLASH_HISTORY", str(tmp_path / "history.sqlite3"))
+    monkeypatch.setenv("PIFLASH_CACHE", str(_image_cache(tmp_path)))
     return d
+
+
+def _image_cache(tmp_path: Path) -> Path:
+    """One parsed-image cache (piflash/firmware/cache.py) for the tests of this worker, beside
+    their temporary folders: nothing written into the user's ~/.cache."""
+    return tmp_path.parent.parent / "piflash-image-cache"
 
 
 @pytest.fixture(scope="session")

@@ -302,6 +302,7 @@ def load_image(path: os.PathLike | str, base_address: Optional[int] = None,
         except OSError as exc:
             raise FirmwareError(f"{path}: cannot read firmware file: {exc.strerror}") from exc
 
+    digest = hashlib.sha256(raw).hexdigest()
     fmt = file_format or detect_format(path, raw[:8])
     if fmt not in FORMAT_SUFFIXES:
         raise FirmwareError(f"unknown firmware format '{fmt}'", hint="use hex, bin, elf or uf2")
@@ -314,20 +315,25 @@ def load_image(path: os.PathLike | str, base_address: Optional[int] = None,
     else:
         if base_address is not None:
             raise FirmwareError(f"{path}: --base-address applies only to .bin files; a .{fmt} carries its own addresses")
-        if fmt == "uf2":
-            from piflash.firmware.uf2 import parse_uf2     # only for a UF2: kept off the start-up path
+        from piflash.firmware.cache import cached_chunks
 
-            contents = parse_uf2(path, raw)
-            chunks, families = list(contents.chunks), contents.families
-        else:
-            chunks = _load_hex(path, raw) if fmt == "hex" else _load_elf(path, raw)
+        def parse() -> Tuple[List[Tuple[int, bytes]], Tuple[int, ...]]:
+            if fmt == "uf2":
+                from piflash.firmware.uf2 import parse_uf2     # only for a UF2: kept off the start-up path
+
+                contents = parse_uf2(path, raw)
+                return list(contents.chunks), contents.families
+            return (_load_hex(path, raw) if fmt == "hex" else _load_elf(path, raw)), ()
+
+        # parsed once per host: the same bytes again are read back (piflash/firmware/cache.py)
+        chunks, families, _ = cached_chunks(digest, fmt, parse)
 
     segments = merge_segments(chunks)
     if not segments:
         raise FirmwareError(f"{path}: the firmware file contains no data",
                             hint="check the build: the output is empty")
     return FirmwareImage(path=path, format=fmt, segments=segments,
-                         sha256=hashlib.sha256(raw).hexdigest(), file_size=len(raw), families=families)
+                         sha256=digest, file_size=len(raw), families=families)
 
 
 def image_from_bytes(data: bytes, address: int) -> FirmwareImage:
