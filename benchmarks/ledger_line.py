@@ -95,14 +95,19 @@ def main(argv=None) -> int:
     def finished() -> int:
         return sum(sum(finished_by_slot(s["dir"] / "history.sqlite3").values()) for s in stations.values())
 
-    def queues_drained() -> bool:
-        with Ledger(pg.url) as db:
-            heads = {n: db.head(n) for n in stations}
-        return all(heads[n] >= sum(finished_by_slot(s["dir"] / "history.sqlite3").values())
-                   for n, s in stations.items())
+    def sealed() -> dict:
+        return {n: sum(finished_by_slot(s["dir"] / "history.sqlite3").values()) for n, s in stations.items()}
 
     def drain_time(since: float) -> float:
-        wait_for(queues_drained, "the queues in the ledger", deadline=120, step=0.1)
+        """Seconds from ``since`` (the network's return) until every station's ledger head holds
+        the rows the station had sealed at that moment (its queue; the boards finished after it
+        are the next uploads, not the queue)."""
+        queued = sealed()
+
+        def drained() -> bool:
+            with Ledger(pg.url) as db:
+                return all(db.head(n) >= queued[n] for n in stations)
+        wait_for(drained, "the queues in the ledger", deadline=120, step=0.05)
         return round(time.monotonic() - since, 2)
 
     faults = {"kills": 0, "db_restarts": 0, "cuts": 0, "outage_s": args.outage}
