@@ -21,11 +21,14 @@ the same image, run in-process through pyOCD's own USB CMSIS-DAP driver on the v
 * ``host`` -- the host preset (``--host``, default ``x86``; ``zero2w``, ``pi4``, ``pi5``:
   ``piflash.sim.probes.usb.timing.HOST_PRESETS``): each tool's CPU time per USB transfer is
   charged on the virtual clock, and its fixed host costs are added as phases: ``load`` (parsing
-  the firmware file, both tools) and pyOCD's sleeps during reset (``time.sleep`` in
+  the firmware file, both tools; piflash's re-flash reads it back from its parsed-image cache,
+  ``piflash/firmware/cache.py``) and pyOCD's sleeps during reset (``time.sleep`` in
   ``cortex_m._perform_reset``, both tools; wall time, the same on every host);
 * ``goals`` -- issue 20's ratios: fresh board ``piflash_s / floor_s`` and ``piflash_s /
   pyocd_s``; re-flash ``piflash_s`` over connect + check + reset (the fresh run's connect,
-  verify and reset phases), each also without the ``load`` phase (``*_noload``).
+  verify and reset phases), each also without the ``load`` phase (``*_noload``), and for a
+  fresh board flashed with a file piflash loaded before (a batch of boards, one command each:
+  the ``load`` phase read back from the cache, ``load_cached_s``; ``*_cached``).
 
 All figures are predictions of the timing model (piflash/sim/probes/usb/timing.py), not measurements;
 they do not depend on this machine's speed. Images: Debian's MicroPython hex for nrf51, a
@@ -152,16 +155,19 @@ def floor_seconds(preset, target: str, image: Path, case: str, piflash: dict,
     return max(chip, link) + fixed
 
 
-def add_host_costs(result: dict, host, tool: str, image: Path) -> dict:
+def add_host_costs(result: dict, host, tool: str, image: Path, case: str = "fresh") -> dict:
     """Add ``host``'s fixed costs for ``tool`` to a run's ``result`` (from :func:`_delta`): the
-    ``load`` phase (parsing ``image``) and pyOCD's reset sleeps (into ``reset``)."""
+    ``load`` phase (loading ``image``) and pyOCD's reset sleeps (into ``reset``). A fresh board
+    is flashed with a file this host never loaded (parsed); a re-flash with the file the fresh
+    run loaded, which piflash reads back from its parsed-image cache (pyOCD parses it again)."""
     fmt = "hex" if image.suffix == ".hex" else "bin"
-    load = host.parse_s(tool, fmt, image.stat().st_size)
+    load = host.parse_s(tool, fmt, image.stat().st_size, cached=case == "reflash")
     sleep = host.sleep_s[tool]
     phases = dict(result["phases"])
     phases["load"] = round(load, 6)
     phases["reset"] = round(phases.get("reset", 0.0) + sleep, 6)
-    return dict(result, seconds=result["seconds"] + load + sleep, phases=phases)
+    return dict(result, seconds=result["seconds"] + load + sleep, phases=phases,
+                load_cached_s=round(host.parse_s(tool, fmt, image.stat().st_size, cached=True), 6))
 
 
 def goals(row: dict, fresh: dict) -> dict:
@@ -169,8 +175,11 @@ def goals(row: dict, fresh: dict) -> dict:
     pf, load = row["piflash_s"], row["phases"]["piflash"].get("load", 0.0)
     if row["case"] == "fresh":
         po_load = row["phases"]["pyocd"].get("load", 0.0)
+        cached = pf - load + row["load_cached_s"]          # the file loaded before (a batch)
         return {"piflash_over_floor": round(pf / row["floor_s"], 3),
                 "piflash_over_pyocd": round(pf / row["pyocd_s"], 3),
+                "piflash_over_floor_cached": round(cached / row["floor_s"], 3),
+                "piflash_over_pyocd_cached": round(cached / row["pyocd_s"], 3),
                 "piflash_over_floor_noload": round((pf - load) / row["floor_s"], 3),
                 "piflash_over_pyocd_noload": round((pf - load) / (row["pyocd_s"] - po_load), 3)}
     ph = fresh["phases"]["piflash"]
@@ -202,7 +211,7 @@ def bench(presets, targets, host_name: str = "x86") -> list:
                 device = sim_usb.install(store=store).devices[0]
                 device.host_transfer_s = host.transfer_s[tool]
                 runner = run_piflash if tool == "piflash" else run_pyocd
-                results[tool] = {case: add_host_costs(runner(device, target, image), host, tool, image)
+                results[tool] = {case: add_host_costs(runner(device, target, image), host, tool, image, case)
                                  for case in ("fresh", "reflash")}
             fresh_row = None
             for case in ("fresh", "reflash"):
@@ -210,6 +219,7 @@ def bench(presets, targets, host_name: str = "x86") -> list:
                 rows.append({"probe": preset_name, "link": preset.link, "target": target, "case": case,
                              "host": host.name,
                              "piflash_s": round(pf["seconds"], 3), "pyocd_s": round(po["seconds"], 3),
+                             "load_cached_s": pf["load_cached_s"],
                              "floor_s": round(floor_seconds(preset, target, image, case, pf), 3),
                              "floor_framed_s": round(floor_seconds(preset, target, image, case, pf,
                                                                    framed=True), 3),

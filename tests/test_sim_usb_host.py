@@ -95,10 +95,19 @@ def test_real_probe_adds_each_hosts_fixed_costs(tmp_path):
         assert out["phases"]["reset"] == pytest.approx(0.01 + host.sleep_s["piflash"])
         assert out["seconds"] == pytest.approx(2.0 + load + host.sleep_s["piflash"], abs=1e-6)
     assert run["phases"] == {"connect": 0.1, "reset": 0.01}       # the input is left alone
-    fresh = {"case": "fresh", "piflash_s": 3.0, "pyocd_s": 6.0, "floor_s": 2.0,
+    # a re-flash: piflash reads the file back from its parsed-image cache, pyOCD parses it again
+    for name in ("x86", "zero2w"):
+        host = get_host(name)
+        again = rp.add_host_costs(run, host, "piflash", image, "reflash")["phases"]["load"]
+        assert again == pytest.approx(host.cached_load_s_per_byte["hex"] * 100_000, abs=1e-6)
+        assert again < host.parse_s("piflash", "hex", 100_000) / 20
+        assert rp.add_host_costs(run, host, "pyocd", image, "reflash")["phases"]["load"] == \
+            pytest.approx(host.parse_s("pyocd", "hex", 100_000), abs=1e-6)
+    fresh = {"case": "fresh", "piflash_s": 3.0, "pyocd_s": 6.0, "floor_s": 2.0, "load_cached_s": 0.1,
              "phases": {"piflash": {"connect": 0.1, "verify": 0.2, "reset": 0.1, "load": 0.5},
                         "pyocd": {"load": 1.0}}}
     assert rp.goals(fresh, fresh) == {"piflash_over_floor": 1.5, "piflash_over_pyocd": 0.5,
+                                      "piflash_over_floor_cached": 1.3, "piflash_over_pyocd_cached": 0.433,
                                       "piflash_over_floor_noload": 1.25,
                                       "piflash_over_pyocd_noload": 0.5}
     reflash = dict(fresh, case="reflash", piflash_s=0.9)

@@ -309,6 +309,9 @@ class HostPreset:
         opening the session and closing it, divided by its transfers.
     :param parse_s_per_byte: CPU seconds per byte of firmware file to load it, by tool and
         format (``{"piflash": {"hex": s, "bin": s}, "pyocd": {...}}``).
+    :param cached_load_s_per_byte: CPU seconds per byte of firmware file for piflash to load a
+        file it loaded before (read back from its parsed-image cache, piflash/firmware/cache.py),
+        by format.
     :param startup_s: CPU seconds of starting a ``pyocd flash`` process (interpreter and
         pyOCD's imports; ``pyocd flash --help``), paid per board by a shell loop.
     :param sleep_s: Wall seconds pyOCD sleeps (``time.sleep``) during one flash, by tool: not
@@ -322,12 +325,16 @@ class HostPreset:
     factor_source: str
     transfer_s: Dict[str, float]
     parse_s_per_byte: Dict[str, Dict[str, float]]
+    cached_load_s_per_byte: Dict[str, float]
     startup_s: float
     sleep_s: Dict[str, float]
 
-    def parse_s(self, tool: str, fmt: str, nbytes: int) -> float:
+    def parse_s(self, tool: str, fmt: str, nbytes: int, cached: bool = False) -> float:
         """CPU seconds for ``tool`` (``piflash``/``pyocd``) to load a ``fmt`` (``hex``/``bin``)
-        file of ``nbytes`` bytes."""
+        file of ``nbytes`` bytes; ``cached``: piflash loaded this file before (pyOCD keeps no
+        cache: the same as not cached)."""
+        if cached and tool == "piflash":
+            return self.cached_load_s_per_byte[fmt] * nbytes
         return self.parse_s_per_byte[tool][fmt] * nbytes
 
 
@@ -343,6 +350,11 @@ class HostPreset:
 #: - ``parse_s_per_byte``: loading the file (piflash ``load_image``; pyOCD ``FileProgrammer.
 #:   add_file``): MicroPython's .hex (670,788 bytes) 0.108 s and 0.184 s; the two .bin images
 #:   (327,680 bytes together) 0.0006 s and 0.0056 s.
+#: - ``cached_load_s_per_byte``: piflash's ``load_image`` of a file it loaded before (read back
+#:   from its parsed-image cache, piflash/firmware/cache.py), ``host_cost.py --repeats 3`` on
+#:   2026-11-25 (load average 22: two benchmarks beside it): MicroPython's .hex 0.00084 s (its
+#:   parse measured 0.1155 s in the same run, against the 0.108 s above); a .bin is not parsed,
+#:   so not cached: its figure is the parse's.
 #: - ``startup_s``: ``pyocd flash --help``, CPU of the process (``RUSAGE_CHILDREN``): 0.532 s.
 #: - ``sleep_s``: ``time.sleep`` during one flash, both tools: 0.1 s in pyOCD's
 #:   ``cortex_m._perform_reset`` and 0.01 s in a reset's ``Timeout.check``.
@@ -351,6 +363,7 @@ X86_MEASURED = {
     "transfer_s": {"piflash": 37.1e-6, "pyocd": 42.8e-6},
     "parse_s_per_byte": {"piflash": {"hex": 0.108 / 670788, "bin": 0.0006 / 327680},
                          "pyocd": {"hex": 0.184 / 670788, "bin": 0.0056 / 327680}},
+    "cached_load_s_per_byte": {"hex": 0.00084 / 670788, "bin": 0.0006 / 327680},
     "startup_s": 0.532,
     "sleep_s": {"piflash": 0.11, "pyocd": 0.11},
 }
@@ -363,6 +376,7 @@ def _scaled(name: str, cpu: str, factor: float, factor_range: tuple, source: str
         transfer_s={k: v * factor for k, v in m["transfer_s"].items()},
         parse_s_per_byte={t: {f: v * factor for f, v in d.items()}
                           for t, d in m["parse_s_per_byte"].items()},
+        cached_load_s_per_byte={f: v * factor for f, v in m["cached_load_s_per_byte"].items()},
         startup_s=m["startup_s"] * factor, sleep_s=dict(m["sleep_s"]))
 
 
