@@ -31,6 +31,12 @@ Each worker's host time is charged to its own core (processes) or to the one int
 each bound (a queue would lose a little near the knee). The goal (issue 20): 4 probes >= 3.5x the
 boards/hour of 1 probe on the zero2w preset.
 
+Against it: N shell loops of ``pyocd flash``, one per probe (:func:`shell_board`): each board a
+new process (pyOCD's start-up, the host preset's ``startup_s``), the file parsed, flashed without
+verify; the loops are separate processes, so up to the host's cores run at once; the same bus
+bounds; no detection wait (the next command starts when the last ends). ``vs_shell``: the
+station's boards/hour over the loops' (goal: >= 3x).
+
     python benchmarks/station_cores.py [--presets debugprobe,daplink] [--targets nrf52840]
         [--host zero2w] [--poll-interval 0.5] [--json]
 """
@@ -54,6 +60,14 @@ FS_BPS = 12e6
 PACKET, PACKET_OVERHEAD = 64, 13
 
 
+def board_image(target: str) -> Path:
+    """The 64 KiB image both contenders flash (seeded random bytes, the same for a target)."""
+    work = Path(tempfile.mkdtemp(prefix="station-cores-"))
+    image = work / "app.bin"
+    image.write_bytes(random.Random(target).randbytes(64 * 1024))
+    return image
+
+
 def one_board(preset: str, target: str, host) -> dict:
     """Flash one fresh board through the simulated probe; the clock's per-board figures."""
     from piflash.firmware.image import load_image
@@ -63,9 +77,7 @@ def one_board(preset: str, target: str, host) -> dict:
     from real_probe import usb_device          # benchmarks/, the script's own folder
 
     spec = TARGETS[target]
-    work = Path(tempfile.mkdtemp(prefix="station-cores-"))
-    image = work / "app.bin"
-    image.write_bytes(random.Random(target).randbytes(64 * 1024))
+    image = board_image(target)
     device = usb_device(f"cores-{preset}-{target}", target, preset, host)
     start = device.clock.snapshot()
     flash_firmware(load_image(str(image), base_address=spec.flash.start), probe=device.serial, target=target)
@@ -78,6 +90,39 @@ def one_board(preset: str, target: str, host) -> dict:
     bus = (nbytes + PACKET_OVERHEAD * max(packets, transfers)) * 8 / FS_BPS
     return {"board_s": end["now_s"] - start["now_s"], "host_s": transfers * host.transfer_s["piflash"],
             "bus_s": bus, "transfers": transfers}
+
+
+def shell_board(preset: str, target: str, host, image: Path) -> dict:
+    """One board of a shell loop of ``pyocd flash`` on the same probe and host: a process per
+    board, so pyOCD's start-up (the preset's ``startup_s``), the file's parse and pyOCD's sleeps
+    (real_probe.add_host_costs) on top of its flash on the virtual clock (erase, program, no
+    verify, reset). ``board_s`` the board's time, ``host_s`` its CPU (start-up, parse and the
+    preset's time per transfer), ``bus_s`` as for the station."""
+    from piflash.sim.probes import usb as sim_usb
+    from real_probe import add_host_costs, run_pyocd, usb_device
+
+    device = usb_device(f"shell-{preset}-{target}", target, preset, host, tool="pyocd")
+    result = add_host_costs(run_pyocd(device, target, image), host, "pyocd", image)
+    sim_usb.uninstall()
+    req = result["requests"]
+    transfers = req.get("usb_out", 0) + req.get("usb_in", 0)
+    nbytes = req.get("bytes_out", 0) + req.get("bytes_in", 0)
+    packets = sum(math.ceil(req.get(f"bytes_{d}", 0) / PACKET) or 0 for d in ("out", "in"))
+    return {"board_s": result["seconds"] + host.startup_s,
+            "host_s": transfers * host.transfer_s["pyocd"] + result["phases"].get("load", 0.0) + host.startup_s,
+            "bus_s": (nbytes + PACKET_OVERHEAD * max(packets, transfers)) * 8 / FS_BPS}
+
+
+def shell_rates(fig: dict, cores: int) -> dict:
+    """Boards/hour of N shell loops, one per probe, each its own process (so up to ``cores``
+    of them run at once), behind either hub: {(hub, N): boards/hour}."""
+    out = {}
+    for hub in ("single-TT", "multi-TT"):
+        for n in PROBES:
+            bounds = (n / fig["board_s"], min(n, cores) / fig["host_s"],
+                      (1 if hub == "single-TT" else n) / fig["bus_s"])
+            out[(hub, n)] = round(3600 * min(bounds))
+    return out
 
 
 def rates(fig: dict, cores: int, detect_s: float) -> list:
@@ -105,13 +150,20 @@ def bench(presets, targets, host_name: str, poll: float) -> list:
     for preset in presets:
         for target in targets:
             fig = one_board(preset, target, host)
-            table = rates(fig, HOST_CORES.get(host.name, 4), poll / 2 + CONFIRM_DELAY)
+            cores = HOST_CORES.get(host.name, 4)
+            table = rates(fig, cores, poll / 2 + CONFIRM_DELAY)
+            shell_fig = shell_board(preset, target, host, board_image(target))
+            shell = shell_rates(shell_fig, cores)
             one = {(r["workers"], r["hub"]): r["boards_per_hour"] for r in table if r["probes"] == 1}
             for r in table:
                 r["vs_1_probe"] = round(r["boards_per_hour"] / one[(r["workers"], r["hub"])], 2)
+                r["shell_boards_per_hour"] = shell[(r["hub"], r["probes"])]
+                r["vs_shell"] = round(r["boards_per_hour"] / r["shell_boards_per_hour"], 2)
             rows.append({"probe": preset, "target": target, "host": host.name,
                          "board_s": round(fig["board_s"], 3), "host_s": round(fig["host_s"], 3),
-                         "bus_s": round(fig["bus_s"], 3), "table": table})
+                         "bus_s": round(fig["bus_s"], 3),
+                         "shell_board_s": round(shell_fig["board_s"], 3),
+                         "shell_host_s": round(shell_fig["host_s"], 3), "table": table})
     return rows
 
 
@@ -129,10 +181,13 @@ def main(argv=None) -> int:
         return 0
     for row in rows:
         print(f"{row['probe']} {row['target']} on {row['host']} (predictions): board {row['board_s']} s, "
-              f"host CPU {row['host_s']} s, FS bus {row['bus_s']} s per board")
+              f"host CPU {row['host_s']} s, FS bus {row['bus_s']} s per board; shell loop of pyocd flash "
+              f"{row['shell_board_s']} s, host CPU {row['shell_host_s']} s per board")
         for r in row["table"]:
-            print("  %-9s %-9s %d probe(s): %6d boards/hour  %4.2fx  (bound: %s)" % (
-                r["workers"], r["hub"], r["probes"], r["boards_per_hour"], r["vs_1_probe"], r["bound"]))
+            print("  %-9s %-9s %d probe(s): %6d boards/hour  %4.2fx one probe, %4.2fx %d shell loop(s) "
+                  "(%d/h)  (bound: %s)" % (r["workers"], r["hub"], r["probes"], r["boards_per_hour"],
+                                           r["vs_1_probe"], r["vs_shell"], r["probes"],
+                                           r["shell_boards_per_hour"], r["bound"]))
     return 0
 
 

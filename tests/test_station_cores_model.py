@@ -32,3 +32,14 @@ def test_single_tt_hub_shares_the_full_speed_bus():
     multi = _row(table, "processes", "multi-TT", 4)
     assert multi["bound"] == "probes" and multi["boards_per_hour"] == round(3600 * 4 / 1.26)
     assert _row(table, "processes", "multi-TT", 2)["boards_per_hour"] == round(3600 * 2 / 1.26)
+
+
+def test_shell_loops_are_processes_bound_by_cores_and_the_bus():
+    """N shell loops of ``pyocd flash`` are N processes: each board's start-up is CPU, spread over
+    the host's cores, and a single-TT hub still shares one bus."""
+    fig = {"board_s": 4.0, "host_s": 3.0, "bus_s": 0.1}
+    loops = model.shell_rates(fig, cores=2)
+    assert loops[("multi-TT", 1)] == 900                                 # 1 / 4 s
+    assert loops[("multi-TT", 2)] == 1800
+    assert loops[("multi-TT", 4)] == 2400                                # 2 cores / 3 s of CPU
+    assert model.shell_rates({"board_s": 4.0, "host_s": 0.1, "bus_s": 1.0}, cores=4)[("single-TT", 4)] == 3600
