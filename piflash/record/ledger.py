@@ -153,18 +153,21 @@ class Ledger:
         sql = (f"INSERT INTO ledger_operations ({', '.join(names)}) VALUES "
                f"({', '.join(['%s'] * len(names))}) ON CONFLICT (origin, id) DO NOTHING")
         now = time.time()
-        new = 0
+        cols = [n for n, _ in _columns()]
+        params = [[station, r["id"]] + [r.get(n) for n in cols] + [now]
+                  for r in rows if r.get("seq") is not None]     # open rows are not in the chain yet
+        if not params:
+            return 0
         try:
             with self._db.transaction():
                 with self._db.cursor() as cur:
-                    for r in rows:
-                        if r.get("seq") is None:
-                            continue                    # open rows are not in the chain yet
-                        cur.execute(sql, [station, r["id"]] + [r.get(n) for n, _ in _columns()] + [now])
-                        new += cur.rowcount
+                    # one pipeline (psycopg 3 executemany over libpq >= 14): a queue of hundreds
+                    # of rows is a few round trips, not one per row
+                    cur.executemany(sql, params)
+                    new = cur.rowcount
         except self._errors as exc:
             raise self._fail("upload rows", exc) from None
-        return new
+        return max(new, 0)
 
     def rows(self, station: Optional[str] = None) -> List[Dict[str, object]]:
         """The ledger's rows (of one station's history, or all), ordered by ``origin`` and ``seq``:
