@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +19,13 @@ import pytest
 from support.simserver import SimServer
 
 REPO = Path(__file__).resolve().parent.parent
+
+# A shell without job control starts background commands with SIGINT ignored, and every process
+# inherits that: the tests that press Ctrl-C on a piflash child (SIGINT) would then wait out the
+# flash's timeouts. A Python handler is not inherited across exec (the child starts at SIG_DFL
+# and installs its KeyboardInterrupt), so this process takes one.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 FIRMWARE_BUILD = Path(os.environ.get("PIFLASH_TEST_FIRMWARE", REPO / "tests" / "firmware" / "build"))
 #: Released MicroPython for the BBC micro:bit v1 (nRF51822), from Debian's firmware-microbit-micropython.
 MICROBIT_HEX = Path("/usr/share/firmware-microbit-micropython/firmware.hex")
