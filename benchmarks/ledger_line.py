@@ -110,6 +110,14 @@ def main(argv=None) -> int:
         wait_for(drained, "the queues in the ledger", deadline=120, step=0.05)
         return round(time.monotonic() - since, 2)
 
+    def away(go, back, seconds: float) -> float:
+        """The database out of reach for ``seconds`` (``go()`` ... ``back()``); returns how long
+        the queue took to reach the ledger after ``back()``."""
+        go()
+        time.sleep(seconds)
+        back()
+        return drain_time(time.monotonic())
+
     faults = {"kills": 0, "db_restarts": 0, "cuts": 0, "outage_s": args.outage}
     drains = []
     next_kill, next_restart, next_cut = args.kill_every, args.restart_every, args.cut_every
@@ -135,27 +143,15 @@ def main(argv=None) -> int:
                 faults["kills"] += 1
             if done >= next_restart:
                 next_restart += args.restart_every
-                pg.stop()
-                time.sleep(2)
-                pg.start()
-                back = time.monotonic()
                 faults["db_restarts"] += 1
-                drains.append(("db restart", drain_time(back)))
+                drains.append(("db restart", away(pg.stop, pg.start, 2)))
             if done >= next_cut:
                 next_cut += args.cut_every
-                proxy.cut()
-                time.sleep(2)
-                proxy.mend()
-                back = time.monotonic()
                 faults["cuts"] += 1
-                drains.append(("network cut 2 s", drain_time(back)))
+                drains.append(("network cut 2 s", away(proxy.cut, proxy.mend, 2)))
             if outage_at is not None and done >= outage_at:
                 outage_at = None
-                proxy.cut()
-                time.sleep(args.outage)
-                proxy.mend()
-                back = time.monotonic()
-                drains.append((f"network cut {args.outage:g} s", drain_time(back)))
+                drains.append((f"network cut {args.outage:g} s", away(proxy.cut, proxy.mend, args.outage)))
             time.sleep(0.2)
         feeder.close()
         for s in stations.values():
