@@ -6,7 +6,6 @@ command. With Debian's MicroPython .hex (nobody here wrote it)."""
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
@@ -29,14 +28,11 @@ def test_parsed_once_then_read_back(folder, microbit_hex):
     cold = load_image(microbit_hex)
     (entry,) = _entries(folder)
     assert entry.name == f"{cold.sha256}-hex.seg"
-    t = time.perf_counter()
     warm = load_image(microbit_hex)
-    warm_s = time.perf_counter() - t
     assert warm.segments == cold.segments and warm.sha256 == cold.sha256
     # read back, not parsed: the parse is never called for a good entry
     chunks, families, hit = cache.cached_chunks(cold.sha256, "hex", lambda: pytest.fail("parsed again"))
     assert hit and [(a, len(d)) for a, d in chunks] == [(s.address, len(s.data)) for s in cold.segments]
-    assert warm_s < 0.05                      # about 1 ms here; intelhex takes about 0.1 s
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "empty"])
