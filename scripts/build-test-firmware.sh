@@ -37,3 +37,25 @@ if ((${#missing[@]})); then
 fi
 
 make -s --no-print-directory -C "$repo/tests/firmware" "$@"
+
+# pyOCD's own test binaries (rp2040.bin and rp2350.bin: pico-examples "blink" builds that nobody
+# here wrote) and its functional tests, from the source distribution on PyPI of the pyOCD the
+# venv has: tests/firmware/build/pyocd/ (tests/firmware/README.md).
+venv=${PIFLASH_VENV:-$repo/.venv}
+pyocd_dir=$repo/tests/firmware/build/pyocd
+if [[ ! -f $pyocd_dir/binaries/rp2040.bin ]]; then
+    version=$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("pyocd"))')
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    if ! "$venv/bin/python" -m pip download -q --no-deps --no-binary :all: -d "$tmp" "pyocd==$version" 2>"$tmp/log"; then
+        cat "$tmp/log" >&2
+        echo "build-test-firmware: could not download pyOCD $version's source distribution from PyPI" >&2
+        exit 1
+    fi
+    tar -xzf "$tmp/pyocd-$version.tar.gz" -C "$tmp" "pyocd-$version/test"
+    rm -rf "$pyocd_dir"
+    mkdir -p "$pyocd_dir"
+    mv "$tmp/pyocd-$version/test/data/binaries" "$pyocd_dir/binaries"
+    mv "$tmp/pyocd-$version/test" "$pyocd_dir/test"
+    echo "$version" >"$pyocd_dir/VERSION"
+fi

@@ -63,6 +63,15 @@ def microbit_hex():
     return MICROBIT_HEX
 
 
+@pytest.fixture(scope="session")
+def pyocd_binaries():
+    """pyOCD's own test binaries (``rp2040.bin``, ``rp2350.bin``: pico-examples blink), fetched
+    from pyOCD's source distribution by scripts/build-test-firmware.sh."""
+    d = FIRMWARE_BUILD / "pyocd" / "binaries"
+    assert (d / "rp2040.bin").exists(), "run scripts/build-test-firmware.sh (scripts/test.sh does it)"
+    return d
+
+
 def firmware_for(target: str, firmware_dir: Path, microbit: Path, ext: str = "hex") -> Path:
     """The real image each simulated target is flashed with."""
     if target == "nrf51":

@@ -21,7 +21,7 @@ def store(tmp_path, monkeypatch):
 
 
 def test_sim_targets_exported():
-    assert SIM_TARGETS == ("nrf51", "nrf52840", "stm32f103rc")
+    assert SIM_TARGETS == ("nrf51", "nrf52840", "stm32f103rc", "rp2040")
     assert set(TARGETS) == set(SIM_TARGETS)
 
 

@@ -79,10 +79,13 @@ class SimBoard:
         #: Set by the family builder when the part has read-out protection: ``(addr, length) ->
         #: bool``, True when the debugger is refused those bytes (see MemAp's ``guard``).
         self.debug_guard: Optional[Callable[[int, int], bool]] = None
+        #: The family's own model object, if it has one (the RP2040 boot ROM), for tests.
+        self.chip: Optional[object] = None
+        self._debug_port: Optional[Callable[[Dict[int, AccessPortModel]], SwDp]] = None
         attach_chip(self)           # the family's peripherals, flash controller, extra APs
 
         self._aps[0] = MemAp(spec.ap_idr, self.bus, ROM_TABLE_BASE, spec.ap_wrap, guard=self.debug_guard)
-        self.dp = SwDp(spec.dpidr, self._aps)
+        self.dp = (self._debug_port or (lambda aps: SwDp(spec.dpidr, aps)))(self._aps)
         self.system_reset()         # power-on reset
 
     # -- construction helpers used by the family builders ------------------------------------
@@ -103,6 +106,12 @@ class SimBoard:
             nvm.add_mirror(self.cpu.map_flash(alias, nvm.size,
                                               lambda addr, size, value: controller.store(addr + delta, size, value)),
                            lazy=True)
+
+    def set_debug_port(self, build: Callable[[Dict[int, AccessPortModel]], SwDp]) -> None:
+        """Have ``build(aps)`` make the debug port instead of a single SW-DP (a multi-drop
+        wire, :class:`~piflash.sim.debug.multidrop.MultidropWire`); ``aps`` holds the AHB-AP at
+        APSEL 0 and the family's extra APs."""
+        self._debug_port = build
 
     def add_reset_hook(self, hook: Callable[[], None]) -> None:
         """Call ``hook`` on every system reset (before the core restarts)."""

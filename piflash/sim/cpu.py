@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
-from unicorn import (UC_ARCH_ARM, UC_HOOK_INTR, UC_HOOK_MEM_WRITE_PROT, UC_MODE_MCLASS, UC_MODE_THUMB,
+from unicorn import (UC_ARCH_ARM, UC_HOOK_CODE, UC_HOOK_INTR, UC_HOOK_MEM_WRITE_PROT, UC_MODE_MCLASS, UC_MODE_THUMB,
                      UC_PROT_ALL, UC_PROT_EXEC, UC_PROT_READ, Uc, UcError)
 from unicorn import arm_const as A
 
@@ -41,7 +41,8 @@ from piflash.sim.memory.bus import BusError, Region, ZeroRegion
 __all__ = ["Cpu", "StopReason", "CpuMemoryRegion", "UC_MODELS"]
 
 #: unicorn CPU model per core key of :data:`piflash.sim.debug.scs.CORES`.
-UC_MODELS = {"cortex-m0": A.UC_CPU_ARM_CORTEX_M0, "cortex-m3": A.UC_CPU_ARM_CORTEX_M3,
+UC_MODELS = {"cortex-m0": A.UC_CPU_ARM_CORTEX_M0, "cortex-m0plus": A.UC_CPU_ARM_CORTEX_M0,
+             "cortex-m3": A.UC_CPU_ARM_CORTEX_M3,
              "cortex-m4f": A.UC_CPU_ARM_CORTEX_M4}
 
 #: QEMU/unicorn ARM exception number of BKPT (target/arm/cpu.h EXCP_BKPT).
@@ -190,6 +191,20 @@ class Cpu:
                     self._interrupted(exc)
                 return True                  # handled: the raw write is suppressed
         return False
+
+    def add_native_code(self, begin: int, end: int, call: Callable[[int], None]) -> None:
+        """Run ``call(address)`` in Python before each instruction at ``[begin, end]`` executes:
+        a boot ROM function the model implements natively (the instruction there, a ``BX LR``,
+        then returns to the caller with whatever ``call`` left in the registers). An exception
+        from ``call`` stops the core with a fault."""
+        def on_code(uc: Uc, address: int, size: int, _ud: object) -> None:
+            try:
+                call(address)
+            except Exception as err:         # never let an exception escape into unicorn
+                self._raise_fault("native code at 0x%08x: %s" % (address, err))
+            except BaseException as exc:
+                self._interrupted(exc)
+        self._hooks.append(self.uc.hook_add(UC_HOOK_CODE, on_code, begin=begin, end=end))
 
     def _interrupted(self, exc: BaseException) -> None:
         # KeyboardInterrupt/SystemExit inside a callback: stop, and re-raise from run(). (unicorn's
@@ -369,6 +384,10 @@ class Cpu:
                 lost = getattr(self.uc, "_hook_exception", None)    # see _interrupted()
                 if self._interrupt is None and lost is not None and not isinstance(lost, Exception):
                     self._interrupt = lost
+                if self._stop is None and self._interrupt is None and self._just_slept():
+                    # unicorn reports a WFE as an invalid instruction at the next PC (QEMU's
+                    # yield exception): the core waits for an event that never comes.
+                    return StopReason.SLEEP
                 if self._stop is None:
                     self._stop = StopReason.FAULT
                     self.fault = "%s at 0x%08x" % (err, self.pc)

@@ -51,14 +51,14 @@ class TargetSpec:
 
     :param name: pyOCD target type name (``pyocd list --targets``), also the board-name prefix
         used for auto-creation.
-    :param family: Peripheral family builder key: ``"nrf"`` or ``"stm32f1"``.
+    :param family: Peripheral family builder key: ``"nrf"``, ``"stm32f1"`` or ``"rp2040"``.
     :param display_name: Marketing name used in the probe product name.
     :param core: Key into :data:`piflash.sim.debug.scs.CORES`.
     :param nvm: Non-volatile arrays; ``nvm[0]`` is the main flash.
     :param ram_start: RAM base address; ``ram_size`` its length in bytes.
     :param flash_alias: Address at which main flash is mirrored (STM32 boot alias), or None.
-    :param uid_address: Address of the target's factory unique ID; ``uid_length`` its size in
-        bytes.
+    :param uid_address: Address of the target's factory unique ID, or None when the chip has
+        none in its memory map (RP2040: the flash's ID); ``uid_length`` its size in bytes.
     :param dpidr: SW-DP DPIDR value.
     :param ap_idr: AHB-AP IDR value.
     :param ap_wrap: TAR auto-increment wrap in bytes. It must equal what pyOCD assumes for
@@ -75,7 +75,7 @@ class TargetSpec:
     ram_start: int
     ram_size: int
     flash_alias: Optional[int]
-    uid_address: int
+    uid_address: Optional[int]
     uid_length: int
     dpidr: int
     ap_idr: int
@@ -156,10 +156,24 @@ TARGETS: Dict[str, TargetSpec] = {
         dpidr=0x1BA01477, ap_idr=0x14770011, ap_wrap=0x1000,
         extra={"dbgmcu_idcode": 0x10036414},
     ),
+    # Memory map: pyocd/target/family/target_rp2.py (RP2Base: xip flash at 0x10000000 in 4 KiB
+    # sectors, 256-byte pages; SRAM 0x20000000 + 0x40000 and 0x20040000 + 0x2000), with the
+    # Pico's 2 MiB W25Q16JV (Raspberry Pi Pico datasheet, section 2.1) instead of pyOCD's
+    # 16 MiB XIP window. DPIDR 0x0BC12477: SW-DP version 2, MINDP (RP2040 datasheet 2.3.4.2);
+    # AHB-AP IDR 0x04770031: the Cortex-M0+ AHB-AP (pyocd/coresight/ap.py, variant 3: 1 KiB
+    # wrap). No unique ID in the chip: the flash's 64-bit unique ID (W25Q16JV instruction 4Bh)
+    # is the board's, as pico-sdk's pico_get_unique_board_id reads it.
+    "rp2040": TargetSpec(
+        name="rp2040", family="rp2040", display_name="RP2040 (Pico)", core="cortex-m0plus",
+        nvm=(NvmSpec("flash", 0x10000000, 0x200000, 0x1000),),
+        ram_start=0x20000000, ram_size=0x42000, flash_alias=None,
+        uid_address=None, uid_length=8,
+        dpidr=0x0BC12477, ap_idr=0x04770031, ap_wrap=0x400,
+    ),
 }
 
 #: Target type names a simulated board can have.
-SIM_TARGETS: Tuple[str, ...] = ("nrf51", "nrf52840", "stm32f103rc")
+SIM_TARGETS: Tuple[str, ...] = ("nrf51", "nrf52840", "stm32f103rc", "rp2040")
 
 
 def get_target(name: str) -> TargetSpec:

@@ -2,7 +2,8 @@
 
 A chip module adds what its family has beyond the Cortex-M core to a board being assembled:
 peripherals the debugger reads (nRF FICR/UICR, STM32 DBGMCU and system memory), its flash
-controller, extra access ports (the nRF52 CTRL-AP). It sees the board only through
+controller, extra access ports (the nRF52 CTRL-AP), its debug port (the RP2040's multi-drop
+wire) and boot ROM. It sees the board only through
 :class:`~piflash.sim.chips.base.ChipBoard`, so no chip imports the board that calls it.
 
 May import: :mod:`piflash.sim.memory`, :mod:`piflash.sim.debug`, :mod:`piflash.sim.faults`,
@@ -13,13 +14,14 @@ from __future__ import annotations
 
 from typing import Callable, Dict
 
-from piflash.sim.chips import nrf, stm32f1
+from piflash.sim.chips import nrf, rp2040, stm32f1
 from piflash.sim.chips.base import ChipBoard
 
 __all__ = ["FAMILIES", "attach"]
 
 #: Family name (``TargetSpec.family``) -> the function that adds the family's parts to a board.
-FAMILIES: Dict[str, Callable[[ChipBoard], None]] = {"nrf": nrf.attach, "stm32f1": stm32f1.attach}
+FAMILIES: Dict[str, Callable[[ChipBoard], None]] = {"nrf": nrf.attach, "stm32f1": stm32f1.attach,
+                                                   "rp2040": rp2040.attach}
 
 
 def attach(board: ChipBoard) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable, Dict, Optional, Protocol
 
 from piflash.sim.cpu import Cpu
-from piflash.sim.debug.dap import AccessPortModel
+from piflash.sim.debug.dap import AccessPortModel, SwDp
 from piflash.sim.faults import Faults
 from piflash.sim.memory.bus import Bus
 from piflash.sim.memory.nvm import NvmArray, NvmController
@@ -24,7 +24,8 @@ class ChipBoard(Protocol):
 
     Attributes: ``spec`` (the target type), ``target_uid`` (factory unique ID bytes), ``faults``
     (fault settings, shared and updated in place), ``bus`` (the system bus), ``cpu`` (the
-    emulated core), ``nvm`` ({array name: cells}), ``debug_guard`` (an optional
+    emulated core), ``nvm`` ({array name: cells}), ``chip`` (the family's own model object,
+    if any), ``debug_guard`` (an optional
     ``(address, size) -> refused`` check the MEM-AP applies to debugger accesses: read-out
     protection).
     """
@@ -35,10 +36,14 @@ class ChipBoard(Protocol):
     bus: Bus
     cpu: Cpu
     nvm: Dict[str, NvmArray]
+    chip: Optional[object]
     debug_guard: Optional[Callable[[int, int], bool]]
 
     def set_flash_controller(self, nvm: NvmArray, controller: NvmController) -> None:
         """Route bus (and, for main flash, CPU) writes into ``nvm`` through ``controller``."""
+
+    def set_debug_port(self, build: Callable[[Dict[int, AccessPortModel]], SwDp]) -> None:
+        """Have ``build(aps)`` make the board's debug port (a multi-drop wire)."""
 
     def add_reset_hook(self, hook: Callable[[], None]) -> None:
         """Call ``hook`` on every system reset."""

@@ -114,6 +114,10 @@ CORES: Dict[str, CoreInfo] = {
     # v6-M has no CLIDR/ID_ISAR/MPU_TYPE/MVFR: those addresses read as zero.
     "cortex-m0": CoreInfo("cortex-m0", "v6m", 0x410CC200, False, 0x008, 0x00A, 0x00B, 0x471,
                           fpb_code=4, fpb_lit=0, dwt_comparators=2),
+    # Cortex-M0+ r0p1 (RP2040): CPUID 0x410CC601 (Cortex-M0+ TRM DDI 0484C 4.3.1, RP2040 datasheet
+    # 2.4.5.1 CPUID); ROM table part 0x4C0, SCS/DWT/BPU parts as the M0's. v6-M: no feature IDs.
+    "cortex-m0plus": CoreInfo("cortex-m0plus", "v6m", 0x410CC601, False, 0x008, 0x00A, 0x00B, 0x4C0,
+                              fpb_code=4, fpb_lit=0, dwt_comparators=2),
     # Cortex-M3 r1p1 (STM32F1): CPUID 0x411FC231 (RM0008 / PM0056 4.4.1); ROM part 0x4C3.
     # No MPU on STM32F1 (MPU_TYPE 0). ICTR INTLINESNUM 2 (68 interrupts).
     "cortex-m3": CoreInfo("cortex-m3", "v7m", 0x411FC231, False, 0x000, 0x002, 0x003, 0x4C3,

@@ -126,6 +126,15 @@ class NvmArray:
         if self.observer is not None:
             self.observer("erase_page", self.page_size)
 
+    def erase_range(self, addr: int, length: int, op: str) -> None:
+        """Set ``length`` bytes from ``addr`` (whole pages) to 0xFF as one operation ``op`` (a
+        serial flash's 32/64 KiB block erase: ``"erase_block32"``, ``"erase_block64"``), which
+        the observer is told once."""
+        self._changed(addr - self.start, b"\xff" * length)
+        self.stats["erase_ops"] = self.stats.get("erase_ops", 0) + 1
+        if self.observer is not None:
+            self.observer(op, length)
+
     def erase_all(self) -> None:
         """Set the whole array to 0xFF."""
         self._changed(0, b"\xff" * self.size)

@@ -197,7 +197,8 @@ class SimProbe(DebugProbe):
 
     @property
     def capabilities(self) -> Set[DebugProbe.Capability]:
-        return set()
+        """Raw SWJ and SWD sequences (a multi-drop target is selected with them)."""
+        return {DebugProbe.Capability.SWJ_SEQUENCE, DebugProbe.Capability.SWD_SEQUENCE}
 
     @property
     def associated_board_info(self) -> Optional[PyocdBoardInfo]:
@@ -412,7 +413,24 @@ class SimProbe(DebugProbe):
                 self._save()
 
     def swj_sequence(self, length: int, bits: int) -> None:
-        pass
+        """Drive SWDIO/TMS with ``length`` bits of ``bits`` (LSB first). A single-drop DP in
+        the model ignores them (its line reset is taken at :meth:`connect`); a multi-drop wire
+        decodes dormant wake-up and line resets from them."""
+        with self._guard:
+            self._check_open()
+            wire = getattr(self._board, "dp", None)
+            if hasattr(wire, "swj_sequence"):
+                wire.swj_sequence(length, bits)
+
+    def swd_sequence(self, sequences):
+        """DAP_SWD_Sequence (``pyocd.probe.debug_probe.DebugProbe.swd_sequence``): returns
+        ``(0, [bytes read for each input item])``."""
+        with self._guard:
+            self._check_open()
+            wire = getattr(self._board, "dp", None)
+            if hasattr(wire, "swd_sequence"):
+                return 0, wire.swd_sequence(sequences)
+            return 0, [bytes((seq[0] + 7) // 8) for seq in sequences if len(seq) == 1]
 
     def set_clock(self, frequency: float) -> None:
         self._clock = frequency

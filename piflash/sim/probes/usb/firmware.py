@@ -272,23 +272,32 @@ class DapFirmware:
 
     def _swj_sequence(self, data: bytes, t: float) -> Tuple[bytes, float]:
         bits = data[1] or 256
+        if self.probe is not None:
+            value = int.from_bytes(data[2:2 + (bits + 7) // 8], "little")
+            self._guard(lambda: self.probe.swj_sequence(bits, value))
         return b"\x12\x00", t + self._bits(bits)
 
     def _swd_configure(self, data: bytes, t: float) -> Tuple[bytes, float]:
         return b"\x13\x00", t
 
     def _swd_sequence(self, data: bytes, t: float) -> Tuple[bytes, float]:
-        count, pos, out, bits = data[1], 2, bytearray([0x1D, 0x00]), 0
+        count, pos, bits = data[1], 2, 0
+        sequences = []
         for _ in range(count):
             info = data[pos]
             n = info & 0x3F or 64
             pos += 1
             if info & 0x80:
-                out += bytes((n + 7) // 8)
+                sequences.append((n,))
             else:
+                sequences.append((n, int.from_bytes(data[pos:pos + (n + 7) // 8], "little")))
                 pos += (n + 7) // 8
             bits += n
-        return bytes(out), t + self._bits(bits)
+        if self.probe is not None:
+            _, read = self._guard(lambda: self.probe.swd_sequence(sequences))
+        else:
+            read = [bytes((seq[0] + 7) // 8) for seq in sequences if len(seq) == 1]
+        return bytes([0x1D, 0x00]) + b"".join(read), t + self._bits(bits)
 
     def _host_status(self, data: bytes, t: float) -> Tuple[bytes, float]:
         return b"\x01\x00", t

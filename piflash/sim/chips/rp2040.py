@@ -1,0 +1,243 @@
+"""Raspberry Pi RP2040 specifics: multi-drop SWD, the boot ROM, XIP flash behind the SSI.
+
+Sources: RP2040 datasheet (build 2024-05) section 2.3.4 "Debug" (two SW-DPs on one multi-drop
+bus, TARGETSEL 0x01002927 core 0 / 0x11002927 core 1, the Rescue DP 0xF1002927), 2.8 "Bootrom",
+2.19.6.2 IO_QSPI (GPIO_QSPI_SS_CTRL), 4.10 SSI (DW_apb_ssi registers), 2.20 SYSINFO, 2.3.1.1
+SIO CPUID; the atomic register aliases of APB peripherals (+0x1000 XOR, +0x2000 set, +0x3000
+clear: 2.1.2). pyOCD's use: ``pyocd/target/family/target_rp2.py``.
+
+Modelled: core 0 behind its DP with one AHB-AP; core 1's DP answers TARGETSEL, DPIDR, TARGETID
+and DLPIDR but has no AP (the second core is not emulated); the Rescue DP, whose CDBGPWRUPREQ
+resets the chip when cleared and makes the boot ROM park the core (a WFE loop); 264 KiB SRAM; the boot ROM
+(:mod:`piflash.sim.chips.rp2_bootrom`); the Pico's 2 MiB W25Q16JV behind XIP at 0x10000000
+(reads always coherent: the XIP cache is not modelled) and behind the SSI's serial mode; the
+QSPI chip-select override. The flash's 64-bit unique ID is the board's ``target_uid``.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List
+
+from piflash.sim.chips.base import ChipBoard
+from piflash.sim.chips.rp2_bootrom import ROM_SIZE, BootRom
+from piflash.sim.debug.dap import AccessPortModel, SwDp
+from piflash.sim.debug.multidrop import MultidropDp, MultidropWire
+from piflash.sim.memory.bus import BusError, DeviceRegion, Region, RegisterDevice
+from piflash.sim.memory.spiflash import SpiNorFlash
+
+__all__ = ["attach", "TARGETSEL_CORE0", "TARGETSEL_CORE1", "TARGETSEL_RESCUE", "TARGETID",
+           "XIP_SSI_BASE", "IO_QSPI_BASE", "SIO_BASE", "SYSINFO_BASE", "Ssi", "IoQspi"]
+
+#: TARGETID: TREVISION 0, TPARTNO 0x0002, TDESIGNER 0x493 (Raspberry Pi), bit 0 set (2.3.4.2).
+TARGETID = 0x01002927
+TARGETSEL_CORE0, TARGETSEL_CORE1, TARGETSEL_RESCUE = 0x01002927, 0x11002927, 0xF1002927
+XIP_SSI_BASE = 0x18000000
+IO_QSPI_BASE = 0x40018000
+SYSINFO_BASE = 0x40000000
+SIO_BASE = 0xD0000000
+#: SYSINFO CHIP_ID of an RP2040-B2: REVISION 2 [31:28], PART 0x0002 [27:12], MANUFACTURER
+#: 0x927 [11:0] (2.20.2; revision numbers of B0/B1/B2: 0/1/2? see note in docs/simulator.md).
+CHIP_ID = 0x20002927
+#: GPIO_QSPI_SS_CTRL (2.19.6.2): OUTOVER [9:8]: 0 the peripheral's signal, 1 inverted, 2 low,
+#: 3 high.
+SS_CTRL = 0x0C
+
+# SSI registers (4.10.13).
+CTRLR0, CTRLR1, SSIENR, SER, BAUDR, TXFLR, RXFLR, SR, DR0 = 0x00, 0x04, 0x08, 0x10, 0x14, 0x20, 0x24, 0x28, 0x60
+SR_TFNF, SR_TFE, SR_RFNE = 0x02, 0x04, 0x08
+
+
+class QspiPins:
+    """The flash's /CS as the SSI and the IO_QSPI override drive it.
+
+    :param flash: The serial flash on the pins.
+    """
+
+    def __init__(self, flash: SpiNorFlash) -> None:
+        self.flash = flash
+        self.override = 0           # OUTOVER of GPIO_QSPI_SS_CTRL
+
+    def set_override(self, outover: int) -> None:
+        """A write of OUTOVER: 2 holds /CS low, 3 high; 0/1 hand it back to the SSI."""
+        self.override = outover & 3
+        if self.override == 2:
+            if not self.flash.selected:
+                self.flash.select()
+        elif self.flash.selected:
+            self.flash.deselect()
+
+    def command(self, out: bytes, read: int = 0) -> bytes:
+        """An instruction driven by the ROM (it owns the pins while it runs)."""
+        return self.flash.command(out, read)
+
+
+class Ssi(RegisterDevice):
+    """The XIP SSI in serial (standard SPI) mode, enough for a boot stage 2 and a debugger to
+    talk to the flash: bytes written to DR0 are shifted out and their answers queued for DR0
+    reads. With /CS under the SSI's control, the bytes queued since the last status read form
+    one frame (/CS low for all of them, as when the FIFO is filled faster than it drains); a
+    frame in a quad format (SPI_FRF != 0, set up for XIP) is not sent to the flash. SER does not
+    gate /CS: the RP2040's SSI has the one flash (boot stage 2 never writes SER)."""
+
+    def __init__(self, pins: QspiPins) -> None:
+        self.pins = pins
+        self.regs: Dict[int, int] = {CTRLR0: 0x00070000, BAUDR: 0, SSIENR: 0, SER: 0}
+        self.tx: List[int] = []
+        self.rx: List[int] = []
+
+    def _flush(self) -> None:
+        if not self.tx:
+            return
+        data, self.tx = self.tx, []
+        if (self.regs[CTRLR0] >> 21) & 3:           # SPI_FRF: dual/quad frames
+            self.rx += [0] * len(data)
+            return
+        flash = self.pins.flash
+        if self.pins.override == 2:                 # /CS held low by software
+            self.rx += [flash.exchange(b) for b in data]
+        elif self.pins.override == 3:
+            self.rx += [0xFF] * len(data)           # nobody selected: the line floats high
+        else:
+            flash.select()
+            self.rx += [flash.exchange(b) for b in data]
+            flash.deselect()
+        del self.rx[:-16]                           # 16-entry RX FIFO: older entries overrun
+
+    def read32(self, offset: int) -> int:
+        if offset == SR:
+            self._flush()
+            return SR_TFNF | SR_TFE | (SR_RFNE if self.rx else 0)
+        if offset == DR0:
+            self._flush()
+            return self.rx.pop(0) if self.rx else 0
+        if offset == RXFLR:
+            self._flush()
+            return len(self.rx)
+        if offset == TXFLR:
+            return 0
+        return self.regs.get(offset, 0)
+
+    def write32(self, offset: int, value: int) -> None:
+        if offset == DR0:
+            if self.regs[SSIENR] & 1:
+                self.tx.append(value & 0xFF)
+            return
+        if offset == SSIENR and not value & 1:
+            self.tx, self.rx = [], []               # disabling the SSI clears its FIFOs
+        self.regs[offset] = value & 0xFFFFFFFF
+
+
+class IoQspi(RegisterDevice):
+    """IO_QSPI: only GPIO_QSPI_SS_CTRL matters to the model (the /CS override); with the APB
+    atomic aliases (offset bits [13:12]: 0 write, 1 XOR, 2 set, 3 clear)."""
+
+    def __init__(self, pins: QspiPins) -> None:
+        self.pins = pins
+        self.regs: Dict[int, int] = {}
+
+    def read32(self, offset: int) -> int:
+        return self.regs.get(offset & 0xFFF, 0)
+
+    def write32(self, offset: int, value: int) -> None:
+        reg, alias = offset & 0xFFF, (offset >> 12) & 3
+        old = self.regs.get(reg, 0)
+        new = (value, old ^ value, old | value, old & ~value)[alias] & 0xFFFFFFFF
+        self.regs[reg] = new
+        if reg == SS_CTRL:
+            self.pins.set_override((new >> 8) & 3)
+
+
+class _Values(RegisterDevice):
+    def __init__(self, values: Dict[int, int]) -> None:
+        self.values = values
+
+    def read32(self, offset: int) -> int:
+        return self.values.get(offset, 0)
+
+
+class _Rom(Region):
+    """The ROM on the bus: reads the image; a write is an AHB error (a SWD FAULT)."""
+
+    def __init__(self, image: bytes) -> None:
+        super().__init__(0, len(image), "bootrom")
+        self.image = image
+
+    def read(self, addr: int, size: int) -> int:
+        return int.from_bytes(self.image[addr:addr + size], "little")
+
+    def read_block(self, addr: int, length: int) -> bytes:
+        return self.image[addr:addr + length]
+
+    def write(self, addr: int, size: int, value: int) -> None:
+        raise BusError(addr, "write to the boot ROM")
+
+
+class _IgnoreStores:
+    """XIP writes: the cache is not used as SRAM in the model, so they change nothing."""
+
+    def store(self, addr: int, size: int, value: int) -> None:
+        pass
+
+
+class _Port:
+    """The chip as the boot ROM's native functions see it (:class:`rp2_bootrom.RomPort`)."""
+
+    def __init__(self, board: ChipBoard, pins: QspiPins) -> None:
+        self.board, self.pins = board, pins
+
+    def reg(self, n: int) -> int:
+        return self.board.cpu.read_reg(n)
+
+    def set_reg(self, n: int, value: int) -> None:
+        self.board.cpu.write_reg(n, value)
+
+    def read(self, addr: int, length: int) -> bytes:
+        return self.board.bus.read_block(addr, length)
+
+    def write(self, addr: int, data: bytes) -> None:
+        self.board.bus.write_block(addr, data)
+
+    def flash_command(self, out: bytes, read: int = 0) -> bytes:
+        return self.pins.command(out, read)
+
+    def flash_size(self) -> int:
+        return self.pins.flash.nvm.size
+
+    def release_cs(self) -> None:
+        self.pins.set_override(0)
+
+
+def attach(board: ChipBoard) -> None:
+    """Add the RP2040's ROM, flash interface, SIO/SYSINFO registers and multi-drop DPs."""
+    flash_nvm = board.nvm["flash"]
+    flash = SpiNorFlash(flash_nvm, board.target_uid)
+    pins = QspiPins(flash)
+    rom = BootRom(_Port(board, pins))
+    board.chip = rom                                # for tests and the PICOBOOT model
+
+    board.bus.add(_Rom(rom.image))
+    board.cpu.map_flash(0, ROM_SIZE, lambda addr, size, value: None)(0, rom.image)
+    board.cpu.add_native_code(rom.stub_range[0], rom.stub_range[1], rom.call)
+    board.set_flash_controller(flash_nvm, _IgnoreStores())
+
+    board.bus.add(DeviceRegion(XIP_SSI_BASE, 0x1000, Ssi(pins), "xip-ssi"))
+    board.cpu.map_mmio(XIP_SSI_BASE, 0x1000)
+    board.bus.add(DeviceRegion(IO_QSPI_BASE, 0x4000, IoQspi(pins), "io-qspi"))
+    board.bus.add(DeviceRegion(SYSINFO_BASE, 0x1000, _Values({0x00: CHIP_ID, 0x04: 0x2}), "sysinfo"))
+    board.bus.add(DeviceRegion(SIO_BASE, 0x1000, _Values({0x00: 0}), "sio"))   # CPUID: core 0
+    board.cpu.map_mmio(SIO_BASE, 0x1000)
+
+    def rescue(powered: bool) -> None:
+        # 2.3.4.2: the Rescue DP's CDBGPWRUPREQ resets the chip; the boot ROM then halts the
+        # core (CHIP_RESET.PSM_RESTART_FLAG), so a debugger gets in before broken firmware runs.
+        if not powered:
+            rom.rescue = True
+            board.system_reset()
+
+    def debug_port(aps: Dict[int, AccessPortModel]) -> SwDp:
+        dpidr = board.spec.dpidr
+        return MultidropWire([MultidropDp(dpidr, TARGETID, 0x0, aps),
+                              MultidropDp(dpidr, TARGETID, 0x1, {}),
+                              MultidropDp(dpidr, TARGETID, 0xF, {}, on_power=rescue)])
+
+    board.set_debug_port(debug_port)

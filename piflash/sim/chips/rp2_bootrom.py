@@ -1,0 +1,233 @@
+"""The RP2040 boot ROM as the simulator provides it: the documented layout, functions in Python.
+
+Not Raspberry Pi's ROM image: a 16 KiB ROM built here with what a debugger and a flash algorithm
+rely on (RP2040 datasheet section 2.8.2 "Processor Controlled Boot Sequence" and 2.8.3 "Bootrom
+Contents"):
+
+* 0x00 initial stack pointer, 0x04 reset vector, 0x08 NMI, 0x0C HardFault;
+* 0x10 the magic ``'M' 'u' 0x01`` and at 0x13 the ROM version;
+* 0x14, 0x16, 0x18: 16-bit pointers to the public function table, the public data table and
+  ``rom_table_lookup(table, code)``;
+* the tables: pairs of a 16-bit two-character code (first character in the low byte) and a
+  16-bit pointer, ending with a zero code. Function pointers carry the Thumb bit.
+
+Each function's entry is a ``BX LR`` that :meth:`BootRom.call` runs natively just before it
+executes (``Cpu.add_native_code``): arguments in R0-R3, result in R0, as the AAPCS has it. The
+flash functions act on the board's serial flash through its SPI pins (WREN, program/erase,
+datasheet semantics); the reset vector boots as section 2.8.1 says: the 256-byte boot stage 2
+from the start of flash, copied to SRAM at 0x20041F00 and entered when its CRC-32 (polynomial
+0x04C11DB7, initial value 0xFFFFFFFF, no reflection, no final XOR) in bytes 252-255 matches;
+otherwise the core parks in a WFE loop where the real ROM would start USB BOOTSEL mode.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Callable, Dict, Protocol
+
+__all__ = ["BootRom", "RomPort", "ROM_SIZE", "BOOT2_SRAM", "crc32_boot2", "FUNCTION_CODES"]
+
+ROM_SIZE = 0x4000
+#: Where the boot ROM copies and enters boot stage 2 (RP2040 datasheet 2.8.1.3).
+BOOT2_SRAM = 0x20041F00
+#: Initial stack pointer: the top of SRAM 5 (the ROM's own choice; 2.8.1).
+INITIAL_SP = 0x20042000
+#: ROM version at 0x13: 3 on RP2040-B2 (RP2040 datasheet 2.8.2; B0 1, B1 2).
+ROM_VERSION = 3
+
+FUNC_TABLE, DATA_TABLE, STUBS, STRINGS = 0x0100, 0x0180, 0x0200, 0x0400
+_BX_LR, _NOP, _BX_R0, _WFE, _B_BACK1 = 0x4770, 0xBF00, 0x4700, 0xBF20, 0xE7FD
+
+#: The public functions the model implements: code -> (name, number of arguments). Codes and
+#: names: RP2040 datasheet 2.8.3.1 (tables "Fast Bit Counting", "Fast Bulk Memory Fill / Copy",
+#: "Flash Access").
+FUNCTION_CODES: Dict[str, str] = {
+    "MS": "memset", "MC": "memcpy", "IF": "connect_internal_flash", "EX": "flash_exit_xip",
+    "RE": "flash_range_erase", "RP": "flash_range_program", "FC": "flash_flush_cache",
+    "CX": "flash_enter_cmd_xip",
+}
+
+
+def crc32_boot2(data: bytes) -> int:
+    """CRC-32 of boot stage 2 as the ROM checks it (MSB first, polynomial 0x04C11DB7, initial
+    0xFFFFFFFF, no final XOR: RP2040 datasheet 2.8.1.3)."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte << 24
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x04C11DB7) & 0xFFFFFFFF if crc & 0x80000000 else (crc << 1) & 0xFFFFFFFF
+    return crc
+
+
+class RomPort(Protocol):
+    """What the ROM's functions use of the chip: registers, memory, the flash's SPI pins."""
+
+    def reg(self, n: int) -> int:
+        """Core register Rn (0-15)."""
+
+    def set_reg(self, n: int, value: int) -> None:
+        """Write core register Rn."""
+
+    def read(self, addr: int, length: int) -> bytes:
+        """System bus read."""
+
+    def write(self, addr: int, data: bytes) -> None:
+        """System bus write."""
+
+    def flash_command(self, out: bytes, read: int = 0) -> bytes:
+        """One serial flash instruction (/CS low, bytes out, ``read`` bytes in, /CS high)."""
+
+    def flash_size(self) -> int:
+        """Flash size in bytes."""
+
+    def release_cs(self) -> None:
+        """Hand /CS back to the SSI (clears a software override)."""
+
+
+class BootRom:
+    """The ROM image and its native functions.
+
+    :param port: The chip seen from the ROM (:class:`RomPort`).
+
+    Attributes: ``image`` (bytes, :data:`ROM_SIZE`), ``entries`` (function name -> entry
+    address), ``stub_range`` ((first, last) address of the native code, for the CPU hook).
+    """
+
+    def __init__(self, port: RomPort) -> None:
+        self.port = port
+        self.xip = True             # XIP enabled (exited by flash_exit_xip)
+        #: Set by a Rescue DP reset (CHIP_RESET.PSM_RESTART_FLAG): the next boot parks the core.
+        self.rescue = False
+        self.entries: Dict[str, int] = {}
+        image = bytearray(ROM_SIZE)
+        natives: Dict[int, Callable[[], None]] = {}
+        stub = STUBS
+
+        def add(name: str, fn: Callable[[], None], code: int = _BX_LR) -> int:
+            nonlocal stub
+            addr = stub
+            struct.pack_into("<HH", image, addr, code, _NOP)
+            natives[addr] = fn
+            self.entries[name] = addr
+            stub += 4
+            return addr
+
+        boot = add("boot", self._boot, _BX_R0)
+        park = stub
+        struct.pack_into("<HH", image, park, _WFE, _B_BACK1)
+        self.entries["park"] = park
+        stub += 4
+        lookup = add("rom_table_lookup", self._lookup)
+        funcs = [(code, add(name, getattr(self, "_" + name))) for code, name in FUNCTION_CODES.items()]
+
+        struct.pack_into("<IIII", image, 0, INITIAL_SP, boot | 1, park | 1, park | 1)
+        image[0x10:0x13] = b"Mu\x01"
+        image[0x13] = ROM_VERSION
+        struct.pack_into("<HHH", image, 0x14, FUNC_TABLE, DATA_TABLE, lookup | 1)
+        for i, (code, addr) in enumerate(funcs):
+            struct.pack_into("<HH", image, FUNC_TABLE + 4 * i, _code(code), addr | 1)
+        text = b"(C) piflash simulator: not Raspberry Pi's boot ROM\0"
+        image[STRINGS:STRINGS + len(text)] = text
+        struct.pack_into("<HH", image, DATA_TABLE, _code("CR"), STRINGS)
+        self.image = bytes(image)
+        self._natives = natives
+        self.stub_range = (STUBS, stub - 1)
+
+    # -- dispatch --------------------------------------------------------------------------------
+    def call(self, address: int) -> None:
+        """The core is about to execute ``address``: run the native function that lives there."""
+        fn = self._natives.get(address)
+        if fn is not None:
+            fn()
+
+    # -- functions -------------------------------------------------------------------------------
+    def _boot(self) -> None:
+        if self.rescue:
+            self.rescue = False
+            self.port.set_reg(0, self.entries["park"] | 1)
+            return
+        boot2 = self.port.read(0x10000000, 256)
+        ok = crc32_boot2(boot2[:252]) == struct.unpack_from("<I", boot2, 252)[0]
+        if ok:
+            self.port.write(BOOT2_SRAM, boot2)
+            # Entered with LR = 0: boot stage 2 then goes on through the vector table at
+            # 0x10000100 instead of returning (pico-sdk boot_stage2/boot2_w25q080.S).
+            self.port.set_reg(14, 0)
+            # The stack grows down from boot stage 2's copy (its pushes would otherwise
+            # overwrite its own literals at the top of SRAM 5).
+            self.port.set_reg(13, BOOT2_SRAM)
+        self.port.set_reg(0, (BOOT2_SRAM if ok else self.entries["park"]) | 1)
+
+    def _lookup(self) -> None:
+        table, code = self.port.reg(0), self.port.reg(1) & 0xFFFF
+        result = 0
+        for _ in range(256):
+            entry_code, ptr = struct.unpack("<HH", self.port.read(table, 4))
+            if entry_code == 0:
+                break
+            if entry_code == code:
+                result = ptr
+                break
+            table += 4
+        self.port.set_reg(0, result)
+
+    def _memset(self) -> None:
+        ptr, c, n = self.port.reg(0), self.port.reg(1), self.port.reg(2)
+        if n:
+            self.port.write(ptr, bytes([c & 0xFF]) * n)
+
+    def _memcpy(self) -> None:
+        dest, src, n = self.port.reg(0), self.port.reg(1), self.port.reg(2)
+        if n:
+            self.port.write(dest, self.port.read(src, n))
+
+    def _connect_internal_flash(self) -> None:
+        """Selects the SSI on the QSPI pins (2.8.3.1.3): nothing the model keeps apart."""
+
+    def _flash_exit_xip(self) -> None:
+        self.xip = False
+        self.port.release_cs()
+
+    def _flash_flush_cache(self) -> None:
+        self.port.release_cs()      # "also clears the hardware CS override" (2.8.3.1.3)
+
+    def _flash_enter_cmd_xip(self) -> None:
+        self.xip = True
+
+    def _flash_range_erase(self) -> None:
+        """flash_range_erase(addr, count, block_size, block_cmd): erase ``count`` bytes from
+        flash offset ``addr`` (both multiples of 4 KiB), with ``block_cmd`` for every whole
+        ``block_size`` block it covers and 4 KiB sector erases (20h) for the rest."""
+        addr, count, block_size, block_cmd = (self.port.reg(i) for i in range(4))
+        block_cmd &= 0xFF
+        while count > 0:
+            if block_cmd and block_size > 0x1000 and addr % block_size == 0 and count >= block_size:
+                cmd, size = block_cmd, block_size
+            else:
+                cmd, size = 0x20, 0x1000
+            self._write_op(bytes((cmd,)) + _addr24(addr))
+            addr += size
+            count -= size
+
+    def _flash_range_program(self) -> None:
+        """flash_range_program(addr, data, count): program ``count`` bytes from SRAM ``data`` at
+        flash offset ``addr`` (both multiples of 256), one page program (02h) per page."""
+        addr, data, count = self.port.reg(0), self.port.reg(1), self.port.reg(2)
+        while count > 0:
+            n = min(count, 256 - addr % 256)
+            self._write_op(bytes((0x02,)) + _addr24(addr) + self.port.read(data, n))
+            addr, data, count = addr + n, data + n, count - n
+
+    def _write_op(self, instruction: bytes) -> None:
+        self.port.flash_command(b"\x06")            # Write Enable
+        self.port.flash_command(instruction)
+        while self.port.flash_command(b"\x05", 1)[0] & 1:   # BUSY
+            pass
+
+
+def _code(text: str) -> int:
+    return ord(text[0]) | ord(text[1]) << 8
+
+
+def _addr24(addr: int) -> bytes:
+    return bytes(((addr >> 16) & 0xFF, (addr >> 8) & 0xFF, addr & 0xFF))
