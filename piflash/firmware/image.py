@@ -310,7 +310,7 @@ def load_image(path: os.PathLike | str, base_address: Optional[int] = None,
     if fmt == "bin":
         if base_address is None:
             raise FirmwareError(f"{path}: a .bin file has no address: give --base-address",
-                                hint="for example --base-address 0x08000000 (STM32) or 0x0 (nRF)")
+                                hint="for example --base-address 0x08000000 (STM32), 0x0 (nRF) or 0x10000000 (RP2040)")
         chunks = [(base_address, raw)]
     else:
         if base_address is not None:

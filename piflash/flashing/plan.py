@@ -93,14 +93,23 @@ def crc_encodable(address: int, size: int) -> bool:
 
 def crc_unit(flash, region, page_size: int) -> Optional[int]:
     """The CRC block size (bytes) for a region's pages: the smallest power of two >= ``page_size``
-    at which every block of the region has an index below 2**16, or None when the flash has no
-    analyzer or no such size up to :data:`MAX_UNIT_PAGES` pages exists.
+    at which every block of the region has an index below 2**16, or None when the flash has
+    neither pyOCD's analyzer nor room for piflash's own routine, or no such size up to
+    :data:`MAX_UNIT_PAGES` pages exists.
 
     STM32F1 flash at 0x08000000 with 2 KiB pages gives 4 KiB (index 0x8000); nRF UICR at
     0x10001000 gives None (no power of two both aligns with it and indexes it in 16 bits).
     """
-    if not getattr(flash, "use_analyzer", False) or page_size <= 0 or page_size & (page_size - 1):
+    if page_size <= 0 or page_size & (page_size - 1):
         return None
+    if not getattr(flash, "use_analyzer", False):
+        # No pyOCD analyzer (pyOCD's RP2 algorithm): piflash's own CRC routine, where it fits.
+        from piflash.flashing.flashcheck import FlashCheck
+
+        if FlashCheck.for_flash(flash) is None:
+            return None
+        # Its blocks are (address, size) pairs: no 16-bit block index to fit, one page a block.
+        return page_size if region.start % page_size == 0 else None
     unit = page_size
     while unit <= MAX_UNIT_PAGES * page_size:
         if region.start % unit == 0 and region.end // unit <= MAX_CRC_INDEX:

@@ -121,7 +121,7 @@ def describe_session(session, result: OperationResult, image: Optional[FirmwareI
     """
     result.probe_id = session.probe.unique_id
     result.target = session.options.get("target_override") or session.target.part_number
-    result.target_uid = read_target_uid(session)
+    result.target_uid = read_target_uid(session, intrusive=True)   # the board is reprogrammed or checked next
     if image is not None:
         check_fits(image, flash_regions(session.target.memory_map), result.target)
 

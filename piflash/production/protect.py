@@ -87,11 +87,19 @@ _OBR_RDPRT = 1 << 1
 _OPTION_BYTES, _RDP_OPEN = 0x1FFFF800, 0xA5
 
 
+#: TARGETSEL of the RP2040's core 0 DP (RP2040 datasheet 2.3.4.2): only an RP2040 answers it.
+_RP2040_TARGETSEL = 0x01002927
+
+
 def _family(target: Optional[str]) -> str:
+    from piflash.target.rp2 import RP2040_TARGETS
+
+    if (target or "").lower() in RP2040_TARGETS:
+        return "rp2040"
     fam = family_of(target)
     if fam is None:
         raise ProtectError(f"piflash cannot read or set read-out protection on {target or 'this target'}",
-                           hint="supported: nRF51, nRF52 (APPROTECT) and STM32F1 (RDP)")
+                           hint="supported: nRF51, nRF52 (APPROTECT) and STM32F1 (RDP); RP2040 has none")
     return fam
 
 
@@ -99,7 +107,7 @@ def _family(target: Optional[str]) -> str:
 class ProtectionStatus:
     """The read-out protection of one chip, as read from it.
 
-    :ivar family: "nrf52", "nrf51" or "stm32f1".
+    :ivar family: "nrf52", "nrf51", "stm32f1" or "rp2040" (never locked: it has no protection).
     :ivar locked: True when the debugger is shut out now.
     :ivar configured: True when the setting (UICR, option byte) asks for protection, None when it
         could not be read (a locked nRF52 hides its UICR). ``configured and not locked``: the
@@ -165,6 +173,16 @@ def open_port(unique_id: Optional[str], target: str, frequency: Optional[int] = 
 
     from piflash.target.connect import BASE_SESSION_OPTIONS, select_probe, translate_error
 
+    from piflash.target.rp2 import RP2040_TARGETS
+
+    if target.lower() in RP2040_TARGETS:
+        # A multi-drop part is only reached through its target's TARGETSEL sequence (pyOCD's
+        # rp2040 init); it has no lock that could stop that init.
+        from piflash.target.connect import open_session
+
+        with open_session(unique_id, target, frequency) as session:
+            yield session_port(session)
+        return
     probe = select_probe(unique_id)
     opts = dict(BASE_SESSION_OPTIONS, target_override=target)
     if frequency:
@@ -213,6 +231,12 @@ def read_status(port: Port, target: str, named_by: Optional[str] = None) -> Prot
     from piflash.target.identify import confirm
 
     fam = _family(target)
+    if fam == "rp2040":
+        # The session reached the chip by TARGETSEL 0x01002927, which only an RP2040's core 0
+        # DP answers: that is its identity. The chip has no read-out protection or debug lock
+        # (RP2040 datasheet: neither section 2.3.4 "Debug" nor 2.8 "Bootrom" has one).
+        return ProtectionStatus(fam, False, False, "RP2040 (answered TARGETSEL %#010x): this chip has no "
+                                "read-out protection or debug lock" % _RP2040_TARGETSEL, "RP2040")
     return _read_state(port, fam, confirm(port, target, named_by).name)
 
 
@@ -391,6 +415,10 @@ def lock(port: Port, target: str) -> ProtectionStatus:
     :raises WrongTargetError: the chip is not the one ``target`` names: nothing is written.
     """
     fam = _family(target)
+    if fam == "rp2040":
+        raise ProtectError("the RP2040 has no read-out protection to set",
+                           hint="its flash is readable by any debugger or by BOOTSEL mode; "
+                                "an RP2350 has OTP-based secure boot")
     before = read_status(port, target)
     if before.locked:                                   # nothing to write (and a locked nRF52
         return before                                   # would refuse the UICR write anyway)

@@ -437,12 +437,16 @@ def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
             session.close()
 
 
-def read_target_uid(session, strict: bool = False) -> Optional[str]:
-    """Read the target's factory unique ID (:data:`piflash.target.catalog.TARGET_UID_LOCATIONS`).
+def read_target_uid(session, strict: bool = False, intrusive: bool = False) -> Optional[str]:
+    """Read the target's factory unique ID (:data:`piflash.target.catalog.TARGET_UID_LOCATIONS`;
+    on an RP2040 its flash's, :func:`piflash.target.rp2.read_flash_unique_id`).
 
     :param session: an open pyOCD ``Session``.
     :param strict: raise pyOCD's error when the read fails (the station uses this to tell a
         board that stopped answering from one whose ID is merely unknown).
+    :param intrusive: the caller is about to reprogram or check the board anyway, so an ID that
+        can only be read by halting the core and running code (RP2040) may be read; otherwise
+        such an ID is None.
     :returns: the ID as lower-case hex (str); None when piflash does not know where this target
         type keeps it, or (unless ``strict``) when it cannot be read (a locked or odd part: the
         ID is a nicety, not a reason to fail).
@@ -451,6 +455,19 @@ def read_target_uid(session, strict: bool = False) -> Optional[str]:
     """
     from piflash.target.catalog import uid_location
 
+    names = {(session.target.part_number or "").lower(), (session.options.get("target_override") or "").lower()}
+    from piflash.target.rp2 import RP2040_TARGETS, read_flash_unique_id
+
+    if names & set(RP2040_TARGETS):
+        if not intrusive:
+            return None
+        try:
+            return read_flash_unique_id(session).hex()
+        except Exception:
+            if strict:
+                raise
+            LOG.debug("could not read the RP2040 flash unique ID", exc_info=True)
+            return None
     loc = uid_location(session.target.part_number or session.options.get("target_override") or "")
     if loc is None:
         loc = uid_location(session.options.get("target_override") or "")

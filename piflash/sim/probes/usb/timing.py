@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Dict
+from typing import Dict, Tuple
 
 from piflash.sim.probes.usb.presets import ProbePreset
 
@@ -227,10 +227,15 @@ class TargetTiming:
     erase_all_max_s: float
     source: str
     notes: Dict[str, str] = field(default_factory=dict)
+    #: Serial flash block erases: op name (``erase_block32``, ``erase_block64``) -> (typical,
+    #: maximum) seconds.
+    block_erase_s: Dict[str, Tuple[float, float]] = field(default_factory=dict)
 
     def op_time(self, op: str, nbytes: int) -> float:
         """Typical seconds of flash operation ``op`` (``erase_page``, ``erase_all``,
-        ``program``) on ``nbytes`` bytes."""
+        ``program``, a block erase) on ``nbytes`` bytes."""
+        if op in self.block_erase_s:
+            return self.block_erase_s[op][0]
         if op == "erase_page":
             return self.erase_page_s
         if op == "erase_all":
@@ -239,6 +244,8 @@ class TargetTiming:
 
     def op_timeout(self, op: str, nbytes: int) -> float:
         """The datasheet's maximum seconds of ``op`` on ``nbytes`` bytes: a timeout's bound."""
+        if op in self.block_erase_s:
+            return self.block_erase_s[op][1]
         if op == "erase_page":
             return self.erase_page_max_s
         if op == "erase_all":
@@ -290,6 +297,18 @@ TARGET_TIMING: Dict[str, TargetTiming] = {
         source="DS5792 5.3.9 Flash memory characteristics",
         notes={"erase_page_s": "no typical in the table: the middle of its 20-40 ms",
                "erase_all_s": "no typical in the table: the middle of its 20-40 ms"}),
+    # The Pico's Winbond W25Q16JV, datasheet section 9.6 "AC Electrical Characteristics":
+    # page program (256 bytes) t_PP 0.4 ms typical, 3 ms maximum; 4 KiB sector erase t_SE 45 /
+    # 400 ms; 32 KiB block t_BE1 120 / 1600 ms; 64 KiB block t_BE2 150 / 2000 ms; chip erase
+    # t_CE 5 / 25 s. The boot ROM's flash functions run natively in the model: the time they
+    # take to shift each page out over the SSI is not charged (a lower bound). Core clock:
+    # the ring oscillator after reset, nominally 6.5 MHz (RP2040 datasheet 2.17).
+    "rp2040": TargetTiming(
+        core_hz=6.5e6, program_s=0.4e-3, program_unit=256, erase_page_s=45e-3, erase_all_s=5.0,
+        program_max_s=3e-3, erase_page_max_s=400e-3, erase_all_max_s=25.0,
+        source="Winbond W25Q16JV datasheet 9.6 AC Electrical Characteristics (typical)",
+        notes={"program_s": "per 256-byte page program, without the SPI transfer of the page"},
+        block_erase_s={"erase_block32": (120e-3, 1.6), "erase_block64": (150e-3, 2.0)}),
 }
 
 

@@ -1,0 +1,75 @@
+"""``piflash`` on a simulated Raspberry Pi Pico (RP2040): pico-examples blink (pyOCD's
+test/data/binaries/rp2040.bin, not ours) as .bin and as .uf2, the flash's unique ID as the
+board's, the unchanged re-flash, the history, and ``protect`` telling the truth (no protection)."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+pytest.importorskip("unicorn")
+
+from piflash.sim import SimStore  # noqa: E402
+
+RP2040_FAMILY, RP2350_ARM_S_FAMILY = 0xE48BFF56, 0xE48BFF59
+
+
+def to_uf2(data: bytes, base: int, family: int) -> bytes:
+    """A UF2 file of ``data`` at ``base`` (Microsoft's UF2 spec: 512-byte blocks, 256-byte
+    payloads, flag 0x2000 familyID present), as pico-sdk's elf2uf2 writes one."""
+    chunks = [data[i:i + 256] for i in range(0, len(data), 256)]
+    out = bytearray()
+    for n, chunk in enumerate(chunks):
+        block = struct.pack("<8I", 0x0A324655, 0x9E5D5157, 0x00002000, base + 256 * n, 256, n, len(chunks), family)
+        block += chunk.ljust(476, b"\0") + struct.pack("<I", 0x0AB16F30)
+        out += block
+    return bytes(out)
+
+
+@pytest.fixture
+def pico(pyocd_binaries):
+    store = SimStore()
+    info = store.create("pico", "rp2040")
+    return store, info, (pyocd_binaries / "rp2040.bin").read_bytes()
+
+
+def test_flash_blink_bin_then_unchanged_and_the_flash_unique_id(cli, pico, pyocd_binaries, tmp_path):
+    store, info, blink = pico
+    out = cli.json("flash", pyocd_binaries / "rp2040.bin", "--base-address", "0x10000000",
+                   "--probe", "sim:pico", "-t", "rp2040")
+    assert out["ok"] and out["verified"] and out["program"]["programmed_bytes"] == 8704
+    # The board is told apart by its flash's 64-bit unique ID (W25Q16JV 4Bh), read by piflash.
+    assert out["target_uid"] == info.target_uid.lower()
+    flash = store.read_flash("pico")
+    assert flash[:len(blink)] == blink and flash[len(blink):] == b"\xff" * (len(flash) - len(blink))
+
+    again = cli.json("flash", pyocd_binaries / "rp2040.bin", "--base-address", "0x10000000",
+                     "--probe", "sim:pico", "-t", "rp2040")
+    assert again["program"]["programmed_bytes"] == 0 and again["program"]["erased_bytes"] == 0
+    assert again["program"]["skipped_bytes"] == 8704        # known unchanged by an on-target CRC
+    rows = cli.json("history")["operations"]
+    assert [(r["target_uid"], r["outcome"]) for r in rows] == [(info.target_uid.lower(), "pass")] * 2
+
+
+def test_flash_blink_uf2_and_refuse_another_family(cli, pico, tmp_path):
+    store, info, blink = pico
+    uf2 = tmp_path / "blink.uf2"
+    uf2.write_bytes(to_uf2(blink, 0x10000000, RP2040_FAMILY))
+    out = cli.json("flash", uf2, "--probe", "sim:pico", "-t", "rp2040")
+    assert out["ok"] and out["firmware_format"] == "uf2"
+    padded = blink + b"\0" * (-len(blink) % 256)             # UF2 payloads are whole 256-byte blocks
+    assert store.read_flash("pico")[:len(padded)] == padded
+
+    other = tmp_path / "pico2.uf2"
+    other.write_bytes(to_uf2(blink, 0x10000000, RP2350_ARM_S_FAMILY))
+    bad = cli.json("flash", other, "--probe", "sim:pico", "-t", "rp2040", check=4)
+    assert "0xe48bff59" in bad["error"]["message"] and "rp2040" in bad["error"]["message"]
+
+
+def test_protect_says_the_rp2040_has_no_protection(cli, pico):
+    out = cli.json("protect", "status", "--probe", "sim:pico", "-t", "rp2040")
+    assert out["ok"] and out["status"]["locked"] is False and out["status"]["family"] == "rp2040"
+    assert "no read-out protection" in out["status"]["detail"]
+    refused = cli.json("protect", "lock", "--probe", "sim:pico", "-t", "rp2040", check=21)
+    assert "no read-out protection to set" in refused["error"]["message"]
