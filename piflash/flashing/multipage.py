@@ -101,8 +101,8 @@ class Layout:
 
 
 def free_window(flash) -> Optional[Tuple[int, int]]:
-    """The RAM of the algorithm's region above its code, its initial stack pointer and its page
-    buffers: (start, end exclusive), or None when the stack is not in RAM.
+    """The RAM of the algorithm's region above both its code and its initial stack pointer:
+    (start, end exclusive), or None when the stack is not in RAM.
 
     pyOCD's CRC32 analyzer lives in this RAM too (``analyzer_address``), but only for the length
     of one ``Flash.compute_crcs`` call, which writes the analyzer's code there again every time
@@ -114,11 +114,6 @@ def free_window(flash) -> Optional[Tuple[int, int]]:
     """
     algo = flash.flash_algo
     top_of_algo = max(flash.end_flash_algo, algo["begin_stack"])
-    # Page buffers above the stack (pyOCD's RP2 algorithm: 0x20001400 and 0x20001500, its stack
-    # top 0x200012d0): pyOCD writes them before every program_page, so they are not free.
-    page = algo.get("page_size") or getattr(getattr(flash, "region", None), "page_size", 0) or 0
-    for buffer in algo.get("page_buffers") or ():
-        top_of_algo = max(top_of_algo, buffer + page)
     ram = flash.target.memory_map.get_region_for_address(algo["begin_stack"] - 1)
     if ram is None or not ram.is_ram or top_of_algo > ram.end:
         return None
