@@ -32,7 +32,8 @@ the same image, run in-process through pyOCD's own USB CMSIS-DAP driver on the v
 
 All figures are predictions of the timing model (piflash/sim/probes/usb/timing.py), not measurements;
 they do not depend on this machine's speed. Images: Debian's MicroPython hex for nrf51, a
-256 KiB image for nrf52840, 64 KiB for stm32f103rc (pseudo-random bytes, fixed seed).
+256 KiB image for nrf52840, 64 KiB for stm32f103rc, 400 KiB for rp2040 (the size of issue 21's
+published RP2040 figures; pseudo-random bytes, fixed seed).
 
     python benchmarks/real_probe.py [--json] [--host zero2w] [--presets debugprobe,daplink] [--targets nrf52840]
 """
@@ -48,7 +49,7 @@ import tempfile
 from pathlib import Path
 
 MICROPYTHON_HEX = Path("/usr/share/firmware-microbit-micropython/firmware.hex")
-SIZES = {"nrf52840": 256 * 1024, "stm32f103rc": 64 * 1024}
+SIZES = {"nrf52840": 256 * 1024, "stm32f103rc": 64 * 1024, "rp2040": 400 * 1024}
 
 
 def make_image(target: str, workdir: Path) -> Path:

@@ -198,7 +198,11 @@ class _Port:
         self.board.bus.write_block(addr, data)
 
     def flash_command(self, out: bytes, read: int = 0) -> bytes:
-        return self.pins.command(out, read)
+        got = self.pins.command(out, read)
+        observer = self.pins.flash.nvm.observer
+        if observer is not None:            # the bytes' time on the SPI bus (TargetTiming)
+            observer("spi_transfer", len(out) + read)
+        return got
 
     def flash_size(self) -> int:
         return self.pins.flash.nvm.size

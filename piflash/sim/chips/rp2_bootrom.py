@@ -195,28 +195,30 @@ class BootRom:
         self.xip = True
 
     def _flash_range_erase(self) -> None:
-        """flash_range_erase(addr, count, block_size, block_cmd): erase ``count`` bytes from
-        flash offset ``addr`` (both multiples of 4 KiB), with ``block_cmd`` for every whole
-        ``block_size`` block it covers and 4 KiB sector erases (20h) for the rest."""
+        """flash_range_erase(addr, count, block_size, block_cmd): from flash offset ``addr`` up
+        to ``addr + count``, ``block_cmd`` for each ``block_size`` block that is aligned and
+        fits, a 4 KiB sector erase (20h) otherwise (pico-bootrom-rp2040
+        bootrom/program_flash_generic.c). A ``block_size`` of 0, on which the ROM would loop
+        forever, erases by sectors in the model."""
         addr, count, block_size, block_cmd = (self.port.reg(i) for i in range(4))
-        block_cmd &= 0xFF
-        while count > 0:
-            if block_cmd and block_size > 0x1000 and addr % block_size == 0 and count >= block_size:
-                cmd, size = block_cmd, block_size
+        goal = addr + count
+        while addr < goal:
+            if block_size and addr % block_size == 0 and goal - addr >= block_size:
+                cmd, size = block_cmd & 0xFF, block_size
             else:
                 cmd, size = 0x20, 0x1000
             self._write_op(bytes((cmd,)) + _addr24(addr))
             addr += size
-            count -= size
 
     def _flash_range_program(self) -> None:
-        """flash_range_program(addr, data, count): program ``count`` bytes from SRAM ``data`` at
-        flash offset ``addr`` (both multiples of 256), one page program (02h) per page."""
+        """flash_range_program(addr, data, count): one page program (02h) of 256 bytes from
+        SRAM ``data`` per page from flash offset ``addr`` (256-aligned) until ``addr + count``:
+        a count that is not a multiple of 256 is rounded up, as the ROM does."""
         addr, data, count = self.port.reg(0), self.port.reg(1), self.port.reg(2)
-        while count > 0:
-            n = min(count, 256 - addr % 256)
-            self._write_op(bytes((0x02,)) + _addr24(addr) + self.port.read(data, n))
-            addr, data, count = addr + n, data + n, count - n
+        goal = addr + count
+        while addr < goal:
+            self._write_op(bytes((0x02,)) + _addr24(addr) + self.port.read(data, 256))
+            addr, data = addr + 256, data + 256
 
     def _write_op(self, instruction: bytes) -> None:
         self.port.flash_command(b"\x06")            # Write Enable

@@ -153,7 +153,10 @@ class DapFirmware:
             return
         self._flash_s["flash_erase" if op.startswith("erase") else "flash_program"] += \
             self._timing.op_time(op, nbytes)
-        self.clock.count(op if op != "program" else "program_ops")
+        if op == "spi_transfer":
+            self.clock.count("spi_bytes", nbytes)
+        else:
+            self.clock.count(op if op != "program" else "program_ops")
 
     # -- packets -----------------------------------------------------------------------------
     def execute(self, packet: bytes, t_arrive: float) -> Tuple[bytes, float]:

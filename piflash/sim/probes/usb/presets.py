@@ -26,7 +26,8 @@ LINK_KINDS: Tuple[str, ...] = ("v1-hid", "v2-bulk-fs", "v2-bulk-hs")
 class ProbePreset:
     """One simulated probe model.
 
-    :param name: Preset key (``debugprobe``, ``daplink``, ``mculink``).
+    :param name: Preset key (``debugprobe``, ``yapicoprobe``, ``yapicoprobe-v1``, ``daplink``,
+        ``mculink``).
     :param vid: / pid: USB vendor and product ID (int).
     :param manufacturer: / product: USB string descriptors; ``interface`` is the CMSIS-DAP
         interface string (pyOCD requires "CMSIS-DAP" in it for v2, and for v1 when there are
@@ -90,6 +91,25 @@ PRESETS: Dict[str, ProbePreset] = {
         packet_size=64, packet_count=8, firmware_version="", protocol_version="2.1.0",
         max_swd_hz=25_000_000.0, cmd_overhead_s=20e-6, transfer_overhead_s=1.0e-6,
         serial_digits=16, bcd_device=0x0231),
+    # YAPicoprobe (rgrr/yapicoprobe) at commit 28fd8db (2023-01-06), the firmware of the
+    # published RP2040 figures in its doc/benchmarks.adoc: the same 2e8a:000c, product
+    # "YAPicoprobe CMSIS-DAP", CMSIS-DAP v2 interface "YAPicoprobe CMSIS-DAP v2"
+    # (src/usb_descriptors.c); on DAPv2 2 packets of min(CFG_TUD_VENDOR_RX_BUFSIZE 1024, 128) =
+    # 128 bytes ("pyocd does not like packets > 128", src/main.c), on DAPv1 (HID) 1 packet of
+    # 64 bytes; SWD "overclocked to 25MHz", the RP2040 at 150 MHz (commit message). Firmware
+    # times per command and transfer: the Debug Probe's (an assumption).
+    "yapicoprobe": ProbePreset(
+        name="yapicoprobe", vid=0x2E8A, pid=0x000C, manufacturer="Raspberry Pi",
+        product="YAPicoprobe CMSIS-DAP", interface="YAPicoprobe CMSIS-DAP v2", link="v2-bulk-fs",
+        packet_size=128, packet_count=2, firmware_version="", protocol_version="2.1.0",
+        max_swd_hz=25_000_000.0, cmd_overhead_s=20e-6, transfer_overhead_s=1.0e-6,
+        serial_digits=16, bcd_device=0x0110),
+    "yapicoprobe-v1": ProbePreset(
+        name="yapicoprobe-v1", vid=0x2E8A, pid=0x000C, manufacturer="Raspberry Pi",
+        product="YAPicoprobe CMSIS-DAP", interface="YAPicoprobe CMSIS-DAP v1", link="v1-hid",
+        packet_size=64, packet_count=1, firmware_version="", protocol_version="2.1.0",
+        max_swd_hz=25_000_000.0, cmd_overhead_s=20e-6, transfer_overhead_s=1.0e-6,
+        serial_digits=16, bcd_device=0x0110),
     # Arm DAPLink on the micro:bit v1 interface chip (KL26Z): CMSIS-DAP v1 over HID, 64-byte
     # reports, full speed, 1 ms interrupt polling (bInterval 1). 0d28:0204, product "DAPLink
     # CMSIS-DAP"; DAP_PACKET_SIZE 64 and DAP_PACKET_COUNT 5 (ARMmbed/DAPLink
