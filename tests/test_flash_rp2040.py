@@ -73,3 +73,24 @@ def test_protect_says_the_rp2040_has_no_protection(cli, pico):
     assert "no read-out protection" in out["status"]["detail"]
     refused = cli.json("protect", "lock", "--probe", "sim:pico", "-t", "rp2040", check=21)
     assert "no read-out protection to set" in refused["error"]["message"]
+
+
+def test_faster_spi_halves_the_roms_divider_only_for_the_rp2_algorithm(pico):
+    """The ROM's flash_exit_xip (run by the algorithm's Init) sets BAUDR 6; piflash sets 2 after
+    it, which the ROM's later flash functions keep; another target's algorithm is left alone."""
+    from piflash.flashing.rp2 import faster_spi
+    from piflash.target.connect import open_session
+
+    with open_session("sim:pico", "rp2040") as session:
+        flash = session.target.memory_map.get_boot_memory().flash
+        flash.init(flash.Operation.PROGRAM)
+        assert session.target.read32(0x18000014) == 6
+        assert faster_spi(flash) and session.target.read32(0x18000014) == 2
+        assert session.target.read32(0x18000008) == 1          # the SSI is enabled again
+        flash.program_page(0x10000000, list(range(256)))
+        flash.uninit()
+        flash.cleanup()
+        assert session.target.read_memory_block8(0x10000000, 256) == list(range(256))
+    SimStore().create("nrf", "nrf52840")
+    with open_session("sim:nrf", "nrf52840") as session:
+        assert not faster_spi(session.target.memory_map.get_boot_memory().flash)

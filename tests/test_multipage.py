@@ -14,9 +14,9 @@ import pytest
 
 from piflash.flashing import multipage
 
-BASE = {"nrf51": 0x0, "nrf52840": 0x0, "stm32f103rc": 0x08000000}
-PAGE = {"nrf51": 1024, "nrf52840": 4096, "stm32f103rc": 2048}
-RUN = {"nrf51": 6144, "nrf52840": 8192, "stm32f103rc": 8192}
+BASE = {"nrf51": 0x0, "nrf52840": 0x0, "stm32f103rc": 0x08000000, "rp2040": 0x10000000}
+PAGE = {"nrf51": 1024, "nrf52840": 4096, "stm32f103rc": 2048, "rp2040": 256}
+RUN = {"nrf51": 6144, "nrf52840": 8192, "stm32f103rc": 8192, "rp2040": 8192}
 TARGETS = list(BASE)
 
 
@@ -37,7 +37,7 @@ def _rand(n: int, seed: int) -> bytes:
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_pyocds_algorithms_for_the_three_targets_are_known(target):
+def test_pyocds_algorithms_for_the_targets_are_known(target):
     with _session(target, f"known-{target}") as session:
         flash = _boot_flash(session)
         layout = multipage.layout_for(flash, flash.region.page_size)
@@ -75,7 +75,7 @@ def test_one_call_programs_several_pages(target):
     assert dump[:page] == b"\xff" * page
 
 
-@pytest.mark.parametrize("target", ["nrf51", "stm32f103rc"])
+@pytest.mark.parametrize("target", ["nrf51", "stm32f103rc", "rp2040"])
 def test_flash_firmware_uses_fewer_calls_and_is_byte_exact(target, caplog):
     from piflash.flashing.workflow import flash_firmware
     from piflash.firmware.image import image_from_bytes

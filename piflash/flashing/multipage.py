@@ -56,6 +56,10 @@ KNOWN_ALGORITHMS = {
     # pyOCD 0.46 pyocd/target/builtin/target_STM32F103RC.py: ProgramPage writes sz/2 half-words
     # with FLASH_CR.PG set, polling FLASH_SR.BSY after each.
     "7e66464399e4fc20": "pyOCD STM32F10x high-density FPEC",
+    # pyOCD 0.46 pyocd/target/family/target_rp2.py (RP2040 and RP2350): ProgramPage passes its
+    # address, size and buffer to the boot ROM's flash_range_program, which programs 256-byte
+    # pages until the count is done (pico-bootrom-rp2040 bootrom/program_flash_generic.c).
+    "eb5eaeb7b0c14411": "pyOCD RP2 boot ROM",
 }
 #: Largest run per call, bytes. Longer runs save more calls, but the last run's programming is
 #: not overlapped with any transfer and the first run's transfer with no programming: 8 KiB is

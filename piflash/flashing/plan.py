@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from piflash.flashing import multipage
+from piflash.flashing import multipage, rp2
 
 LOG = logging.getLogger(__name__)
 
@@ -313,6 +313,7 @@ class RegionPlan:
         layout = multipage.layout_for(flash, flash.region.page_size) if pages else None
         if pages:
             flash.init(flash.Operation.PROGRAM)
+            rp2.faster_spi(flash)      # RP2040/RP2350: the boot ROM's SPI clock, 3x faster
             if layout is not None:     # several pages per algorithm call (piflash.flashing.multipage)
                 def run_done(nbytes: int) -> None:
                     nonlocal done

@@ -182,8 +182,8 @@ class _IgnoreStores:
 class _Port:
     """The chip as the boot ROM's native functions see it (:class:`rp2_bootrom.RomPort`)."""
 
-    def __init__(self, board: ChipBoard, pins: QspiPins) -> None:
-        self.board, self.pins = board, pins
+    def __init__(self, board: ChipBoard, pins: QspiPins, ssi: "Ssi") -> None:
+        self.board, self.pins, self.ssi = board, pins, ssi
 
     def reg(self, n: int) -> int:
         return self.board.cpu.read_reg(n)
@@ -200,9 +200,14 @@ class _Port:
     def flash_command(self, out: bytes, read: int = 0) -> bytes:
         got = self.pins.command(out, read)
         observer = self.pins.flash.nvm.observer
-        if observer is not None:            # the bytes' time on the SPI bus (TargetTiming)
-            observer("spi_transfer", len(out) + read)
+        if observer is not None:
+            # The bytes' time on the SPI bus: 8 SCK each, one SCK per BAUDR clk_sys cycles
+            # (SSI SCKDV, 4.10.13), charged as clk_sys cycles (TargetTiming "spi_cycles").
+            observer("spi_cycles", (len(out) + read) * 8 * max(2, self.ssi.regs.get(BAUDR, 0) & 0xFFFE))
         return got
+
+    def ssi_write(self, offset: int, value: int) -> None:
+        self.ssi.write32(offset, value)
 
     def flash_size(self) -> int:
         return self.pins.flash.nvm.size
@@ -216,7 +221,8 @@ def attach(board: ChipBoard) -> None:
     flash_nvm = board.nvm["flash"]
     flash = SpiNorFlash(flash_nvm, board.target_uid)
     pins = QspiPins(flash)
-    rom = BootRom(_Port(board, pins))
+    ssi = Ssi(pins)
+    rom = BootRom(_Port(board, pins, ssi))
     board.chip = rom                                # for tests and the PICOBOOT model
 
     board.bus.add(_Rom(rom.image))
@@ -224,7 +230,7 @@ def attach(board: ChipBoard) -> None:
     board.cpu.add_native_code(rom.stub_range[0], rom.stub_range[1], rom.call)
     board.set_flash_controller(flash_nvm, _IgnoreStores())
 
-    board.bus.add(DeviceRegion(XIP_SSI_BASE, 0x1000, Ssi(pins), "xip-ssi"))
+    board.bus.add(DeviceRegion(XIP_SSI_BASE, 0x1000, ssi, "xip-ssi"))
     board.cpu.map_mmio(XIP_SSI_BASE, 0x1000)
     board.bus.add(DeviceRegion(IO_QSPI_BASE, 0x4000, IoQspi(pins), "io-qspi"))
     board.bus.add(DeviceRegion(SYSINFO_BASE, 0x1000, _Values({0x00: CHIP_ID, 0x04: 0x2}), "sysinfo"))

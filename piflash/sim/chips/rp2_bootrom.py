@@ -83,6 +83,9 @@ class RomPort(Protocol):
     def release_cs(self) -> None:
         """Hand /CS back to the SSI (clears a software override)."""
 
+    def ssi_write(self, offset: int, value: int) -> None:
+        """Write an SSI register (XIP_SSI, RP2040 datasheet 4.10.13)."""
+
 
 class BootRom:
     """The ROM image and its native functions.
@@ -185,6 +188,11 @@ class BootRom:
         """Selects the SSI on the QSPI pins (2.8.3.1.3): nothing the model keeps apart."""
 
     def _flash_exit_xip(self) -> None:
+        # flash_init_spi: SSI off, BAUDR 6, standard SPI, 8-bit frames, transmit and receive,
+        # SER 1, SSI on (pico-bootrom-rp2040 bootrom/program_flash_generic.c). A debugger may
+        # change BAUDR afterwards: the other flash functions leave it as they find it.
+        for offset, value in ((0x08, 0), (0x14, 6), (0x00, 0x00070000), (0x10, 1), (0x08, 1)):
+            self.port.ssi_write(offset, value)
         self.xip = False
         self.port.release_cs()
 
@@ -192,6 +200,9 @@ class BootRom:
         self.port.release_cs()      # "also clears the hardware CS override" (2.8.3.1.3)
 
     def _flash_enter_cmd_xip(self) -> None:
+        # Serial 03h XIP: 32-bit frames, EEPROM read mode (the same source); BAUDR unchanged.
+        for offset, value in ((0x08, 0), (0x00, (31 << 16) | (3 << 8)), (0x08, 1)):
+            self.port.ssi_write(offset, value)
         self.xip = True
 
     def _flash_range_erase(self) -> None:

@@ -56,8 +56,8 @@ class NvmArray:
         self._lazy: List[List[object]] = []     # [write, lo, hi] with a pending dirty range
         #: Called as ``observer(op, nbytes)`` after every cell operation (``op`` is
         #: ``"erase_page"``, ``"erase_all"``, ``"program"`` or a serial flash's
-        #: ``"erase_block32"``/``"erase_block64"``), and with ``"spi_transfer"`` for the bytes a
-        #: boot ROM shifts over a serial flash's SPI bus; a timing model uses it to charge the
+        #: ``"erase_block32"``/``"erase_block64"``), and with ``"spi_cycles"`` (core clock cycles)
+        #: for the bytes a boot ROM shifts over a serial flash's SPI bus; a timing model uses it to charge the
         #: operation's datasheet time. None: nobody listens.
         self.observer: Optional[Callable[[str, int], None]] = None
 

@@ -153,8 +153,8 @@ class DapFirmware:
             return
         self._flash_s["flash_erase" if op.startswith("erase") else "flash_program"] += \
             self._timing.op_time(op, nbytes)
-        if op == "spi_transfer":
-            self.clock.count("spi_bytes", nbytes)
+        if op == "spi_cycles":
+            self.clock.count("spi_cycles", nbytes)
         else:
             self.clock.count(op if op != "program" else "program_ops")
 

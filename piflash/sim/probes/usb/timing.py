@@ -230,17 +230,14 @@ class TargetTiming:
     #: Serial flash block erases: op name (``erase_block32``, ``erase_block64``) -> (typical,
     #: maximum) seconds.
     block_erase_s: Dict[str, Tuple[float, float]] = field(default_factory=dict)
-    #: Seconds per byte a boot ROM's flash function shifts over the SPI bus (0: not a serial
-    #: flash): 8 bits at the SPI clock.
-    spi_s_per_byte: float = 0.0
 
     def op_time(self, op: str, nbytes: int) -> float:
         """Typical seconds of flash operation ``op`` (``erase_page``, ``erase_all``,
         ``program``, a block erase) on ``nbytes`` bytes."""
         if op in self.block_erase_s:
             return self.block_erase_s[op][0]
-        if op == "spi_transfer":
-            return nbytes * self.spi_s_per_byte
+        if op == "spi_cycles":          # core clock cycles a boot ROM spends shifting SPI bytes
+            return nbytes / self.core_hz
         if op == "erase_page":
             return self.erase_page_s
         if op == "erase_all":
@@ -251,8 +248,8 @@ class TargetTiming:
         """The datasheet's maximum seconds of ``op`` on ``nbytes`` bytes: a timeout's bound."""
         if op in self.block_erase_s:
             return self.block_erase_s[op][1]
-        if op == "spi_transfer":
-            return nbytes * self.spi_s_per_byte
+        if op == "spi_cycles":          # core clock cycles a boot ROM spends shifting SPI bytes
+            return nbytes / self.core_hz
         if op == "erase_page":
             return self.erase_page_max_s
         if op == "erase_all":
@@ -308,18 +305,18 @@ TARGET_TIMING: Dict[str, TargetTiming] = {
     # page program (256 bytes) t_PP 0.4 ms typical, 3 ms maximum; 4 KiB sector erase t_SE 45 /
     # 400 ms; 32 KiB block t_BE1 120 / 1600 ms; 64 KiB block t_BE2 150 / 2000 ms; chip erase
     # t_CE 5 / 25 s. The boot ROM's flash functions shift every instruction byte over the SSI
-    # at clk_sys / 6 (flash_init_spi sets BAUDR = 6, pico-bootrom-rp2040
-    # bootrom/program_flash_generic.c); after a debugger's reset-and-halt clk_sys is the ring
-    # oscillator, nominally 6.5 MHz (RP2040 datasheet 2.17), which pyOCD's algorithm does not
-    # change: 8 * 6 / 6.5 MHz = 7.4 us per byte, 1.9 ms for a page program's 260 bytes.
+    # at clk_sys / BAUDR (flash_exit_xip sets BAUDR = 6, pico-bootrom-rp2040
+    # bootrom/program_flash_generic.c; the simulated chip reports the cycles, "spi_cycles");
+    # after a debugger's reset-and-halt clk_sys is the ring oscillator, nominally 6.5 MHz
+    # (RP2040 datasheet 2.17), which pyOCD's algorithm does not change: at BAUDR 6, 7.4 us per
+    # byte, 1.9 ms for a page program's 260 bytes.
     "rp2040": TargetTiming(
         core_hz=6.5e6, program_s=0.4e-3, program_unit=256, erase_page_s=45e-3, erase_all_s=5.0,
         program_max_s=3e-3, erase_page_max_s=400e-3, erase_all_max_s=25.0,
         source="Winbond W25Q16JV datasheet 9.6 AC Electrical Characteristics (typical)",
-        notes={"program_s": "t_PP per 256-byte page; the SPI transfer is charged apart (spi_s_per_byte)",
+        notes={"program_s": "t_PP per 256-byte page; the SPI transfer is charged apart (spi_cycles)",
                "core_hz": "the ring oscillator's nominal frequency; real parts range widely"},
-        block_erase_s={"erase_block32": (120e-3, 1.6), "erase_block64": (150e-3, 2.0)},
-        spi_s_per_byte=8 * 6 / 6.5e6),
+        block_erase_s={"erase_block32": (120e-3, 1.6), "erase_block64": (150e-3, 2.0)}),
 }
 
 
