@@ -10,7 +10,8 @@ Modelled: core 0 behind its DP with one AHB-AP; core 1's DP answers TARGETSEL, D
 and DLPIDR but has no AP (the second core is not emulated); the Rescue DP, whose CDBGPWRUPREQ
 resets the chip when cleared and makes the boot ROM park the core (a WFE loop); 264 KiB SRAM; the boot ROM
 (:mod:`piflash.sim.chips.rp2_bootrom`); the Pico's 2 MiB W25Q16JV behind XIP at 0x10000000
-(reads always coherent: the XIP cache is not modelled) and behind the SSI's serial mode; the
+(reads always coherent: the XIP cache is not modelled; the debugger sees the 2 MiB repeated
+through each 16 MiB XIP window and its aliases, the CPU the first copy) and behind the SSI's serial mode; the
 QSPI chip-select override. The flash's 64-bit unique ID is the board's ``target_uid``.
 """
 
@@ -23,6 +24,7 @@ from piflash.sim.chips.rp2_bootrom import ROM_SIZE, BootRom
 from piflash.sim.debug.dap import AccessPortModel, SwDp
 from piflash.sim.debug.multidrop import MultidropDp, MultidropWire
 from piflash.sim.memory.bus import BusError, DeviceRegion, Region, RegisterDevice
+from piflash.sim.memory.nvm import NvmRegion
 from piflash.sim.memory.spiflash import SpiNorFlash
 
 __all__ = ["attach", "TARGETSEL_CORE0", "TARGETSEL_CORE1", "TARGETSEL_RESCUE", "TARGETID",
@@ -32,6 +34,8 @@ __all__ = ["attach", "TARGETSEL_CORE0", "TARGETSEL_CORE1", "TARGETSEL_RESCUE", "
 TARGETID = 0x01002927
 TARGETSEL_CORE0, TARGETSEL_CORE1, TARGETSEL_RESCUE = 0x01002927, 0x11002927, 0xF1002927
 XIP_SSI_BASE = 0x18000000
+#: XIP windows: cached, no-allocate, no-cache, no-cache no-allocate (2.6.3), 16 MiB each.
+XIP_WINDOWS, XIP_WINDOW_SIZE = (0x10000000, 0x11000000, 0x12000000, 0x13000000), 0x1000000
 IO_QSPI_BASE = 0x40018000
 SYSINFO_BASE = 0x40000000
 SIO_BASE = 0xD0000000
@@ -228,7 +232,15 @@ def attach(board: ChipBoard) -> None:
     board.bus.add(_Rom(rom.image))
     board.cpu.map_flash(0, ROM_SIZE, lambda addr, size, value: None)(0, rom.image)
     board.cpu.add_native_code(rom.stub_range[0], rom.stub_range[1], rom.call)
-    board.set_flash_controller(flash_nvm, _IgnoreStores())
+    stores = _IgnoreStores()
+    board.set_flash_controller(flash_nvm, stores)
+    # The flash sees 24 address bits and ignores those above its size (W25Q16JV: A23-A21), so
+    # each 16 MiB XIP window (and its no-allocate / no-cache aliases at 0x11, 0x12, 0x13 <<24,
+    # RP2040 datasheet 2.6.3) repeats the 2 MiB: a debugger read at 0x10FFD000 reads 0x1FD000.
+    for window in XIP_WINDOWS:
+        for start in range(window, window + XIP_WINDOW_SIZE, flash_nvm.size):
+            if start != flash_nvm.start:
+                board.bus.add(NvmRegion(flash_nvm, stores, alias_start=start))
 
     board.bus.add(DeviceRegion(XIP_SSI_BASE, 0x1000, ssi, "xip-ssi"))
     board.cpu.map_mmio(XIP_SSI_BASE, 0x1000)

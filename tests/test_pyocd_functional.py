@@ -1,0 +1,74 @@
+"""pyOCD's own functional tests against the simulated boards: ``test/basic_test.py`` and
+``test/flash_test.py`` from pyOCD's source distribution (the version the venv has, fetched by
+scripts/build-test-firmware.sh into tests/firmware/build/pyocd/), unchanged, each with the test
+binary pyOCD's own CI uses for the part (pyOCD's ``test/data/binaries``, none of them ours).
+
+They run in a child process each: the scripts print their verdicts ("TEST PASSED"/"TEST FAILED",
+"Pass count N of M") and flash_test returns a result object; both are read here.
+
+Not run: flash_test on the RP2040. pyOCD's rp2040 region is the whole 16 MiB XIP window
+(pyocd/target/family/target_rp2.py) and flash_test programs every testable region end to end; on
+a Pico's 2 MiB flash, which repeats through that window, the tests that write the whole region
+cannot read back what they wrote, on hardware as in the simulator (see docs/simulator.md).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("unicorn")
+
+from piflash.sim import SimStore  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+#: target type -> pyOCD's CI binary for the part (test/data/binaries): the nRF51-DK and
+#: nRF52840-DK "l1" images, the NUCLEO-F103RB image (the same F103 core and flash controller as
+#: the simulated F103RC), and the RP2040 "blink" build.
+BINARIES = {"nrf51": "l1_nrf51.bin", "nrf52840": "l1_nrf52840-dk.bin",
+            "stm32f103rc": "ST-Nucleo-F103RB.bin", "rp2040": "rp2040.bin"}
+
+_RUNNER = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    import piflash.sim.probes.simprobe          # the sim: probe (also loaded as a pyOCD plugin)
+    which, board, binary = sys.argv[2], sys.argv[3], sys.argv[4]
+    if which == "basic":
+        from basic_test import basic_test
+        basic_test("sim:" + board, binary)
+    else:
+        from flash_test import flash_test
+        print("RESULT passed=%s" % flash_test("sim:" + board).passed)
+""")
+
+
+def _run(which: str, target: str, pyocd_binaries, timeout: float = 600) -> str:
+    board = f"{which}-{target}"
+    SimStore().create(board, target)
+    tests = pyocd_binaries.parent / "test"
+    binary = pyocd_binaries / BINARIES[target]
+    env = dict(os.environ, PYOCD_TEST_BINARY=str(binary))
+    proc = subprocess.run([sys.executable, "-c", _RUNNER, str(tests), which, board, str(binary)],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    return out
+
+
+@pytest.mark.parametrize("target", list(BINARIES))
+def test_pyocds_basic_test(target, pyocd_binaries):
+    out = _run("basic", target, pyocd_binaries)
+    assert "TEST FAILED" not in out, out[-4000:]
+    assert out.count("TEST PASSED") == 2, out[-4000:]         # the erase/program and verify checks
+
+
+@pytest.mark.parametrize("target", ["nrf51", "nrf52840", "stm32f103rc"])
+def test_pyocds_flash_test(target, pyocd_binaries):
+    out = _run("flash", target, pyocd_binaries)
+    assert "RESULT passed=True" in out and "FLASH TEST SCRIPT PASSED" in out, out[-4000:]
+    assert "TEST FAILED" not in out, out[-4000:]
