@@ -4,27 +4,12 @@ board's, the unchanged re-flash, the history, and ``protect`` telling the truth 
 
 from __future__ import annotations
 
-import struct
-
 import pytest
 
 pytest.importorskip("unicorn")
 
 from piflash.sim import SimStore  # noqa: E402
-
-RP2040_FAMILY, RP2350_ARM_S_FAMILY = 0xE48BFF56, 0xE48BFF59
-
-
-def to_uf2(data: bytes, base: int, family: int) -> bytes:
-    """A UF2 file of ``data`` at ``base`` (Microsoft's UF2 spec: 512-byte blocks, 256-byte
-    payloads, flag 0x2000 familyID present), as pico-sdk's elf2uf2 writes one."""
-    chunks = [data[i:i + 256] for i in range(0, len(data), 256)]
-    out = bytearray()
-    for n, chunk in enumerate(chunks):
-        block = struct.pack("<8I", 0x0A324655, 0x9E5D5157, 0x00002000, base + 256 * n, 256, n, len(chunks), family)
-        block += chunk.ljust(476, b"\0") + struct.pack("<I", 0x0AB16F30)
-        out += block
-    return bytes(out)
+from support.uf2kit import RP2040_FAMILY, RP2350_ARM_S_FAMILY, to_uf2  # noqa: E402
 
 
 @pytest.fixture
