@@ -79,3 +79,20 @@ def test_faster_spi_halves_the_roms_divider_only_for_the_rp2_algorithm(pico):
     SimStore().create("nrf", "nrf52840")
     with open_session("sim:nrf", "nrf52840") as session:
         assert not faster_spi(session.target.memory_map.get_boot_memory().flash)
+
+
+def test_chip_erase_uses_the_flash_instruction_and_its_real_size(cli, pico, pyocd_binaries):
+    """pyOCD's RP2 algorithm has no EraseAll: piflash erases the chip with the flash's C7h and
+    reports the W25Q16JV's 2 MiB (from its JEDEC ID), not pyOCD's 16 MiB XIP window."""
+    store, info, blink = pico
+    store.write_flash("pico", b"\x00" * 4096, offset=0x1FF000)      # data at the flash's end
+    out = cli.json("erase", "--chip", "--yes", "--probe", "sim:pico", "-t", "rp2040")
+    assert out["ok"] and out["program"]["erased_bytes"] == 2 * 1024 * 1024
+    assert store.read_flash("pico") == b"\xff" * (2 * 1024 * 1024)
+    assert store.get("pico").stats["erase_ops"] == 1                  # one chip erase, no sectors
+
+    flashed = cli.json("flash", pyocd_binaries / "rp2040.bin", "--base-address", "0x10000000",
+                       "--probe", "sim:pico", "-t", "rp2040", "--erase", "chip")
+    assert flashed["ok"] and flashed["program"]["erase_mode"] == "chip"
+    assert flashed["program"]["erased_bytes"] == 2 * 1024 * 1024
+    assert store.read_flash("pico")[:len(blink)] == blink

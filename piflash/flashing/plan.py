@@ -233,6 +233,9 @@ class RegionPlan:
         self.flash = flash
         self.sectors = sectors
         self.chip_erase = chip_erase
+        #: Bytes a chip erase cleared when that is not the region's length (an RP2040's flash
+        #: under pyOCD's 16 MiB window); None otherwise.
+        self.chip_bytes: Optional[int] = None
         self.crc_blocks = crc_blocks
         self.read_bytes = read_bytes
 
@@ -258,7 +261,7 @@ class RegionPlan:
         """Byte and page counts as pyOCD's ProgrammingInfo gives them: erased sectors' bytes (the
         region's size for a chip erase), pages programmed, image pages left alone."""
         st = RegionStats(chip_erase=self.chip_erase)
-        st.erased_bytes = (self.flash.region.length if self.chip_erase
+        st.erased_bytes = ((self.chip_bytes or self.flash.region.length) if self.chip_erase
                            else sum(s.size for s in self.sectors if s.erase))
         for page in (p for s in self.sectors for p in s.pages):
             if page.write:
@@ -284,7 +287,9 @@ class RegionPlan:
         progress(done / total)
         if self.chip_erase or (todo and flash.region.is_erasable):
             flash.init(flash.Operation.ERASE)
-            if self.chip_erase:
+            if self.chip_erase and rp2.is_rp2(flash):
+                self.chip_bytes = rp2.erase_chip(flash)     # the flash's own Chip Erase
+            elif self.chip_erase:
                 flash.erase_all()
             else:
                 for sector in todo:
@@ -401,7 +406,7 @@ def plan_region(flash, chunks: Sequence[Tuple[int, bytes]], chip_erase: bool = F
     region = flash.region
     if not region.is_readable or not region.are_erased_sectors_readable:
         raise NotApplicable("the region's erased sectors cannot be read")
-    if chip_erase and not flash.is_erase_all_supported:
+    if chip_erase and not flash.is_erase_all_supported and not rp2.is_rp2(flash):
         chip_erase = False         # as FlashBuilder: no EraseAll in the algorithm, erase sectors
     sectors = _sectors_for(flash, chunks)
     erased_value = region.erased_byte_value

@@ -13,6 +13,7 @@ import time
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from piflash.errors import FlashError, ImageRangeError
+from piflash.flashing import rp2
 from piflash.firmware.image import FirmwareImage
 from piflash.progress import Phase, ProgressSink, fraction_callback
 from piflash.record.result import ProgramStats
@@ -204,8 +205,7 @@ def erase_flash(session, mode: str = "chip", ranges: Sequence[Tuple[int, int]] =
 
     regions = flash_regions(session.target.memory_map)
     if mode == "chip":
-        _chip_erase(session)
-        return sum(end - start for start, end, _ in regions)
+        return sum(end - start for start, end in _chip_erase(session))
     if mode != "sector":
         raise ValueError(f"erase mode must be 'chip' or 'sector', not {mode!r}")
     if not ranges:
@@ -236,15 +236,19 @@ CHIP_WIDE_ERASE_ALL = {
 }
 
 
-def _chip_erase(session) -> None:
+def _chip_erase(session) -> List[Tuple[int, int]]:
     """Erase every flash region of the selected core, then prove it with the blank check.
 
     pyOCD's ``FlashEraser`` chip mode runs ``EraseAll`` once per region because it cannot know
     whether one region's chip erase clears the others (pyocd/flash/eraser.py). For the
     algorithms in :data:`CHIP_WIDE_ERASE_ALL` it does: their EraseAll runs once (on an nRF the
-    UICR region's EraseAll was a second ERASEALL, 169 ms on the nRF52840). Any other algorithm's
-    regions each get their own EraseAll, or sector erases where there is none, as in pyOCD.
+    UICR region's EraseAll was a second ERASEALL, 169 ms on the nRF52840). pyOCD's RP2
+    algorithm has none: the flash's own Chip Erase clears the flash
+    (:func:`piflash.flashing.rp2.erase_chip`), whose size, not pyOCD's 16 MiB window, is what is
+    erased and checked. Any other algorithm's regions each get their own EraseAll, or sector
+    erases where there is none, as in pyOCD.
 
+    :returns: the (start, end exclusive) spans erased and checked blank.
     :raises piflash.errors.FlashError: a byte of any flash region is not blank afterwards.
     :raises pyocd.core.exceptions.Error: from pyOCD (an erase that fails or times out).
     """
@@ -255,12 +259,18 @@ def _chip_erase(session) -> None:
     regions = [r for r in session.target.memory_map.iter_matching_regions(
         type=MemoryType.FLASH, pname=session.target.selected_core.node_name) if r.flash is not None]
     chip_wide_done = set()
-    for region in regions:
+    spans = [(r.start, r.end + 1) for r in regions]
+    for i, region in enumerate(regions):
         algo = getattr(region.flash, "flash_algo", None)
         digest = algorithm_digest(algo) if algo else None
         if digest in chip_wide_done:
             continue
-        if region.flash.is_erase_all_supported:
+        if rp2.is_rp2(region.flash):
+            region.flash.init(region.flash.Operation.ERASE)
+            size = rp2.erase_chip(region.flash)
+            region.flash.cleanup()
+            spans[i] = (region.start, region.start + min(size, region.length))
+        elif region.flash.is_erase_all_supported:
             region.flash.init(region.flash.Operation.ERASE)
             region.flash.erase_all()
             region.flash.cleanup()
@@ -268,7 +278,8 @@ def _chip_erase(session) -> None:
                 chip_wide_done.add(digest)
         else:
             FlashEraser(session, FlashEraser.Mode.SECTOR).erase([(region.start, region.end)])
-    _check_blank(session, "chip", [(r.start, r.end + 1) for r in regions])
+    _check_blank(session, "chip", spans)
+    return spans
 
 
 def _check_blank(session, mode: str, ranges: Sequence[Tuple[int, int]]) -> None:

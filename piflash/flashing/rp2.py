@@ -13,11 +13,18 @@ its 260 bytes, against the flash's 0.4 ms typical page program time (W25Q16JV da
 an SPI clock of half the system clock, at most about 6 MHz from the ring oscillator, far below
 the 50 MHz the Pico's W25Q16JV allows for every instruction the ROM sends. It is set after each
 initialisation of the algorithm for programming (``flash_exit_xip`` sets 6 again every time).
+
+A chip erase: pyOCD's RP2 algorithm has no EraseAll (its ``pc_eraseAll``, 0x120000003, lies
+outside the algorithm, so ``Flash.is_erase_all_supported`` is False and pyOCD erases the whole
+16 MiB ``xip`` region by 4,096 sector erases: about 3 minutes at the W25Q16JV's 45 ms each, over
+a 2 MiB flash that repeats through the window). :func:`erase_chip` erases the flash with its own
+Chip Erase instruction instead (:func:`piflash.target.rp2.chip_erase`; 5 s typical) and reports
+the flash's real size.
 """
 
 from __future__ import annotations
 
-__all__ = ["faster_spi", "RP2_ALGORITHM", "FAST_BAUDR"]
+__all__ = ["faster_spi", "is_rp2", "erase_chip", "RP2_ALGORITHM", "FAST_BAUDR"]
 
 #: :func:`piflash.flashing.multipage.algorithm_digest` of pyOCD 0.46's RP2 algorithm.
 RP2_ALGORITHM = "eb5eaeb7b0c14411"
@@ -33,13 +40,34 @@ def faster_spi(flash) -> bool:
     :returns: whether it did (False for every other algorithm).
     :raises pyocd.core.exceptions.TransferError: a register write failed.
     """
-    from piflash.flashing.multipage import algorithm_digest
-
-    algo = getattr(flash, "flash_algo", None)
-    if not algo or algorithm_digest(algo) != RP2_ALGORITHM:
+    if not is_rp2(flash):
         return False
     target = flash.target
     target.write32(_SSI_SSIENR, 0)
     target.write32(_SSI_BAUDR, FAST_BAUDR)
     target.write32(_SSI_SSIENR, 1)
     return True
+
+
+def is_rp2(flash) -> bool:
+    """Whether ``flash`` (a pyOCD ``Flash``) runs pyOCD's RP2 algorithm."""
+    from piflash.flashing.multipage import algorithm_digest
+
+    algo = getattr(flash, "flash_algo", None)
+    return bool(algo) and algorithm_digest(algo) == RP2_ALGORITHM
+
+
+def erase_chip(flash) -> int:
+    """Erase the boot flash behind ``flash`` (pyOCD's RP2 algorithm, initialised for erase) with
+    the flash's Chip Erase instruction.
+
+    :returns: the bytes erased: the flash's size from its JEDEC ID, or the region's length when
+        the ID gives none.
+    :raises pyocd.core.exceptions.FlashEraseFailure: the erase did not finish in time.
+    :raises pyocd.core.exceptions.TransferError: a transfer failed.
+    """
+    from piflash.target.rp2 import chip_erase, flash_size
+
+    size = flash_size(flash.target) or flash.region.length
+    chip_erase(flash.target)
+    return size

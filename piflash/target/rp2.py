@@ -14,7 +14,10 @@ debugger:
 3. ``Flash.uninit`` runs the algorithm's UnInit: ``flash_flush_cache`` (which also ends the /CS
    override) and ``flash_enter_cmd_xip``.
 
-This stops the core and uses the RAM where pyOCD loads its algorithm, so it is only done where
+The same path gives the flash's size from its JEDEC ID and a chip erase by the flash's own
+instruction (:func:`flash_size`, :func:`chip_erase`; piflash/flashing/rp2.py uses them).
+
+Reading the ID stops the core and uses the RAM where pyOCD loads its algorithm, so it is only done where
 piflash reprograms or checks the board anyway (flash, verify, erase), never by ``info`` or the
 station's removal poll; XIP runs in the slow 03h mode until the next reset, as after any pyOCD
 flash operation.
@@ -22,7 +25,10 @@ flash operation.
 
 from __future__ import annotations
 
-__all__ = ["read_flash_unique_id", "RP2040_TARGETS"]
+from typing import Optional
+
+__all__ = ["read_flash_unique_id", "flash_command", "flash_size", "chip_erase", "RP2040_TARGETS",
+           "CHIP_ERASE_TIMEOUT"]
 
 #: pyOCD target types this applies to (pyocd/target/builtin/__init__.py).
 RP2040_TARGETS = ("rp2040", "rp2040_core0", "rp2040_core1")
@@ -36,6 +42,9 @@ _SS_CTRL = 0x4001800C
 _OUTOVER_LOW, _OUTOVER_NORMAL = 2 << 8, 0
 _READ_UNIQUE_ID = 0x4B
 _DUMMY_BYTES, _ID_BYTES = 4, 8
+#: Longest chip erase waited for, seconds: the W25Q128JV's maximum t_CE (200 s; Winbond
+#: W25Q128JV datasheet 9.6), the largest flash RP2040 boards carry (the Pico's W25Q16JV: 25 s).
+CHIP_ERASE_TIMEOUT = 200.0
 #: Status reads allowed per byte: one byte takes 8 SPI clocks, far less than a debugger's read.
 _SR_POLLS = 10
 
@@ -52,25 +61,71 @@ def read_flash_unique_id(session) -> bytes:
     flash = target.memory_map.get_boot_memory().flash
     flash.init(flash.Operation.VERIFY)
     try:
-        ctrlr0 = target.read32(_SSI + _SSI_CTRLR0)
-        target.write32(_SSI + _SSI_SSIENR, 0)
-        target.write32(_SSI + _SSI_CTRLR0, _CTRLR0_8BIT_TXRX)
-        target.write32(_SSI + _SSI_SSIENR, 1)
-        ss_ctrl = target.read32(_SS_CTRL)
-        target.write32(_SS_CTRL, (ss_ctrl & ~(3 << 8)) | _OUTOVER_LOW)
-        try:
-            out = [_READ_UNIQUE_ID] + [0] * (_DUMMY_BYTES + _ID_BYTES)
-            got = []
-            for byte in out:                # one at a time: the 16-entry FIFOs never overrun
-                target.write32(_SSI + _SSI_DR0, byte)
-                if not any(target.read32(_SSI + _SSI_SR) & _SR_RFNE for _ in range(_SR_POLLS)):
-                    raise ValueError("the SSI returned no byte for 0x%02x" % byte)
-                got.append(target.read32(_SSI + _SSI_DR0) & 0xFF)
-        finally:
-            target.write32(_SS_CTRL, (ss_ctrl & ~(3 << 8)) | _OUTOVER_NORMAL)
-            target.write32(_SSI + _SSI_SSIENR, 0)
-            target.write32(_SSI + _SSI_CTRLR0, ctrlr0)
-            target.write32(_SSI + _SSI_SSIENR, 1)
+        got = flash_command(target, bytes([_READ_UNIQUE_ID]) + bytes(_DUMMY_BYTES), _ID_BYTES)
     finally:
         flash.uninit()
-    return bytes(got[1 + _DUMMY_BYTES:])
+    return got
+
+
+def flash_command(target, out: bytes, read: int = 0) -> bytes:
+    """One serial flash instruction through the SSI: /CS low (IO_QSPI override), ``out`` then
+    ``read`` bytes of 0x00 shifted, /CS high; the SSI's mode is restored afterwards.
+
+    The boot ROM's ``flash_exit_xip`` must have put the SSI in serial mode first (the
+    algorithm's Init does: ``Flash.init``).
+
+    :param target: pyOCD target of an RP2040/RP2350.
+    :returns: the ``read`` bytes that came back.
+    :raises ValueError: the SSI did not return one byte per byte sent.
+    :raises pyocd.core.exceptions.TransferError: a transfer failed.
+    """
+    ctrlr0 = target.read32(_SSI + _SSI_CTRLR0)
+    target.write32(_SSI + _SSI_SSIENR, 0)
+    target.write32(_SSI + _SSI_CTRLR0, _CTRLR0_8BIT_TXRX)
+    target.write32(_SSI + _SSI_SSIENR, 1)
+    ss_ctrl = target.read32(_SS_CTRL)
+    target.write32(_SS_CTRL, (ss_ctrl & ~(3 << 8)) | _OUTOVER_LOW)
+    got = []
+    try:
+        for byte in bytes(out) + bytes(read):   # one at a time: the 16-entry FIFOs never overrun
+            target.write32(_SSI + _SSI_DR0, byte)
+            if not any(target.read32(_SSI + _SSI_SR) & _SR_RFNE for _ in range(_SR_POLLS)):
+                raise ValueError("the SSI returned no byte for 0x%02x" % byte)
+            got.append(target.read32(_SSI + _SSI_DR0) & 0xFF)
+    finally:
+        target.write32(_SS_CTRL, (ss_ctrl & ~(3 << 8)) | _OUTOVER_NORMAL)
+        target.write32(_SSI + _SSI_SSIENR, 0)
+        target.write32(_SSI + _SSI_CTRLR0, ctrlr0)
+        target.write32(_SSI + _SSI_SSIENR, 1)
+    return bytes(got[len(out):])
+
+
+def flash_size(target) -> Optional[int]:
+    """The boot flash's size from its JEDEC ID (9Fh: manufacturer, type, capacity; capacity is
+    log2 of the size in bytes on Winbond, Macronix and GigaDevice parts, 15h = 2 MiB on the
+    Pico's W25Q16JV), or None when the byte is outside 64 KiB-16 MiB (the RP2040's XIP window).
+    The SSI must be in serial mode (see :func:`flash_command`)."""
+    capacity = flash_command(target, b"\x9f", 3)[2]
+    return 1 << capacity if 16 <= capacity <= 24 else None
+
+
+def chip_erase(target, timeout: float = CHIP_ERASE_TIMEOUT) -> None:
+    """Erase the whole boot flash with its own Chip Erase instruction: 06h Write Enable, C7h,
+    then 05h status reads until BUSY clears (W25Q16JV datasheet 8.2.34). The SSI must be in
+    serial mode (see :func:`flash_command`).
+
+    :param timeout: seconds to wait for BUSY to clear.
+    :raises FlashEraseFailure: BUSY did not clear in time (pyOCD's exception, address 0x10000000).
+    """
+    import time
+
+    from pyocd.core.exceptions import FlashEraseFailure
+
+    flash_command(target, b"\x06")
+    flash_command(target, b"\xc7")
+    deadline = time.monotonic() + timeout
+    while flash_command(target, b"\x05", 1)[0] & 1:
+        if time.monotonic() > deadline:
+            raise FlashEraseFailure("the flash's chip erase did not finish in %.0f s" % timeout,
+                                    address=0x10000000)
+        time.sleep(0.05)
