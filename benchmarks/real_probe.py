@@ -149,6 +149,11 @@ def floor_seconds(preset, target: str, image: Path, case: str, piflash: dict,
     img = load_image(str(image), base_address=base)
     nbytes = img.size
     chip = nbytes / timing.program_unit * timing.program_s      # blank board: nothing to erase
+    if case == "changed":       # every sector the image covers must be erased, by its best unit
+        sectors = -(-nbytes // spec.flash.page_size)
+        blocks64 = nbytes // 0x10000 if "erase_block64" in timing.block_erase_s else 0
+        rest = sectors - blocks64 * (0x10000 // spec.flash.page_size)
+        chip += blocks64 * timing.op_time("erase_block64", 0x10000) + rest * timing.erase_page_s
     link = nbytes / Link(preset).best_rate(preset.packet_size)
     if framed:
         payload = (preset.packet_size - TRANSFER_BLOCK_HEADER) // 4 * 4
@@ -162,7 +167,7 @@ def add_host_costs(result: dict, host, tool: str, image: Path, case: str = "fres
     is flashed with a file this host never loaded (parsed); a re-flash with the file the fresh
     run loaded, which piflash reads back from its parsed-image cache (pyOCD parses it again)."""
     fmt = "hex" if image.suffix == ".hex" else "bin"
-    load = host.parse_s(tool, fmt, image.stat().st_size, cached=case == "reflash")
+    load = host.parse_s(tool, fmt, image.stat().st_size, cached=case in ("reflash", "changed"))
     sleep = host.sleep_s[tool]
     phases = dict(result["phases"])
     phases["load"] = round(load, 6)
@@ -174,7 +179,7 @@ def add_host_costs(result: dict, host, tool: str, image: Path, case: str = "fres
 def goals(row: dict, fresh: dict) -> dict:
     """Issue 20's ratios for ``row`` (``fresh``: the same probe and target's fresh row)."""
     pf, load = row["piflash_s"], row["phases"]["piflash"].get("load", 0.0)
-    if row["case"] == "fresh":
+    if row["case"] in ("fresh", "changed"):
         po_load = row["phases"]["pyocd"].get("load", 0.0)
         cached = pf - load + row["load_cached_s"]          # the file loaded before (a batch)
         return {"piflash_over_floor": round(pf / row["floor_s"], 3),
@@ -189,7 +194,26 @@ def goals(row: dict, fresh: dict) -> dict:
             "piflash_over_reference_noload": round((pf - load) / ref, 3)}
 
 
-def bench(presets, targets, host_name: str = "x86") -> list:
+#: What each case starts from: a blank board (``fresh``), the fresh run's result (``reflash``), or
+#: a board holding other firmware over the whole image (``changed``: the image's own bytes,
+#: inverted, so every sector must be erased and every page programmed).
+CASES = ("fresh", "reflash", "changed")
+
+
+def _prepare(store, board: str, target: str, image: Path, case: str) -> None:
+    """Put ``board`` in the state ``case`` starts from (:data:`CASES`)."""
+    if case != "changed":
+        return
+    from piflash.firmware.image import load_image
+    from piflash.sim.specs import TARGETS
+    spec = TARGETS[target]
+    img = load_image(str(image), base_address=spec.flash.start if image.suffix == ".bin" else None)
+    for seg in img.segments:
+        if spec.flash.contains(seg.address):
+            store.write_flash(board, bytes(b ^ 0xFF for b in seg.data), offset=seg.address - spec.flash.start)
+
+
+def bench(presets, targets, host_name: str = "x86", cases=("fresh", "reflash")) -> list:
     os.environ.setdefault("PIFLASH_SIM_DIR", tempfile.mkdtemp(prefix="real_probe-"))
     from piflash.sim import SimStore
     from piflash.sim.probes import usb as sim_usb
@@ -212,10 +236,12 @@ def bench(presets, targets, host_name: str = "x86") -> list:
                 device = sim_usb.install(store=store).devices[0]
                 device.host_transfer_s = host.transfer_s[tool]
                 runner = run_piflash if tool == "piflash" else run_pyocd
-                results[tool] = {case: add_host_costs(runner(device, target, image), host, tool, image, case)
-                                 for case in ("fresh", "reflash")}
+                results[tool] = {}
+                for case in ("fresh", "reflash") + tuple(c for c in cases if c == "changed"):
+                    _prepare(store, board, target, image, case)
+                    results[tool][case] = add_host_costs(runner(device, target, image), host, tool, image, case)
             fresh_row = None
-            for case in ("fresh", "reflash"):
+            for case in cases:
                 pf, po = results["piflash"][case], results["pyocd"][case]
                 rows.append({"probe": preset_name, "link": preset.link, "target": target, "case": case,
                              "host": host.name,
@@ -241,6 +267,8 @@ def preset_target_args(description: str, argv=None) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="print {\"rows\": [...]} as JSON")
     parser.add_argument("--presets", default="debugprobe,daplink,mculink")
     parser.add_argument("--targets", default="nrf51,nrf52840,stm32f103rc")
+    parser.add_argument("--cases", default="fresh,reflash",
+                        help="fresh, reflash, changed (a board holding other firmware)")
     parser.add_argument("--host", default="x86",
                         help="host preset: x86 (measured), zero2w, pi4, pi5 (predicted)")
     args = parser.parse_args(argv)
@@ -270,7 +298,10 @@ def bench_rows(description: str, bench_fn, argv=None):
     print its rows as JSON and return None under ``--json``, else return the rows (a list)
     for the script to print as a table."""
     args = preset_target_args(description, argv)
-    rows = bench_fn(args.presets.split(","), args.targets.split(","), args.host)
+    if bench_fn is bench:
+        rows = bench_fn(args.presets.split(","), args.targets.split(","), args.host, tuple(args.cases.split(",")))
+    else:
+        rows = bench_fn(args.presets.split(","), args.targets.split(","), args.host)
     if args.json:
         print(json.dumps({"rows": rows}, indent=1))
         return None

@@ -96,3 +96,18 @@ def test_chip_erase_uses_the_flash_instruction_and_its_real_size(cli, pico, pyoc
     assert flashed["ok"] and flashed["program"]["erase_mode"] == "chip"
     assert flashed["program"]["erased_bytes"] == 2 * 1024 * 1024
     assert store.read_flash("pico")[:len(blink)] == blink
+
+
+def test_sectors_of_whole_blocks_are_erased_by_block(cli, pico, tmp_path):
+    """A board full of other data: the sectors a 72 KiB image covers are erased as one 64 KiB
+    block (D8h) and two 4 KiB sectors, not 18 sector erases; the data after it is kept."""
+    store, info, blink = pico
+    store.write_flash("pico", b"\x00" * 0x20000)
+    image = (blink * 9)[:72 * 1024]
+    path = tmp_path / "image.bin"
+    path.write_bytes(image)
+    out = cli.json("flash", path, "--base-address", "0x10000000", "--probe", "sim:pico", "-t", "rp2040")
+    assert out["ok"] and out["program"]["erased_bytes"] == 72 * 1024
+    assert store.get("pico").stats["erase_ops"] == 3
+    flash = store.read_flash("pico")
+    assert flash[:len(image)] == image and flash[len(image):0x20000] == b"\x00" * (0x20000 - len(image))

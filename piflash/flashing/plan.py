@@ -292,6 +292,17 @@ class RegionPlan:
             elif self.chip_erase:
                 flash.erase_all()
             else:
+                if rp2.is_rp2(flash) and all(s.size == 0x1000 for s in todo):
+                    # Whole 64/32 KiB blocks by the flash's block erase (piflash.flashing.rp2).
+                    blocks, rest = rp2.plan_block_erases([s.address for s in todo], flash.region.start)
+                    rp2.erase_blocks(flash, blocks)
+                    if blocks:
+                        LOG.debug("%s: %d block erase(s), %d sector erase(s)", flash.region.name,
+                                  len(blocks), len(rest))
+                    keep = set(rest)
+                    done += sum(s.image_bytes for s in todo if s.address not in keep)
+                    progress(done / total)
+                    todo = [s for s in todo if s.address in keep]
                 for sector in todo:
                     flash.erase_sector(sector.address)
                     done += sector.image_bytes

@@ -20,11 +20,19 @@ outside the algorithm, so ``Flash.is_erase_all_supported`` is False and pyOCD er
 a 2 MiB flash that repeats through the window). :func:`erase_chip` erases the flash with its own
 Chip Erase instruction instead (:func:`piflash.target.rp2.chip_erase`; 5 s typical) and reports
 the flash's real size.
+
+Sector erases: the algorithm's EraseSector erases 4 KiB (45 ms typical, 400 ms maximum on the
+W25Q16JV), while the flash erases an aligned 32 KiB block in 120 ms and a 64 KiB block in 150 ms
+(datasheet 9.6). :func:`plan_block_erases` turns the sectors a plan must erase into the fewest
+such blocks, and :func:`erase_blocks` erases them with the flash's own instructions: what the
+boot ROM's ``flash_range_erase`` does when given a block size, which pyOCD's algorithm never
+gives it.
 """
 
 from __future__ import annotations
 
-__all__ = ["faster_spi", "is_rp2", "erase_chip", "RP2_ALGORITHM", "FAST_BAUDR"]
+__all__ = ["faster_spi", "is_rp2", "erase_chip", "plan_block_erases", "erase_blocks", "RP2_ALGORITHM",
+           "FAST_BAUDR"]
 
 #: :func:`piflash.flashing.multipage.algorithm_digest` of pyOCD 0.46's RP2 algorithm.
 RP2_ALGORITHM = "eb5eaeb7b0c14411"
@@ -71,3 +79,36 @@ def erase_chip(flash) -> int:
     size = flash_size(flash.target) or flash.region.length
     chip_erase(flash.target)
     return size
+
+
+def plan_block_erases(sectors, base: int):
+    """Split 4 KiB sector addresses into aligned 64 KiB and 32 KiB blocks wholly made of them and
+    the sectors left over.
+
+    :param sectors: flash addresses of 4 KiB sectors to erase (ints, any order).
+    :param base: the flash's first address (0x10000000): alignment is of the offset from it.
+    :returns: ``(blocks, rest)``: ``blocks`` a list of ``(address, size)`` (64 KiB first where a
+        whole one is there, then 32 KiB), ``rest`` the sector addresses not covered, sorted.
+    """
+    todo = set(sectors)
+    blocks = []
+    for size in (0x10000, 0x8000):
+        for start in sorted({base + (a - base) // size * size for a in todo}):
+            inner = set(range(start, start + size, 0x1000))
+            if inner <= todo:
+                blocks.append((start, size))
+                todo -= inner
+    return sorted(blocks), sorted(todo)
+
+
+def erase_blocks(flash, blocks) -> None:
+    """Erase ``blocks`` ((address, size) from :func:`plan_block_erases`) with the flash's block
+    erase instructions; ``flash`` (pyOCD's RP2 algorithm) must be initialised for erase.
+
+    :raises pyocd.core.exceptions.FlashEraseFailure: an erase did not finish in time.
+    """
+    from piflash.target.rp2 import erase_block
+
+    base = flash.region.start
+    for address, size in blocks:
+        erase_block(flash.target, address - base, size)

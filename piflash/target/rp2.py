@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-__all__ = ["read_flash_unique_id", "flash_command", "flash_size", "chip_erase", "RP2040_TARGETS",
-           "CHIP_ERASE_TIMEOUT"]
+__all__ = ["read_flash_unique_id", "flash_command", "flash_size", "chip_erase", "erase_block",
+           "BLOCK_ERASES", "RP2040_TARGETS", "CHIP_ERASE_TIMEOUT"]
 
 #: pyOCD target types this applies to (pyocd/target/builtin/__init__.py).
 RP2040_TARGETS = ("rp2040", "rp2040_core0", "rp2040_core1")
@@ -110,22 +110,46 @@ def flash_size(target) -> Optional[int]:
 
 
 def chip_erase(target, timeout: float = CHIP_ERASE_TIMEOUT) -> None:
-    """Erase the whole boot flash with its own Chip Erase instruction: 06h Write Enable, C7h,
-    then 05h status reads until BUSY clears (W25Q16JV datasheet 8.2.34). The SSI must be in
-    serial mode (see :func:`flash_command`).
+    """Erase the whole boot flash with its own Chip Erase instruction (C7h, W25Q16JV datasheet
+    8.2.34). The SSI must be in serial mode (see :func:`flash_command`).
 
     :param timeout: seconds to wait for BUSY to clear.
     :raises FlashEraseFailure: BUSY did not clear in time (pyOCD's exception, address 0x10000000).
     """
+    _write_and_wait(target, b"\xc7", timeout, "the flash's chip erase", 0x10000000)
+
+
+#: Block erase instructions by size (W25Q16JV datasheet 8.2.31-8.2.33): 4 KiB sector 20h,
+#: 32 KiB block 52h, 64 KiB block D8h; and the longest each is waited for, seconds (the maxima
+#: of t_SE, t_BE1, t_BE2 in section 9.6, the same on the W25Q128JV).
+BLOCK_ERASES = {0x1000: (0x20, 0.4), 0x8000: (0x52, 1.6), 0x10000: (0xD8, 2.0)}
+
+
+def erase_block(target, offset: int, size: int) -> None:
+    """Erase the ``size``-byte block (a key of :data:`BLOCK_ERASES`) at flash offset ``offset``
+    (a multiple of ``size``) with the flash's own instruction. The SSI must be in serial mode.
+
+    :raises ValueError: ``size`` is not a block size or ``offset`` is not aligned to it.
+    :raises FlashEraseFailure: BUSY did not clear within the datasheet's maximum.
+    """
+    if size not in BLOCK_ERASES or offset % size:
+        raise ValueError("no %d-byte block erase at flash offset %#x" % (size, offset))
+    cmd, timeout = BLOCK_ERASES[size]
+    _write_and_wait(target, bytes((cmd, (offset >> 16) & 0xFF, (offset >> 8) & 0xFF, offset & 0xFF)),
+                    timeout, "the flash's %d KiB erase at offset %#x" % (size // 1024, offset),
+                    0x10000000 + offset)
+
+
+def _write_and_wait(target, instruction: bytes, timeout: float, what: str, address: int) -> None:
+    """06h Write Enable, ``instruction``, then 05h status reads until BUSY clears."""
     import time
 
     from pyocd.core.exceptions import FlashEraseFailure
 
     flash_command(target, b"\x06")
-    flash_command(target, b"\xc7")
+    flash_command(target, instruction)
     deadline = time.monotonic() + timeout
     while flash_command(target, b"\x05", 1)[0] & 1:
         if time.monotonic() > deadline:
-            raise FlashEraseFailure("the flash's chip erase did not finish in %.0f s" % timeout,
-                                    address=0x10000000)
-        time.sleep(0.05)
+            raise FlashEraseFailure("%s did not finish in %.1f s" % (what, timeout), address=address)
+        time.sleep(0.01)

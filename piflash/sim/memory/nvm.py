@@ -60,6 +60,10 @@ class NvmArray:
         #: for the bytes a boot ROM shifts over a serial flash's SPI bus; a timing model uses it to charge the
         #: operation's datasheet time. None: nobody listens.
         self.observer: Optional[Callable[[str, int], None]] = None
+        #: Whether the array's last operation is still running, on the clock of whoever charges
+        #: its time (a probe's virtual clock); None: operations end at once. A serial flash
+        #: reports it as the BUSY status bit.
+        self.busy_probe: Optional[Callable[[], bool]] = None
 
     def add_mirror(self, write: Callable[[int, bytes], None], lazy: bool = False) -> None:
         """Call ``write(offset, data)`` for every later change (and once now with everything).

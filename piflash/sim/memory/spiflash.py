@@ -10,8 +10,9 @@ erase need Write Enable first and clear it; they take effect when /CS goes high,
 Other commands (the quad modes the boot stage 2 sets up for XIP) are ignored: execute-in-place
 reads are served by the XIP interface straight from the array, not through this command set.
 
-Operations complete at once in the model (BUSY reads 0); their datasheet time is charged by the
-probe's timing model through the array's observer (``program``, ``erase_page``,
+Operations complete at once in the cells; their datasheet time is charged by the probe's timing
+model through the array's observer, and BUSY reads 1 until that time has passed on the probe's
+virtual clock (the array's ``busy_probe``; without one, BUSY reads 0) (``program``, ``erase_page``,
 ``erase_block32``, ``erase_block64``, ``erase_all``).
 """
 
@@ -101,7 +102,8 @@ class SpiNorFlash:
         if n == 0:
             return 0xFF
         if cmd == 0x05:
-            return (SR1_WEL if self.wel else 0)
+            busy = self.nvm.busy_probe is not None and self.nvm.busy_probe()
+            return (SR1_WEL if self.wel else 0) | (SR1_BUSY if busy else 0)
         if cmd == 0x35:
             return self.sr2
         if cmd == 0x15:

@@ -23,7 +23,7 @@ algorithm's time has not elapsed, DHCSR reads show the core running.
 from __future__ import annotations
 
 import struct
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
 from pyocd.core import exceptions
 
@@ -92,6 +92,7 @@ class DapFirmware:
         self._free_at = 0.0                 # when the firmware finishes its current command
         self._core_busy_until = 0.0
         self._flash_busy_until = 0.0
+        self._now = 0.0                     # virtual time of the transfer being executed
         self._code_bytes = 0
         self._flash_s = {"flash_erase": 0.0, "flash_program": 0.0}
         self._timing = None
@@ -142,8 +143,14 @@ class DapFirmware:
             board.scs.poll_budget = POLL_BUDGET
             for nvm in board.nvm.values():
                 nvm.observer = self._on_flash_op
+                nvm.busy_probe = self._flash_busy
             self._hooked_board = board
         return board
+
+    def _flash_busy(self) -> bool:
+        """Whether the flash operations charged so far still run at the current transfer's time
+        (a serial flash's BUSY bit, read by a status instruction)."""
+        return self._now < self._flash_busy_until
 
     def _on_block(self, uc, address: int, size: int, user_data) -> None:
         self._code_bytes += size
@@ -391,6 +398,7 @@ class DapFirmware:
                 waits += 1
             self.clock.count("swd_wait", waits)
         t += self._transfer_time(1)
+        self._now = t
         try:
             if rnw:
                 got = self._guard(lambda: (self.probe.read_ap if ap else self.probe.read_dp)(addr))
