@@ -111,3 +111,26 @@ def test_sectors_of_whole_blocks_are_erased_by_block(cli, pico, tmp_path):
     assert store.get("pico").stats["erase_ops"] == 3
     flash = store.read_flash("pico")
     assert flash[:len(image)] == image and flash[len(image):0x20000] == b"\x00" * (0x20000 - len(image))
+
+
+def test_serial_and_patch_bytes_into_the_picos_flash(cli, pico, tmp_path):
+    """A profile numbers the board and writes a label with its unique ID (the flash's, read by
+    piflash) into the Pico's flash, next to blink; both are verified with the image."""
+    store, info, blink = pico
+    fw = tmp_path / "blink.uf2"
+    fw.write_bytes(to_uf2(blink, 0x10000000))
+    profiles = tmp_path / "profiles"
+    profiles.mkdir(exist_ok=True)
+    (profiles / "pico-line.yaml").write_text(
+        f"target: rp2040\nfirmware: {fw}\n"
+        "serial:\n  address: 0x1001F000\n  encoding: u32\n  start: 500\n"
+        "patch:\n  - name: label\n    address: 0x1001F010\n    encoding: ascii\n    length: 32\n"
+        "    template: \"PICO-{n}-{target_uid}\"\n")
+    out = cli.json("flash", "-p", "pico-line", "-u", "sim:pico", "--serial", "507")
+    uid = info.target_uid.lower()
+    assert out["ok"] and out["serial"] == "507" and out["target_uid"] == uid
+    assert out["patch"]["label"]["value"] == f"PICO-507-{uid}"
+    flash = store.read_flash("pico")
+    assert flash[0x1F000:0x1F004] == (507).to_bytes(4, "little")
+    assert flash[0x1F010:0x1F030] == f"PICO-507-{uid}".encode().ljust(32, b"\0")
+    assert flash[:len(blink)] == blink

@@ -8,11 +8,12 @@ clear: 2.1.2). pyOCD's use: ``pyocd/target/family/target_rp2.py``.
 
 Modelled: core 0 behind its DP with one AHB-AP; core 1's DP answers TARGETSEL, DPIDR, TARGETID
 and DLPIDR but has no AP (the second core is not emulated); the Rescue DP, whose CDBGPWRUPREQ
-resets the chip when cleared and makes the boot ROM park the core (a WFE loop); 264 KiB SRAM; the boot ROM
-(:mod:`piflash.sim.chips.rp2_bootrom`); the Pico's 2 MiB W25Q16JV behind XIP at 0x10000000
-(reads always coherent: the XIP cache is not modelled; the debugger sees the 2 MiB repeated
-through each 16 MiB XIP window and its aliases, the CPU the first copy) and behind the SSI's serial mode; the
-QSPI chip-select override. The flash's 64-bit unique ID is the board's ``target_uid``.
+resets the chip when cleared and makes the boot ROM park the core (a WFE loop); 264 KiB SRAM;
+the boot ROM (:mod:`piflash.sim.chips.rp2_bootrom`); the Pico's 2 MiB W25Q16JV behind XIP at
+0x10000000 (always coherent: the XIP cache is not modelled; the debugger sees the 2 MiB repeated
+through each 16 MiB XIP window and its aliases, the CPU the first copy) and behind the SSI's
+serial mode; the QSPI chip-select override. The flash's 64-bit unique ID is the board's
+``target_uid``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from piflash.sim.memory.spiflash import SpiNorFlash
 __all__ = ["attach", "TARGETSEL_CORE0", "TARGETSEL_CORE1", "TARGETSEL_RESCUE", "TARGETID",
            "XIP_SSI_BASE", "IO_QSPI_BASE", "SIO_BASE", "SYSINFO_BASE", "Ssi", "IoQspi"]
 
-#: TARGETID: TREVISION 0, TPARTNO 0x0002, TDESIGNER 0x493 (Raspberry Pi), bit 0 set (2.3.4.2).
+#: TARGETID: TREVISION 0 [31:28], TPARTNO 0x1002 [27:12], TDESIGNER 0x493 [11:1] (JEP106
+#: Raspberry Pi), bit 0 set (2.3.4.2); TARGETSEL carries the DP's instance in [31:28] instead.
 TARGETID = 0x01002927
 TARGETSEL_CORE0, TARGETSEL_CORE1, TARGETSEL_RESCUE = 0x01002927, 0x11002927, 0xF1002927
 XIP_SSI_BASE = 0x18000000
@@ -40,7 +42,8 @@ IO_QSPI_BASE = 0x40018000
 SYSINFO_BASE = 0x40000000
 SIO_BASE = 0xD0000000
 #: SYSINFO CHIP_ID of an RP2040-B2: REVISION 2 [31:28], PART 0x0002 [27:12], MANUFACTURER
-#: 0x927 [11:0] (2.20.2; revision numbers of B0/B1/B2: 0/1/2? see note in docs/simulator.md).
+#: 0x927 [11:0] (datasheet 2.20.2; "1 for B0/B1, 2 for B2": pico-sdk's rp2040_chip_version,
+#: pico/platform.h).
 CHIP_ID = 0x20002927
 #: GPIO_QSPI_SS_CTRL (2.19.6.2): OUTOVER [9:8]: 0 the peripheral's signal, 1 inverted, 2 low,
 #: 3 high.
@@ -212,9 +215,6 @@ class _Port:
 
     def ssi_write(self, offset: int, value: int) -> None:
         self.ssi.write32(offset, value)
-
-    def flash_size(self) -> int:
-        return self.pins.flash.nvm.size
 
     def release_cs(self) -> None:
         self.pins.set_override(0)

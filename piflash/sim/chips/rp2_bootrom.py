@@ -32,7 +32,8 @@ ROM_SIZE = 0x4000
 BOOT2_SRAM = 0x20041F00
 #: Initial stack pointer: the top of SRAM 5 (the ROM's own choice; 2.8.1).
 INITIAL_SP = 0x20042000
-#: ROM version at 0x13: 3 on RP2040-B2 (RP2040 datasheet 2.8.2; B0 1, B1 2).
+#: ROM version at 0x13: 3 on RP2040-B2 (RP2040 datasheet 2.8.2; "1 for RP2040-B0, 2 for
+#: RP2040-B1, 3 for RP2040-B2": pico-sdk's rp2040_rom_version, pico/platform.h).
 ROM_VERSION = 3
 
 FUNC_TABLE, DATA_TABLE, STUBS, STRINGS = 0x0100, 0x0180, 0x0200, 0x0400
@@ -76,9 +77,6 @@ class RomPort(Protocol):
 
     def flash_command(self, out: bytes, read: int = 0) -> bytes:
         """One serial flash instruction (/CS low, bytes out, ``read`` bytes in, /CS high)."""
-
-    def flash_size(self) -> int:
-        """Flash size in bytes."""
 
     def release_cs(self) -> None:
         """Hand /CS back to the SSI (clears a software override)."""
