@@ -63,11 +63,23 @@ def _run(which: str, target: str, pyocd_binaries, timeout: float = 600) -> str:
     return out
 
 
-@pytest.mark.parametrize("target", list(BINARIES))
+@pytest.mark.parametrize("target", ["nrf51", "nrf52840", "stm32f103rc"])
 def test_pyocds_basic_test(target, pyocd_binaries):
     out = _run("basic", target, pyocd_binaries)
     assert "TEST FAILED" not in out, out[-4000:]
     assert out.count("TEST PASSED") == 2, out[-4000:]         # the erase/program and verify checks
+
+
+def test_pyocds_basic_test_on_the_rp2040_reads_flash_with_xip_off(pyocd_binaries):
+    """basic_test erases a sector and reads it back while pyOCD's RP2 algorithm is still
+    initialised, i.e. after the ROM's flash_exit_xip: the read returns no flash data (on a Pico
+    too: XIP needs the SSI in an XIP mode, pico-bootrom's flash_enter_cmd_xip), so it reports
+    the sector not erased and skips programming it. Everything before that check passes: the
+    connect through TARGETSEL, registers, RAM, halting and stepping the core. When pyOCD's
+    algorithm learns to re-enter XIP, this test fails and should become a plain pass."""
+    out = _run("basic", "rp2040", pyocd_binaries)
+    assert out.count("TEST PASSED") == 1, out[-4000:]         # the RAM / register checks
+    assert "FAILED to erase sector @ 0x10ffd000" in out and "Programming page" not in out, out[-4000:]
 
 
 @pytest.mark.parametrize("target", ["nrf51", "nrf52840", "stm32f103rc"])

@@ -137,6 +137,9 @@ def test_flash_functions_through_the_rom_and_unique_id_through_the_ssi():
     for reg, value in enumerate((0x100, 0x20001000, 512)):
         b.cpu.write_reg(reg, value)
     rom.call(rom.entries["flash_range_program"])
+    # XIP serves no flash data until flash_enter_cmd_xip (or boot stage 2) sets the SSI up.
+    assert b.bus.read_block(0x10000100, 4) == b"\xa5" * 4
+    rom.call(rom.entries["flash_enter_cmd_xip"])
     assert sum(n for op, n in ops if op == "spi_cycles") == 2 * (1 + 260 + 2) * 8 * 2
     assert [o for o in ops if o[0] != "spi_cycles"] == [("program", 256), ("program", 256)]
     assert b.bus.read_block(0x10000100, 512) == bytes(range(256)) * 2      # through XIP

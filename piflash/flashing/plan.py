@@ -154,6 +154,7 @@ def _init_for_read(flash) -> None:
         flash.init(flash.Operation.VERIFY)
     except FlashFailure:    # some algorithms only init for erase/program
         flash.init(flash.Operation.ERASE)
+    rp2.enable_xip(flash)   # RP2040: the algorithm's Init took the flash out of XIP
 
 
 class NotApplicable(Exception):

@@ -14,6 +14,15 @@ an SPI clock of half the system clock, at most about 6 MHz from the ring oscilla
 the 50 MHz the Pico's W25Q16JV allows for every instruction the ROM sends. It is set after each
 initialisation of the algorithm for programming (``flash_exit_xip`` sets 6 again every time).
 
+Reading the flash: the algorithm's Init calls the ROM's ``flash_exit_xip`` for every operation,
+verify included, and only its UnInit calls ``flash_enter_cmd_xip``; between the two the SSI
+serves no XIP, so a debugger read of 0x10000000, or an on-target CRC over it, returns no flash
+data (and after a reset-and-halt XIP is not set up at all: boot stage 2 has not run). pyOCD's
+own page-read analysis reads flash in that state. :func:`enable_xip` puts the SSI in the serial
+03h XIP mode ``flash_enter_cmd_xip`` sets (the same registers, from the debugger) and flushes
+the XIP cache, after piflash initialises the algorithm for reading; the algorithm's next Init for
+an erase or program takes the flash out of XIP again.
+
 A chip erase: pyOCD's RP2 algorithm has no EraseAll (its ``pc_eraseAll``, 0x120000003, lies
 outside the algorithm, so ``Flash.is_erase_all_supported`` is False and pyOCD erases the whole
 16 MiB ``xip`` region by 4,096 sector erases: about 3 minutes at the W25Q16JV's 45 ms each, over
@@ -31,14 +40,22 @@ gives it.
 
 from __future__ import annotations
 
-__all__ = ["faster_spi", "is_rp2", "erase_chip", "plan_block_erases", "erase_blocks", "RP2_ALGORITHM",
-           "FAST_BAUDR"]
+__all__ = ["faster_spi", "enable_xip", "is_rp2", "erase_chip", "plan_block_erases", "erase_blocks",
+           "RP2_ALGORITHM", "FAST_BAUDR"]
 
 #: :func:`piflash.flashing.multipage.algorithm_digest` of pyOCD 0.46's RP2 algorithm.
 RP2_ALGORITHM = "eb5eaeb7b0c14411"
 #: SSI clock divider piflash programs with (RP2040 datasheet 4.10.13 BAUDR.SCKDV: even, >= 2).
 FAST_BAUDR = 2
-_SSI_SSIENR, _SSI_BAUDR = 0x18000008, 0x18000014
+_SSI_CTRLR0, _SSI_CTRLR1, _SSI_SSIENR, _SSI_BAUDR, _SSI_SPI_CTRLR0 = (
+    0x18000000, 0x18000004, 0x18000008, 0x18000014, 0x180000F4)
+#: What flash_enter_cmd_xip writes (pico-bootrom-rp2040 bootrom/program_flash_generic.c; RP2040
+#: datasheet 4.10.13): CTRLR0 standard SPI, DFS_32 31 (32-bit frames), TMOD 3 (EEPROM read);
+#: SPI_CTRLR0 XIP_CMD 03h [31:24], INST_L 8 bits (2) [9:8], ADDR_L 24 bits (6) [5:2], TRANS_TYPE 0.
+_CMD_XIP_CTRLR0 = (31 << 16) | (3 << 8)
+_CMD_XIP_SPI_CTRLR0 = (0x03 << 24) | (2 << 8) | (6 << 2)
+#: XIP_CTRL FLUSH (datasheet 2.6.3.6): a write empties the cache; a read waits for the flush.
+_XIP_CTRL_FLUSH = 0x14000004
 
 
 def faster_spi(flash) -> bool:
@@ -112,3 +129,25 @@ def erase_blocks(flash, blocks) -> None:
     base = flash.region.start
     for address, size in blocks:
         erase_block(flash.target, address - base, size)
+
+
+def enable_xip(flash) -> bool:
+    """Make the flash readable through XIP while pyOCD's RP2 algorithm is initialised (see the
+    module docstring): the SSI in serial 03h XIP mode at :data:`FAST_BAUDR`, then the XIP cache
+    flushed (it may hold lines from before an erase or program).
+
+    :returns: whether it did (False for every other algorithm).
+    :raises pyocd.core.exceptions.TransferError: a register access failed.
+    """
+    if not is_rp2(flash):
+        return False
+    target = flash.target
+    target.write32(_SSI_SSIENR, 0)
+    target.write32(_SSI_CTRLR0, _CMD_XIP_CTRLR0)
+    target.write32(_SSI_CTRLR1, 0)
+    target.write32(_SSI_SPI_CTRLR0, _CMD_XIP_SPI_CTRLR0)
+    target.write32(_SSI_BAUDR, FAST_BAUDR)
+    target.write32(_SSI_SSIENR, 1)
+    target.write32(_XIP_CTRL_FLUSH, 1)
+    target.read32(_XIP_CTRL_FLUSH)
+    return True

@@ -169,10 +169,13 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = Fa
 
 
 def _init_for_read(flash) -> None:
+    from piflash.flashing import rp2
+
     try:
         flash.init(flash.Operation.VERIFY)
     except Exception:  # some algorithms only init for erase/program
         flash.init(flash.Operation.ERASE)
+    rp2.enable_xip(flash)   # RP2040: the algorithm's Init took the flash out of XIP
 
 
 def verify_image(session, image: FirmwareImage, progress: Optional[ProgressSink] = None,
@@ -311,10 +314,7 @@ def blank_check(session, ranges: List[Tuple[int, int]]) -> BlankStats:
                     readback.append((baddr, bsize, erased))
             addr = stop
     for flash, erased, blocks in by_flash.values():
-        try:
-            flash.init(flash.Operation.VERIFY)
-        except Exception:  # some algorithms only init for erase/program
-            flash.init(flash.Operation.ERASE)
+        _init_for_read(flash)
         try:
             check = FlashCheck.for_flash(flash)
             if check is not None:       # piflash's blank check: a cycle per byte, not ~15

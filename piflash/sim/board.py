@@ -81,6 +81,9 @@ class SimBoard:
         self.debug_guard: Optional[Callable[[int, int], bool]] = None
         #: The family's own model object, if it has one (the RP2040 boot ROM), for tests.
         self.chip: Optional[object] = None
+        #: The core's clock now, Hz, where the family models its clock tree (RP2040); None: the
+        #: timing model's fixed clock for the target type.
+        self.clock_hz: Optional[Callable[[], float]] = None
         self._debug_port: Optional[Callable[[Dict[int, AccessPortModel]], SwDp]] = None
         attach_chip(self)           # the family's peripherals, flash controller, extra APs
 
@@ -89,12 +92,14 @@ class SimBoard:
         self.system_reset()         # power-on reset
 
     # -- construction helpers used by the family builders ------------------------------------
-    def set_flash_controller(self, nvm: NvmArray, controller: NvmController) -> None:
+    def set_flash_controller(self, nvm: NvmArray, controller: NvmController,
+                             bus_region: Optional[NvmRegion] = None) -> None:
         """Attach ``controller`` to ``nvm``: adds the bus region(s), and for the main flash maps
         the array (and the boot alias, if the target has one) into the CPU, whose stores there go
         to ``controller.store``. Other arrays must be reached by the CPU through an MMIO range
-        the family maps."""
-        self.bus.add(NvmRegion(nvm, controller))
+        the family maps. ``bus_region``: the debugger's view of the array, when the family's
+        differs from a plain :class:`NvmRegion` (the RP2040's XIP, whose reads cost time)."""
+        self.bus.add(bus_region or NvmRegion(nvm, controller))
         if nvm.name != "flash":
             return
         nvm.add_mirror(self.cpu.map_flash(nvm.start, nvm.size, controller.store))

@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
-from unicorn import (UC_ARCH_ARM, UC_HOOK_CODE, UC_HOOK_INTR, UC_HOOK_MEM_WRITE_PROT, UC_MODE_MCLASS, UC_MODE_THUMB,
+from unicorn import (UC_ARCH_ARM, UC_HOOK_CODE, UC_HOOK_INTR, UC_HOOK_MEM_READ, UC_HOOK_MEM_WRITE_PROT, UC_MODE_MCLASS, UC_MODE_THUMB,
                      UC_PROT_ALL, UC_PROT_EXEC, UC_PROT_READ, Uc, UcError)
 from unicorn import arm_const as A
 
@@ -205,6 +205,19 @@ class Cpu:
             except BaseException as exc:
                 self._interrupted(exc)
         self._hooks.append(self.uc.hook_add(UC_HOOK_CODE, on_code, begin=begin, end=end))
+
+    def add_read_watch(self, begin: int, end: int, call: Callable[[int, int], None]) -> None:
+        """Call ``call(address, size)`` for every data load the core makes from ``[begin, end]``
+        (instruction fetches are not loads): a memory whose reads cost time (the RP2040's XIP).
+        An exception from ``call`` stops the core with a fault."""
+        def on_read(uc: Uc, access: int, address: int, size: int, value: int, _ud: object) -> None:
+            try:
+                call(address, size)
+            except Exception as err:         # never let an exception escape into unicorn
+                self._raise_fault("read watch at 0x%08x: %s" % (address, err))
+            except BaseException as exc:
+                self._interrupted(exc)
+        self._hooks.append(self.uc.hook_add(UC_HOOK_MEM_READ, on_read, begin=begin, end=end))
 
     def _interrupted(self, exc: BaseException) -> None:
         # KeyboardInterrupt/SystemExit inside a callback: stop, and re-raise from run(). (unicorn's

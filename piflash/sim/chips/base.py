@@ -13,7 +13,7 @@ from piflash.sim.cpu import Cpu
 from piflash.sim.debug.dap import AccessPortModel, SwDp
 from piflash.sim.faults import Faults
 from piflash.sim.memory.bus import Bus
-from piflash.sim.memory.nvm import NvmArray, NvmController
+from piflash.sim.memory.nvm import NvmArray, NvmController, NvmRegion
 from piflash.sim.specs import TargetSpec
 
 __all__ = ["ChipBoard"]
@@ -25,7 +25,7 @@ class ChipBoard(Protocol):
     Attributes: ``spec`` (the target type), ``target_uid`` (factory unique ID bytes), ``faults``
     (fault settings, shared and updated in place), ``bus`` (the system bus), ``cpu`` (the
     emulated core), ``nvm`` ({array name: cells}), ``chip`` (the family's own model object,
-    if any), ``debug_guard`` (an optional
+    if any), ``clock_hz`` (the core clock now, Hz, where the family models it), ``debug_guard`` (an optional
     ``(address, size) -> refused`` check the MEM-AP applies to debugger accesses: read-out
     protection).
     """
@@ -37,10 +37,13 @@ class ChipBoard(Protocol):
     cpu: Cpu
     nvm: Dict[str, NvmArray]
     chip: Optional[object]
+    clock_hz: Optional[Callable[[], float]]
     debug_guard: Optional[Callable[[int, int], bool]]
 
-    def set_flash_controller(self, nvm: NvmArray, controller: NvmController) -> None:
-        """Route bus (and, for main flash, CPU) writes into ``nvm`` through ``controller``."""
+    def set_flash_controller(self, nvm: NvmArray, controller: NvmController,
+                             bus_region: Optional[NvmRegion] = None) -> None:
+        """Route bus (and, for main flash, CPU) writes into ``nvm`` through ``controller``
+        (``bus_region``: the debugger's view, if not a plain :class:`NvmRegion`)."""
 
     def set_debug_port(self, build: Callable[[Dict[int, AccessPortModel]], SwDp]) -> None:
         """Have ``build(aps)`` make the board's debug port (a multi-drop wire)."""

@@ -12,8 +12,9 @@ resets the chip when cleared and makes the boot ROM park the core (a WFE loop); 
 the boot ROM (:mod:`piflash.sim.chips.rp2_bootrom`); the Pico's 2 MiB W25Q16JV behind XIP at
 0x10000000 (always coherent: the XIP cache is not modelled; the debugger sees the 2 MiB repeated
 through each 16 MiB XIP window and its aliases, the CPU the first copy) and behind the SSI's
-serial mode; the QSPI chip-select override. The flash's 64-bit unique ID is the board's
-``target_uid``.
+serial mode; the QSPI chip-select override; RESETS, XOSC, PLL_SYS and the clk_sys mux
+(:mod:`piflash.sim.chips.rp2040_clocks`), whose system clock the board reports (``clock_hz``).
+The flash's 64-bit unique ID is the board's ``target_uid``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from piflash.sim.chips.base import ChipBoard
+from piflash.sim.chips.rp2040_clocks import CLOCKS_BASE, PLL_SYS_BASE, RESETS_BASE, XOSC_BASE, Clocks
 from piflash.sim.chips.rp2_bootrom import ROM_SIZE, BootRom
 from piflash.sim.debug.dap import AccessPortModel, SwDp
 from piflash.sim.debug.multidrop import MultidropDp, MultidropWire
@@ -36,6 +38,7 @@ __all__ = ["attach", "TARGETSEL_CORE0", "TARGETSEL_CORE1", "TARGETSEL_RESCUE", "
 TARGETID = 0x01002927
 TARGETSEL_CORE0, TARGETSEL_CORE1, TARGETSEL_RESCUE = 0x01002927, 0x11002927, 0xF1002927
 XIP_SSI_BASE = 0x18000000
+XIP_CTRL_BASE = 0x14000000
 #: XIP windows: cached, no-allocate, no-cache, no-cache no-allocate (2.6.3), 16 MiB each.
 XIP_WINDOWS, XIP_WINDOW_SIZE = (0x10000000, 0x11000000, 0x12000000, 0x13000000), 0x1000000
 IO_QSPI_BASE = 0x40018000
@@ -88,9 +91,22 @@ class Ssi(RegisterDevice):
 
     def __init__(self, pins: QspiPins) -> None:
         self.pins = pins
-        self.regs: Dict[int, int] = {CTRLR0: 0x00070000, BAUDR: 0, SSIENR: 0, SER: 0}
+        self.regs: Dict[int, int] = {}
         self.tx: List[int] = []
         self.rx: List[int] = []
+        self.reset()
+
+    def reset(self) -> None:
+        """Reset values (4.10.13): disabled, 8-bit frames, no XIP set up."""
+        self.regs = {CTRLR0: 0x00070000, BAUDR: 0, SSIENR: 0, SER: 0}
+        self.tx, self.rx = [], []
+
+    def xip_ready(self) -> bool:
+        """Whether XIP reads are served: the SSI enabled in EEPROM-read mode with 32-bit frames,
+        as ``flash_enter_cmd_xip`` (serial 03h) and boot stage 2 (quad EBh) leave it. After
+        ``flash_exit_xip`` (8-bit transmit-and-receive frames) or a reset it is not."""
+        ctrlr0 = self.regs.get(CTRLR0, 0)
+        return bool(self.regs.get(SSIENR, 0) & 1) and (ctrlr0 >> 8) & 3 == 3 and (ctrlr0 >> 16) & 0x1F == 31
 
     def _flush(self) -> None:
         if not self.tx:
@@ -179,6 +195,98 @@ class _Rom(Region):
         raise BusError(addr, "write to the boot ROM")
 
 
+#: What a debugger reads from XIP while the SSI serves no XIP (see :meth:`Ssi.xip_ready`): the
+#: real part returns no flash data then; the model returns this byte, so that a tool reading
+#: flash without XIP set up sees other bytes than the flash holds, as it would on a Pico.
+XIP_OFF_BYTE = 0xA5
+
+
+class XipTiming:
+    """What XIP reads cost: an 8-byte cache line is fetched from the flash on a miss (2.6.3: a
+    16 KiB cache of 8-byte lines). A read in the line read last is a hit; any other read is
+    counted as a miss (the model keeps no other lines: a lower bound for code that re-reads).
+    A miss costs the SSI's frame in SCK cycles times BAUDR in clk_sys cycles, reported to the
+    flash array's observer as ``spi_cycles``: in standard SPI (``flash_enter_cmd_xip``'s 03h
+    mode) 32 bits of instruction and address and 64 of data; in quad (boot stage 2's EBh
+    continuous read) 32 address and mode bits and 64 data bits on four lines plus 4 dummy
+    clocks (W25Q16JV datasheet 8.2.12: 28 SCK).
+
+    :param nvm: the flash array (its observer charges the time).
+    :param ssi: the SSI whose BAUDR and frame format apply.
+    """
+
+    LINE = 8
+
+    def __init__(self, nvm, ssi: "Ssi") -> None:
+        self.nvm, self.ssi = nvm, ssi
+        self._line = -1
+
+    def flush(self) -> None:
+        """The XIP cache was flushed: the next read misses."""
+        self._line = -1
+
+    def read(self, addr: int, size: int) -> None:
+        """A CPU load of ``size`` bytes at ``addr``: charged, or refused with an exception (the
+        core stops with a fault in the model) while the SSI serves no XIP."""
+        if not self.ssi.xip_ready():
+            raise BusError(addr, "XIP read at 0x%08x while the SSI is not set up for XIP "
+                                 "(after flash_exit_xip, or before boot stage 2)" % addr)
+        self.charge(addr, size)
+
+    def charge(self, addr: int, size: int) -> None:
+        """Charge the misses of a read of ``size`` bytes at ``addr`` (any XIP alias)."""
+        first, last = (addr & 0xFFFFFF) // self.LINE, ((addr & 0xFFFFFF) + max(size, 1) - 1) // self.LINE
+        misses = sum(1 for line in range(first, last + 1) if line != self._line)
+        self._line = last
+        observer = self.nvm.observer
+        if misses and observer is not None:
+            quad = (self.ssi.regs.get(CTRLR0, 0) >> 21) & 3
+            sck = 28 if quad else 96
+            observer("spi_cycles", misses * sck * max(2, self.ssi.regs.get(BAUDR, 0) & 0xFFFE))
+
+
+class _XipRegion(NvmRegion):
+    """The debugger's view of XIP: the cells, each read charged as an XIP read."""
+
+    def __init__(self, nvm, controller, timing: XipTiming, alias_start=None) -> None:
+        super().__init__(nvm, controller, alias_start)
+        self.timing = timing
+
+    def read(self, addr: int, size: int) -> int:
+        if not self.timing.ssi.xip_ready():
+            return int.from_bytes(bytes([XIP_OFF_BYTE]) * size, "little")
+        self.timing.charge(addr, size)
+        return super().read(addr, size)
+
+    def read_block(self, addr: int, length: int) -> bytes:
+        if not self.timing.ssi.xip_ready():
+            return bytes([XIP_OFF_BYTE]) * length
+        self.timing.charge(addr, length)
+        return super().read_block(addr, length)
+
+
+class _XipCtrl(RegisterDevice):
+    """XIP_CTRL (2.6.3.6): CTRL (EN, ERR_BADWRITE set at reset), FLUSH (a write empties the
+    cache; the model's cache is the last line of :class:`XipTiming`), STAT (FLUSH_READY set)."""
+
+    def __init__(self, timing: "XipTiming") -> None:
+        self.timing = timing
+        self.ctrl = 0x3
+
+    def read32(self, offset: int) -> int:
+        if offset == 0x0:
+            return self.ctrl
+        if offset == 0x8:
+            return 0x1 | 0x2                # FLUSH_READY, FIFO_EMPTY (FIFO_FULL clear)
+        return 0
+
+    def write32(self, offset: int, value: int) -> None:
+        if offset == 0x0:
+            self.ctrl = value & 0xB
+        elif offset == 0x4:
+            self.timing.flush()
+
+
 class _IgnoreStores:
     """XIP writes: the cache is not used as SRAM in the model, so they change nothing."""
 
@@ -233,18 +341,30 @@ def attach(board: ChipBoard) -> None:
     board.cpu.map_flash(0, ROM_SIZE, lambda addr, size, value: None)(0, rom.image)
     board.cpu.add_native_code(rom.stub_range[0], rom.stub_range[1], rom.call)
     stores = _IgnoreStores()
-    board.set_flash_controller(flash_nvm, stores)
+    xip = XipTiming(flash_nvm, ssi)
+    rom.on_flush = xip.flush
+    board.set_flash_controller(flash_nvm, stores, bus_region=_XipRegion(flash_nvm, stores, xip))
+    board.cpu.add_read_watch(flash_nvm.start, flash_nvm.start + flash_nvm.size - 1, xip.read)
     # The flash sees 24 address bits and ignores those above its size (W25Q16JV: A23-A21), so
     # each 16 MiB XIP window (and its no-allocate / no-cache aliases at 0x11, 0x12, 0x13 <<24,
     # RP2040 datasheet 2.6.3) repeats the 2 MiB: a debugger read at 0x10FFD000 reads 0x1FD000.
     for window in XIP_WINDOWS:
         for start in range(window, window + XIP_WINDOW_SIZE, flash_nvm.size):
             if start != flash_nvm.start:
-                board.bus.add(NvmRegion(flash_nvm, stores, alias_start=start))
+                board.bus.add(_XipRegion(flash_nvm, stores, xip, alias_start=start))
 
+    board.add_reset_hook(ssi.reset)             # XIP is set up again by boot stage 2
     board.bus.add(DeviceRegion(XIP_SSI_BASE, 0x1000, ssi, "xip-ssi"))
+    board.bus.add(DeviceRegion(XIP_CTRL_BASE, 0x1000, _XipCtrl(xip), "xip-ctrl"))
+    board.cpu.map_mmio(XIP_CTRL_BASE, 0x1000)
     board.cpu.map_mmio(XIP_SSI_BASE, 0x1000)
     board.bus.add(DeviceRegion(IO_QSPI_BASE, 0x4000, IoQspi(pins), "io-qspi"))
+    clocks = Clocks()
+    for base, device, name in ((RESETS_BASE, clocks.resets, "resets"), (CLOCKS_BASE, clocks.clocks, "clocks"),
+                               (XOSC_BASE, clocks.xosc, "xosc"), (PLL_SYS_BASE, clocks.pll_sys, "pll-sys")):
+        board.bus.add(DeviceRegion(base, 0x4000, device, name))
+    board.add_reset_hook(clocks.reset)          # the model resets them with every system reset
+    board.clock_hz = clocks.sys_hz
     board.bus.add(DeviceRegion(SYSINFO_BASE, 0x1000, _Values({0x00: CHIP_ID, 0x04: 0x2}), "sysinfo"))
     board.bus.add(DeviceRegion(SIO_BASE, 0x1000, _Values({0x00: 0}), "sio"))   # CPUID: core 0
     board.cpu.map_mmio(SIO_BASE, 0x1000)

@@ -15,7 +15,8 @@ Each function's entry is a ``BX LR`` that :meth:`BootRom.call` runs natively jus
 executes (``Cpu.add_native_code``): arguments in R0-R3, result in R0, as the AAPCS has it. The
 flash functions act on the board's serial flash through its SPI pins (WREN, program/erase,
 datasheet semantics); the reset vector boots as section 2.8.1 says: the 256-byte boot stage 2
-from the start of flash, copied to SRAM at 0x20041F00 and entered when its CRC-32 (polynomial
+from the start of flash (read over the SSI, XIP being off), copied to SRAM at 0x20041F00 and
+entered when its CRC-32 (polynomial
 0x04C11DB7, initial value 0xFFFFFFFF, no reflection, no final XOR) in bytes 252-255 matches;
 otherwise the core parks in a WFE loop where the real ROM would start USB BOOTSEL mode.
 """
@@ -23,7 +24,7 @@ otherwise the core parks in a WFE loop where the real ROM would start USB BOOTSE
 from __future__ import annotations
 
 import struct
-from typing import Callable, Dict, Protocol
+from typing import Callable, Dict, Optional, Protocol
 
 __all__ = ["BootRom", "RomPort", "ROM_SIZE", "BOOT2_SRAM", "crc32_boot2", "FUNCTION_CODES"]
 
@@ -99,6 +100,8 @@ class BootRom:
         self.xip = True             # XIP enabled (exited by flash_exit_xip)
         #: Set by a Rescue DP reset (CHIP_RESET.PSM_RESTART_FLAG): the next boot parks the core.
         self.rescue = False
+        #: Called by flash_flush_cache (the chip's XIP cache model), or None.
+        self.on_flush: Optional[Callable[[], None]] = None
         self.entries: Dict[str, int] = {}
         image = bytearray(ROM_SIZE)
         natives: Dict[int, Callable[[], None]] = {}
@@ -147,7 +150,11 @@ class BootRom:
             self.rescue = False
             self.port.set_reg(0, self.entries["park"] | 1)
             return
-        boot2 = self.port.read(0x10000000, 256)
+        # The flash boot path reads boot stage 2 over the SSI in serial mode (03h Read Data),
+        # not through XIP, which nothing has set up yet (pico-bootrom-rp2040 bootrom_main.c:
+        # connect_internal_flash, flash_exit_xip, flash_read_data).
+        self._flash_exit_xip()
+        boot2 = self.port.flash_command(b"\x03\x00\x00\x00", 256)
         ok = crc32_boot2(boot2[:252]) == struct.unpack_from("<I", boot2, 252)[0]
         if ok:
             self.port.write(BOOT2_SRAM, boot2)
@@ -195,6 +202,8 @@ class BootRom:
         self.port.release_cs()
 
     def _flash_flush_cache(self) -> None:
+        if self.on_flush is not None:
+            self.on_flush()
         self.port.release_cs()      # "also clears the hardware CS override" (2.8.3.1.3)
 
     def _flash_enter_cmd_xip(self) -> None:

@@ -155,11 +155,18 @@ class DapFirmware:
     def _on_block(self, uc, address: int, size: int, user_data) -> None:
         self._code_bytes += size
 
+    def _core_hz(self) -> float:
+        """The target's core clock now: the board's clock tree where it has one (RP2040), else
+        the timing model's fixed clock."""
+        board = self._hooked_board
+        clock = getattr(board, "clock_hz", None)
+        return clock() if clock is not None else self._timing.core_hz
+
     def _on_flash_op(self, op: str, nbytes: int) -> None:
         if self._timing is None:
             return
-        self._flash_s["flash_erase" if op.startswith("erase") else "flash_program"] += \
-            self._timing.op_time(op, nbytes)
+        seconds = nbytes / self._core_hz() if op == "spi_cycles" else self._timing.op_time(op, nbytes)
+        self._flash_s["flash_erase" if op.startswith("erase") else "flash_program"] += seconds
         if op == "spi_cycles":
             self.clock.count("spi_cycles", nbytes)
         else:
@@ -434,7 +441,7 @@ class DapFirmware:
             self._code_bytes = 0
         cpu_s = 0.0
         if self._timing is not None:
-            cpu_s = self._code_bytes / 2 * CYCLES_PER_HALFWORD / self._timing.core_hz
+            cpu_s = self._code_bytes / 2 * CYCLES_PER_HALFWORD / self._core_hz()
         flash_s = sum(self._flash_s.values())
         self.clock.charge("target_cpu", cpu_s)
         for key, seconds in self._flash_s.items():
