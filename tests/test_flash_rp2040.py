@@ -60,9 +60,11 @@ def test_protect_says_the_rp2040_has_no_protection(cli, pico):
     assert "no read-out protection to set" in refused["error"]["message"]
 
 
-def test_faster_spi_halves_the_roms_divider_only_for_the_rp2_algorithm(pico):
-    """The ROM's flash_exit_xip (run by the algorithm's Init) sets BAUDR 6; piflash sets 2 after
-    it, which the ROM's later flash functions keep; another target's algorithm is left alone."""
+def test_faster_spi_runs_the_chip_from_the_pll_and_the_spi_faster(pico):
+    """The ROM's flash_exit_xip (run by the algorithm's Init) sets BAUDR 6 at the ring
+    oscillator's clock; piflash starts the crystal and PLL_SYS, runs clk_sys at 125 MHz and
+    sets BAUDR 4 (31.25 MHz SCK), which the ROM's later flash functions keep; a page programmed
+    then reads back; another target's algorithm is left alone."""
     from piflash.flashing.rp2 import faster_spi
     from piflash.target.connect import open_session
 
@@ -70,7 +72,11 @@ def test_faster_spi_halves_the_roms_divider_only_for_the_rp2_algorithm(pico):
         flash = session.target.memory_map.get_boot_memory().flash
         flash.init(flash.Operation.PROGRAM)
         assert session.target.read32(0x18000014) == 6
-        assert faster_spi(flash) and session.target.read32(0x18000014) == 2
+        assert session.target.read32(0x40008044) == 1                  # CLK_SYS_SELECTED: clk_ref
+        assert faster_spi(flash) and session.target.read32(0x18000014) == 4
+        assert session.target.read32(0x40008044) == 2                  # aux: PLL_SYS
+        assert session.target.read32(0x40028000) & (1 << 31)           # PLL_SYS locked
+        assert faster_spi(flash)                                        # again: nothing to start
         assert session.target.read32(0x18000008) == 1          # the SSI is enabled again
         flash.program_page(0x10000000, list(range(256)))
         flash.uninit()

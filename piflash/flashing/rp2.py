@@ -9,10 +9,13 @@ rate for boot and programming") and whose other flash functions leave BAUDR as t
 6.5 MHz, RP2040 datasheet 2.17), so each 256-byte page program spends about 1.9 ms shifting
 its 260 bytes, against the flash's 0.4 ms typical page program time (W25Q16JV datasheet 9.6).
 
-:func:`faster_spi` sets BAUDR to 2, the smallest divider the SSI takes (SCKDV is even, 4.10.13):
-an SPI clock of half the system clock, at most about 6 MHz from the ring oscillator, far below
-the 50 MHz the Pico's W25Q16JV allows for every instruction the ROM sends. It is set after each
-initialisation of the algorithm for programming (``flash_exit_xip`` sets 6 again every time).
+:func:`faster_spi` first runs the system clock from PLL_SYS at 125 MHz off the board's 12 MHz
+crystal (:func:`pll_clock`, what pico-sdk's clocks_init does; the next reset returns to the ring
+oscillator), then sets BAUDR to 4: 31.25 MHz, within the W25Q16JV's 50 MHz for every instruction
+the ROM and XIP send. A board whose crystal does not start stays on the ring oscillator with
+BAUDR 2, the smallest divider the SSI takes (SCKDV is even, 4.10.13). It is done after each
+initialisation of the algorithm for programming (``flash_exit_xip`` sets 6 again every time),
+and :func:`enable_xip` does the same for reading.
 
 Reading the flash: the algorithm's Init calls the ROM's ``flash_exit_xip`` for every operation,
 verify included, and only its UnInit calls ``flash_enter_cmd_xip``; between the two the SSI
@@ -40,13 +43,31 @@ gives it.
 
 from __future__ import annotations
 
-__all__ = ["faster_spi", "enable_xip", "is_rp2", "erase_chip", "plan_block_erases", "erase_blocks",
-           "RP2_ALGORITHM", "FAST_BAUDR"]
+__all__ = ["faster_spi", "enable_xip", "pll_clock", "spi_divider", "is_rp2", "erase_chip",
+           "plan_block_erases", "erase_blocks", "RP2_ALGORITHM", "FAST_BAUDR", "PLL_BAUDR"]
 
 #: :func:`piflash.flashing.multipage.algorithm_digest` of pyOCD 0.46's RP2 algorithm.
 RP2_ALGORITHM = "eb5eaeb7b0c14411"
-#: SSI clock divider piflash programs with (RP2040 datasheet 4.10.13 BAUDR.SCKDV: even, >= 2).
+#: SSI clock divider piflash programs with on the ring oscillator (RP2040 datasheet 4.10.13
+#: BAUDR.SCKDV: even, >= 2).
 FAST_BAUDR = 2
+#: ... and on PLL_SYS at 125 MHz: 31.25 MHz, within the W25Q16JV's 50 MHz for 03h Read Data (the
+#: XIP reads) and 133 MHz for the ROM's other instructions (datasheet 9.6, f_R and F_R).
+PLL_BAUDR = 4
+#: Longest wait for the crystal, the PLL or a clock mux, seconds (XOSC: about 1 ms with pico-sdk's
+#: STARTUP delay; PLL lock: tens of us; RP2040 datasheet 2.16.3, 2.18.2).
+CLOCK_TIMEOUT = 0.1
+# Registers (RP2040 datasheet 2.14-2.18) and the APB atomic set/clear aliases (2.1.2).
+_SET, _CLR = 0x2000, 0x3000
+_RESETS_RESET, _RESETS_RESET_DONE, _RESET_PLL_SYS = 0x4000C000, 0x4000C008, 1 << 12
+_XOSC_CTRL, _XOSC_STATUS, _XOSC_STARTUP = 0x40024000, 0x40024004, 0x4002400C
+_XOSC_ENABLE, _XOSC_RANGE_1_15MHZ = 0xFAB << 12, 0xAA0
+#: STARTUP.DELAY for a 12 MHz crystal: (12 MHz / 1000 + 128) / 256 = 47 (pico-sdk xosc_init: 1 ms).
+_XOSC_STARTUP_DELAY = 47
+_CLK_REF_CTRL, _CLK_REF_SELECTED, _CLK_REF_SRC_XOSC = 0x40008030, 0x40008038, 2
+_CLK_SYS_CTRL, _CLK_SYS_SELECTED = 0x4000803C, 0x40008044
+_PLL_CS, _PLL_PWR, _PLL_FBDIV_INT, _PLL_PRIM = 0x40028000, 0x40028004, 0x40028008, 0x4002800C
+_PLL_PWR_PD, _PLL_PWR_POSTDIVPD, _PLL_PWR_VCOPD = 1 << 0, 1 << 3, 1 << 5
 _SSI_CTRLR0, _SSI_CTRLR1, _SSI_SSIENR, _SSI_BAUDR, _SSI_SPI_CTRLR0 = (
     0x18000000, 0x18000004, 0x18000008, 0x18000014, 0x180000F4)
 #: What flash_enter_cmd_xip writes (pico-bootrom-rp2040 bootrom/program_flash_generic.c; RP2040
@@ -59,8 +80,9 @@ _XIP_CTRL_FLUSH = 0x14000004
 
 
 def faster_spi(flash) -> bool:
-    """Set the SSI's clock divider to :data:`FAST_BAUDR` when ``flash`` (a pyOCD ``Flash``,
-    initialised) runs pyOCD's RP2 algorithm; the SSI is disabled while BAUDR changes.
+    """Raise the system clock (:func:`pll_clock`) and set the SSI's clock divider to the one
+    that goes with it (:func:`spi_divider`) when ``flash`` (a pyOCD ``Flash``, initialised) runs
+    pyOCD's RP2 algorithm; the SSI is disabled while BAUDR changes.
 
     :returns: whether it did (False for every other algorithm).
     :raises pyocd.core.exceptions.TransferError: a register write failed.
@@ -68,10 +90,67 @@ def faster_spi(flash) -> bool:
     if not is_rp2(flash):
         return False
     target = flash.target
+    divider = spi_divider(pll_clock(target))
     target.write32(_SSI_SSIENR, 0)
-    target.write32(_SSI_BAUDR, FAST_BAUDR)
+    target.write32(_SSI_BAUDR, divider)
     target.write32(_SSI_SSIENR, 1)
     return True
+
+
+def spi_divider(on_pll: bool) -> int:
+    """BAUDR for the system clock: :data:`FAST_BAUDR` (SCK = clk_sys / 2, at most about 6 MHz)
+    on the ring oscillator, :data:`PLL_BAUDR` (125 MHz / 4 = 31.25 MHz) on PLL_SYS."""
+    return PLL_BAUDR if on_pll else FAST_BAUDR
+
+
+def pll_clock(target, timeout: float = CLOCK_TIMEOUT) -> bool:
+    """Run clk_sys from PLL_SYS at 125 MHz, as pico-sdk's clocks_init does (RP2040 datasheet
+    2.15-2.18): the 12 MHz crystal oscillator started (XOSC STARTUP, CTRL enable, STATUS.STABLE),
+    clk_ref switched to it, PLL_SYS taken out of reset and set to 12 MHz / 1 x 125 = 1500 MHz VCO,
+    / 6 / 2 = 125 MHz (FBDIV_INT, PWR, CS.LOCK, PRIM, POSTDIVPD), then clk_sys's glitchless mux
+    switched to it (AUXSRC PLL_SYS first, then SRC aux, CLK_SYS_SELECTED). Already on the PLL:
+    nothing is written. A board whose crystal or PLL does not come up within ``timeout`` stays
+    on the ring oscillator (the function returns False); the next reset undoes it all.
+
+    :returns: whether clk_sys runs from PLL_SYS.
+    :raises pyocd.core.exceptions.TransferError: a register access failed.
+    """
+    import time
+
+    if target.read32(_CLK_SYS_SELECTED) == 1 << 1 and target.read32(_CLK_SYS_CTRL) & 0xE0 == 0:
+        return True
+
+    def wait(done) -> bool:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                return False
+        return True
+
+    target.write32(_XOSC_STARTUP, _XOSC_STARTUP_DELAY)
+    target.write32(_XOSC_CTRL, _XOSC_ENABLE | _XOSC_RANGE_1_15MHZ)
+    if not wait(lambda: target.read32(_XOSC_STATUS) & (1 << 31)):
+        return False
+    target.write32(_CLK_REF_CTRL, _CLK_REF_SRC_XOSC)
+    if not wait(lambda: target.read32(_CLK_REF_SELECTED) == 1 << _CLK_REF_SRC_XOSC):
+        return False
+    target.write32(_RESETS_RESET + _SET, _RESET_PLL_SYS)
+    target.write32(_RESETS_RESET + _CLR, _RESET_PLL_SYS)
+    if not wait(lambda: target.read32(_RESETS_RESET_DONE) & _RESET_PLL_SYS):
+        return False
+    target.write32(_PLL_CS, 1)                                      # REFDIV 1
+    target.write32(_PLL_FBDIV_INT, 125)                             # VCO 1500 MHz
+    target.write32(_PLL_PWR + _CLR, _PLL_PWR_PD | _PLL_PWR_VCOPD)
+    if not wait(lambda: target.read32(_PLL_CS) & (1 << 31)):
+        return False
+    target.write32(_PLL_PRIM, (6 << 16) | (2 << 12))                # / 6 / 2 = 125 MHz
+    target.write32(_PLL_PWR + _CLR, _PLL_PWR_POSTDIVPD)
+    target.write32(_CLK_SYS_CTRL + _CLR, 1)                         # SRC clk_ref while AUXSRC changes
+    if not wait(lambda: target.read32(_CLK_SYS_SELECTED) == 1):
+        return False
+    target.write32(_CLK_SYS_CTRL + _CLR, 0xE0)                      # AUXSRC 0: PLL_SYS
+    target.write32(_CLK_SYS_CTRL + _SET, 1)                         # SRC aux
+    return wait(lambda: target.read32(_CLK_SYS_SELECTED) == 1 << 1)
 
 
 def is_rp2(flash) -> bool:
@@ -146,7 +225,7 @@ def enable_xip(flash) -> bool:
     target.write32(_SSI_CTRLR0, _CMD_XIP_CTRLR0)
     target.write32(_SSI_CTRLR1, 0)
     target.write32(_SSI_SPI_CTRLR0, _CMD_XIP_SPI_CTRLR0)
-    target.write32(_SSI_BAUDR, FAST_BAUDR)
+    target.write32(_SSI_BAUDR, spi_divider(pll_clock(target)))
     target.write32(_SSI_SSIENR, 1)
     target.write32(_XIP_CTRL_FLUSH, 1)
     target.read32(_XIP_CTRL_FLUSH)

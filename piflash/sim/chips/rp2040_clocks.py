@@ -70,7 +70,7 @@ class _Xosc(_Block):
 class _Pll(_Block):
     def read32(self, offset: int) -> int:
         if offset & 0xFFF == 0x0:                   # CS: LOCK [31] once the VCO runs
-            return self.regs.get(0x0, 1) | ((1 << 31) if self.clocks.pll_hz() else 0)
+            return self.regs.get(0x0, 1) | ((1 << 31) if self.clocks.vco_hz() else 0)
         return super().read32(offset)
 
 
@@ -92,33 +92,44 @@ class Clocks:
     each, the aliases included).
     """
 
+    _RESET_VALUES = {"resets": {0x0: _RESET_ALL},
+                     "clocks": {0x40: 1 << 8},                          # CLK_SYS_DIV INT 1
+                     "xosc": {0x0: 0xAA0},                              # FREQ_RANGE 1-15 MHz
+                     "pll_sys": {0x0: 1, 0x4: 0x2D, 0xC: 0x77000}}      # PWR: all powered down
+
     def __init__(self) -> None:
-        self.resets = _Resets(self, {0x0: _RESET_ALL})
-        self.clocks = _ClocksBlock(self, {0x40: 1 << 8})                 # CLK_SYS_DIV INT 1
-        self.xosc = _Xosc(self, {0x0: 0xAA0})                            # FREQ_RANGE 1-15 MHz
-        self.pll_sys = _Pll(self, {0x0: 1, 0x4: 0x2D, 0xC: 0x77000})     # PWR: all powered down
+        self.resets = _Resets(self, {})
+        self.clocks = _ClocksBlock(self, {})
+        self.xosc = _Xosc(self, {})
+        self.pll_sys = _Pll(self, {})
+        self.reset()
 
     def reset(self) -> None:
-        """A chip reset: every block back to its reset value."""
-        self.__init__()
+        """A chip reset: every block's registers back to their reset values (in place: the bus
+        keeps the same devices)."""
+        for name, values in self._RESET_VALUES.items():
+            getattr(self, name).regs = dict(values)
 
     def xosc_on(self) -> bool:
         """Whether the crystal oscillator runs (CTRL.ENABLE = 0xFAB)."""
         return (self.xosc.regs.get(0x0, 0) >> 12) & 0xFFF == _XOSC_ENABLE
 
-    def pll_hz(self) -> float:
-        """PLL_SYS's output, Hz (0 while it is held in reset, powered down or without a
-        reference)."""
+    def vco_hz(self) -> float:
+        """PLL_SYS's VCO, Hz (0 while it is held in reset, powered down (PD, VCOPD) or without
+        a reference); CS.LOCK reads 1 while it runs."""
         if self.resets.regs.get(0x0, _RESET_ALL) & (1 << 12):           # RESET.PLL_SYS
             return 0.0
-        pwr = self.pll_sys.regs.get(0x4, 0x2D)
-        if pwr & 0x21 or not self.xosc_on():                            # PD or VCOPD
+        if self.pll_sys.regs.get(0x4, 0x2D) & 0x21 or not self.xosc_on():
             return 0.0
         refdiv = self.pll_sys.regs.get(0x0, 1) & 0x3F or 1
-        fbdiv = self.pll_sys.regs.get(0x8, 0) & 0xFFF
+        return XOSC_HZ / refdiv * (self.pll_sys.regs.get(0x8, 0) & 0xFFF)
+
+    def pll_hz(self) -> float:
+        """PLL_SYS's output, Hz: the VCO divided by POSTDIV1 x POSTDIV2 (0 while POSTDIVPD)."""
+        if self.pll_sys.regs.get(0x4, 0x2D) & 0x8:
+            return 0.0
         prim = self.pll_sys.regs.get(0xC, 0x77000)
-        post = max(1, (prim >> 16) & 7) * max(1, (prim >> 12) & 7)
-        return XOSC_HZ / refdiv * fbdiv / post if fbdiv and not pwr & 0x8 else 0.0
+        return self.vco_hz() / (max(1, (prim >> 16) & 7) * max(1, (prim >> 12) & 7))
 
     def sys_hz(self) -> float:
         """clk_sys, Hz: clk_ref (ROSC or XOSC) or PLL_SYS, divided by CLK_SYS_DIV's integer
