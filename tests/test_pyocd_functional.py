@@ -6,13 +6,12 @@ binary pyOCD's own CI uses for the part (pyOCD's ``test/data/binaries``, none of
 They run in a child process each: the scripts print their verdicts ("TEST PASSED"/"TEST FAILED",
 "Pass count N of M") and flash_test returns a result object; both are read here.
 
-Not run here: flash_test on the RP2040 (run by hand, 2026-11-25: 13 of 16 pass, in 191 s and
-390 MB). The three that fail would fail on a Pico too: "Basic Chip Erase" and "Smart Chip Erase"
-ask for a chip erase, which pyOCD's RP2 algorithm does not offer (its ``pc_eraseAll``,
-0x120000003, lies outside the algorithm, so ``Flash.is_erase_all_supported`` is False and the
-builder erases by sectors), and "Multiple Block Writes" writes blocks spread over pyOCD's 16 MiB
-``xip`` region (pyocd/target/family/target_rp2.py), which a Pico's 2 MiB flash repeats through,
-so a later block overwrites an earlier one.
+Not run here: flash_test on the RP2040 (its passes over pyOCD's whole 16 MiB ``xip`` region take
+minutes in the simulator). Its "Basic Chip Erase" and "Smart Chip Erase" cannot pass anywhere:
+pyOCD's RP2 algorithm has no EraseAll (its ``pc_eraseAll``, 0x120000003, lies outside the
+algorithm, so ``Flash.is_erase_all_supported`` is False and the builder erases by sectors); and a
+Pico's 2 MiB flash repeats through that 16 MiB window. basic_test on the RP2040: see
+:func:`test_pyocds_basic_test_on_the_rp2040_reads_flash_with_xip_off`.
 """
 
 from __future__ import annotations
