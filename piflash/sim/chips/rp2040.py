@@ -94,6 +94,9 @@ class Ssi(RegisterDevice):
         self.regs: Dict[int, int] = {}
         self.tx: List[int] = []
         self.rx: List[int] = []
+        #: Bytes shifted to the flash through DR0 so far (their SPI time is the caller's to
+        #: charge: the simulated BOOTSEL device does for code its EXEC runs).
+        self.shifted = 0
         self.reset()
 
     def reset(self) -> None:
@@ -116,6 +119,7 @@ class Ssi(RegisterDevice):
             self.rx += [0] * len(data)
             return
         flash = self.pins.flash
+        self.shifted += len(data)
         if self.pins.override == 2:                 # /CS held low by software
             self.rx += [flash.exchange(b) for b in data]
         elif self.pins.override == 3:

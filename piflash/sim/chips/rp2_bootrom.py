@@ -38,7 +38,7 @@ INITIAL_SP = 0x20042000
 ROM_VERSION = 3
 
 FUNC_TABLE, DATA_TABLE, STUBS, STRINGS = 0x0100, 0x0180, 0x0200, 0x0400
-_BX_LR, _NOP, _BX_R0, _WFE, _B_BACK1 = 0x4770, 0xBF00, 0x4700, 0xBF20, 0xE7FD
+_BX_LR, _NOP, _BX_R0, _WFE, _B_BACK1, _BKPT = 0x4770, 0xBF00, 0x4700, 0xBF20, 0xE7FD, 0xBE00
 
 #: The public functions the model implements: code -> (name, number of arguments). Codes and
 #: names: RP2040 datasheet 2.8.3.1 (tables "Fast Bit Counting", "Fast Bulk Memory Fill / Copy",
@@ -121,6 +121,11 @@ class BootRom:
         struct.pack_into("<HH", image, park, _WFE, _B_BACK1)
         self.entries["park"] = park
         stub += 4
+        # Where code the USB boot interface runs (PICOBOOT EXEC) returns to: a BKPT that stops
+        # the model's core (the real ROM returns into its USB task loop; 2.8.5.4.9).
+        struct.pack_into("<HH", image, stub, _BKPT, _NOP)
+        self.entries["exec_return"] = stub
+        stub += 4
         lookup = add("rom_table_lookup", self._lookup)
         funcs = [(code, add(name, getattr(self, "_" + name))) for code, name in FUNCTION_CODES.items()]
 
@@ -193,6 +198,10 @@ class BootRom:
         """Selects the SSI on the QSPI pins (2.8.3.1.3): nothing the model keeps apart."""
 
     def _flash_exit_xip(self) -> None:
+        self.exit_xip()
+
+    def exit_xip(self) -> None:
+        """``flash_exit_xip``: the SSI in serial mode, XIP off."""
         # flash_init_spi: SSI off, BAUDR 6, standard SPI, 8-bit frames, transmit and receive,
         # SER 1, SSI on (pico-bootrom-rp2040 bootrom/program_flash_generic.c). A debugger may
         # change BAUDR afterwards: the other flash functions leave it as they find it.
@@ -202,23 +211,33 @@ class BootRom:
         self.port.release_cs()
 
     def _flash_flush_cache(self) -> None:
+        self.flush_cache()
+
+    def flush_cache(self) -> None:
+        """``flash_flush_cache``: the XIP cache flushed, the /CS override released."""
         if self.on_flush is not None:
             self.on_flush()
         self.port.release_cs()      # "also clears the hardware CS override" (2.8.3.1.3)
 
     def _flash_enter_cmd_xip(self) -> None:
+        self.enter_cmd_xip()
+
+    def enter_cmd_xip(self) -> None:
+        """``flash_enter_cmd_xip``: serial 03h XIP, so the flash reads at 0x10000000 again."""
         # Serial 03h XIP: 32-bit frames, EEPROM read mode (the same source); BAUDR unchanged.
         for offset, value in ((0x08, 0), (0x00, (31 << 16) | (3 << 8)), (0x08, 1)):
             self.port.ssi_write(offset, value)
         self.xip = True
 
     def _flash_range_erase(self) -> None:
-        """flash_range_erase(addr, count, block_size, block_cmd): from flash offset ``addr`` up
-        to ``addr + count``, ``block_cmd`` for each ``block_size`` block that is aligned and
-        fits, a 4 KiB sector erase (20h) otherwise (pico-bootrom-rp2040
+        self.erase_range(*(self.port.reg(i) for i in range(4)))
+
+    def erase_range(self, addr: int, count: int, block_size: int = 0, block_cmd: int = 0) -> None:
+        """``flash_range_erase(addr, count, block_size, block_cmd)``: from flash offset ``addr``
+        (bytes) up to ``addr + count``, ``block_cmd`` for each ``block_size`` block that is
+        aligned and fits, a 4 KiB sector erase (20h) otherwise (pico-bootrom-rp2040
         bootrom/program_flash_generic.c). A ``block_size`` of 0, on which the ROM would loop
-        forever, erases by sectors in the model."""
-        addr, count, block_size, block_cmd = (self.port.reg(i) for i in range(4))
+        forever, erases by sectors in the model (what the USB boot code's sector erase does)."""
         goal = addr + count
         while addr < goal:
             if block_size and addr % block_size == 0 and goal - addr >= block_size:
@@ -229,14 +248,20 @@ class BootRom:
             addr += size
 
     def _flash_range_program(self) -> None:
-        """flash_range_program(addr, data, count): one page program (02h) of 256 bytes from
-        SRAM ``data`` per page from flash offset ``addr`` (256-aligned) until ``addr + count``:
-        a count that is not a multiple of 256 is rounded up, as the ROM does."""
         addr, data, count = self.port.reg(0), self.port.reg(1), self.port.reg(2)
-        goal = addr + count
-        while addr < goal:
-            self._write_op(bytes((0x02,)) + _addr24(addr) + self.port.read(data, 256))
-            addr, data = addr + 256, data + 256
+        self.program(addr, self.port.read(data, (count + 255) & ~255) if count else b"")
+
+    def program(self, addr: int, data: bytes) -> None:
+        """``flash_range_program(addr, data, count)``: one page program (02h) of 256 bytes per
+        page from flash offset ``addr`` (256-aligned); a count that is not a multiple of 256 is
+        rounded up, as the ROM does (``data`` here is already the rounded-up bytes)."""
+        for offset in range(0, len(data), 256):
+            self._write_op(bytes((0x02,)) + _addr24(addr + offset) + data[offset:offset + 256].ljust(256, b"\xff"))
+
+    def read_data(self, addr: int, count: int) -> bytes:
+        """``flash_read_data``: ``count`` bytes from flash offset ``addr`` by 03h Read Data over
+        the SSI (what the USB boot code reads flash with: XIP is off)."""
+        return self.port.flash_command(b"\x03" + _addr24(addr), count)
 
     def _write_op(self, instruction: bytes) -> None:
         self.port.flash_command(b"\x06")            # Write Enable

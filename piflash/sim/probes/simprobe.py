@@ -260,11 +260,12 @@ class SimProbe(DebugProbe):
         return self._board
 
     # -- open / close ------------------------------------------------------------------------
-    def open(self) -> None:
+    def open(self, lock_timeout: float = SESSION_LOCK_TIMEOUT) -> None:
         """Load the board (taking the board's session lock).
 
+        :param lock_timeout: Seconds to wait for another session of the board to end.
         :raises ProbeDisconnected: The board was removed or ejected.
-        :raises ProbeError: Another session keeps the board busy for 10 s.
+        :raises ProbeError: Another session keeps the board busy for ``lock_timeout`` (10 s).
         """
         with self._guard:
             if self._is_open:
@@ -276,7 +277,7 @@ class SimProbe(DebugProbe):
             self._resolve_pending()
             stack = ExitStack()
             try:
-                stack.enter_context(self._store.session_lock(self._name, SESSION_LOCK_TIMEOUT))
+                stack.enter_context(self._store.session_lock(self._name, lock_timeout))
                 info, images = self._store.load_state(self._name)
                 if not info.present:
                     raise exceptions.ProbeDisconnected("simulated board %r is not present" % self._name)
@@ -348,6 +349,12 @@ class SimProbe(DebugProbe):
             fd = self._files.get(region)
             if fd is not None and board is not None:
                 os.pwrite(fd, memoryview(board.nvm[region].data)[lo:hi], lo)
+
+    def flushing(self):
+        """Context manager for a change made to the board other than through a probe call (the
+        simulated USB boot interface calls the boot ROM directly): what it changed in flash is in
+        the image files when it ends."""
+        return self._flushing()
 
     @contextlib.contextmanager
     def _flushing(self) -> Iterator[None]:

@@ -6,7 +6,9 @@ Switched on only explicitly, by the environment variable ``PIFLASH_SIM_USB``::
 
 Each entry is ``BOARD[@PRESET]``: simulated board ``BOARD`` (of the board store,
 ``$PIFLASH_SIM_DIR``; created with ``piflash sim create``) sits behind a simulated probe of kind
-``PRESET`` (:data:`~piflash.sim.probes.usb.presets.PRESETS`; default ``debugprobe``). An entry
+``PRESET`` (:data:`~piflash.sim.probes.usb.presets.PRESETS`; default ``debugprobe``); the preset
+``bootsel`` puts an RP2040 board itself on the bus in USB BOOTSEL mode, no probe between
+(:mod:`piflash.sim.probes.usb.picoboot`). An entry
 ``BOARD@PRESET!noaccess`` is a probe whose device node this user may not open (EACCES).
 
 The seam. pyusb has no backend registry: ``usb.core.find()`` without a backend asks
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import os
 
-from piflash.sim.probes.usb.spec import ENV_VAR, attached_boards, enabled, parse_spec
+from piflash.sim.probes.usb.spec import BOOTSEL, ENV_VAR, attached_boards, enabled, parse_spec
 
 _backend = None
 _saved_get_backend = None
@@ -76,7 +78,11 @@ def install(spec: Optional[str] = None, store=None):
     store = store if store is not None else SimStore()
     devices = []
     for address, (board, preset, denied) in enumerate(entries, start=2):
-        device = SimUsbDevice(get_preset(preset), board, store, address)
+        if preset == BOOTSEL:
+            from piflash.sim.probes.usb.picoboot import SimBootselDevice
+            device = SimBootselDevice(board, store, address)
+        else:
+            device = SimUsbDevice(get_preset(preset), board, store, address)
         device.access_denied = denied
         devices.append(device)
     return install_backend(SimUsbBackend(devices))

@@ -1,9 +1,12 @@
-"""A pyusb backend (``usb.backend.IBackend``) whose bus holds simulated CMSIS-DAP probes.
+"""A pyusb backend (``usb.backend.IBackend``) whose bus holds simulated CMSIS-DAP probes and
+simulated boards in USB BOOTSEL mode (:mod:`piflash.sim.probes.usb.picoboot`).
 
 Everything above this class runs unmodified: pyusb's ``usb.core`` (devices, configurations,
 string descriptors, endpoints), pyOCD's probe discovery and its CMSIS-DAP v1/v2 drivers. The
 device objects pyusb passes back in are :class:`~piflash.sim.probes.usb.device.SimUsbDevice`; handles
-are the same objects. Errors are pyusb's ``USBError`` with the errno libusb would give: EACCES
+are the same objects; a device with several interfaces (a BOOTSEL device) has ``interfaces``
+and ``endpoints`` per interface and serves its endpoints itself (``bulk_out``, ``bulk_in``,
+``control``). Errors are pyusb's ``USBError`` with the errno libusb would give: EACCES
 from :meth:`open_device` for a device without permission, ENODEV once a device is unplugged,
 ETIMEDOUT for a read with nothing to read.
 """
@@ -47,11 +50,19 @@ class SimUsbBackend(usb.backend.IBackend):
         return dev.config_descriptor
 
     def get_interface_descriptor(self, dev: SimUsbDevice, intf: int, alt: int, config: int):
+        if hasattr(dev, "interfaces"):
+            if config != 0 or alt != 0 or intf not in dev.interfaces:
+                raise IndexError("interface %d alt %d" % (intf, alt))
+            return dev.interfaces[intf]
         if (config, intf, alt) != (0, 0, 0):
             raise IndexError("interface %d alt %d" % (intf, alt))
         return dev.interface_descriptor
 
     def get_endpoint_descriptor(self, dev: SimUsbDevice, ep: int, intf: int, alt: int, config: int):
+        if hasattr(dev, "endpoints"):
+            if config != 0 or alt != 0 or intf not in dev.endpoints:
+                raise IndexError("interface %d alt %d" % (intf, alt))
+            return dev.endpoints[intf][ep]
         if (config, intf, alt) != (0, 0, 0):
             raise IndexError("interface %d alt %d" % (intf, alt))
         return dev.endpoint_descriptors[ep]
@@ -78,12 +89,17 @@ class SimUsbBackend(usb.backend.IBackend):
         dev_handle.check_present()
 
     def claim_interface(self, dev_handle: SimUsbDevice, intf: int) -> None:
-        """Claiming the DAP interface opens the board session behind the probe."""
+        """Claiming the DAP (or PICOBOOT) interface opens the board session behind the device."""
+        if hasattr(dev_handle, "bulk_out"):
+            dev_handle.claim(intf)
+            return
         dev_handle.claim()
 
     def release_interface(self, dev_handle: SimUsbDevice, intf: int) -> None:
         """Releasing it saves the board and ends the session."""
-        if not dev_handle.unplugged:
+        if hasattr(dev_handle, "bulk_out"):
+            dev_handle.release(intf)
+        elif not dev_handle.unplugged:
             dev_handle.release()
 
     def is_kernel_driver_active(self, dev_handle, intf) -> bool:
@@ -97,12 +113,16 @@ class SimUsbBackend(usb.backend.IBackend):
 
     def clear_halt(self, dev_handle, ep) -> None:
         dev_handle.check_present()
+        if hasattr(dev_handle, "clear_halt"):
+            dev_handle.clear_halt(ep)
 
     def reset_device(self, dev_handle) -> None:
         dev_handle.check_present()
 
     # -- transfers ---------------------------------------------------------------------------
     def bulk_write(self, dev_handle: SimUsbDevice, ep: int, intf: int, data, timeout: int) -> int:
+        if hasattr(dev_handle, "bulk_out"):
+            return dev_handle.bulk_out(ep, bytes(data), timeout)
         if len(data) == 0:          # zero-length packet ending a transfer: nothing to run
             dev_handle.check_present()
             return 0
@@ -111,7 +131,10 @@ class SimUsbBackend(usb.backend.IBackend):
     intr_write = bulk_write
 
     def bulk_read(self, dev_handle: SimUsbDevice, ep: int, intf: int, buff, timeout: int) -> int:
-        data = dev_handle.read_in(len(buff), timeout)
+        if hasattr(dev_handle, "bulk_in"):
+            data = dev_handle.bulk_in(ep, len(buff), timeout)
+        else:
+            data = dev_handle.read_in(len(buff), timeout)
         buff[:len(data)] = type(buff)(buff.typecode, data) if hasattr(buff, "typecode") else data
         return len(data)
 
@@ -134,4 +157,12 @@ class SimUsbBackend(usb.backend.IBackend):
             n = min(len(raw), len(data))
             data[:n] = type(data)(data.typecode, raw[:n])
             return n
+        if hasattr(dev_handle, "control"):
+            out = bytes(data) if not bmRequestType & 0x80 else b""
+            raw = dev_handle.control(bmRequestType, bRequest, wValue, wIndex, len(data), out)
+            if bmRequestType & 0x80:
+                n = min(len(raw), len(data))
+                data[:n] = type(data)(data.typecode, raw[:n])
+                return n
+            return len(data)
         return len(data) if not bmRequestType & 0x80 else 0

@@ -13,6 +13,9 @@ __all__ = ["ENV_VAR", "enabled", "parse_spec", "attached_boards"]
 
 #: The switch.
 ENV_VAR = "PIFLASH_SIM_USB"
+#: The "preset" that puts an RP2040 board on the bus in USB BOOTSEL mode (no probe: the boot
+#: ROM's PICOBOOT interface, :mod:`piflash.sim.probes.usb.picoboot`).
+BOOTSEL = "bootsel"
 
 
 def enabled() -> bool:
@@ -33,9 +36,9 @@ def parse_spec(text: str) -> List[Tuple[str, str, bool]]:
         item, _, flag = item.partition("!")
         board, _, preset = item.partition("@")
         preset = preset or "debugprobe"
-        if not board or preset not in PRESETS:
+        if not board or (preset not in PRESETS and preset != BOOTSEL):
             raise ValueError("%s: bad entry %r (BOARD[@%s][!noaccess])"
-                             % (ENV_VAR, item, "|".join(PRESETS)))
+                             % (ENV_VAR, item, "|".join(list(PRESETS) + [BOOTSEL])))
         out.append((board.strip().lower(), preset, flag.strip() == "noaccess"))
     return out
 
