@@ -219,6 +219,22 @@ class FlashError(PiflashError):
         self.address = address
 
 
+class PicobootError(FlashError):
+    """A Pico's boot ROM refused a PICOBOOT command (:mod:`piflash.target.picoboot`).
+
+    :ivar command: the command's name (str, e.g. ``"FLASH_ERASE"``).
+    :ivar status: the ROM's status code (int; RP2040 datasheet 2.8.5.5).
+    :ivar status_name: its name (str, e.g. ``"INVALID_ADDRESS"``).
+    """
+
+    def __init__(self, command: str, status: int, status_name: str, message: str,
+                 hint: Optional[str] = None) -> None:
+        super().__init__(message, hint=hint)
+        self.command = command
+        self.status = status
+        self.status_name = status_name
+
+
 class VerifyError(PiflashError):
     """Read-back verify found flash contents that differ from the image.
 

@@ -55,6 +55,10 @@ def test_the_committed_binaries_are_built_from_their_source(tmp_path):
 
     assert (tmp_path / "runcall.bin").read_bytes() == multipage.run_caller(), \
         "run `make -C targetcode` and commit piflash/data/runcall.bin"
+    from piflash.target import picoboot  # the PICOBOOT helper (targetcode/picoboot_ops.c) too
+
+    assert (tmp_path / "picoboot_ops.bin").read_bytes() == picoboot._ops_code(), \
+        "run `make -C targetcode` and commit piflash/data/picoboot_ops.bin"
 
 
 def test_runs_join_contiguous_blocks_of_one_size():

@@ -36,31 +36,50 @@ def info(probe, target, frequency, profile, pyocd_options, json_mode):
 @click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
 @handles_errors
 def probes(json_mode):
-    """List the debug probes pyOCD can see (simulated ones included), and the USB probes
-    attached that cannot be opened, each with the reason and the fix."""
+    """List the debug probes pyOCD can see (simulated ones included), the Picos in USB BOOTSEL
+    mode (flashed with -u picoboot:PORT, no probe), and the USB probes attached that cannot be
+    opened, each with the reason and the fix."""
     from piflash.target.connect import list_probes
     from piflash.host.usbscan import blocked_probes
 
+    from piflash.target.picoboot import CHIPS, VID, list_devices
+
     found = list_probes()
+    bootsel = list_devices()
     seen = {p.unique_id for p in found}
-    blocked = [b for b in blocked_probes() if not b.serial or b.serial not in seen]
+    blocked = [b for b in blocked_probes() if (not b.serial or b.serial not in seen)
+               and not (b.vid == VID and b.pid in CHIPS)]
     if json_mode:
         rows = [dict(p.to_dict(), accessible=True, node=None, reason=None, fix=None) for p in found]
+        rows += [{"probe_id": d.probe_id, "description": f"{d.chip.upper()} in BOOTSEL mode (PICOBOOT), "
+                  f"boot ROM serial {d.serial}", "target": d.chip, "vid_pid": "%04x:%04x" % (VID, _pid(d.chip)),
+                  "accessible": d.accessible, "node": None,
+                  "reason": None if d.accessible else "this user may not open the device",
+                  "fix": None if d.accessible else "sudo piflash setup udev"} for d in bootsel]
         rows += [{"probe_id": b.serial, "description": b.name, "target": None, "vid_pid": b.vid_pid,
                   "accessible": False, "node": b.node, "reason": b.reason, "fix": b.fix}
                  for b in blocked]
         emit_json({"probes": rows})
         return
-    if not found and not blocked:
+    if not found and not blocked and not bootsel:
         click.echo("No debug probes found.")
         return
     for p in found:
         usb = f"  USB {p.vid_pid}" if p.vid_pid else ""
         click.echo(f"{p.unique_id:<32} {p.description}{usb}" + (f"  [{p.target}]" if p.target else ""))
+    for d in bootsel:
+        state = "" if d.accessible else "  " + click.style("[cannot open: sudo piflash setup udev]", fg="red")
+        click.echo(f"{d.probe_id:<32} {d.chip.upper()} in BOOTSEL mode (PICOBOOT), boot ROM serial "
+                   f"{d.serial or '?'}  [{d.chip}]{state}")
     for b in blocked:
         click.echo(f"{b.serial or b.vid_pid:<32} {b.name}  " + click.style("[cannot open]", fg="red"))
         click.echo(f"{'':<4}reason: {b.reason}")
         click.echo(f"{'':<4}fix:    {b.fix}")
+
+
+def _pid(chip: str) -> int:
+    from piflash.target.picoboot import CHIPS
+    return next(pid for pid, name in CHIPS.items() if name == chip)
 
 
 #: Board names people search for, and the target types of their chips (the boards' own pages:

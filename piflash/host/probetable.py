@@ -102,6 +102,8 @@ PROBES: Tuple[ProbeModel, ...] = (
     ProbeModel("WCH-Link (clone VID)", 0x2a86, (0x8011,), ("hid", "bulk"), f"{_PYOCD_CMSIS}; {_RULES}"),
     ProbeModel("Raspberry Pi picoprobe (legacy firmware)", 0x2e8a, (0x0004,), ("bulk",),
                f"pyOCD probe/picoprobe.py FindPicoprobe.VID_PID_CLASS; {_RULES}"),
+    ProbeModel("Raspberry Pi RP2040/RP2350 in USB BOOTSEL mode (boot ROM, PICOBOOT)", 0x2e8a, (0x0003, 0x000f),
+               ("bulk",), "RP2040 datasheet 2.8.4, RP2350 datasheet 5.6.1 (the boot ROMs' device descriptors)"),
     ProbeModel("Raspberry Pi Debug Probe, debugprobe on Pico (CMSIS-DAP)", 0x2e8a, (0x000c,),
                ("hid", "bulk"), f"raspberrypi/debugprobe src/usb_descriptors.c; {_RULES} (pyOCD finds it by its CMSIS-DAP product string)"),
     ProbeModel("Vega VT-LinkII", 0x30cc, (0x9527,), ("hid", "bulk"), f"{_PYOCD_CMSIS}; {_RULES}"),

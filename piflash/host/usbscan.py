@@ -193,6 +193,19 @@ def scan(sysfs_root: str = "/sys", dev_root: str = "/dev", sysroot: str = "/") -
     return sorted(found, key=lambda p: (p.busnum, p.devnum))
 
 
+def install_simulated_bus() -> None:
+    """Put the simulated USB bus (:mod:`piflash.sim.probes.usb`) in place of libusb for pyusb in
+    this process when ``PIFLASH_SIM_USB`` is set, as loading pyOCD's ``sim`` plugin does: for
+    callers of pyusb that never load pyOCD (the PICOBOOT way in). Nothing otherwise."""
+    if not os.environ.get("PIFLASH_SIM_USB", "").strip():
+        return
+    try:
+        from piflash.sim.probes.usb import install_from_env
+    except ImportError:
+        return
+    install_from_env()
+
+
 def scan_simulated_usb() -> List[UsbProbe]:
     """The probes on the simulated USB bus (:mod:`piflash.sim.probes.usb`, switched on by
     ``PIFLASH_SIM_USB``), with whether pyusb can open each: such a device has no sysfs entry

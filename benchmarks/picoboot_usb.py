@@ -1,0 +1,129 @@
+"""Predicted time of ``piflash flash`` to a Pico in USB BOOTSEL mode (PICOBOOT, no probe).
+
+A ~400 KiB image (400 KiB of pseudo-random bytes, fixed seed: the size of the published RP2040
+figures of rgrr/yapicoprobe ``doc/benchmarks.adoc``, where a UF2 copy to the BOOTSEL drive took
+4.1 s) is flashed with ``piflash.flashing.bootsel.flash_bootsel`` into the simulated boot ROM
+device (piflash/sim/probes/usb/picoboot.py), verify on, in three cases:
+
+* ``fresh`` -- an erased board;
+* ``reflash`` -- the same image again (nothing to erase or write);
+* ``changed`` -- every byte of the image different from what the board holds (every sector erased).
+
+Printed per case: ``piflash_s`` (the virtual clock at the end: USB full speed, the boot ROM's one
+256-byte buffer, the W25Q16JV's typical times, clk_sys 48 MHz with the ROM's SPI divider 6, and
+the host's CPU time per USB transfer of the host preset), ``floor_s`` and the ratio. The floor is
+what any PICOBOOT tool must spend (:func:`floor_s`): every page that must change crosses the bus
+once, is shifted to the flash at the fastest SPI clock and programmed (the ROM takes the next 256
+bytes only once the page is programmed, so these add up), plus the typical erase time of what
+must be erased in 64 KiB blocks where they fit; no check of what the board held and no verify. ``uf2_copy_s`` is the published 4.1 s.
+
+All figures are predictions of the timing model, not measurements: they do not depend on this
+machine's speed, only on the host preset (``--host x86|zero2w|pi4|pi5``: its CPU seconds per USB
+transfer, ``piflash.sim.probes.usb.timing.HOST_PRESETS``, piflash's figure; pyusb alone costs
+less than piflash over pyOCD, so this errs on the slow side).
+
+    python benchmarks/picoboot_usb.py [--host zero2w] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+SIZE = 400 * 1024
+BASE = 0x10000000
+UF2_COPY_S = 4.1            # rgrr/yapicoprobe doc/benchmarks.adoc, ~400 KB image
+
+
+def floor_s(pages: int, erased: int) -> float:
+    """The floor of a PICOBOOT flash writing ``pages`` pages and erasing ``erased`` bytes from a
+    64 KiB boundary (s): per page its wire time, its 260 bytes on the SPI bus at the fastest
+    clock the chip gives in BOOTSEL mode (clk_sys 48 MHz / 2) and the typical page program
+    time, added up (the ROM's one 256-byte buffer serialises them); 64 KiB block erases where
+    whole blocks go, 4 KiB sector erases for the rest, typical times."""
+    from piflash.sim.probes.usb import picoboot as sim
+    from piflash.sim.probes.usb.timing import FULL_SPEED_BPS, PACKET_OVERHEAD_BYTES, TARGET_TIMING
+    t = TARGET_TIMING["rp2040"]
+    wire = (256 + 4 * PACKET_OVERHEAD_BYTES) * 8 / FULL_SPEED_BPS
+    spi = (4 + 256) * 8 * 2 / sim.BOOT_CLK_SYS_HZ
+    blocks, rest = divmod(erased, 64 * 1024)
+    erase = blocks * t.block_erase_s["erase_block64"][0] + rest // 4096 * t.erase_page_s
+    return pages * (wire + spi + t.program_s) + erase
+
+
+def run_case(case: str, host: str) -> dict:
+    from piflash.firmware.image import load_image
+    from piflash.flashing.bootsel import flash_bootsel
+    from piflash.progress import ProgressSink
+    from piflash.sim import SimStore
+    from piflash.sim.probes import usb as sim_usb
+    from piflash.sim.probes.usb.timing import get_host
+
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["PIFLASH_SIM_DIR"] = tmp
+        store = SimStore()
+        store.create("pico", "rp2040")
+        data = random.Random("rp2040").randbytes(SIZE)
+        path = Path(tmp) / "image.bin"
+        path.write_bytes(data)
+        image = load_image(str(path), base_address=BASE)
+        if case == "reflash":
+            store.write_flash("pico", data)
+        elif case == "changed":
+            store.write_flash("pico", bytes(b ^ 0x5A for b in data))
+        device = sim_usb.install("pico@bootsel", store).devices[0]
+        device.host_transfer_s = get_host(host).transfer_s["piflash"]
+        phases = {}
+
+        class Clocked(ProgressSink):
+            """Books each phase's virtual seconds."""
+
+            def phase_start(self, phase, total):
+                phases[str(phase)] = -device.clock.now
+
+            def phase_end(self, phase, summary=""):
+                phases[str(phase)] = round(phases[str(phase)] + device.clock.now, 3)
+
+        try:
+            result = flash_bootsel(image, "picoboot", verify=True, reset=True, progress=Clocked())
+        finally:
+            sim_usb.uninstall()
+        p = result.program
+        assert store.read_flash("pico")[:SIZE] == data
+        floor = floor_s(p.programmed_pages, p.erased_bytes)
+        total = device.clock.now
+        return {"case": case, "host": host, "image_bytes": SIZE, "piflash_s": round(total, 3),
+                "floor_s": round(floor, 3), "ratio": round(total / floor, 2) if floor else None,
+                "uf2_copy_s": UF2_COPY_S, "programmed_pages": p.programmed_pages,
+                "erased_bytes": p.erased_bytes, "phases": phases,
+                "requests": dict(device.clock.requests)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="x86", help="host preset (x86, zero2w, pi4, pi5)")
+    parser.add_argument("--cases", default="fresh,reflash,changed")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    rows = [run_case(case, args.host) for case in args.cases.split(",")]
+    if args.json:
+        print(json.dumps({"rows": rows}, indent=2))
+        return 0
+    print(f"PICOBOOT, 400 KiB image, verify on, host preset {args.host} (predictions of the timing model)")
+    print(f"{'case':<8} {'piflash_s':>9} {'floor_s':>8} {'ratio':>6} {'uf2_copy_s':>10}  phases (s)")
+    for r in rows:
+        ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"
+        phases = " ".join(f"{k} {v:.2f}" for k, v in r["phases"].items())
+        print(f"{r['case']:<8} {r['piflash_s']:>9.2f} {r['floor_s']:>8.2f} {ratio:>6} {r['uf2_copy_s']:>10.1f}  {phases}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,320 @@
+"""Flash a Pico in USB BOOTSEL mode, no debug probe: the same phases and result as over SWD.
+
+:func:`flash_bootsel` runs connect, erase, program, verify and reset through the boot ROM's
+PICOBOOT interface (:mod:`piflash.target.picoboot`), and returns the
+:class:`~piflash.record.result.OperationResult` the SWD path returns, with the probe ID
+``picoboot:PORT-PATH`` and the flash's unique ID as ``target_uid`` (as over SWD:
+:mod:`piflash.target.rp2`).
+
+The plan. The boot ROM erases by 4 KiB sectors and programs 256-byte pages (RP2040 datasheet
+2.8.5.4.3-5) and has no checksum command, so piflash runs a helper of its own on the chip by
+EXEC (targetcode/picoboot_ops.c, loaded into SRAM once per session): it sets the SPI clock to
+clk_sys / 2, computes a CRC-32 per flash page (``binascii.crc32``'s), reads the flash's unique ID,
+and erases through the ROM's ``flash_range_erase`` with 64 KiB block erases where whole blocks
+go (FLASH_ERASE erases sector by sector). From the CRCs of the pages the image touches: a page
+that already holds its bytes is left alone, a blank one is programmed without an erase, and a
+sector with any other page is erased and programmed again with the bytes outside the image put
+back (read first, so a partly covered sector loses nothing). A page the image covers only in
+part is read to build its new contents. Pages that end up all 0xFF are not written. Consecutive
+pages go in one WRITE of up to :data:`WRITE_CHUNK` bytes. The verify compares the chip's CRC of
+every page written with the host's, and reads back a page that differs to name the first
+address. The reset is PICOBOOT REBOOT into the flash: the device leaves the bus and the new
+firmware starts.
+
+Errors are piflash's: exit 3/4 for an image that is not for this chip or does not fit (before
+anything is sent), 7/8/9 for finding the device, 11 for a command the ROM refuses (its status
+named), 12 for a verify mismatch, 13 when the device leaves the bus, 23 when it stops answering,
+24 when another program holds it.
+"""
+
+from __future__ import annotations
+
+import binascii
+from typing import Dict, List, Optional, Tuple
+
+from piflash.errors import PicobootError, PiflashError, ProbeLostError, ProbeTimeoutError, VerifyError, WrongTargetError
+from piflash.firmware.image import FirmwareImage
+from piflash.flashing.verify import VerifyStats
+from piflash.flashing.workflow import _prepare, phase, tracking
+from piflash.progress import Phase, ProgressSink
+from piflash.record.result import OperationResult
+from piflash.target import picoboot
+from piflash.target.picoboot import PAGE, SECTOR
+
+__all__ = ["flash_bootsel", "plan_sectors", "SectorPlan", "WRITE_CHUNK", "reached_board", "wants_bootsel"]
+
+#: Bytes per WRITE/READ command: large enough that the command overhead is small, small enough
+#: for a progress update every ~0.1 s at full speed.
+WRITE_CHUNK = 16 * 1024
+
+
+#: CRC-32 of an erased page.
+BLANK_CRC = binascii.crc32(b"\xff" * PAGE)
+
+
+class SectorPlan:
+    """What one 4 KiB sector needs.
+
+    :ivar address: the sector's address (int). :ivar want: its 4096 bytes after the flash.
+    :ivar erase: whether it must be erased first. :ivar pages: offsets (int) of the pages to write.
+    """
+
+    def __init__(self, address: int, want: bytes, erase: bool, pages: List[int]) -> None:
+        self.address, self.want, self.erase, self.pages = address, want, erase, pages
+
+
+def _sectors_of(image: FirmwareImage) -> Dict[int, List[Tuple[int, bytes]]]:
+    """{sector address: [(offset in sector, bytes)]} of the image's data."""
+    out: Dict[int, List[Tuple[int, bytes]]] = {}
+    for seg in image.segments:
+        addr, data = seg.address, bytes(seg.data)
+        pos = 0
+        while pos < len(data):
+            sector = (addr + pos) & ~(SECTOR - 1)
+            off = addr + pos - sector
+            n = min(SECTOR - off, len(data) - pos)
+            out.setdefault(sector, []).append((off, data[pos:pos + n]))
+            pos += n
+    return out
+
+
+def plan_sectors(image: FirmwareImage, crcs, read) -> Tuple[List[SectorPlan], int]:
+    """The plan of every sector the image touches.
+
+    :param crcs: ``crcs(addr, pages) -> [int]``: the chip's CRC-32 of each page (called once per
+        run of consecutive sectors).
+    :param read: ``read(addr, size) -> bytes``: flash bytes, for what the CRCs cannot tell (a
+        page the image covers in part; the rest of a sector that must be erased).
+    :returns: (the plans, the bytes read).
+    """
+    parts = _sectors_of(image)
+    plans: List[SectorPlan] = []
+    read_bytes = 0
+    per_sector = SECTOR // PAGE
+    for start, count in _runs(sorted(parts), SECTOR):
+        have_crcs = crcs(start, count * per_sector)
+        for i in range(count):
+            sector = start + i * SECTOR
+            want = bytearray(b"\xff" * SECTOR)
+            covered = bytearray(SECTOR)
+            for off, data in parts[sector]:
+                want[off:off + len(data)] = data
+                covered[off:off + len(data)] = b"\x01" * len(data)
+            have = have_crcs[i * per_sector:(i + 1) * per_sector]
+            known: Dict[int, bytes] = {}        # page offset -> bytes read from the chip
+            for p in range(per_sector):
+                page = covered[p * PAGE:(p + 1) * PAGE]
+                if any(page) and not all(page) and have[p] != BLANK_CRC:
+                    known[p] = read(sector + p * PAGE, PAGE)
+                    read_bytes += PAGE
+                    for k in range(PAGE):
+                        if not page[k]:
+                            want[p * PAGE + k] = known[p][k]
+            states = []
+            for p in range(per_sector):
+                page = covered[p * PAGE:(p + 1) * PAGE]
+                new = bytes(want[p * PAGE:(p + 1) * PAGE])
+                if not any(page):
+                    states.append("outside")
+                elif binascii.crc32(new) == have[p]:
+                    states.append("same")
+                elif have[p] == BLANK_CRC:
+                    states.append("blank")
+                else:
+                    states.append("other")
+            erase = "other" in states
+            if erase:                       # the pages outside the image come back after the erase
+                for p, state in enumerate(states):
+                    if state == "outside" and have[p] != BLANK_CRC:
+                        got = known.get(p) or read(sector + p * PAGE, PAGE)
+                        read_bytes += PAGE if p not in known else 0
+                        want[p * PAGE:(p + 1) * PAGE] = got
+            pages = [p * PAGE for p, state in enumerate(states)
+                     if (erase and bytes(want[p * PAGE:(p + 1) * PAGE]) != b"\xff" * PAGE)
+                     or (not erase and state == "blank" and bytes(want[p * PAGE:(p + 1) * PAGE]) != b"\xff" * PAGE)]
+            plans.append(SectorPlan(sector, bytes(want), erase, pages))
+    return plans, read_bytes
+
+
+def _runs(addresses: List[int], unit: int) -> List[Tuple[int, int]]:
+    """Sorted addresses -> [(first, how many)] of consecutive ``unit``-spaced runs."""
+    runs: List[Tuple[int, int]] = []
+    for a in addresses:
+        if runs and runs[-1][0] + runs[-1][1] * unit == a:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((a, 1))
+    return runs
+
+
+def wants_bootsel(probe: Optional[str]) -> bool:
+    """Whether a flash with probe ID ``probe`` goes over PICOBOOT: the ID names a BOOTSEL device
+    (``picoboot[:...]``), or none is given, a Pico is in BOOTSEL mode and pyOCD sees no probe."""
+    if picoboot.is_picoboot(probe):
+        return True
+    if probe or not picoboot.list_devices():
+        return False
+    from piflash.target.connect import list_probes
+    return not list_probes()
+
+
+def _check_chip(image: FirmwareImage, device: picoboot.BootselDevice, target: Optional[str]) -> str:
+    if target and target != device.chip:
+        raise WrongTargetError(f"{device.probe_id} is an {device.chip.upper()} in BOOTSEL mode, not {target}",
+                               hint=f"use --target {device.chip}, or leave --target out")
+    if device.chip != "rp2040":
+        raise WrongTargetError(f"{device.probe_id}: flashing an {device.chip.upper()} over PICOBOOT is not "
+                               "supported yet (RP2040 only)", hint="flash it through a debug probe (SWD)")
+    return _prepare(image, device.chip, None) or device.chip
+
+
+def flash_bootsel(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
+                  verify: bool = True, reset: bool = True, progress: Optional[ProgressSink] = None,
+                  on_touch=None) -> OperationResult:
+    """Flash ``image`` into the Pico in BOOTSEL mode that ``probe`` names (see
+    :func:`piflash.target.picoboot.select_device`).
+
+    :param image: from :func:`piflash.firmware.image.load_image` (a UF2's family was checked there).
+    :param target: if given, must be the chip the device reports (``rp2040``).
+    :param verify: read back and compare every page written.
+    :param reset: REBOOT into the new firmware afterwards (the device leaves the bus); if False
+        the board stays in BOOTSEL mode.
+    :param on_touch: ``on_touch(result)`` once the device is open and identified.
+    :returns: the result (``ok`` True).
+    :raises NoProbeError, SeveralProbesError, ProbePermissionError, WrongTargetError, ImageRangeError,
+        PicobootError, VerifyError, ProbeLostError, ProbeTimeoutError, ProbeBusyError, OperationInterrupted:
+    """
+    sink = progress or ProgressSink()
+    result = OperationResult.start("flash", image, probe, target)
+    touch = on_touch or (lambda r: None)
+    with tracking(result):
+        device = picoboot.select_device(probe)
+        result.probe_id = device.probe_id
+        result.target = _check_chip(image, device, target)
+        conn = picoboot.PicobootConnection(device)
+        with phase(result, sink, Phase.CONNECT):
+            sink.phase_start(Phase.CONNECT, 0)
+            with _touched_on_error(result, touch):
+                conn.__enter__()
+                try:
+                    conn.exclusive()
+                    conn.exit_xip()
+                    conn.load_helper()
+                    conn.fast_spi()
+                    result.target_uid = conn.flash_unique_id().hex()
+                except BaseException:
+                    conn.__exit__(None, None, None)
+                    raise
+            touch(result)
+            sink.phase_end(Phase.CONNECT, f"{result.target} on {result.probe_id}")
+        try:
+            _flash(conn, image, result, sink, verify, reset)
+        finally:
+            conn.__exit__(None, None, None)
+    return result
+
+
+class _touched_on_error:
+    """Call ``touch(result)`` when the connect fails after the device was opened."""
+
+    def __init__(self, result, touch) -> None:
+        self.result, self.touch = result, touch
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None and isinstance(exc, PiflashError) and reached_board(exc):
+            self.touch(self.result)
+
+
+def reached_board(exc: PiflashError) -> bool:
+    """Whether a failure of the connect came after the device was open (the history records it)."""
+    return isinstance(exc, (ProbeLostError, ProbeTimeoutError, PicobootError))
+
+
+def _flash(conn: picoboot.PicobootConnection, image: FirmwareImage, result: OperationResult, sink: ProgressSink,
+           verify: bool, reset: bool) -> None:
+    stats = result.program
+    stats.erase_mode = "sector"
+    with phase(result, sink, Phase.ERASE):
+        sink.phase_start(Phase.ERASE, len(_sectors_of(image)) * SECTOR)
+        checked = [0]
+
+        def crcs(addr: int, pages: int) -> List[int]:
+            got = conn.page_crcs(addr, pages)
+            checked[0] += pages * PAGE
+            sink.phase_update(Phase.ERASE, checked[0])
+            return got
+
+        plans, _ = plan_sectors(image, crcs, conn.read)
+        for start, count in _runs([p.address for p in plans if p.erase], SECTOR):
+            conn.erase_range(start, count * SECTOR)
+            stats.erased_bytes += count * SECTOR
+        erased = stats.erased_bytes
+        sink.phase_end(Phase.ERASE, f"{erased:,} B erased" if erased else
+                       "nothing to erase: the sectors are blank or unchanged")
+    pages = {p.address + off: p.want[off:off + PAGE] for p in plans for off in p.pages}
+    stats.programmed_pages = len(pages)
+    stats.programmed_bytes = len(pages) * PAGE
+    stats.skipped_pages = len(plans) * (SECTOR // PAGE) - len(pages)
+    stats.skipped_bytes = stats.skipped_pages * PAGE
+    with phase(result, sink, Phase.PROGRAM):
+        sink.phase_start(Phase.PROGRAM, stats.programmed_bytes)
+        written = 0
+        for addr, data in _page_runs(pages):
+            conn.write(addr, data)
+            written += len(data)
+            sink.phase_update(Phase.PROGRAM, written)
+        sink.phase_end(Phase.PROGRAM, f"{stats.programmed_bytes:,} B written, {stats.skipped_bytes:,} B unchanged")
+    if verify:
+        with phase(result, sink, Phase.VERIFY):
+            sink.phase_start(Phase.VERIFY, stats.programmed_bytes)
+            result.verify = _verify(conn, image, pages, plans, sink)
+            v = result.verify
+            sink.phase_end(Phase.VERIFY, f"all match: {v.crc_pages} pages by CRC32"
+                           + (f", {v.readback_bytes:,} B read back" if v.readback_bytes else ""))
+    if reset:
+        with phase(result, sink, Phase.RESET):
+            sink.phase_start(Phase.RESET, 0)
+            conn.reboot()
+            result.reset = True
+            sink.phase_end(Phase.RESET, "rebooted into the flash")
+
+
+def _page_runs(pages: Dict[int, bytes], limit: Optional[int] = WRITE_CHUNK):
+    """{address: 256 bytes} -> [(address, bytes)] of consecutive pages, at most ``limit`` bytes
+    each (None: no limit)."""
+    out: List[Tuple[int, bytes]] = []
+    for addr in sorted(pages):
+        if out and out[-1][0] + len(out[-1][1]) == addr and (limit is None or len(out[-1][1]) < limit):
+            out[-1] = (out[-1][0], out[-1][1] + pages[addr])
+        else:
+            out.append((addr, pages[addr]))
+    return out
+
+
+def _verify(conn: picoboot.PicobootConnection, image: FirmwareImage, pages: Dict[int, bytes],
+            plans: List[SectorPlan], sink: ProgressSink) -> VerifyStats:
+    """Every page written, by the chip's CRC against the host's (a page that differs is read
+    back to name its first differing byte); the pages left alone were proven by the plan's CRCs."""
+    stats = VerifyStats(verified_bytes=image.size)
+    done = 0
+    for addr, want in _page_runs(pages, limit=None):
+        n = len(want) // PAGE
+        got = conn.page_crcs(addr, n)
+        stats.crc_pages += n
+        for k, crc in enumerate(got):
+            page = want[k * PAGE:(k + 1) * PAGE]
+            if crc != binascii.crc32(page):
+                back = conn.read(addr + k * PAGE, PAGE)
+                stats.readback_bytes += PAGE
+                diffs = [i for i, (a, b) in enumerate(zip(back, page)) if a != b] or [0]
+                first = addr + k * PAGE + diffs[0]
+                stats.mismatched_bytes, stats.first_mismatch = len(diffs), first
+                raise VerifyError(f"verify failed: {len(diffs)} bytes of the page at {addr + k * PAGE:#010x} "
+                                  f"differ, the first at {first:#010x}", first, len(diffs),
+                                  hint="flash again; if it repeats, the board's flash may be worn or faulty")
+        done += len(want)
+        sink.phase_update(Phase.VERIFY, done)
+    return stats

@@ -1,0 +1,373 @@
+"""A Pico in USB BOOTSEL mode as a way in: the boot ROM's PICOBOOT interface, through pyusb.
+
+No debug probe: the RP2040's boot ROM (USB 2E8A:0003) offers a vendor interface with commands
+to take exclusive access, leave XIP, erase, write and read flash, run code and reboot (RP2040
+datasheet 2.8.5 "USB PICOBOOT Interface"; pico-sdk ``boot/picoboot.h``; the RP2350's ROM,
+2E8A:000F, has the same commands and more: RP2350 datasheet 5.6). A command is 32 bytes on the
+bulk OUT endpoint (dMagic 431FD10Bh, dToken, bCmdId, bCmdSize, dTransferLength, 16 bytes of
+arguments), then its data in the direction of bCmdId bit 7, then an empty packet the other way
+as the acknowledgement; a refused command stalls both endpoints and GET_COMMAND_STATUS (42h)
+says why, INTERFACE_RESET (41h) clears it (2.8.5.3).
+
+Names. ``picoboot:`` picks the sole BOOTSEL device; ``picoboot:TEXT`` the one whose USB port path
+(``BUS-PORT[.PORT...]``, as ``/sys/bus/usb/devices`` names it) or boot ROM serial number contains
+TEXT. An RP2040's serial names its ROM version, not the board (six hex digits of SYSINFO's
+GITREF_RP2040 and six of the ROM's git revision: pico-bootrom-rp2040 usb_boot_device.c), so boards
+are told apart by the port they sit on and, once open, by their flash's unique ID, which the core
+reads itself (piflash's helper, targetcode/picoboot_ops.c, run by EXEC). The probe ID piflash records is
+``picoboot:PORT-PATH``: the fixture's slot, as a probe's unique ID is for a debug probe.
+
+Every wait is bounded (:func:`command_timeout`); errors are piflash's (:mod:`piflash.errors`).
+pyusb is imported only when a function here is called.
+"""
+
+from __future__ import annotations
+
+import errno
+import struct
+from dataclasses import dataclass
+from importlib import resources
+from typing import List, Optional
+
+from piflash.errors import (NoProbeError, PicobootError, ProbeBusyError, ProbeLostError, ProbePermissionError,
+                            ProbeTimeoutError, SeveralProbesError)
+
+__all__ = ["PREFIX", "BootselDevice", "PicobootConnection", "PicobootError", "is_picoboot", "list_devices",
+           "select_device", "command_timeout", "STATUS_NAMES", "FLASH_BASE", "SECTOR", "PAGE"]
+
+#: The probe ID prefix.
+PREFIX = "picoboot:"
+#: Raspberry Pi's vendor ID and the boot ROMs' product IDs -> chip (RP2040 datasheet 2.8.4;
+#: RP2350 datasheet 5.6.1).
+VID = 0x2E8A
+CHIPS = {0x0003: "rp2040", 0x000F: "rp2350"}
+MAGIC = 0x431FD10B
+IF_RESET, IF_CMD_STATUS = 0x41, 0x42
+#: Commands (pico-sdk boot/picoboot.h ``enum picoboot_cmd_id``).
+EXCLUSIVE_ACCESS, REBOOT, FLASH_ERASE, READ, WRITE, EXIT_XIP, ENTER_CMD_XIP, EXEC = (
+    0x01, 0x02, 0x03, 0x84, 0x05, 0x06, 0x07, 0x08)
+#: Status codes (``enum picoboot_status``; RP2040 datasheet 2.8.5.5; 9 and up are RP2350's).
+STATUS_NAMES = {0: "OK", 1: "UNKNOWN_CMD", 2: "INVALID_CMD_LENGTH", 3: "INVALID_TRANSFER_LENGTH",
+                4: "INVALID_ADDRESS", 5: "BAD_ALIGNMENT", 6: "INTERLEAVED_WRITE", 7: "REBOOTING",
+                8: "UNKNOWN_ERROR", 9: "INVALID_STATE", 10: "NOT_PERMITTED", 11: "INVALID_ARG",
+                12: "BUFFER_TOO_SMALL", 13: "PRECONDITION_NOT_MET", 14: "MODIFIED_DATA",
+                15: "INVALID_DATA", 16: "NOT_FOUND", 17: "UNSUPPORTED_MODIFICATION"}
+#: XIP flash base, flash page (program unit) and sector (FLASH_ERASE unit), bytes (2.8.5.4).
+FLASH_BASE, PAGE, SECTOR = 0x10000000, 256, 4096
+#: Where the flash-ID code is put: the start of SRAM, as picotool puts its own small programs.
+CODE_ADDRESS = 0x20000000
+#: Bounds of a command's wait, seconds: USB and the ROM's own work, plus the flash's datasheet
+#: maxima for what it erases or programs (Winbond W25Q16JV 9.6: sector erase 400 ms, page
+#: program 3 ms), doubled for other flash parts.
+BASE_TIMEOUT_S, SECTOR_MAX_S, PAGE_MAX_S, BYTES_PER_S = 2.0, 0.8, 0.006, 200_000
+
+
+#: piflash's helper run by EXEC (targetcode/picoboot_ops.c): its request block, its results.
+OPS_PARAMS, OPS_RESULTS, OPS_MAGIC = 0x20001000, 0x20001100, 0x504F4250
+OP_FAST_SPI, OP_CRC_PAGES, OP_ERASE, OP_UNIQUE_ID = 1, 2, 3, 4
+#: Pages one OP_CRC_PAGES request covers (64 KiB: a bounded EXEC, 1 KiB of results).
+CRC_PAGES_PER_EXEC = 256
+
+
+def _ops_code() -> bytes:
+    return resources.files("piflash.data").joinpath("picoboot_ops.bin").read_bytes()
+
+
+def is_picoboot(probe: Optional[str]) -> bool:
+    """Whether a probe ID names a BOOTSEL device (``picoboot`` or ``picoboot:...``)."""
+    return bool(probe) and (probe == "picoboot" or probe.startswith(PREFIX))
+
+
+def command_timeout(erase_bytes: int = 0, program_bytes: int = 0, data_bytes: int = 0) -> float:
+    """Seconds to wait for one command that erases ``erase_bytes``, programs ``program_bytes``
+    and moves ``data_bytes`` over USB (full speed: at least 200 kB/s counted)."""
+    return (BASE_TIMEOUT_S + -(-erase_bytes // SECTOR) * SECTOR_MAX_S + -(-program_bytes // PAGE) * PAGE_MAX_S
+            + data_bytes / BYTES_PER_S)
+
+
+@dataclass
+class BootselDevice:
+    """One device in BOOTSEL mode on the USB bus.
+
+    :ivar chip: ``"rp2040"`` or ``"rp2350"``.
+    :ivar port_path: ``BUS-PORT[.PORT...]`` (str).
+    :ivar serial: the boot ROM's USB serial number, or None when this user may not open it.
+    :ivar accessible: whether this process may open it (False: the udev rules are missing).
+    """
+
+    chip: str
+    port_path: str
+    serial: Optional[str]
+    accessible: bool
+    device: object = None
+
+    @property
+    def probe_id(self) -> str:
+        """``picoboot:PORT-PATH``, what piflash records as the probe ID."""
+        return PREFIX + self.port_path
+
+    def to_dict(self) -> dict:
+        """For ``piflash probes --json``."""
+        return {"probe_id": self.probe_id, "kind": "bootsel", "target": self.chip,
+                "serial": self.serial, "accessible": self.accessible}
+
+
+def _usb():
+    """pyusb, imported on first use; with ``PIFLASH_SIM_USB`` set, on the simulated bus
+    (:func:`piflash.host.usbscan.install_simulated_bus`)."""
+    import usb.core
+    import usb.util
+    from piflash.host.usbscan import install_simulated_bus
+    install_simulated_bus()
+    return usb
+
+
+def list_devices() -> List[BootselDevice]:
+    """Every RP2040/RP2350 in BOOTSEL mode on the USB bus, in port order."""
+    usb = _usb()
+    found = []
+    try:
+        devices = list(usb.core.find(find_all=True, idVendor=VID) or ())
+    except usb.core.NoBackendError:          # no libusb on this machine: no USB devices to see
+        return []
+    for dev in devices:
+        chip = CHIPS.get(dev.idProduct)
+        if chip is None:
+            continue
+        ports = getattr(dev, "port_numbers", None) or (dev.address,)
+        path = "%d-%s" % (dev.bus, ".".join(str(p) for p in ports))
+        try:
+            serial = usb.util.get_string(dev, dev.iSerialNumber)
+            accessible = True
+        except (usb.core.USBError, ValueError) as err:
+            serial, accessible = None, getattr(err, "errno", None) not in (errno.EACCES, errno.EPERM)
+        found.append(BootselDevice(chip, path, serial, accessible, dev))
+    return sorted(found, key=lambda d: d.port_path)
+
+
+def select_device(probe: Optional[str]) -> BootselDevice:
+    """The BOOTSEL device ``probe`` names (``picoboot``, ``picoboot:TEXT``; see the module).
+
+    :raises NoProbeError: none matches (exit 7). :raises SeveralProbesError: several do (exit 8).
+    :raises ProbePermissionError: it matches but this user may not open it (exit 9).
+    """
+    text = (probe or "")[len(PREFIX):] if probe and probe.startswith(PREFIX) else ""
+    devices = list_devices()
+    matches = [d for d in devices if not text or text in d.port_path
+               or (d.serial is not None and text.lower() in d.serial.lower())]
+    if not matches:
+        seen = ", ".join(f"{d.probe_id} ({d.chip}, serial {d.serial})" for d in devices) or "none"
+        raise NoProbeError(f"no Pico in BOOTSEL mode matches {probe or 'picoboot'} (BOOTSEL devices: {seen})",
+                           hint="hold BOOTSEL while plugging the board in (or while pressing RUN/reset); "
+                                "'piflash probes' lists what is attached")
+    exact = [d for d in matches if d.port_path == text]
+    if len(matches) > 1 and len(exact) != 1:
+        names = ", ".join(d.probe_id for d in matches)
+        raise SeveralProbesError(f"{len(matches)} Picos in BOOTSEL mode match {probe or 'picoboot'}: {names}",
+                                 hint="name one by its port: -u picoboot:PORT-PATH (an RP2040's serial "
+                                      "is its ROM version, the same on every board)")
+    chosen = exact[0] if exact else matches[0]
+    if not chosen.accessible:
+        raise ProbePermissionError(f"{chosen.probe_id}: this user may not open the BOOTSEL device",
+                                   hint="install piflash's udev rules: sudo piflash setup udev")
+    return chosen
+
+
+class PicobootConnection:
+    """An open PICOBOOT interface.
+
+    :param device: from :func:`select_device`.
+
+    Use as a context manager (claims the interface; releases it and pyusb's resources on exit).
+    Every method raises :class:`PicobootError` (exit 11, the ROM's status), ProbeLostError (the
+    device left the bus, exit 15), ProbeTimeoutError (no answer within the command's bound) or
+    ProbeBusyError (another program has the interface).
+    """
+
+    def __init__(self, device: BootselDevice) -> None:
+        self.info = device
+        self.dev = device.device
+        self._token = 0
+        self.interface = None
+        self.ep_out = self.ep_in = None
+        self.touched = False          #: a command that changes the board was sent
+
+    def __enter__(self) -> "PicobootConnection":
+        usb = _usb()
+        try:
+            cfg = self.dev.get_active_configuration()
+            intf = next((i for i in cfg if i.bInterfaceClass == 0xFF and i.bNumEndpoints == 2), None)
+            if intf is None:
+                raise ProbeLostError(f"{self.info.probe_id} has no PICOBOOT interface",
+                                     hint="is it a Pico in BOOTSEL mode? 'piflash probes' lists it")
+            eps = list(intf)
+            self.ep_out, self.ep_in = eps[0].bEndpointAddress, eps[1].bEndpointAddress
+            self.interface = intf.bInterfaceNumber
+            usb.util.claim_interface(self.dev, self.interface)
+        except usb.core.USBError as err:
+            raise self._translate(err, "opening the PICOBOOT interface", 1.0) from None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        usb = _usb()
+        try:
+            if self.interface is not None:
+                usb.util.release_interface(self.dev, self.interface)
+        except usb.core.USBError:
+            pass
+        finally:
+            usb.util.dispose_resources(self.dev)
+
+    # -- the protocol ----------------------------------------------------------------------------
+    def command(self, cmd_id: int, args: bytes = b"", size: int = 0, data: Optional[bytes] = None,
+                transfer: int = 0, timeout: float = BASE_TIMEOUT_S) -> bytes:
+        """One PICOBOOT command: ``args`` (``size`` bytes of them count as bCmdSize), then
+        ``data`` out or ``transfer`` bytes in, then the acknowledgement. Returns the IN data."""
+        usb = _usb()
+        name = {EXCLUSIVE_ACCESS: "EXCLUSIVE_ACCESS", REBOOT: "REBOOT", FLASH_ERASE: "FLASH_ERASE", READ: "READ",
+                WRITE: "WRITE", EXIT_XIP: "EXIT_XIP", ENTER_CMD_XIP: "ENTER_CMD_XIP", EXEC: "EXEC"}.get(cmd_id, hex(cmd_id))
+        self._token = (self._token + 1) & 0xFFFFFFFF
+        length = len(data) if data is not None else transfer
+        packet = struct.pack("<IIBBxxI", MAGIC, self._token, cmd_id, size, length) + args.ljust(16, b"\0")
+        ms = int(timeout * 1000)
+        got = b""
+        try:
+            self.dev.write(self.ep_out, packet, 3000)
+            if cmd_id & 0x80:
+                if transfer:
+                    got = bytes(self.dev.read(self.ep_in, transfer, ms))
+                    if len(got) != transfer:
+                        raise ProbeLostError(f"{self.info.probe_id}: {name} returned {len(got)} of {transfer} bytes")
+                self.dev.write(self.ep_out, b"", ms)
+            else:
+                if data:
+                    self.dev.write(self.ep_out, data, ms)
+                self.dev.read(self.ep_in, 64, ms)
+        except usb.core.USBError as err:
+            if err.errno == errno.EPIPE:
+                raise self._refused(name) from None
+            raise self._translate(err, name, timeout) from None
+        return got
+
+    def _refused(self, name: str) -> PicobootError:
+        """The endpoints stalled: read the status, reset the interface, say what the ROM said."""
+        usb = _usb()
+        try:
+            raw = self.dev.ctrl_transfer(0xC1, IF_CMD_STATUS, 0, self.interface, 16, 1000)
+            _, status, _, _ = struct.unpack_from("<IIBB", bytes(raw))
+            self.dev.ctrl_transfer(0x41, IF_RESET, 0, self.interface, None, 1000)
+            for ep in (self.ep_in, self.ep_out):
+                self.dev.clear_halt(ep)
+        except usb.core.USBError as err:
+            return self._translate(err, name + " status", 1.0)
+        text = STATUS_NAMES.get(status, str(status))
+        return PicobootError(name, status, text, f"the boot ROM refused {name}: {text}",
+                             hint=_STATUS_HINTS.get(text, "run the command again; if it repeats, unplug the board "
+                                                          "and put it back in BOOTSEL mode"))
+
+    def _translate(self, err, what: str, timeout: float):
+        code = getattr(err, "errno", None)
+        pid = self.info.probe_id
+        if code == errno.ENODEV or code == errno.EIO or code == errno.ENOENT:
+            return ProbeLostError(f"{pid} left the USB bus during {what}",
+                                  hint="the board was unplugged or rebooted: put it back in BOOTSEL mode and run "
+                                       "the same command again")
+        if code == errno.ETIMEDOUT:
+            return ProbeTimeoutError(f"{pid} did not answer {what} within {timeout:.1f} s", seconds=timeout,
+                                     hint="unplug the board and put it back in BOOTSEL mode (hold BOOTSEL while "
+                                          "plugging it in); the flash may be partly written: flash it again")
+        if code == errno.EBUSY:
+            return ProbeBusyError(f"{pid} is in use by another program (its PICOBOOT interface is claimed)",
+                                  hint="close picotool or the other piflash using this board, then run again")
+        if code in (errno.EACCES, errno.EPERM):
+            return ProbePermissionError(f"{pid}: this user may not open the BOOTSEL device",
+                                        hint="install piflash's udev rules: sudo piflash setup udev")
+        return ProbeLostError(f"{pid}: USB error during {what}: {getattr(err, 'strerror', None) or err}")
+
+    # -- commands ---------------------------------------------------------------------------------
+    def exclusive(self, mode: int = 1) -> None:
+        """EXCLUSIVE_ACCESS: 1 keeps the mass storage drive from writing meanwhile."""
+        self.command(EXCLUSIVE_ACCESS, bytes([mode]), 1)
+
+    def exit_xip(self) -> None:
+        """EXIT_XIP: the flash in serial command mode (needed before erase and write)."""
+        self.command(EXIT_XIP)
+
+    def erase(self, addr: int, size: int) -> None:
+        """FLASH_ERASE ``size`` bytes from ``addr`` (both 4 KiB aligned; by sectors)."""
+        self.touched = True
+        self.command(FLASH_ERASE, struct.pack("<II", addr, size), 8, timeout=command_timeout(erase_bytes=size))
+
+    def write(self, addr: int, data: bytes) -> None:
+        """WRITE ``data`` at ``addr`` (flash: 256-byte aligned pages, programmed, not erased)."""
+        self.touched = self.touched or addr < 0x20000000
+        self.command(WRITE, struct.pack("<II", addr, len(data)), 8, data=data,
+                     timeout=command_timeout(program_bytes=len(data), data_bytes=len(data)))
+
+    def read(self, addr: int, size: int) -> bytes:
+        """READ ``size`` bytes from ``addr``."""
+        return self.command(READ, struct.pack("<II", addr, size), 8, transfer=size,
+                            timeout=command_timeout(data_bytes=size * 3))
+
+    def exec(self, addr: int) -> None:
+        """EXEC: the core calls the Thumb code at ``addr`` and returns."""
+        self.command(EXEC, struct.pack("<I", addr), 4)
+
+    def reboot(self, delay_ms: int = 100) -> None:
+        """REBOOT into the flash (dPC 0: a normal boot) after ``delay_ms``."""
+        self.command(REBOOT, struct.pack("<III", 0, 0x20042000, delay_ms), 12)
+
+    # -- piflash's helper on the chip (targetcode/picoboot_ops.c) --------------------------------
+    def load_helper(self) -> None:
+        """Put the helper at :data:`CODE_ADDRESS` (after EXIT_XIP: it drives the SSI in serial
+        mode). The other ``helper`` methods need it."""
+        self.write(CODE_ADDRESS, _ops_code())
+
+    def _op(self, op: int, address: int = 0, count: int = 0, timeout: float = BASE_TIMEOUT_S) -> None:
+        self.write(OPS_PARAMS, struct.pack("<IIIII", OPS_MAGIC, op, address, count, 0xFFFFFFFF))
+        self.command(EXEC, struct.pack("<I", CODE_ADDRESS), 4, timeout=timeout)
+        status = struct.unpack("<I", self.read(OPS_PARAMS + 16, 4))[0]
+        if status != 0:
+            raise PicobootError("EXEC", status, "HELPER_REFUSED", f"{self.info.probe_id}: piflash's helper on the chip did not run "
+                                f"(request {op}, answer {status:#x})",
+                                hint="unplug the board and put it back in BOOTSEL mode, then run again")
+
+    def fast_spi(self) -> None:
+        """The SPI clock at clk_sys / 2 (24 MHz in BOOTSEL mode) for the rest of the session."""
+        self._op(OP_FAST_SPI)
+
+    def flash_unique_id(self) -> bytes:
+        """The boot flash's 8-byte unique ID, as the flash sends it (W25Q 4Bh)."""
+        self._op(OP_UNIQUE_ID)
+        return self.read(OPS_RESULTS, 8)
+
+    def page_crcs(self, address: int, pages: int) -> List[int]:
+        """CRC-32 (``binascii.crc32``'s) of each 256-byte flash page from ``address`` (XIP
+        address, page aligned), computed by the chip."""
+        out: List[int] = []
+        for first in range(0, pages, CRC_PAGES_PER_EXEC):
+            n = min(CRC_PAGES_PER_EXEC, pages - first)
+            self._op(OP_CRC_PAGES, address - FLASH_BASE + first * PAGE, n,
+                     timeout=command_timeout(data_bytes=n * PAGE * 4))
+            out += struct.unpack("<%dI" % n, self.read(OPS_RESULTS, 4 * n))
+        return out
+
+    def erase_range(self, address: int, size: int) -> None:
+        """Erase ``size`` bytes from ``address`` (XIP address; both 4 KiB aligned) with the ROM's
+        flash_range_erase: 64 KiB block erases where they fit, sectors elsewhere (FLASH_ERASE
+        erases sector by sector only)."""
+        self.touched = True
+        self._op(OP_ERASE, address - FLASH_BASE, size, timeout=command_timeout(erase_bytes=size))
+
+
+#: What to do about a refused command, by status name.
+_STATUS_HINTS = {
+    "INVALID_ADDRESS": "the image reaches outside the flash the boot ROM accepts (0x10000000 up): check its "
+                       "addresses ('piflash info' shows the target's flash)",
+    "BAD_ALIGNMENT": "a write or erase did not start on a page/sector boundary: this is a piflash bug, please report it",
+    "NOT_PERMITTED": "the region is protected on this chip (RP2350 partition permissions or OTP): the boot ROM "
+                     "will not write it",
+    "INTERLEAVED_WRITE": "the board's USB drive was written at the same time: do not copy files to it while "
+                         "piflash flashes",
+    "REBOOTING": "the board is rebooting: wait for it to come back in BOOTSEL mode and run again",
+}

@@ -1,0 +1,194 @@
+"""A Pico in USB BOOTSEL mode, no probe: the simulated boot ROM device below pyusb
+(piflash/sim/probes/usb/picoboot.py) and ``piflash flash`` over PICOBOOT
+(piflash/target/picoboot.py, piflash/flashing/bootsel.py).
+
+Firmware: pico-examples blink (pyOCD's test/data/binaries/rp2040.bin, not ours), as .bin and as
+UF2. What BOOTSEL writes is checked through SWD (``-u sim:pico``) and in the board's flash."""
+
+from __future__ import annotations
+
+import errno
+import struct
+
+import pytest
+
+pytest.importorskip("unicorn")
+
+from piflash.sim import SimStore  # noqa: E402
+from support.uf2kit import RP2040_FAMILY, RP2350_ARM_S_FAMILY, to_uf2  # noqa: E402
+
+BASE = 0x10000000
+
+
+@pytest.fixture
+def pico(pyocd_binaries, monkeypatch):
+    store = SimStore()
+    info = store.create("pico", "rp2040")
+    monkeypatch.setenv("PIFLASH_SIM_USB", "pico@bootsel")
+    return store, info, (pyocd_binaries / "rp2040.bin").read_bytes()
+
+
+@pytest.fixture
+def bus(pico):
+    """The simulated USB bus in this process (uninstalled afterwards)."""
+    from piflash.sim.probes import usb as sim_usb
+    backend = sim_usb.install()
+    yield backend
+    sim_usb.uninstall()
+
+
+def _command(dev, token, cmd_id, size, length, args=b""):
+    return struct.pack("<IIBBxxI", 0x431FD10B, token, cmd_id, size, length) + args.ljust(16, b"\0")
+
+
+def test_descriptors_are_the_boot_roms(bus):
+    import usb.core
+    import usb.util
+    dev = usb.core.find(idVendor=0x2E8A, idProduct=0x0003, backend=bus)
+    assert dev is not None and dev.bcdUSB == 0x0110
+    assert usb.util.get_string(dev, dev.iProduct) == "RP2 Boot"
+    assert usb.util.get_string(dev, dev.iManufacturer) == "Raspberry Pi"
+    serial = usb.util.get_string(dev, dev.iSerialNumber)
+    assert len(serial) == 12 and serial == serial.upper()
+    cfg = dev.get_active_configuration()
+    msc, pb = list(cfg)
+    assert (msc.bInterfaceClass, msc.bInterfaceSubClass, msc.bInterfaceProtocol) == (0x08, 0x06, 0x50)
+    assert pb.bInterfaceClass == 0xFF and [e.bEndpointAddress for e in pb] == [0x03, 0x84]
+    assert all(e.wMaxPacketSize == 64 for e in pb)
+
+
+def test_refused_commands_stall_and_say_why_then_reset(bus):
+    """A misaligned erase: both endpoints stall, GET_COMMAND_STATUS names BAD_ALIGNMENT with the
+    command's token, INTERFACE_RESET and CLEAR_FEATURE bring the interface back."""
+    import usb.core
+    dev = usb.core.find(idVendor=0x2E8A, backend=bus)
+    usb.util.claim_interface(dev, 1)
+    try:
+        dev.write(0x03, _command(dev, 7, 0x03, 8, 0, struct.pack("<II", BASE + 0x100, 4096)))
+        with pytest.raises(usb.core.USBError) as err:
+            dev.read(0x84, 64, 1000)
+        assert err.value.errno == errno.EPIPE
+        token, status, cmd, busy = struct.unpack_from("<IIBB", bytes(dev.ctrl_transfer(0xC1, 0x42, 0, 1, 16)))
+        assert (token, status, cmd, busy) == (7, 5, 0x03, 0)            # BAD_ALIGNMENT
+        dev.ctrl_transfer(0x41, 0x41, 0, 1, None)
+        dev.clear_halt(0x84)
+        dev.clear_halt(0x03)
+        # A wrong bCmdSize is INVALID_CMD_LENGTH; a write into the ROM is INVALID_ADDRESS.
+        for cmd, want in ((_command(dev, 8, 0x06, 4, 0), 2),
+                          (_command(dev, 9, 0x05, 8, 16, struct.pack("<II", 0x100, 16)), 4)):
+            dev.write(0x03, cmd)
+            with pytest.raises(usb.core.USBError):
+                dev.read(0x84, 64, 1000)
+            assert struct.unpack_from("<I", bytes(dev.ctrl_transfer(0xC1, 0x42, 0, 1, 16)), 4)[0] == want
+            dev.ctrl_transfer(0x41, 0x41, 0, 1, None)
+        # A good command after the reset: EXIT_XIP, acknowledged by an empty IN packet.
+        dev.write(0x03, _command(dev, 10, 0x06, 0, 0))
+        assert len(dev.read(0x84, 64, 1000)) == 0
+    finally:
+        usb.util.release_interface(dev, 1)
+        usb.util.dispose_resources(dev)
+
+
+def test_the_flash_unique_id_is_read_by_the_core_through_exec(pico, bus):
+    from piflash.target import picoboot
+    store, info, _ = pico
+    device = picoboot.select_device("picoboot")
+    with picoboot.PicobootConnection(device) as conn:
+        conn.exclusive()
+        conn.exit_xip()
+        conn.load_helper()
+        assert conn.flash_unique_id().hex() == info.target_uid.lower()
+        # The helper's page CRCs are zlib's, of what the flash holds.
+        blank = __import__("binascii").crc32(b"\xff" * 256)
+        assert conn.page_crcs(BASE, 3) == [blank] * 3
+
+
+def test_flash_uf2_over_bootsel_then_check_through_swd(cli, pico, tmp_path, monkeypatch):
+    store, info, blink = pico
+    uf2 = tmp_path / "blink.uf2"
+    uf2.write_bytes(to_uf2(blink, BASE, RP2040_FAMILY))
+    out = cli.json("flash", uf2)                         # the sole BOOTSEL device, no -u
+    assert out["ok"] and out["verified"] and out["reset"]
+    assert out["probe_id"] == "picoboot:1-2" and out["target"] == "rp2040"
+    assert out["target_uid"] == info.target_uid.lower()
+    assert out["program"]["programmed_bytes"] == 8704 and out["program"]["erased_bytes"] == 0
+    assert out["verify"]["crc_pages"] == 34 and out["verify"]["readback_bytes"] == 0   # by the chip's CRC
+    flash = store.read_flash("pico")                    # UF2 blocks carry 256 bytes: the last is padded
+    assert flash[:len(blink)] == blink and flash[8704:] == b"\xff" * (len(flash) - 8704)
+    # The same board through SWD: the bytes BOOTSEL wrote verify there.
+    monkeypatch.delenv("PIFLASH_SIM_USB")
+    assert cli.json("verify", uf2, "-u", "sim:pico", "-t", "rp2040")["ok"]
+    # Again over BOOTSEL: nothing erased or written, the history has both, by the flash's unique ID.
+    monkeypatch.setenv("PIFLASH_SIM_USB", "pico@bootsel")
+    again = cli.json("flash", uf2, "-u", "picoboot:1-2")
+    assert again["program"]["programmed_bytes"] == 0 and again["program"]["skipped_bytes"] == 12288
+    rows = cli.json("history")["operations"]
+    uid = info.target_uid.lower()
+    assert [(r["operation"], r["probe_id"], r["target_uid"], r["outcome"]) for r in rows] == [
+        ("flash", "picoboot:1-2", uid, "pass"), ("verify", "sim:pico", uid, "pass"),
+        ("flash", "picoboot:1-2", uid, "pass")]
+
+
+def test_a_partly_covered_sector_loses_nothing(cli, pico, tmp_path):
+    """Other data in the sectors the image touches survives the erase the image needs."""
+    store, info, blink = pico
+    store.write_flash("pico", b"\x11" * 8192)             # old data in sectors 0 and 1
+    small = tmp_path / "small.bin"
+    small.write_bytes(b"\x22" * 300)
+    out = cli.json("flash", small, "--base-address", hex(BASE + 4096 + 100), "-u", "picoboot")
+    assert out["ok"] and out["program"]["erased_bytes"] == 4096
+    flash = store.read_flash("pico")
+    assert flash[:4096] == b"\x11" * 4096                # a sector the image does not touch
+    assert flash[4096:4196] == b"\x11" * 100 and flash[4196:4496] == b"\x22" * 300
+    assert flash[4496:8192] == b"\x11" * (8192 - 4496)
+
+
+def test_another_chips_uf2_is_refused_before_the_board_is_touched(cli, pico, tmp_path):
+    store, info, blink = pico
+    uf2 = tmp_path / "pico2.uf2"
+    uf2.write_bytes(to_uf2(blink, BASE, RP2350_ARM_S_FAMILY))
+    proc = cli("flash", uf2, "-u", "picoboot", check=4)
+    assert "0xe48bff59" in proc.stderr.lower() and "rp2040" in proc.stderr
+    assert store.read_flash("pico") == b"\xff" * len(store.read_flash("pico"))
+    assert cli.json("history")["operations"] == []
+
+
+def test_the_device_leaving_mid_write_is_exit_13_and_recorded(cli, pico, tmp_path):
+    store, info, blink = pico
+    store.set_faults("pico", disconnect_after=30)
+    bin_ = tmp_path / "blink.bin"
+    bin_.write_bytes(blink * 8)
+    proc = cli("flash", bin_, "--base-address", hex(BASE), "-u", "picoboot", check=13)
+    assert "left the USB bus" in proc.stderr and "BOOTSEL" in proc.stderr
+    rows = cli.json("history")["operations"]
+    assert len(rows) == 1 and rows[0]["outcome"] == "fail" and rows[0]["target_uid"] == info.target_uid.lower()
+
+
+def test_a_board_held_by_another_program_is_exit_24(cli, pico):
+    """Two hosts asking for the same board: the second is told it is in use (the kernel refuses
+    a second claim of the PICOBOOT interface)."""
+    store, info, blink = pico
+    with store.session_lock("pico"):
+        proc = cli("flash", "--base-address", hex(BASE), _write(blink), "-u", "picoboot", check=24)
+    assert "in use by another program" in proc.stderr
+
+
+def _write(data: bytes):
+    import tempfile
+    f = tempfile.NamedTemporaryFile(suffix=".bin", delete=False)
+    f.write(data)
+    f.close()
+    return f.name
+
+
+def test_no_bootsel_device_is_exit_7_with_the_button_hint(cli, pico, monkeypatch, tmp_path):
+    monkeypatch.setenv("PIFLASH_SIM_USB", "other@debugprobe")
+    (tmp_path / "a.bin").write_bytes(b"\0" * 16)
+    proc = cli("flash", tmp_path / "a.bin", "--base-address", hex(BASE), "-u", "picoboot", check=7)
+    assert "hold BOOTSEL" in proc.stderr
+
+
+def test_probes_lists_the_bootsel_device(cli, pico):
+    rows = cli.json("probes")["probes"]
+    assert [(r["probe_id"], r["target"], r["vid_pid"]) for r in rows] == [("picoboot:1-2", "rp2040", "2e8a:0003")]
+    assert "BOOTSEL" in cli("probes", check=0).stdout
