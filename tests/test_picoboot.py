@@ -192,3 +192,36 @@ def test_probes_lists_the_bootsel_device(cli, pico):
     rows = cli.json("probes")["probes"]
     assert [(r["probe_id"], r["target"], r["vid_pid"]) for r in rows] == [("picoboot:1-2", "rp2040", "2e8a:0003")]
     assert "BOOTSEL" in cli("probes", check=0).stdout
+
+
+def test_serial_and_patch_bytes_over_bootsel(cli, pico, tmp_path):
+    """A profile numbers the board and writes a label with the flash's unique ID (read by the
+    helper on the chip) next to blink, as over SWD; the history row carries the serial."""
+    store, info, blink = pico
+    fw = tmp_path / "blink.uf2"
+    fw.write_bytes(to_uf2(blink, BASE))
+    profiles = tmp_path / "profiles"
+    profiles.mkdir(exist_ok=True)
+    (profiles / "pico-line.yaml").write_text(
+        f"target: rp2040\nfirmware: {fw}\n"
+        "serial:\n  address: 0x1001F000\n  encoding: u32\n  start: 500\n"
+        "patch:\n  - name: label\n    address: 0x1001F010\n    encoding: ascii\n    length: 32\n"
+        "    template: \"PICO-{n}-{target_uid}\"\n")
+    out = cli.json("flash", "-p", "pico-line", "-u", "picoboot", "--serial", "507")
+    uid = info.target_uid.lower()
+    assert out["ok"] and out["serial"] == "507" and out["probe_id"] == "picoboot:1-2"
+    assert out["patch"]["label"]["value"] == f"PICO-507-{uid}"
+    flash = store.read_flash("pico")
+    assert flash[0x1F000:0x1F004] == (507).to_bytes(4, "little")
+    assert flash[0x1F010:0x1F030] == f"PICO-507-{uid}".encode().ljust(32, b"\0")
+    assert flash[:len(blink)] == blink
+    rows = cli.json("history")["operations"]
+    assert [(r["serial"], r["outcome"]) for r in rows] == [("507", "pass")]
+    # The number is taken: giving it again is refused before the board is touched (exit 25).
+    cli("flash", "-p", "pico-line", "-u", "picoboot", "--serial", "507", check=25)
+
+
+def test_what_bootsel_does_not_do_is_a_usage_error(cli, pico, tmp_path):
+    (tmp_path / "a.bin").write_bytes(b"\0" * 16)
+    proc = cli("flash", tmp_path / "a.bin", "--base-address", hex(BASE), "-u", "picoboot", "--erase", "chip", check=2)
+    assert "BOOTSEL" in proc.stderr and "chip erase" in proc.stderr

@@ -206,25 +206,21 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
     if serial is not None:
         s["serial"] = str(serial)                   # in the history row from the first touch on
         one_off = _one_off(prof, plan, serial, force_serial)
-    image = _load(s)
     from piflash.flashing.bootsel import wants_bootsel
-    if wants_bootsel(s["probe"]):
-        _refuse_over_picoboot(s, plan, protect, check, pyocd_options)
-        result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: _flash_bootsel(
-            image, s, display, on_touch))
-        p = result.program
-        verified = "verified" if result.verify else "NOT verified"
-        _report(result, json_mode, quiet,
-                f"Flashed {image.size:,} bytes to {result.target} ({result.probe_id}, BOOTSEL): "
-                f"{p.programmed_bytes:,} programmed, {p.skipped_bytes:,} unchanged, {verified}, "
-                f"in {result.duration:.2f} s")
-        return
+    bootsel = wants_bootsel(s["probe"])
+    if bootsel:
+        _refuse_over_picoboot(s, protect, check, pyocd_options)
+    image = _load(s)
 
     def call(display, on_touch):
         def touch(result):
             on_touch(result)
             if one_off is not None:                 # committed before the board is programmed
                 one_off.take(result.target_uid)
+        if bootsel:
+            from piflash.flashing.bootsel import flash_bootsel
+            return flash_bootsel(image, probe=s["probe"], target=s["target"], verify=s["verify"],
+                                 reset=s["reset"], progress=display, on_touch=touch, plan=plan, serial=serial)
         return flash_firmware(
             image, probe=s["probe"], target=s["target"], frequency=s["frequency"], erase=s["erase"],
             verify=s["verify"], reset=s["reset"], progress=display,
@@ -244,21 +240,15 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
     extra += " (RE-ISSUED with --force-serial)" if force_serial and result.serial is not None else ""
     extra += ", read-out protection LOCKED" if result.protection == "locked" and protect else ""
     extra += ", boot check passed" if result.boot_check else ""
+    how = f"{result.probe_id}, BOOTSEL" if bootsel else result.probe_id
     _report(result, json_mode, quiet,
-            f"Flashed {image.size:,} bytes to {result.target} ({result.probe_id}): {p.programmed_bytes:,} "
+            f"Flashed {image.size:,} bytes to {result.target} ({how}): {p.programmed_bytes:,} "
             f"programmed, {p.skipped_bytes:,} unchanged, {verified}{extra}, in {result.duration:.2f} s")
 
 
-def _flash_bootsel(image, s, display, on_touch):
-    from piflash.flashing.bootsel import flash_bootsel
-    return flash_bootsel(image, probe=s["probe"], target=s["target"], verify=s["verify"], reset=s["reset"],
-                         progress=display, on_touch=on_touch)
-
-
-def _refuse_over_picoboot(s, plan, protect, check, pyocd_options) -> None:
+def _refuse_over_picoboot(s, protect, check, pyocd_options) -> None:
     """What a flash over PICOBOOT (a Pico in BOOTSEL mode) does not do yet: a usage error."""
     why = ("a chip erase (--erase chip)" if s["erase"] == "chip" else
-           "per-board serial or patch bytes (the profile's 'serial:'/'patch:')" if plan is not None else
            "read-out protection (the RP2040 has none)" if protect else
            "a boot check" if check is not None else
            "pyOCD options (-O)" if pyocd_options else None)

@@ -170,7 +170,7 @@ def _check_chip(image: FirmwareImage, device: picoboot.BootselDevice, target: Op
 
 def flash_bootsel(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
                   verify: bool = True, reset: bool = True, progress: Optional[ProgressSink] = None,
-                  on_touch=None) -> OperationResult:
+                  on_touch=None, plan=None, serial: Optional[int] = None) -> OperationResult:
     """Flash ``image`` into the Pico in BOOTSEL mode that ``probe`` names (see
     :func:`piflash.target.picoboot.select_device`).
 
@@ -180,9 +180,13 @@ def flash_bootsel(image: FirmwareImage, probe: Optional[str] = None, target: Opt
     :param reset: REBOOT into the new firmware afterwards (the device leaves the bus); if False
         the board stays in BOOTSEL mode.
     :param on_touch: ``on_touch(result)`` once the device is open and identified.
+    :param plan: per-board data (:class:`piflash.firmware.patch.PatchPlan`): the patched image is
+        what is programmed and verified, its values in ``result.serial`` / ``result.patch``, as over
+        SWD. :param serial: the serial number for ``plan`` (int).
     :returns: the result (``ok`` True).
     :raises NoProbeError, SeveralProbesError, ProbePermissionError, WrongTargetError, ImageRangeError,
-        PicobootError, VerifyError, ProbeLostError, ProbeTimeoutError, ProbeBusyError, OperationInterrupted:
+        PicobootError, VerifyError, ProbeLostError, ProbeTimeoutError, ProbeBusyError, OperationInterrupted,
+        SerialError:
     """
     sink = progress or ProgressSink()
     result = OperationResult.start("flash", image, probe, target)
@@ -208,7 +212,12 @@ def flash_bootsel(image: FirmwareImage, probe: Optional[str] = None, target: Opt
             touch(result)
             sink.phase_end(Phase.CONNECT, f"{result.target} on {result.probe_id}")
         try:
-            _flash(conn, image, result, sink, verify, reset)
+            board_image = image
+            if plan is not None:
+                board_image, result.patch = plan.apply(image, serial, result.target_uid)
+                result.serial = str(serial) if serial is not None else None
+                _prepare(board_image, result.target, None)
+            _flash(conn, board_image, result, sink, verify, reset)
         finally:
             conn.__exit__(None, None, None)
     return result
