@@ -225,3 +225,26 @@ def test_what_bootsel_does_not_do_is_a_usage_error(cli, pico, tmp_path):
     (tmp_path / "a.bin").write_bytes(b"\0" * 16)
     proc = cli("flash", tmp_path / "a.bin", "--base-address", hex(BASE), "-u", "picoboot", "--erase", "chip", check=2)
     assert "BOOTSEL" in proc.stderr and "chip erase" in proc.stderr
+
+
+def test_a_running_pico_is_rebooted_into_bootsel_through_its_reset_interface(cli, pico, monkeypatch, tmp_path):
+    """pico-sdk firmware with USB stdio offers the reset interface: -u picoboot sends its BOOTSEL
+    request (as picotool -f does), waits for the boot ROM at the same port and flashes it."""
+    store, info, blink = pico
+    monkeypatch.setenv("PIFLASH_SIM_USB", "pico@app")
+    rows = cli.json("probes")["probes"]
+    assert [(r["probe_id"], r["vid_pid"]) for r in rows] == [("picoboot:1-2", "2e8a:000a")]
+    assert "reboots it into BOOTSEL" in rows[0]["description"]
+    fw = tmp_path / "blink.uf2"
+    fw.write_bytes(to_uf2(blink, BASE, RP2040_FAMILY))
+    out = cli.json("flash", fw, "-u", "picoboot")
+    assert out["ok"] and out["probe_id"] == "picoboot:1-2" and out["target_uid"] == info.target_uid.lower()
+    assert store.read_flash("pico")[:len(blink)] == blink
+
+
+def test_a_running_pico_without_the_reset_interface_needs_the_button(cli, pico, monkeypatch, tmp_path):
+    monkeypatch.setenv("PIFLASH_SIM_USB", "pico@app-noreset")
+    assert "hold BOOTSEL" in cli.json("probes")["probes"][0]["description"]
+    (tmp_path / "a.bin").write_bytes(b"\0" * 16)
+    proc = cli("flash", tmp_path / "a.bin", "--base-address", hex(BASE), "-u", "picoboot", check=7)
+    assert "without the USB reset interface" in proc.stderr and "hold BOOTSEL" in proc.stderr

@@ -42,10 +42,11 @@ def probes(json_mode):
     from piflash.target.connect import list_probes
     from piflash.host.usbscan import blocked_probes
 
-    from piflash.target.picoboot import CHIPS, VID, list_devices
+    from piflash.target.picoboot import CHIPS, VID, list_devices, list_running
 
     found = list_probes()
     bootsel = list_devices()
+    running = list_running()
     seen = {p.unique_id for p in found}
     blocked = [b for b in blocked_probes() if (not b.serial or b.serial not in seen)
                and not (b.vid == VID and b.pid in CHIPS)]
@@ -56,12 +57,14 @@ def probes(json_mode):
                   "accessible": d.accessible, "node": None,
                   "reason": None if d.accessible else "this user may not open the device",
                   "fix": None if d.accessible else "sudo piflash setup udev"} for d in bootsel]
+        rows += [{"probe_id": r.probe_id, "description": _running_text(r), "target": None, "vid_pid": r.vid_pid,
+                  "accessible": True, "node": None, "reason": None, "fix": None} for r in running]
         rows += [{"probe_id": b.serial, "description": b.name, "target": None, "vid_pid": b.vid_pid,
                   "accessible": False, "node": b.node, "reason": b.reason, "fix": b.fix}
                  for b in blocked]
         emit_json({"probes": rows})
         return
-    if not found and not blocked and not bootsel:
+    if not found and not blocked and not bootsel and not running:
         click.echo("No debug probes found.")
         return
     for p in found:
@@ -71,10 +74,19 @@ def probes(json_mode):
         state = "" if d.accessible else "  " + click.style("[cannot open: sudo piflash setup udev]", fg="red")
         click.echo(f"{d.probe_id:<32} {d.chip.upper()} in BOOTSEL mode (PICOBOOT), boot ROM serial "
                    f"{d.serial or '?'}  [{d.chip}]{state}")
+    for r in running:
+        click.echo(f"{r.probe_id:<32} {_running_text(r)}  USB {r.vid_pid}")
     for b in blocked:
         click.echo(f"{b.serial or b.vid_pid:<32} {b.name}  " + click.style("[cannot open]", fg="red"))
         click.echo(f"{'':<4}reason: {b.reason}")
         click.echo(f"{'':<4}fix:    {b.fix}")
+
+
+def _running_text(r) -> str:
+    what = f"running firmware ({r.product or 'no product string'}, serial {r.serial or '?'})"
+    if r.interface is None:
+        return what + ": no USB reset interface, hold BOOTSEL to flash it without a probe"
+    return what + ": -u picoboot reboots it into BOOTSEL"
 
 
 def _pid(chip: str) -> int:

@@ -31,9 +31,11 @@ from typing import List, Optional
 
 from piflash.errors import (NoProbeError, PicobootError, ProbeBusyError, ProbeLostError, ProbePermissionError,
                             ProbeTimeoutError, SeveralProbesError)
+from piflash.host import probetable
 
 __all__ = ["PREFIX", "BootselDevice", "PicobootConnection", "PicobootError", "is_picoboot", "list_devices",
-           "select_device", "command_timeout", "STATUS_NAMES", "FLASH_BASE", "SECTOR", "PAGE"]
+           "select_device", "RunningPico", "list_running", "reboot_to_bootsel", "command_timeout", "STATUS_NAMES",
+           "FLASH_BASE", "SECTOR", "PAGE"]
 
 #: The probe ID prefix.
 PREFIX = "picoboot:"
@@ -134,8 +136,7 @@ def list_devices() -> List[BootselDevice]:
         chip = CHIPS.get(dev.idProduct)
         if chip is None:
             continue
-        ports = getattr(dev, "port_numbers", None) or (dev.address,)
-        path = "%d-%s" % (dev.bus, ".".join(str(p) for p in ports))
+        path = _port_path(dev)
         try:
             serial = usb.util.get_string(dev, dev.iSerialNumber)
             accessible = True
@@ -145,16 +146,146 @@ def list_devices() -> List[BootselDevice]:
     return sorted(found, key=lambda d: d.port_path)
 
 
-def select_device(probe: Optional[str]) -> BootselDevice:
-    """The BOOTSEL device ``probe`` names (``picoboot``, ``picoboot:TEXT``; see the module).
+@dataclass
+class RunningPico:
+    """A USB device running firmware that may offer pico-sdk's reset interface.
 
-    :raises NoProbeError: none matches (exit 7). :raises SeveralProbesError: several do (exit 8).
+    :ivar port_path: ``BUS-PORT[.PORT...]``. :ivar vid_pid: ``"2e8a:000a"``.
+    :ivar product: / serial: its strings (None when they cannot be read).
+    :ivar interface: the reset interface's number, or None when the firmware has none.
+    """
+
+    port_path: str
+    vid_pid: str
+    product: Optional[str]
+    serial: Optional[str]
+    interface: Optional[int]
+    device: object = None
+
+    @property
+    def probe_id(self) -> str:
+        """``picoboot:PORT-PATH``: the ID it will have in BOOTSEL mode."""
+        return PREFIX + self.port_path
+
+    def to_dict(self) -> dict:
+        """For ``piflash probes --json``."""
+        return {"probe_id": self.probe_id, "kind": "running", "vid_pid": self.vid_pid, "product": self.product,
+                "serial": self.serial, "reset_interface": self.interface is not None}
+
+
+#: pico-sdk's reset interface (``pico/usb_reset_interface.h``): class, subclass, protocol and the
+#: request that reboots into BOOTSEL (``reset_interface.c`` ``resetd_control_xfer_cb``; picotool
+#: sends it as a class request to the interface, wValue the BOOTSEL interfaces to disable: 0).
+RESET_INTERFACE = (0xFF, 0x00, 0x01)
+RESET_REQUEST_BOOTSEL = 0x01
+#: Vendor IDs whose devices are listed as running Picos even without the reset interface (to
+#: say why they cannot be rebooted): Raspberry Pi's.
+PICO_VIDS = (VID,)
+#: Seconds a rebooted Pico has to come back in BOOTSEL mode (the boot ROM enumerates in well
+#: under a second; the host's hub and udev add some).
+BOOTSEL_APPEAR_S = 10.0
+
+
+def _port_path(dev) -> str:
+    ports = getattr(dev, "port_numbers", None) or (dev.address,)
+    return "%d-%s" % (dev.bus, ".".join(str(p) for p in ports))
+
+
+def list_running() -> List[RunningPico]:
+    """USB devices (not in BOOTSEL mode) that offer the reset interface, and Raspberry Pi devices
+    that do not, in port order."""
+    usb = _usb()
+    try:
+        devices = list(usb.core.find(find_all=True) or ())
+    except usb.core.NoBackendError:
+        return []
+    found = []
+    for dev in devices:
+        if dev.idVendor == VID and dev.idProduct in CHIPS:
+            continue
+        try:
+            number = next((intf.bInterfaceNumber for cfg in dev for intf in cfg
+                           if (intf.bInterfaceClass, intf.bInterfaceSubClass, intf.bInterfaceProtocol) == RESET_INTERFACE),
+                          None)
+        except usb.core.USBError:
+            continue
+        if number is None and (dev.idVendor not in PICO_VIDS or probetable.lookup(dev.idVendor, dev.idProduct)):
+            continue                            # not a Pico, or a debug probe (the Debug Probe is 2E8A too)
+        strings = []
+        for index in (dev.iProduct, dev.iSerialNumber):
+            try:
+                strings.append(usb.util.get_string(dev, index) if index else None)
+            except (usb.core.USBError, ValueError):
+                strings.append(None)
+        found.append(RunningPico(_port_path(dev), "%04x:%04x" % (dev.idVendor, dev.idProduct), strings[0],
+                                 strings[1], number, dev))
+    return sorted(found, key=lambda d: d.port_path)
+
+
+def reboot_to_bootsel(pico: RunningPico, wait_s: float = BOOTSEL_APPEAR_S) -> BootselDevice:
+    """Ask a running Pico's firmware to reboot into its boot ROM (the reset interface's BOOTSEL
+    request, as ``picotool -f`` does) and wait for it at the same USB port in BOOTSEL mode.
+
+    :raises NoProbeError: its firmware has no reset interface (hold BOOTSEL instead).
+    :raises ProbePermissionError: this user may not open it. :raises ProbeTimeoutError: it did not
+        come back in BOOTSEL mode within ``wait_s`` seconds.
+    """
+    import time
+    usb = _usb()
+    if pico.interface is None:
+        raise NoProbeError(f"{pico.probe_id} ({pico.vid_pid} {pico.product or ''}) runs firmware without the USB "
+                           "reset interface: piflash cannot reboot it into BOOTSEL mode",
+                           hint="hold BOOTSEL while plugging the board in (or while pressing RUN/reset); "
+                                "pico-sdk firmware with USB stdio offers the interface")
+    dev = pico.device
+    try:
+        usb.util.claim_interface(dev, pico.interface)
+        dev.ctrl_transfer(0x21, RESET_REQUEST_BOOTSEL, 0, pico.interface, None, 2000)
+    except usb.core.USBError as err:
+        if err.errno in (errno.EACCES, errno.EPERM):
+            raise ProbePermissionError(f"{pico.probe_id}: this user may not open the running Pico to reboot it",
+                                       hint="install piflash's udev rules: sudo piflash setup udev") from None
+        # EPIPE/EIO/ENODEV: the chip reset before the request's status stage, as it does
+    finally:
+        try:
+            usb.util.dispose_resources(dev)
+        except usb.core.USBError:
+            pass
+    deadline = time.monotonic() + wait_s
+    while True:
+        back = [d for d in list_devices() if d.port_path == pico.port_path]
+        if back:
+            return back[0]
+        if time.monotonic() >= deadline:
+            raise ProbeTimeoutError(f"{pico.probe_id} did not come back in BOOTSEL mode within {wait_s:.0f} s "
+                                    "of the reboot request", seconds=wait_s,
+                                    hint="hold BOOTSEL while plugging the board in")
+        time.sleep(0.2)
+
+
+def select_device(probe: Optional[str], reboot_running: bool = True) -> BootselDevice:
+    """The BOOTSEL device ``probe`` names (``picoboot``, ``picoboot:TEXT``; see the module). With
+    ``reboot_running``, when none is in BOOTSEL mode but one running Pico matches (its port, its
+    product or serial string), it is rebooted into BOOTSEL through its reset interface first.
+
+    :raises NoProbeError: none matches, or the one that matches cannot be rebooted (exit 7).
+    :raises SeveralProbesError: several match (exit 8).
     :raises ProbePermissionError: it matches but this user may not open it (exit 9).
+    :raises ProbeTimeoutError: a rebooted Pico did not come back in BOOTSEL mode (exit 23).
     """
     text = (probe or "")[len(PREFIX):] if probe and probe.startswith(PREFIX) else ""
     devices = list_devices()
     matches = [d for d in devices if not text or text in d.port_path
                or (d.serial is not None and text.lower() in d.serial.lower())]
+    if not matches and reboot_running:
+        running = [r for r in list_running() if not text or text in r.port_path
+                   or any(v and text.lower() in v.lower() for v in (r.serial, r.product))]
+        if len(running) > 1:
+            names = ", ".join(f"{r.probe_id} ({r.vid_pid} {r.product or ''})" for r in running)
+            raise SeveralProbesError(f"{len(running)} running Picos match {probe or 'picoboot'}: {names}",
+                                     hint="name one by its port: -u picoboot:PORT-PATH")
+        if running:
+            return reboot_to_bootsel(running[0])
     if not matches:
         seen = ", ".join(f"{d.probe_id} ({d.chip}, serial {d.serial})" for d in devices) or "none"
         raise NoProbeError(f"no Pico in BOOTSEL mode matches {probe or 'picoboot'} (BOOTSEL devices: {seen})",

@@ -7,8 +7,9 @@ Switched on only explicitly, by the environment variable ``PIFLASH_SIM_USB``::
 Each entry is ``BOARD[@PRESET]``: simulated board ``BOARD`` (of the board store,
 ``$PIFLASH_SIM_DIR``; created with ``piflash sim create``) sits behind a simulated probe of kind
 ``PRESET`` (:data:`~piflash.sim.probes.usb.presets.PRESETS`; default ``debugprobe``); the preset
-``bootsel`` puts an RP2040 board itself on the bus in USB BOOTSEL mode, no probe between
-(:mod:`piflash.sim.probes.usb.picoboot`). An entry
+``bootsel`` puts an RP2040 board itself on the bus in USB BOOTSEL mode, no probe between, and
+``app`` / ``app-noreset`` the board running pico-sdk firmware with USB stdio, with or without
+the reset interface that reboots it into BOOTSEL (:mod:`piflash.sim.probes.usb.picoboot`). An entry
 ``BOARD@PRESET!noaccess`` is a probe whose device node this user may not open (EACCES).
 
 The seam. pyusb has no backend registry: ``usb.core.find()`` without a backend asks
@@ -81,6 +82,9 @@ def install(spec: Optional[str] = None, store=None):
         if preset == BOOTSEL:
             from piflash.sim.probes.usb.picoboot import SimBootselDevice
             device = SimBootselDevice(board, store, address)
+        elif preset in ("app", "app-noreset"):
+            from piflash.sim.probes.usb.picoboot import SimAppDevice
+            device = SimAppDevice(board, store, address, reset_interface=preset == "app")
         else:
             device = SimUsbDevice(get_preset(preset), board, store, address)
         device.access_denied = denied

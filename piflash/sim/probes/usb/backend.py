@@ -35,7 +35,9 @@ class SimUsbBackend(usb.backend.IBackend):
 
     # -- enumeration and descriptors ---------------------------------------------------------
     def enumerate_devices(self):
-        """The devices still plugged in."""
+        """The devices still plugged in; a device that re-enumerated as another (a running Pico
+        rebooted into BOOTSEL) is replaced by it."""
+        self.devices = [getattr(d, "replacement", None) or d for d in self.devices]
         return [d for d in self.devices if not d.unplugged]
 
     def get_parent(self, dev):

@@ -53,7 +53,7 @@ from piflash.sim.store import SimStore
 from piflash.sim.probes.usb.device import _Desc
 from piflash.sim.probes.usb.timing import BULK_LATENCY_S, HOST_TRANSFER_S, TARGET_TIMING, Link, VirtualClock
 
-__all__ = ["SimBootselDevice", "PICOBOOT_MAGIC", "STATUS_NAMES", "BOOTSEL_PIDS", "rom_serial"]
+__all__ = ["SimBootselDevice", "SimAppDevice", "PICOBOOT_MAGIC", "STATUS_NAMES", "BOOTSEL_PIDS", "rom_serial"]
 
 #: Raspberry Pi's USB vendor ID and the boot ROMs' product IDs (RP2040 datasheet 2.8.4; RP2350
 #: datasheet 5.6.1).
@@ -591,3 +591,104 @@ class SimBootselDevice:
             with self.probe.flushing():
                 board.system_reset()
         self.unplug()
+
+
+#: pico-sdk's USB stdio device: VID:PID 2E8A:000A (RP2040), product "Pico", the board's unique ID
+#: as serial number (pico-sdk ``pico_stdio_usb/stdio_usb_descriptors.c``); the reset interface
+#: (``pico/usb_reset_interface.h``): class FFh, subclass 00h, protocol 01h, no endpoints;
+#: RESET_REQUEST_BOOTSEL 01h, RESET_REQUEST_FLASH 02h.
+APP_PID, RESET_SUBCLASS, RESET_PROTOCOL, RESET_REQUEST_BOOTSEL, RESET_REQUEST_FLASH = 0x000A, 0x00, 0x01, 0x01, 0x02
+
+
+class SimAppDevice:
+    """An RP2040 board running pico-sdk firmware with USB stdio: CDC ACM (interfaces 0 and 1)
+    and, unless ``reset_interface`` is False, the reset interface (2), whose BOOTSEL request
+    (any request type, as ``resetd_control_xfer_cb`` checks only wIndex and bRequest) reboots the
+    chip into its boot ROM: the device leaves the bus and a :class:`SimBootselDevice` takes its
+    port (``replacement``; the backend swaps it in).
+
+    :param board_name: / store: / address: as :class:`SimBootselDevice`.
+    :param reset_interface: whether the firmware offers the reset interface.
+    """
+
+    kind = "app"
+
+    def __init__(self, board_name: str, store: SimStore, address: int, reset_interface: bool = True) -> None:
+        self.board_name, self.store, self.address = board_name, store, address
+        try:
+            self.serial = store.get(board_name).target_uid.upper()
+        except Exception:
+            self.serial = "0" * 16
+        self.unplugged = False
+        self.access_denied = False
+        self.replacement = None
+        self.preset = SimpleNamespace(name="app", vid=VID, pid=APP_PID, manufacturer="Raspberry Pi", product="Pico")
+        self.strings = {1: "Raspberry Pi", 2: "Pico", 3: self.serial, 4: "Board CDC", 5: "Reset"}
+        n = 3 if reset_interface else 2
+        self.device_descriptor = _Desc(
+            bLength=18, bDescriptorType=1, bcdUSB=0x0200, bDeviceClass=0xEF, bDeviceSubClass=2,
+            bDeviceProtocol=1, bMaxPacketSize0=64, idVendor=VID, idProduct=APP_PID, bcdDevice=0x0100,
+            iManufacturer=1, iProduct=2, iSerialNumber=3, bNumConfigurations=1, bus=1, address=address,
+            port_number=address, port_numbers=(address,), speed=2)
+        self.config_descriptor = _Desc(bLength=9, bDescriptorType=2, wTotalLength=9 + 66 + (9 if reset_interface else 0),
+                                       bNumInterfaces=n, bConfigurationValue=1, iConfiguration=0,
+                                       bmAttributes=0x80, bMaxPower=50)
+        self.interfaces = {
+            0: _Desc(bLength=9, bDescriptorType=4, bInterfaceNumber=0, bAlternateSetting=0, bNumEndpoints=1,
+                     bInterfaceClass=0x02, bInterfaceSubClass=0x02, bInterfaceProtocol=0x00, iInterface=4),
+            1: _Desc(bLength=9, bDescriptorType=4, bInterfaceNumber=1, bAlternateSetting=0, bNumEndpoints=2,
+                     bInterfaceClass=0x0A, bInterfaceSubClass=0x00, bInterfaceProtocol=0x00, iInterface=0)}
+        self.endpoints = {0: [_Desc(bLength=7, bDescriptorType=5, bEndpointAddress=0x81, bmAttributes=0x03,
+                                    wMaxPacketSize=8, bInterval=16, bRefresh=0, bSynchAddress=0)],
+                          1: [SimBootselDevice._ep(0x02), SimBootselDevice._ep(0x82)]}
+        if reset_interface:
+            self.interfaces[2] = _Desc(bLength=9, bDescriptorType=4, bInterfaceNumber=2, bAlternateSetting=0,
+                                       bNumEndpoints=0, bInterfaceClass=0xFF, bInterfaceSubClass=RESET_SUBCLASS,
+                                       bInterfaceProtocol=RESET_PROTOCOL, iInterface=5)
+            self.endpoints[2] = []
+
+    def string_descriptor(self, index: int) -> bytes:
+        """GET_DESCRIPTOR(STRING, index)."""
+        if index == 0:
+            return bytes([4, 3, 0x09, 0x04])
+        raw = self.strings[index].encode("utf-16-le")
+        return bytes([2 + len(raw), 3]) + raw
+
+    def check_present(self) -> None:
+        """:raises usb.core.USBError: ENODEV once the device left the bus."""
+        if self.unplugged:
+            import usb.core
+            raise usb.core.USBError("No such device (it may have been disconnected)", -4, errno.ENODEV)
+
+    def claim(self, interface: int) -> None:
+        self.check_present()
+
+    def release(self, interface: int) -> None:
+        pass
+
+    def clear_halt(self, ep: int) -> None:
+        self.check_present()
+
+    def control(self, request_type: int, request: int, value: int, index: int, length: int,
+                data: bytes = b"") -> bytes:
+        """The reset interface's requests; anything else stalls (the CDC requests are not
+        modelled)."""
+        import usb.core
+        self.check_present()
+        if 2 in self.interfaces and index == 2 and request == RESET_REQUEST_BOOTSEL:
+            self.unplugged = True              # reset_usb_boot(): the chip restarts in its boot ROM
+            self.replacement = SimBootselDevice(self.board_name, self.store, self.address)
+            return b""
+        if 2 in self.interfaces and index == 2 and request == RESET_REQUEST_FLASH:
+            return b""                         # watchdog_reboot: the same firmware comes back
+        raise usb.core.USBError("Pipe error", -9, errno.EPIPE)
+
+    def bulk_out(self, ep: int, data: bytes, timeout_ms: int) -> int:
+        self.check_present()
+        return len(data)                       # the CDC data interface swallows what it is sent
+
+    def bulk_in(self, ep: int, size: int, timeout_ms: int) -> bytes:
+        import usb.core
+        self.check_present()
+        raise usb.core.USBError("Operation timed out", -7, errno.ETIMEDOUT)
+

@@ -16,6 +16,9 @@ ENV_VAR = "PIFLASH_SIM_USB"
 #: The "preset" that puts an RP2040 board on the bus in USB BOOTSEL mode (no probe: the boot
 #: ROM's PICOBOOT interface, :mod:`piflash.sim.probes.usb.picoboot`).
 BOOTSEL = "bootsel"
+#: RP2040 boards on the bus themselves, no probe: in BOOTSEL mode, or running pico-sdk firmware
+#: with USB stdio and its reset interface (``app``) or without it (``app-noreset``).
+PICO_MODES = (BOOTSEL, "app", "app-noreset")
 
 
 def enabled() -> bool:
@@ -36,9 +39,9 @@ def parse_spec(text: str) -> List[Tuple[str, str, bool]]:
         item, _, flag = item.partition("!")
         board, _, preset = item.partition("@")
         preset = preset or "debugprobe"
-        if not board or (preset not in PRESETS and preset != BOOTSEL):
+        if not board or (preset not in PRESETS and preset not in PICO_MODES):
             raise ValueError("%s: bad entry %r (BOARD[@%s][!noaccess])"
-                             % (ENV_VAR, item, "|".join(list(PRESETS) + [BOOTSEL])))
+                             % (ENV_VAR, item, "|".join(list(PRESETS) + list(PICO_MODES))))
         out.append((board.strip().lower(), preset, flag.strip() == "noaccess"))
     return out
 
