@@ -30,7 +30,8 @@ named), 12 for a verify mismatch, 13 when the device leaves the bus, 23 when it 
 from __future__ import annotations
 
 import binascii
-from typing import Dict, List, Optional, Tuple
+import contextlib
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from piflash.errors import PicobootError, PiflashError, ProbeLostError, ProbeTimeoutError, VerifyError, WrongTargetError
 from piflash.firmware.image import FirmwareImage
@@ -41,7 +42,8 @@ from piflash.record.result import OperationResult
 from piflash.target import picoboot
 from piflash.target.picoboot import PAGE, SECTOR
 
-__all__ = ["flash_bootsel", "plan_sectors", "SectorPlan", "WRITE_CHUNK", "reached_board", "wants_bootsel"]
+__all__ = ["flash_bootsel", "bootsel_session", "flash_bootsel_session", "bootsel_image", "plan_sectors", "SectorPlan",
+           "WRITE_CHUNK", "reached_board", "wants_bootsel"]
 
 #: Bytes per WRITE/READ command: large enough that the command overhead is small, small enough
 #: for a progress update every ~0.1 s at full speed.
@@ -158,14 +160,70 @@ def wants_bootsel(probe: Optional[str]) -> bool:
     return not list_probes()
 
 
-def _check_chip(image: FirmwareImage, device: picoboot.BootselDevice, target: Optional[str]) -> str:
+def _check_chip(device: picoboot.BootselDevice, target: Optional[str]) -> str:
     if target and target != device.chip:
         raise WrongTargetError(f"{device.probe_id} is an {device.chip.upper()} in BOOTSEL mode, not {target}",
                                hint=f"use --target {device.chip}, or leave --target out")
     if device.chip != "rp2040":
         raise WrongTargetError(f"{device.probe_id}: flashing an {device.chip.upper()} over PICOBOOT is not "
                                "supported yet (RP2040 only)", hint="flash it through a debug probe (SWD)")
-    return _prepare(image, device.chip, None) or device.chip
+    return device.chip
+
+
+@contextlib.contextmanager
+def bootsel_session(probe: Optional[str], result: OperationResult, sink: ProgressSink, on_touch=None,
+                    target: Optional[str] = None, image: Optional[FirmwareImage] = None,
+                    reboot_running: bool = True) -> Iterator[picoboot.PicobootConnection]:
+    """The connect phase over PICOBOOT, as a context: find the device (a running Pico rebooted into
+    BOOTSEL when ``reboot_running``), open it, take exclusive access, leave XIP, load piflash's
+    helper, speed the SPI clock up, read the flash's unique ID; yields the open connection and
+    closes it afterwards. Fills ``result``'s ``probe_id``, ``target``, ``target_uid`` and times
+    the connect; checks ``image`` (if given) against the chip's flash.
+
+    :param on_touch: ``on_touch(result)`` once the device was opened (also when the connect then
+        fails: the board was reached).
+    :raises NoProbeError, SeveralProbesError, ProbePermissionError, WrongTargetError, ImageRangeError,
+        PicobootError, ProbeLostError, ProbeTimeoutError, ProbeBusyError:
+    """
+    touch = on_touch or (lambda r: None)
+    device = picoboot.select_device(probe, reboot_running)
+    result.probe_id = device.probe_id
+    result.target = _check_chip(device, target)
+    if image is not None:
+        _prepare(image, result.target, None)
+    conn = picoboot.PicobootConnection(device)
+    with phase(result, sink, Phase.CONNECT):
+        sink.phase_start(Phase.CONNECT, 0)
+        with _touched_on_error(result, touch):
+            conn.__enter__()
+            try:
+                conn.exclusive()
+                conn.exit_xip()
+                conn.load_helper()
+                conn.fast_spi()
+                result.target_uid = conn.flash_unique_id().hex()
+            except BaseException:
+                conn.__exit__(None, None, None)
+                raise
+        touch(result)
+        sink.phase_end(Phase.CONNECT, f"{result.target} on {result.probe_id}")
+    try:
+        yield conn
+    finally:
+        conn.__exit__(None, None, None)
+
+
+def bootsel_image(result: OperationResult, image: FirmwareImage, plan, serial: Optional[int]) -> FirmwareImage:
+    """``image`` with the board's serial / patch bytes (``plan``) laid over it, checked against
+    the chip's flash; the values go into ``result.serial`` / ``result.patch`` (as
+    :func:`piflash.flashing.workflow.patched_image` does over SWD).
+
+    :raises SerialError, ImageRangeError:
+    """
+    patched, result.patch = plan.apply(image, serial, result.target_uid)
+    result.serial = str(serial) if serial is not None else None
+    _prepare(patched, result.target, None)
+    return patched
 
 
 def flash_bootsel(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
@@ -190,36 +248,10 @@ def flash_bootsel(image: FirmwareImage, probe: Optional[str] = None, target: Opt
     """
     sink = progress or ProgressSink()
     result = OperationResult.start("flash", image, probe, target)
-    touch = on_touch or (lambda r: None)
     with tracking(result):
-        device = picoboot.select_device(probe)
-        result.probe_id = device.probe_id
-        result.target = _check_chip(image, device, target)
-        conn = picoboot.PicobootConnection(device)
-        with phase(result, sink, Phase.CONNECT):
-            sink.phase_start(Phase.CONNECT, 0)
-            with _touched_on_error(result, touch):
-                conn.__enter__()
-                try:
-                    conn.exclusive()
-                    conn.exit_xip()
-                    conn.load_helper()
-                    conn.fast_spi()
-                    result.target_uid = conn.flash_unique_id().hex()
-                except BaseException:
-                    conn.__exit__(None, None, None)
-                    raise
-            touch(result)
-            sink.phase_end(Phase.CONNECT, f"{result.target} on {result.probe_id}")
-        try:
-            board_image = image
-            if plan is not None:
-                board_image, result.patch = plan.apply(image, serial, result.target_uid)
-                result.serial = str(serial) if serial is not None else None
-                _prepare(board_image, result.target, None)
-            _flash(conn, board_image, result, sink, verify, reset)
-        finally:
-            conn.__exit__(None, None, None)
+        with bootsel_session(probe, result, sink, on_touch, target, image) as conn:
+            board_image = bootsel_image(result, image, plan, serial) if plan is not None else image
+            flash_bootsel_session(conn, board_image, result, sink, verify, reset)
     return result
 
 
@@ -242,8 +274,14 @@ def reached_board(exc: PiflashError) -> bool:
     return isinstance(exc, (ProbeLostError, ProbeTimeoutError, PicobootError))
 
 
-def _flash(conn: picoboot.PicobootConnection, image: FirmwareImage, result: OperationResult, sink: ProgressSink,
-           verify: bool, reset: bool) -> None:
+def flash_bootsel_session(conn: picoboot.PicobootConnection, image: FirmwareImage, result: OperationResult,
+                          sink: ProgressSink, verify: bool = True, reset: bool = True) -> None:
+    """The erase, program, verify and reset phases of :func:`flash_bootsel` on an open
+    connection (:func:`bootsel_session`), each timed into ``result``; ``result.program`` and
+    ``result.verify`` are filled. The caller wraps it in :func:`piflash.flashing.workflow.tracking`.
+
+    :raises PicobootError, VerifyError, ProbeLostError, ProbeTimeoutError, OperationInterrupted:
+    """
     stats = result.program
     stats.erase_mode = "sector"
     with phase(result, sink, Phase.ERASE):

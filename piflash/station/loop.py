@@ -236,9 +236,9 @@ class Station:
             from piflash.station.procs import ProcessWorker
 
             return ProcessWorker(self, uid, on_exit=self._worker_died)
-        from piflash.station.worker import ProbeWorker
+        from piflash.station.bootsel import worker_class
 
-        return ProbeWorker(self, uid)
+        return worker_class(uid)(self, uid)
 
     def _worker_died(self, worker) -> None:
         """A worker process ended by itself (killed, crashed): restart it from the main loop."""
@@ -301,11 +301,18 @@ class Station:
         from piflash.target.connect import list_probes
         from piflash.errors import PiflashError
 
+        from piflash.target.picoboot import list_devices
+
         try:
-            return [p.unique_id for p in list_probes()]
+            found = [p.unique_id for p in list_probes()]
         except PiflashError as exc:
             LOG.debug("listing probes failed: %s", exc.message)
-            return []
+            found = []
+        try:                                      # USB ports with a Pico in BOOTSEL mode
+            found += [d.probe_id for d in list_devices()]
+        except Exception as exc:
+            LOG.debug("listing BOOTSEL devices failed: %s", exc)
+        return found
 
     def healthy(self) -> bool:
         """Whether every worker thread is alive and showed life within the watchdog interval

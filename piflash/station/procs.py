@@ -111,13 +111,14 @@ def _child_main(loaded, stop, abort, wake, retired, uid: str, conn) -> None:
     systemd's stop the whole cgroup, and the station alone decides (its stop event, shared)."""
     import signal
 
-    from piflash.station.worker import ProbeWorker, release_allocators
+    from piflash.station.bootsel import worker_class
+    from piflash.station.worker import release_allocators
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
 
     station = ChildStation(loaded, stop, abort, conn, uid)
-    worker = ProbeWorker(station, uid)
+    worker = worker_class(uid)(station, uid)
     worker._wake = wake                     # the station's wake() and retire() reach this process
     worker.retired = retired
     done = threading.Event()

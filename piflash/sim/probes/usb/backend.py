@@ -36,9 +36,13 @@ class SimUsbBackend(usb.backend.IBackend):
     # -- enumeration and descriptors ---------------------------------------------------------
     def enumerate_devices(self):
         """The devices still plugged in; a device that re-enumerated as another (a running Pico
-        rebooted into BOOTSEL) is replaced by it."""
+        rebooted into BOOTSEL) is replaced by it, a BOOTSEL device whose board is off its port is
+        not listed, and one that left the bus comes back when a new board is seated there."""
         self.devices = [getattr(d, "replacement", None) or d for d in self.devices]
-        return [d for d in self.devices if not d.unplugged]
+        for i, d in enumerate(self.devices):
+            if d.unplugged and hasattr(d, "replug"):    # the next Pico put on the port in BOOTSEL mode
+                self.devices[i] = d.replug() or d
+        return [d for d in self.devices if not d.unplugged and getattr(d, "on_fixture", lambda: True)()]
 
     def get_parent(self, dev):
         return None

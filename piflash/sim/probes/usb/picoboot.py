@@ -151,6 +151,10 @@ class SimBootselDevice:
         self.access_denied = False
         self.hung = False
         self.host_transfer_s = HOST_TRANSFER_S
+        try:
+            self.generation = store.get(board_name).generation
+        except Exception:                   # no such board (yet): claiming it fails later
+            self.generation = None
         self.probe = None                   # SimProbe while the interface is claimed
         self.halted = {EP_OUT: False, EP_IN: False}
         self.status = {"token": 0, "code": OK, "cmd": 0, "in_progress": False}
@@ -249,6 +253,27 @@ class SimBootselDevice:
         """The device leaves the bus (pulled, rebooted): later accesses fail with ENODEV."""
         self.unplugged = True
         self._close_board()
+
+    def on_fixture(self) -> bool:
+        """Whether the board is on its USB port (``piflash sim board pull`` takes it off; an
+        unknown board is not)."""
+        try:
+            info = self.store.get(self.board_name)
+        except Exception:
+            return False
+        return info.present and info.seated
+
+    def replug(self) -> Optional["SimBootselDevice"]:
+        """After this device left the bus: the device of the next board put on the port in
+        BOOTSEL mode (``piflash sim board swap`` seats a new board: its generation goes up), or
+        None while there is none."""
+        try:
+            info = self.store.get(self.board_name)
+        except Exception:
+            return None
+        if info.generation != self.generation and info.present and info.seated:
+            return SimBootselDevice(self.board_name, self.store, self.address)
+        return None
 
     @property
     def board(self):

@@ -1,0 +1,71 @@
+"""The station with Picos arriving in USB BOOTSEL mode on hub ports, no probe (issue 22): each
+port is a slot (``picoboot:1-2``), boards told apart by their flash's unique ID, numbered by the
+serial counter, recorded; the next board on a port is flashed when it arrives; a board that
+leaves the bus mid-flash is recorded as failed and nothing else is lost."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("unicorn")
+
+from piflash.sim import SimStore  # noqa: E402
+from support.stationkit import StationProcess, rows, wait_rows, write_config, write_profile  # noqa: E402
+from support.uf2kit import to_uf2  # noqa: E402
+
+
+def _setup(tmp_path, pyocd_binaries, monkeypatch, spec):
+    firmware = tmp_path / "blink.uf2"
+    firmware.write_bytes(to_uf2((pyocd_binaries / "rp2040.bin").read_bytes(), 0x10000000))
+    profile = write_profile(tmp_path, firmware, name="pico-line", target="rp2040",
+                            serial="\n  address: 0x1001F000\n  encoding: u32\n  start: 100")
+    monkeypatch.setenv("PIFLASH_SIM_USB", spec)
+    return profile
+
+
+def test_two_ports_numbered_boards_and_the_next_board_on_a_port(tmp_path, pyocd_binaries, monkeypatch):
+    store = SimStore()
+    uids = {name: store.create(name, "rp2040").target_uid.lower() for name in ("bay1", "bay2")}
+    profile = _setup(tmp_path, pyocd_binaries, monkeypatch, "bay1@bootsel,bay2@bootsel")
+    history = tmp_path / "history.sqlite3"
+    config = write_config(tmp_path, profile, ["picoboot:1-2", "picoboot:1-3"], history,
+                          serials=tmp_path / "serials.sqlite3")
+    station = StationProcess(config, tmp_path / "station.log")
+    try:
+        wait_rows(history, 2, station)
+        third = store.swap("bay1").target_uid.lower()        # the next Pico on port 1-2
+        wait_rows(history, 3, station)
+        assert station.stop() == 0
+    finally:
+        station.kill()
+    got = rows(history)
+    assert sorted(r["target_uid"] for r in got[:2]) == sorted(uids.values()) and got[2]["target_uid"] == third
+    assert [r["outcome"] for r in got] == ["pass"] * 3
+    assert sorted(int(r["serial"]) for r in got) == [100, 101, 102]
+    assert {r["probe_id"] for r in got} == {"picoboot:1-2", "picoboot:1-3"}
+    flash = store.read_flash("bay1")
+    blink = (pyocd_binaries / "rp2040.bin").read_bytes()
+    assert flash[:len(blink)] == blink
+    n = next(int(r["serial"]) for r in got if r["target_uid"] == third)
+    assert flash[0x1F000:0x1F004] == n.to_bytes(4, "little")
+
+
+def test_a_board_leaving_mid_flash_is_recorded_and_the_other_port_goes_on(tmp_path, pyocd_binaries, monkeypatch):
+    store = SimStore()
+    store.create("bay1", "rp2040")
+    good = store.create("bay2", "rp2040").target_uid.lower()
+    store.set_faults("bay1", disconnect_after=40)
+    profile = _setup(tmp_path, pyocd_binaries, monkeypatch, "bay1@bootsel,bay2@bootsel")
+    history = tmp_path / "history.sqlite3"
+    config = write_config(tmp_path, profile, "any", history, serials=tmp_path / "serials.sqlite3")
+    station = StationProcess(config, tmp_path / "station.log")
+    try:
+        wait_rows(history, 2, station)
+        assert station.stop() == 0
+    finally:
+        station.kill()
+    got = {r["probe_id"]: r for r in rows(history)}
+    assert got["picoboot:1-3"]["outcome"] == "pass" and got["picoboot:1-3"]["target_uid"] == good
+    lost = got["picoboot:1-2"]
+    assert lost["outcome"] == "fail" and "left the USB bus" in (lost["error"] or "")
+    assert lost["serial"] is not None                       # its number stays taken, never reused
