@@ -22,6 +22,9 @@ machine's speed, only on the host preset (``--host x86|zero2w|pi4|pi5``: its CPU
 transfer, ``piflash.sim.probes.usb.timing.HOST_PRESETS``, piflash's figure; pyusb alone costs
 less than piflash over pyOCD, so this errs on the slow side).
 
+The station lines (:func:`station`) predict boards/hour of 1, 2 and 4 slots on one hub from the
+fresh run.
+
     python benchmarks/picoboot_usb.py [--host zero2w] [--json]
 """
 
@@ -106,6 +109,32 @@ def run_case(case: str, host: str) -> dict:
                 "requests": dict(device.clock.requests)}
 
 
+def station(row: dict, host: str) -> list:
+    """Predicted boards/hour of a station with 1, 2 and 4 BOOTSEL slots on one hub, from one
+    board's run (``row``). Each slot flashes its board in ``piflash_s``; what the slots share is
+    serialised: the full-speed bus behind a single-TT hub (every transfer's wire time: the
+    bytes plus 13 bytes of overhead per 64-byte packet at 12 Mbit/s) and the station's one
+    interpreter (its CPU seconds per USB transfer, all slots being threads of one process). A
+    slot's rate is bounded by its own board time and by its share of each shared resource;
+    the time an operator needs to swap a board is left out (the same for every N)."""
+    from piflash.sim.probes.usb.timing import FULL_SPEED_BPS, PACKET_OVERHEAD_BYTES, get_host
+    req = row["requests"]
+    nbytes = req.get("bytes_out", 0) + req.get("bytes_in", 0)
+    packets = sum(max(1, -(-n // 64)) for n in (req.get("bytes_out", 0), req.get("bytes_in", 0)))
+    packets = max(packets, nbytes // 64) + req.get("usb_out", 0) + req.get("usb_in", 0)
+    bus_s = (nbytes + packets * PACKET_OVERHEAD_BYTES) * 8 / FULL_SPEED_BPS
+    host_s = (req.get("usb_out", 0) + req.get("usb_in", 0)) * get_host(host).transfer_s["piflash"]
+    out = []
+    for n in (1, 2, 4):
+        cycle = max(row["piflash_s"], n * bus_s, n * host_s)
+        out.append({"slots": n, "boards_per_hour": round(3600 * n / cycle), "bus_s": round(bus_s, 3),
+                    "host_s": round(host_s, 3)})
+    base = out[0]["boards_per_hour"]
+    for r in out:
+        r["vs_one"] = round(r["boards_per_hour"] / base, 2)
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="x86", help="host preset (x86, zero2w, pi4, pi5)")
@@ -113,8 +142,10 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     rows = [run_case(case, args.host) for case in args.cases.split(",")]
+    fresh = next((r for r in rows if r["case"] == "fresh"), None)
+    slots = station(fresh, args.host) if fresh is not None else []
     if args.json:
-        print(json.dumps({"rows": rows}, indent=2))
+        print(json.dumps({"rows": rows, "station": slots}, indent=2))
         return 0
     print(f"PICOBOOT, 400 KiB image, verify on, host preset {args.host} (predictions of the timing model)")
     print(f"{'case':<8} {'piflash_s':>9} {'floor_s':>8} {'ratio':>6} {'uf2_copy_s':>10}  phases (s)")
@@ -122,6 +153,11 @@ def main(argv=None) -> int:
         ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"
         phases = " ".join(f"{k} {v:.2f}" for k, v in r["phases"].items())
         print(f"{r['case']:<8} {r['piflash_s']:>9.2f} {r['floor_s']:>8.2f} {ratio:>6} {r['uf2_copy_s']:>10.1f}  {phases}")
+    if slots:
+        print(f"station, fresh boards, one single-TT hub: bus {slots[0]['bus_s']:.2f} s and host CPU "
+              f"{slots[0]['host_s']:.2f} s per board (shared)")
+        for r in slots:
+            print(f"  {r['slots']} slot(s): {r['boards_per_hour']:>6} boards/hour  ({r['vs_one']:.2f}x one slot)")
     return 0
 
 
