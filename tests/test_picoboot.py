@@ -248,3 +248,25 @@ def test_a_running_pico_without_the_reset_interface_needs_the_button(cli, pico, 
     (tmp_path / "a.bin").write_bytes(b"\0" * 16)
     proc = cli("flash", tmp_path / "a.bin", "--base-address", hex(BASE), "-u", "picoboot", check=7)
     assert "without the USB reset interface" in proc.stderr and "hold BOOTSEL" in proc.stderr
+
+
+def test_a_device_that_stops_answering_is_exit_23_and_recorded(cli, pico, tmp_path):
+    """A flash whose BUSY never clears: the boot ROM polls it for ever and answers nothing more;
+    piflash gives up after the command's bound and says what to do."""
+    store, info, blink = pico
+    store.set_faults("pico", stuck_busy=True)
+    store.write_flash("pico", b"\x00" * 4096)             # something to erase first
+    (tmp_path / "a.bin").write_bytes(b"\x5a" * 4096)
+    proc = cli("flash", tmp_path / "a.bin", "--base-address", hex(BASE), "-u", "picoboot", check=23)
+    assert "did not answer" in proc.stderr and "BOOTSEL" in proc.stderr
+    rows = cli.json("history")["operations"]
+    assert len(rows) == 1 and rows[0]["outcome"] == "fail" and rows[0]["target_uid"] == info.target_uid.lower()
+
+
+def test_a_bootsel_device_this_user_may_not_open_is_exit_9(cli, pico, monkeypatch, tmp_path):
+    monkeypatch.setenv("PIFLASH_SIM_USB", "pico@bootsel!noaccess")
+    row, = cli.json("probes")["probes"]
+    assert row["probe_id"] == "picoboot:1-2" and row["accessible"] is False
+    (tmp_path / "a.bin").write_bytes(b"\0" * 16)
+    proc = cli("flash", tmp_path / "a.bin", "--base-address", hex(BASE), "-u", "picoboot", check=9)
+    assert "setup udev" in proc.stderr

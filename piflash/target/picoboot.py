@@ -137,11 +137,14 @@ def list_devices() -> List[BootselDevice]:
         if chip is None:
             continue
         path = _port_path(dev)
+        serial, accessible = None, True
         try:
+            dev.get_active_configuration()      # opens the device: EACCES without the udev rules
             serial = usb.util.get_string(dev, dev.iSerialNumber)
-            accessible = True
-        except (usb.core.USBError, ValueError) as err:
-            serial, accessible = None, getattr(err, "errno", None) not in (errno.EACCES, errno.EPERM)
+        except usb.core.USBError as err:
+            accessible = err.errno not in (errno.EACCES, errno.EPERM)
+        except ValueError:                      # pyusb: no language IDs, so no strings
+            pass
         found.append(BootselDevice(chip, path, serial, accessible, dev))
     return sorted(found, key=lambda d: d.port_path)
 

@@ -38,6 +38,8 @@ INITIAL_SP = 0x20042000
 ROM_VERSION = 3
 
 FUNC_TABLE, DATA_TABLE, STUBS, STRINGS = 0x0100, 0x0180, 0x0200, 0x0400
+#: BUSY polls after which the model stops waiting for a program or erase (a stuck flash).
+BUSY_POLLS = 100_000
 _BX_LR, _NOP, _BX_R0, _WFE, _B_BACK1, _BKPT = 0x4770, 0xBF00, 0x4700, 0xBF20, 0xE7FD, 0xBE00
 
 #: The public functions the model implements: code -> (name, number of arguments). Codes and
@@ -266,8 +268,12 @@ class BootRom:
     def _write_op(self, instruction: bytes) -> None:
         self.port.flash_command(b"\x06")            # Write Enable
         self.port.flash_command(instruction)
-        while self.port.flash_command(b"\x05", 1)[0] & 1:   # BUSY
-            pass
+        for _ in range(BUSY_POLLS):
+            if not self.port.flash_command(b"\x05", 1)[0] & 1:   # BUSY
+                return
+        # The ROM polls forever; the model gives up (the core faults, which a caller sees as a
+        # call that never returns) instead of hanging the simulator.
+        raise RuntimeError("the flash's BUSY bit never cleared")
 
 
 def _code(text: str) -> int:

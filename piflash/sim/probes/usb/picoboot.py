@@ -237,7 +237,8 @@ class SimBootselDevice:
             self.check_present()
         for nvm in board.nvm.values():
             nvm.observer = self._on_flash_op
-            nvm.busy_probe = None           # BUSY reads 0: the time is charged here instead
+            # BUSY reads 0 (the time is charged here instead), 1 for good with 'stuck_busy'
+            nvm.busy_probe = lambda faults=board.faults: bool(faults.stuck_busy)
 
     def release(self, interface: int) -> None:
         """The host released an interface: the board is saved and let go."""
@@ -472,9 +473,9 @@ class SimBootselDevice:
             self.exclusive = args[0]
             return t
         if name == "EXIT_XIP":
-            return self._flash(t, rom.exit_xip)
+            return self._flash(t, rom.exit_xip, changes=False)
         if name == "ENTER_CMD_XIP":
-            return self._flash(t, rom.enter_cmd_xip)
+            return self._flash(t, rom.enter_cmd_xip, changes=False)
         if name == "FLASH_ERASE":
             if addr % SECTOR or size % SECTOR:
                 raise _Stall(BAD_ALIGNMENT)
@@ -491,8 +492,13 @@ class SimBootselDevice:
             return t
         return t                                # REBOOT: acknowledged, then the device leaves
 
-    def _flash(self, t: float, operation) -> float:
-        """Run a boot ROM flash function and return ``t`` plus the flash time it charged."""
+    def _flash(self, t: float, operation, changes: bool = True) -> float:
+        """Run a boot ROM flash function and return ``t`` plus the flash time it charged. With
+        the board's ``stuck_busy`` fault an erase or program never ends (the ROM polls BUSY
+        forever): the device stops answering."""
+        if changes and self.board.faults.stuck_busy:
+            self.hung = True
+            return t
         self._busy_s = 0.0
         with self.probe.flushing():
             operation()
@@ -535,6 +541,8 @@ class SimBootselDevice:
         return len(take)
 
     def _write_chunk(self, cmd: dict, chunk: bytes, t: float) -> float:
+        if self.hung:
+            return t
         addr = cmd["addr"]
         cmd["addr"] += len(chunk)
         if _is_ram(addr):
@@ -554,7 +562,7 @@ class SimBootselDevice:
             if _is_flash(addr):
                 rom = self.board.chip
                 got = []
-                t = self._flash(t, lambda: got.append(rom.read_data(addr - XIP_BASE, n)))
+                t = self._flash(t, lambda: got.append(rom.read_data(addr - XIP_BASE, n)), changes=False)
                 chunk = got[0]
             else:
                 chunk = self.board.bus.read_block(addr, n)
