@@ -269,4 +269,4 @@ def test_a_bootsel_device_this_user_may_not_open_is_exit_9(cli, pico, monkeypatc
     assert row["probe_id"] == "picoboot:1-2" and row["accessible"] is False
     (tmp_path / "a.bin").write_bytes(b"\0" * 16)
     proc = cli("flash", tmp_path / "a.bin", "--base-address", hex(BASE), "-u", "picoboot", check=9)
-    assert "setup udev" in proc.stderr
+    assert "setup permissions" in proc.stderr

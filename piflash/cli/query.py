@@ -42,6 +42,9 @@ def probes(json_mode):
     from piflash.target.connect import list_probes
     from piflash.host.usbscan import blocked_probes
 
+    import getpass
+
+    from piflash.host.permissions import fix_text
     from piflash.target.picoboot import CHIPS, VID, list_devices, list_running
 
     found = list_probes()
@@ -56,7 +59,7 @@ def probes(json_mode):
                   f"boot ROM serial {d.serial}", "target": d.chip, "vid_pid": "%04x:%04x" % (VID, _pid(d.chip)),
                   "accessible": d.accessible, "node": None,
                   "reason": None if d.accessible else "this user may not open the device",
-                  "fix": None if d.accessible else "sudo piflash setup udev"} for d in bootsel]
+                  "fix": None if d.accessible else fix_text(getpass.getuser())} for d in bootsel]
         rows += [{"probe_id": r.probe_id, "description": _running_text(r), "target": None, "vid_pid": r.vid_pid,
                   "accessible": True, "node": None, "reason": None, "fix": None} for r in running]
         rows += [{"probe_id": b.serial, "description": b.name, "target": None, "vid_pid": b.vid_pid,
@@ -71,7 +74,7 @@ def probes(json_mode):
         usb = f"  USB {p.vid_pid}" if p.vid_pid else ""
         click.echo(f"{p.unique_id:<32} {p.description}{usb}" + (f"  [{p.target}]" if p.target else ""))
     for d in bootsel:
-        state = "" if d.accessible else "  " + click.style("[cannot open: sudo piflash setup udev]", fg="red")
+        state = "" if d.accessible else "  " + click.style(f"[cannot open: {fix_text(getpass.getuser())}]", fg="red")
         click.echo(f"{d.probe_id:<32} {d.chip.upper()} in BOOTSEL mode (PICOBOOT), boot ROM serial "
                    f"{d.serial or '?'}  [{d.chip}]{state}")
     for r in running:

@@ -189,6 +189,13 @@ PICO_VIDS = (VID,)
 BOOTSEL_APPEAR_S = 10.0
 
 
+def _permission_fix() -> str:
+    """The fix for a device this user may not open (piflash's udev rules and group)."""
+    import getpass
+    from piflash.host.permissions import fix_text
+    return "install piflash's udev rules and group: " + fix_text(getpass.getuser())
+
+
 def _port_path(dev) -> str:
     ports = getattr(dev, "port_numbers", None) or (dev.address,)
     return "%d-%s" % (dev.bus, ".".join(str(p) for p in ports))
@@ -247,7 +254,7 @@ def reboot_to_bootsel(pico: RunningPico, wait_s: float = BOOTSEL_APPEAR_S) -> Bo
     except usb.core.USBError as err:
         if err.errno in (errno.EACCES, errno.EPERM):
             raise ProbePermissionError(f"{pico.probe_id}: this user may not open the running Pico to reboot it",
-                                       hint="install piflash's udev rules: sudo piflash setup udev") from None
+                                       hint=_permission_fix()) from None
         # EPIPE/EIO/ENODEV: the chip reset before the request's status stage, as it does
     finally:
         try:
@@ -303,7 +310,7 @@ def select_device(probe: Optional[str], reboot_running: bool = True) -> BootselD
     chosen = exact[0] if exact else matches[0]
     if not chosen.accessible:
         raise ProbePermissionError(f"{chosen.probe_id}: this user may not open the BOOTSEL device",
-                                   hint="install piflash's udev rules: sudo piflash setup udev")
+                                   hint=_permission_fix())
     return chosen
 
 
@@ -415,7 +422,7 @@ class PicobootConnection:
                                   hint="close picotool or the other piflash using this board, then run again")
         if code in (errno.EACCES, errno.EPERM):
             return ProbePermissionError(f"{pid}: this user may not open the BOOTSEL device",
-                                        hint="install piflash's udev rules: sudo piflash setup udev")
+                                        hint=_permission_fix())
         return ProbeLostError(f"{pid}: USB error during {what}: {getattr(err, 'strerror', None) or err}")
 
     # -- commands ---------------------------------------------------------------------------------
