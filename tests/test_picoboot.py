@@ -270,3 +270,21 @@ def test_a_bootsel_device_this_user_may_not_open_is_exit_9(cli, pico, monkeypatc
     (tmp_path / "a.bin").write_bytes(b"\0" * 16)
     proc = cli("flash", tmp_path / "a.bin", "--base-address", hex(BASE), "-u", "picoboot", check=9)
     assert "setup permissions" in proc.stderr
+
+
+def test_verify_and_reset_over_bootsel_and_what_needs_a_probe(cli, pico, tmp_path):
+    store, info, blink = pico
+    uf2 = tmp_path / "blink.uf2"
+    uf2.write_bytes(to_uf2(blink, BASE, RP2040_FAMILY))
+    assert cli.json("flash", uf2, "-u", "picoboot", "--no-reset")["ok"]
+    out = cli.json("verify", uf2, "-u", "picoboot")
+    assert out["ok"] and out["verify"]["crc_pages"] == 34 and out["probe_id"] == "picoboot:1-2"
+    flash = bytearray(store.read_flash("pico"))
+    flash[0x1000] ^= 0x40                                  # one bit flipped in the fifth sector
+    store.write_flash("pico", bytes(flash))
+    bad = cli("verify", uf2, "-u", "picoboot", "--json", check=12)
+    assert "0x10001000" in bad.stdout
+    assert cli.json("reset", "-u", "picoboot")["reset"]
+    for argv in (("info",), ("erase", "--chip", "--yes"), ("protect", "status", "-t", "rp2040"), ("rtt",)):
+        proc = cli(*argv, "-u", "picoboot", check=2)
+        assert "needs a debug probe" in proc.stderr, argv

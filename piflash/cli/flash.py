@@ -9,10 +9,11 @@ from typing import Optional
 import click
 
 from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, Settings, confirm_mass_erase, emit_json,
-                                 firmware_options, handles_errors, memory_guarded, output_options,
+                                 firmware_options, handles_errors, memory_guarded, output_options, refuse_picoboot,
                                  probe_options, reset_option, resolve, session_options, sigterm_as_interrupt,
                                  yes_option)
 from piflash.errors import PiflashError
+from piflash.target.picoboot import is_picoboot
 from piflash.flashing.program import ERASE_MODES
 
 
@@ -350,6 +351,13 @@ def verify(firmware, probe, target, frequency, profile, pyocd_options, base_addr
     s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
                 base_address=base_address, reset=reset)
     image = _load(s)
+    if is_picoboot(s["probe"]):
+        from piflash.flashing.bootsel import verify_bootsel
+        result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: verify_bootsel(
+            image, s["probe"], s["target"], reset=s["reset"], progress=display, on_touch=on_touch))
+        _report(result, json_mode, quiet, f"Verified: all {image.size:,} bytes match on {result.target} "
+                f"({result.probe_id}, BOOTSEL)")
+        return
     result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: verify_firmware(
         image, probe=s["probe"], target=s["target"], frequency=s["frequency"], progress=display,
         reset=s["reset"], options=session_options(s, pyocd_options), on_touch=on_touch))
@@ -402,6 +410,7 @@ def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, yes, 
                                "(e.g. --sector 0x8000+0x1000)")
     ranges = [_range(r) for r in sectors]
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
+    refuse_picoboot(s["probe"], "erase", "a flash erases what it must change")
     if mode == "chip":
         confirm_mass_erase(CHIP_ERASE_LOSES, yes, "erase --chip")
     result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: erase_target(
@@ -422,6 +431,13 @@ def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mo
 
     sigterm_as_interrupt()
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
+    if is_picoboot(s["probe"]):
+        if halt:
+            raise click.UsageError("a Pico in BOOTSEL mode cannot be reset halted: --halt needs a debug probe")
+        from piflash.flashing.bootsel import reset_bootsel
+        result = _recorded(s, lambda on_touch: reset_bootsel(s["probe"], on_touch=on_touch))
+        _report(result, json_mode, quiet, f"Rebooted {result.target} ({result.probe_id}) into its flash")
+        return
     result = _recorded(s, lambda on_touch: reset_board(s["probe"], s["target"], halt, s["frequency"],
                                                        session_options(s, pyocd_options),
                                                        on_touch=on_touch))

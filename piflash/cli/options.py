@@ -257,3 +257,13 @@ def memory_guarded(operation: str):
         return click.option("--force", is_flag=True,
                             help="Go on even when the memory guard says it will not fit.")(wrapper)
     return decorate
+
+
+def refuse_picoboot(probe: Optional[str], command: str, instead: str = "") -> None:
+    """A usage error (exit 2) for a command that needs a debug probe, given ``-u picoboot...``
+    (a Pico in BOOTSEL mode is flashed, verified and rebooted, nothing else)."""
+    from piflash.target.picoboot import is_picoboot
+    if is_picoboot(probe):
+        raise click.UsageError(f"'piflash {command}' needs a debug probe: a Pico in BOOTSEL mode (-u picoboot) "
+                               "takes flash, verify and reset only" + (f"; {instead}" if instead else ""))
+

@@ -6,7 +6,8 @@ from __future__ import annotations
 import click
 
 from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, confirm_mass_erase, emit_json, handles_errors,
-                                 output_options, probe_options, resolve, sigterm_as_interrupt, yes_option)
+                                 output_options, probe_options, refuse_picoboot, resolve, sigterm_as_interrupt,
+                                 yes_option)
 
 
 @click.group(context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
@@ -27,6 +28,7 @@ def _run(operation: str, profile, probe, target, frequency, action):
     from piflash.record.result import OperationResult
 
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
+    refuse_picoboot(s["probe"], "protect", "the RP2040 has no read-out protection")
     if not s["target"]:
         raise click.UsageError("protect needs the target type: --target (or 'target:' in a profile)")
 
@@ -142,6 +144,7 @@ def recover(probe, target, frequency, profile, pyocd_options, timeout, yes, quie
     from piflash.production.protect import recover as do_recover
 
     sigterm_as_interrupt()
+    refuse_picoboot(probe, "protect recover", "the RP2040 has no read-out protection")
     if not resolve(profile, probe=probe, target=target, frequency=frequency)["target"]:
         raise click.UsageError("protect needs the target type: --target (or 'target:' in a profile)")
     confirm_mass_erase("all of its flash and, on an nRF, the UICR, if it reads locked", yes,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from piflash.cli.options import CONTEXT, emit_json, handles_errors, probe_options, resolve, session_options
+from piflash.cli.options import (CONTEXT, emit_json, handles_errors, probe_options, refuse_picoboot, resolve,
+                                 session_options)
 from piflash.cli.options import memory_guarded
 
 
@@ -18,6 +19,7 @@ def info(probe, target, frequency, profile, pyocd_options, json_mode):
     from piflash.target.info import target_info
 
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
+    refuse_picoboot(s["probe"], "info", "'piflash probes' shows its chip and port")
     data = target_info(s["probe"], s["target"], s["frequency"], session_options(s, pyocd_options))
     if json_mode:
         emit_json(data)

@@ -7,7 +7,7 @@ import sys
 import click
 
 from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, _int_auto, handles_errors, probe_options, resolve,
-                                 session_options, sigterm_as_interrupt)
+                                 refuse_picoboot, session_options, sigterm_as_interrupt)
 
 
 @click.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
@@ -37,6 +37,7 @@ def rtt(firmware, probe, target, frequency, profile, pyocd_options, address, res
 
     sigterm_as_interrupt()
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
+    refuse_picoboot(s["probe"], "rtt", "RTT reads the target's RAM while its firmware runs")
     out = sys.stdout.buffer
 
     def write(data: bytes) -> None:

@@ -42,7 +42,7 @@ from piflash.record.result import OperationResult
 from piflash.target import picoboot
 from piflash.target.picoboot import PAGE, SECTOR
 
-__all__ = ["flash_bootsel", "bootsel_session", "flash_bootsel_session", "bootsel_image", "plan_sectors", "SectorPlan",
+__all__ = ["flash_bootsel", "verify_bootsel", "reset_bootsel", "bootsel_session", "flash_bootsel_session", "bootsel_image", "plan_sectors", "SectorPlan",
            "WRITE_CHUNK", "reached_board", "wants_bootsel"]
 
 #: Bytes per WRITE/READ command: large enough that the command overhead is small, small enough
@@ -253,6 +253,89 @@ def flash_bootsel(image: FirmwareImage, probe: Optional[str] = None, target: Opt
             board_image = bootsel_image(result, image, plan, serial) if plan is not None else image
             flash_bootsel_session(conn, board_image, result, sink, verify, reset)
     return result
+
+
+def verify_bootsel(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
+                   reset: bool = False, progress: Optional[ProgressSink] = None, on_touch=None) -> OperationResult:
+    """Compare the flash of the Pico in BOOTSEL mode that ``probe`` names with ``image``, nothing
+    written: the chip's CRC of each page the image covers whole against the host's, a read of
+    each page it covers in part; then REBOOT into the flash when ``reset``.
+
+    :returns: the result (``ok`` True, ``verify`` filled).
+    :raises VerifyError: the first differing address (exit 12); and what :func:`bootsel_session`
+        raises.
+    """
+    sink = progress or ProgressSink()
+    result = OperationResult.start("verify", image, probe, target)
+    with tracking(result):
+        with bootsel_session(probe, result, sink, on_touch, target, image) as conn:
+            with phase(result, sink, Phase.VERIFY):
+                sink.phase_start(Phase.VERIFY, image.size)
+                result.verify = _compare(conn, image, sink)
+                sink.phase_end(Phase.VERIFY, f"all match: {result.verify.crc_pages} pages by CRC32, "
+                               f"{result.verify.readback_bytes:,} B read back")
+            if reset:
+                with phase(result, sink, Phase.RESET):
+                    sink.phase_start(Phase.RESET, 0)
+                    conn.reboot()
+                    result.reset = True
+                    sink.phase_end(Phase.RESET, "rebooted into the flash")
+    return result
+
+
+def reset_bootsel(probe: Optional[str] = None, on_touch=None) -> OperationResult:
+    """REBOOT the Pico in BOOTSEL mode that ``probe`` names into its flash (it leaves the bus).
+
+    :raises: what :func:`bootsel_session` raises.
+    """
+    sink = ProgressSink()
+    result = OperationResult.start("reset", None, probe, None)
+    with tracking(result):
+        with bootsel_session(probe, result, sink, on_touch) as conn:
+            with phase(result, sink, Phase.RESET):
+                conn.reboot()
+                result.reset = True
+    return result
+
+
+def _compare(conn: picoboot.PicobootConnection, image: FirmwareImage, sink: ProgressSink) -> VerifyStats:
+    stats = VerifyStats()
+    pages: Dict[int, bytearray] = {}
+    covered: Dict[int, bytearray] = {}
+    for seg in image.segments:
+        data = bytes(seg.data)
+        for i, byte in enumerate(data):
+            addr = seg.address + i
+            page = addr & ~(PAGE - 1)
+            if page not in pages:
+                pages[page], covered[page] = bytearray(b"\xff" * PAGE), bytearray(PAGE)
+            pages[page][addr - page], covered[page][addr - page] = byte, 1
+    whole = {a: bytes(p) for a, p in pages.items() if all(covered[a])}
+    done = 0
+    for addr, want in _page_runs(whole, limit=None):
+        for k, crc in enumerate(conn.page_crcs(addr, len(want) // PAGE)):
+            if crc != binascii.crc32(want[k * PAGE:(k + 1) * PAGE]):
+                back = conn.read(addr + k * PAGE, PAGE)
+                stats.readback_bytes += PAGE
+                _mismatch(stats, addr + k * PAGE, back, want[k * PAGE:(k + 1) * PAGE], bytes(PAGE * [1]))
+        stats.crc_pages += len(want) // PAGE
+        done += len(want)
+        sink.phase_update(Phase.VERIFY, min(done, image.size))
+    for addr in sorted(set(pages) - set(whole)):
+        back = conn.read(addr, PAGE)
+        stats.readback_bytes += PAGE
+        _mismatch(stats, addr, back, bytes(pages[addr]), bytes(covered[addr]))
+    stats.verified_bytes = image.size
+    return stats
+
+
+def _mismatch(stats: VerifyStats, addr: int, got: bytes, want: bytes, mask: bytes) -> None:
+    diffs = [i for i in range(PAGE) if mask[i] and got[i] != want[i]]
+    if diffs:
+        stats.mismatched_bytes, stats.first_mismatch = len(diffs), addr + diffs[0]
+        raise VerifyError(f"verify failed: {len(diffs)} bytes of the page at {addr:#010x} differ, the first at "
+                          f"{addr + diffs[0]:#010x}", addr + diffs[0], len(diffs),
+                          hint="flash the board again (piflash flash -u picoboot)")
 
 
 class _touched_on_error:
