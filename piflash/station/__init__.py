@@ -2,7 +2,8 @@
 
 Modules: ``config`` (the YAML station config), ``worker`` (one thread per probe: wait for a
 board, flash, record, wait for its removal), ``procs`` (the same worker in a process of its own,
-``workers: processes``), ``loop`` (:class:`~piflash.station.loop.Station`:
+``workers: processes``), ``bootsel`` (the worker of a USB port where Picos arrive in BOOTSEL
+mode, no probe), ``loop`` (:class:`~piflash.station.loop.Station`:
 workers, signals, reload, watchdog), ``status`` (log lines, rich live view, systemd STATUS,
 GPIO), ``sdnotify`` (systemd's notify protocol). Importing this package imports nothing heavy;
 pyOCD is imported when a station starts. See docs/station.md.
