@@ -67,8 +67,8 @@ BASE_TIMEOUT_S, SECTOR_MAX_S, PAGE_MAX_S, BYTES_PER_S = 2.0, 0.8, 0.006, 200_000
 #: piflash's helper run by EXEC (targetcode/picoboot_ops.c): its request block, its results.
 OPS_PARAMS, OPS_RESULTS, OPS_MAGIC = 0x20001000, 0x20001100, 0x504F4250
 OP_FAST_SPI, OP_CRC_PAGES, OP_ERASE, OP_UNIQUE_ID = 1, 2, 3, 4
-#: Pages one OP_CRC_PAGES request covers (64 KiB: a bounded EXEC, 1 KiB of results).
-CRC_PAGES_PER_EXEC = 256
+#: Pages one OP_CRC_PAGES request covers (256 KiB: a bounded EXEC, about 0.1 s; 4 KiB of results).
+CRC_PAGES_PER_EXEC = 1024
 
 
 def _ops_code() -> bytes:
@@ -464,14 +464,20 @@ class PicobootConnection:
         mode). The other ``helper`` methods need it."""
         self.write(CODE_ADDRESS, _ops_code())
 
-    def _op(self, op: int, address: int = 0, count: int = 0, timeout: float = BASE_TIMEOUT_S) -> None:
+    def _op(self, op: int, address: int = 0, count: int = 0, timeout: float = BASE_TIMEOUT_S,
+            results: int = 0) -> bytes:
+        """Run one helper request; returns ``results`` bytes of its results (read in the same
+        READ as its status: the results follow the request block)."""
         self.write(OPS_PARAMS, struct.pack("<IIIII", OPS_MAGIC, op, address, count, 0xFFFFFFFF))
         self.command(EXEC, struct.pack("<I", CODE_ADDRESS), 4, timeout=timeout)
-        status = struct.unpack("<I", self.read(OPS_PARAMS + 16, 4))[0]
+        gap = OPS_RESULTS - (OPS_PARAMS + 16)
+        got = self.read(OPS_PARAMS + 16, 4 + (gap - 4 + results if results else 0))
+        status = struct.unpack_from("<I", got)[0]
         if status != 0:
             raise PicobootError("EXEC", status, "HELPER_REFUSED", f"{self.info.probe_id}: piflash's helper on the chip did not run "
                                 f"(request {op}, answer {status:#x})",
                                 hint="unplug the board and put it back in BOOTSEL mode, then run again")
+        return got[gap:] if results else b""
 
     def fast_spi(self) -> None:
         """The SPI clock at clk_sys / 2 (24 MHz in BOOTSEL mode) for the rest of the session."""
@@ -479,8 +485,7 @@ class PicobootConnection:
 
     def flash_unique_id(self) -> bytes:
         """The boot flash's 8-byte unique ID, as the flash sends it (W25Q 4Bh)."""
-        self._op(OP_UNIQUE_ID)
-        return self.read(OPS_RESULTS, 8)
+        return self._op(OP_UNIQUE_ID, results=8)
 
     def page_crcs(self, address: int, pages: int) -> List[int]:
         """CRC-32 (``binascii.crc32``'s) of each 256-byte flash page from ``address`` (XIP
@@ -488,9 +493,9 @@ class PicobootConnection:
         out: List[int] = []
         for first in range(0, pages, CRC_PAGES_PER_EXEC):
             n = min(CRC_PAGES_PER_EXEC, pages - first)
-            self._op(OP_CRC_PAGES, address - FLASH_BASE + first * PAGE, n,
-                     timeout=command_timeout(data_bytes=n * PAGE * 4))
-            out += struct.unpack("<%dI" % n, self.read(OPS_RESULTS, 4 * n))
+            got = self._op(OP_CRC_PAGES, address - FLASH_BASE + first * PAGE, n,
+                           timeout=command_timeout(data_bytes=n * PAGE * 4), results=4 * n)
+            out += struct.unpack("<%dI" % n, got)
         return out
 
     def erase_range(self, address: int, size: int) -> None:

@@ -88,7 +88,7 @@ BAUDR, BOOT_CLK_SYS_HZ = 6, 48e6
 #: lock that another process may be releasing just now.
 CLAIM_WAIT_S = 0.5
 #: Instructions an EXEC may run before the model calls the device hung (a CRC of 64 KiB, the
-#: largest request piflash makes, takes about 3 M).
+#: largest request piflash makes (256 KiB), takes about 3.5 M).
 EXEC_BUDGET = 50_000_000
 #: The model's GITREF_RP2040 and ROM revision (not Raspberry Pi's values): the serial number.
 GITREF, ROM_GIT_REVISION = 0xE0C912, 0x5B0D9B
