@@ -13,7 +13,6 @@ from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, Settings, confirm_m
                                  probe_options, reset_option, resolve, session_options, sigterm_as_interrupt,
                                  yes_option)
 from piflash.errors import PiflashError
-from piflash.target.picoboot import is_picoboot
 from piflash.flashing.program import ERASE_MODES
 
 
@@ -351,6 +350,7 @@ def verify(firmware, probe, target, frequency, profile, pyocd_options, base_addr
     s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
                 base_address=base_address, reset=reset)
     image = _load(s)
+    from piflash.target.picoboot import is_picoboot
     if is_picoboot(s["probe"]):
         from piflash.flashing.bootsel import verify_bootsel
         result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: verify_bootsel(
@@ -431,6 +431,7 @@ def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mo
 
     sigterm_as_interrupt()
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
+    from piflash.target.picoboot import is_picoboot
     if is_picoboot(s["probe"]):
         if halt:
             raise click.UsageError("a Pico in BOOTSEL mode cannot be reset halted: --halt needs a debug probe")

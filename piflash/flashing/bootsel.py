@@ -276,11 +276,7 @@ def verify_bootsel(image: FirmwareImage, probe: Optional[str] = None, target: Op
                 sink.phase_end(Phase.VERIFY, f"all match: {result.verify.crc_pages} pages by CRC32, "
                                f"{result.verify.readback_bytes:,} B read back")
             if reset:
-                with phase(result, sink, Phase.RESET):
-                    sink.phase_start(Phase.RESET, 0)
-                    conn.reboot()
-                    result.reset = True
-                    sink.phase_end(Phase.RESET, "rebooted into the flash")
+                _reboot(conn, result, sink)
     return result
 
 
@@ -293,9 +289,7 @@ def reset_bootsel(probe: Optional[str] = None, on_touch=None) -> OperationResult
     result = OperationResult.start("reset", None, probe, None)
     with tracking(result):
         with bootsel_session(probe, result, sink, on_touch) as conn:
-            with phase(result, sink, Phase.RESET):
-                conn.reboot()
-                result.reset = True
+            _reboot(conn, result, sink)
     return result
 
 
@@ -406,11 +400,16 @@ def flash_bootsel_session(conn: picoboot.PicobootConnection, image: FirmwareImag
             sink.phase_end(Phase.VERIFY, f"all match: {v.crc_pages} pages by CRC32"
                            + (f", {v.readback_bytes:,} B read back" if v.readback_bytes else ""))
     if reset:
-        with phase(result, sink, Phase.RESET):
-            sink.phase_start(Phase.RESET, 0)
-            conn.reboot()
-            result.reset = True
-            sink.phase_end(Phase.RESET, "rebooted into the flash")
+        _reboot(conn, result, sink)
+
+
+def _reboot(conn: picoboot.PicobootConnection, result: OperationResult, sink: ProgressSink) -> None:
+    """The reset phase over PICOBOOT: REBOOT into the flash (the device then leaves the bus)."""
+    with phase(result, sink, Phase.RESET):
+        sink.phase_start(Phase.RESET, 0)
+        conn.reboot()
+        result.reset = True
+        sink.phase_end(Phase.RESET, "rebooted into the flash")
 
 
 def _page_runs(pages: Dict[int, bytes], limit: Optional[int] = WRITE_CHUNK):

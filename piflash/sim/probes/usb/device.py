@@ -36,7 +36,7 @@ from piflash.sim.probes.usb.ledger import ledger_from_env
 from piflash.sim.probes.usb.presets import ProbePreset
 from piflash.sim.probes.usb.timing import HOST_TRANSFER_S, Link, VirtualClock
 
-__all__ = ["SimUsbDevice", "serial_for", "describe"]
+__all__ = ["SimUsbDevice", "serial_for", "describe", "string_descriptor"]
 
 #: String descriptor indexes.
 I_MANUFACTURER, I_PRODUCT, I_SERIAL, I_INTERFACE = 1, 2, 3, 4
@@ -56,6 +56,18 @@ def serial_for(preset: ProbePreset, board_name: str, target: str = "") -> str:
     digest = hashlib.sha256(("%s:%s" % (preset.name, board_name)).encode()).hexdigest().upper()
     prefix = DAPLINK_BOARD_IDS.get(target, "") if preset.name == "daplink" else ""
     return (prefix + digest * 2)[:preset.serial_digits]
+
+
+def string_descriptor(strings, index: int) -> bytes:
+    """The bytes of GET_DESCRIPTOR(STRING, ``index``) for a device whose strings are ``strings``
+    (index -> str): index 0 lists the language IDs (0x0409, US English; USB 2.0 9.6.7).
+
+    :raises KeyError: no such string.
+    """
+    if index == 0:
+        return bytes([4, 3, 0x09, 0x04])
+    raw = strings[index].encode("utf-16-le")
+    return bytes([2 + len(raw), 3]) + raw
 
 
 class _Desc:
@@ -146,14 +158,8 @@ class SimUsbDevice:
 
     # -- control -----------------------------------------------------------------------------
     def string_descriptor(self, index: int) -> bytes:
-        """GET_DESCRIPTOR(STRING, index): index 0 lists the language IDs (0x0409, US English)."""
-        if index == 0:
-            return bytes([4, 3, 0x09, 0x04])
-        text = self.strings.get(index)
-        if text is None:
-            raise KeyError(index)
-        raw = text.encode("utf-16-le")
-        return bytes([2 + len(raw), 3]) + raw
+        """GET_DESCRIPTOR(STRING, index) (:func:`string_descriptor`)."""
+        return string_descriptor(self.strings, index)
 
     def check_present(self) -> None:
         """:raises usb.core.USBError: ENODEV once the device is unplugged."""

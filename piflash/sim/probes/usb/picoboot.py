@@ -50,7 +50,7 @@ from types import SimpleNamespace
 from typing import Dict, Optional, Tuple
 
 from piflash.sim.store import SimStore
-from piflash.sim.probes.usb.device import _Desc
+from piflash.sim.probes.usb.device import _Desc, string_descriptor
 from piflash.sim.probes.usb.timing import BULK_LATENCY_S, HOST_TRANSFER_S, TARGET_TIMING, Link, VirtualClock
 
 __all__ = ["SimBootselDevice", "SimAppDevice", "PICOBOOT_MAGIC", "STATUS_NAMES", "BOOTSEL_PIDS", "rom_serial"]
@@ -122,7 +122,24 @@ class _Stall(Exception):
         self.status = status
 
 
-class SimBootselDevice:
+class _PicoOnUsb:
+    """What both ways a Pico shows itself on USB share: its strings and its presence."""
+
+    strings: Dict[int, str]
+    unplugged: bool
+
+    def string_descriptor(self, index: int) -> bytes:
+        """GET_DESCRIPTOR(STRING, index) (:func:`~piflash.sim.probes.usb.device.string_descriptor`)."""
+        return string_descriptor(self.strings, index)
+
+    def check_present(self) -> None:
+        """:raises usb.core.USBError: ENODEV once the device left the bus."""
+        if self.unplugged:
+            import usb.core
+            raise usb.core.USBError("No such device (it may have been disconnected)", -4, errno.ENODEV)
+
+
+class SimBootselDevice(_PicoOnUsb):
     """One RP2040 board in BOOTSEL mode on the simulated bus.
 
     :param board_name: The simulated board (in ``store``); it must be an ``rp2040``.
@@ -189,20 +206,7 @@ class SimBootselDevice:
         return _Desc(bLength=7, bDescriptorType=5, bEndpointAddress=addr, bmAttributes=0x02,
                      wMaxPacketSize=64, bInterval=0, bRefresh=0, bSynchAddress=0)
 
-    def string_descriptor(self, index: int) -> bytes:
-        """GET_DESCRIPTOR(STRING, index); index 0 lists the language IDs (US English)."""
-        if index == 0:
-            return bytes([4, 3, 0x09, 0x04])
-        raw = self.strings[index].encode("utf-16-le")
-        return bytes([2 + len(raw), 3]) + raw
-
     # -- presence and sessions -------------------------------------------------------------------
-    def check_present(self) -> None:
-        """:raises usb.core.USBError: ENODEV once the device left the bus."""
-        if self.unplugged:
-            import usb.core
-            raise usb.core.USBError("No such device (it may have been disconnected)", -4, errno.ENODEV)
-
     def claim(self, interface: int) -> None:
         """The host claimed an interface: PICOBOOT opens the board behind it.
 
@@ -633,7 +637,7 @@ class SimBootselDevice:
 APP_PID, RESET_SUBCLASS, RESET_PROTOCOL, RESET_REQUEST_BOOTSEL, RESET_REQUEST_FLASH = 0x000A, 0x00, 0x01, 0x01, 0x02
 
 
-class SimAppDevice:
+class SimAppDevice(_PicoOnUsb):
     """An RP2040 board running pico-sdk firmware with USB stdio: CDC ACM (interfaces 0 and 1)
     and, unless ``reset_interface`` is False, the reset interface (2), whose BOOTSEL request
     (any request type, as ``resetd_control_xfer_cb`` checks only wIndex and bRequest) reboots the
@@ -679,19 +683,6 @@ class SimAppDevice:
                                        bNumEndpoints=0, bInterfaceClass=0xFF, bInterfaceSubClass=RESET_SUBCLASS,
                                        bInterfaceProtocol=RESET_PROTOCOL, iInterface=5)
             self.endpoints[2] = []
-
-    def string_descriptor(self, index: int) -> bytes:
-        """GET_DESCRIPTOR(STRING, index)."""
-        if index == 0:
-            return bytes([4, 3, 0x09, 0x04])
-        raw = self.strings[index].encode("utf-16-le")
-        return bytes([2 + len(raw), 3]) + raw
-
-    def check_present(self) -> None:
-        """:raises usb.core.USBError: ENODEV once the device left the bus."""
-        if self.unplugged:
-            import usb.core
-            raise usb.core.USBError("No such device (it may have been disconnected)", -4, errno.ENODEV)
 
     def claim(self, interface: int) -> None:
         self.check_present()

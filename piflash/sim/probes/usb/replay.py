@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Deque, List, Optional, Tuple
 
 from piflash.sim.probes.usb.backend import SimUsbBackend
-from piflash.sim.probes.usb.device import describe
+from piflash.sim.probes.usb.device import describe, string_descriptor
 from piflash.sim.probes.usb.presets import get_preset
 
 __all__ = ["Recording", "ReplayDevice", "ReplayMismatch", "replay_backend"]
@@ -86,10 +86,7 @@ class ReplayDevice:
     # -- what SimUsbBackend calls ------------------------------------------------------------
     def string_descriptor(self, index: int) -> bytes:
         """GET_DESCRIPTOR(STRING, index), as the simulated probe answers it."""
-        if index == 0:
-            return bytes([4, 3, 0x09, 0x04])
-        raw = self.strings[index].encode("utf-16-le")
-        return bytes([2 + len(raw), 3]) + raw
+        return string_descriptor(self.strings, index)
 
     def check_present(self) -> None:
         """Always present."""
