@@ -81,16 +81,18 @@ def _sectors_of(image: FirmwareImage) -> Dict[int, List[Tuple[int, bytes]]]:
     return out
 
 
-def plan_sectors(image: FirmwareImage, crcs, read) -> Tuple[List[SectorPlan], int]:
+def plan_sectors(image: FirmwareImage, crcs, read,
+                 parts: Optional[Dict[int, List[Tuple[int, bytes]]]] = None) -> Tuple[List[SectorPlan], int]:
     """The plan of every sector the image touches.
 
     :param crcs: ``crcs(addr, pages) -> [int]``: the chip's CRC-32 of each page (called once per
         run of consecutive sectors).
     :param read: ``read(addr, size) -> bytes``: flash bytes, for what the CRCs cannot tell (a
         page the image covers in part; the rest of a sector that must be erased).
+    :param parts: the image cut into sectors, if the caller has it already.
     :returns: (the plans, the bytes read).
     """
-    parts = _sectors_of(image)
+    parts = parts if parts is not None else _sectors_of(image)
     plans: List[SectorPlan] = []
     read_bytes = 0
     per_sector = SECTOR // PAGE
@@ -363,7 +365,8 @@ def flash_bootsel_session(conn: picoboot.PicobootConnection, image: FirmwareImag
     stats = result.program
     stats.erase_mode = "sector"
     with phase(result, sink, Phase.ERASE):
-        sink.phase_start(Phase.ERASE, len(_sectors_of(image)) * SECTOR)
+        parts = _sectors_of(image)
+        sink.phase_start(Phase.ERASE, len(parts) * SECTOR)
         checked = [0]
 
         def crcs(addr: int, pages: int) -> List[int]:
@@ -372,7 +375,7 @@ def flash_bootsel_session(conn: picoboot.PicobootConnection, image: FirmwareImag
             sink.phase_update(Phase.ERASE, checked[0])
             return got
 
-        plans, _ = plan_sectors(image, crcs, conn.read)
+        plans, _ = plan_sectors(image, crcs, conn.read, parts)
         for start, count in _runs([p.address for p in plans if p.erase], SECTOR):
             conn.erase_range(start, count * SECTOR)
             stats.erased_bytes += count * SECTOR
