@@ -139,7 +139,7 @@ class SimUsbDevice:
             target = ""
         self.serial = serial_for(preset, board_name, target)
         self.clock = VirtualClock()
-        self.link = Link(preset)
+        self.link = Link(preset, self.clock)
         self.firmware = DapFirmware(preset, board_name, store, self.serial, self.clock)
         self.unplugged = False
         self.access_denied = False
@@ -221,6 +221,7 @@ class SimUsbDevice:
             self._watch_board = False
             self.ledger.record("board_changed", self, self.firmware.generation)
         with self._cond:
+            clock.hold("host", clock.now, self.host_transfer_s)
             t_submit = clock.now + self.host_transfer_s
             clock.count("usb_out")
             clock.count("bytes_out", len(data))
@@ -280,6 +281,7 @@ class SimUsbDevice:
         for t_host in self._arrivals[self._consumed:consumed]:
             # The host handles a completion once it has it and has finished what it was doing
             # (one interpreter lock): host times add up, max(now, arrival) + host time.
+            self.clock.hold("host", max(self.clock.now, t_host), self.host_transfer_s)
             self.clock.advance_to(max(self.clock.now, t_host) + self.host_transfer_s)
         self._consumed = consumed
 

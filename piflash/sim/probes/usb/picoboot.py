@@ -162,7 +162,7 @@ class SimBootselDevice(_PicoOnUsb):
         self.preset = SimpleNamespace(name="bootsel", vid=VID, pid=BOOTSEL_PIDS["rp2040"],
                                       manufacturer="Raspberry Pi", product="RP2 Boot")
         self.clock = VirtualClock()
-        self.link = Link(SimpleNamespace(link="v2-bulk-fs", max_packet=64, high_speed=False))
+        self.link = Link(SimpleNamespace(link="v2-bulk-fs", max_packet=64, high_speed=False), self.clock)
         self.timing = TARGET_TIMING["rp2040"]
         self.unplugged = False
         self.access_denied = False
@@ -334,7 +334,7 @@ class SimBootselDevice(_PicoOnUsb):
         self.clock.count("usb_out")
         self.clock.count("bytes_out", len(data))
         self._check_halted(EP_OUT, timeout_ms)
-        t_submit = self.clock.now + self.host_transfer_s
+        t_submit = self._host_work()
         cmd = self._cmd
         if cmd is not None and cmd["phase"] == "data" and cmd["dir"] == "out":
             return self._write_data(cmd, data, t_submit)
@@ -368,7 +368,7 @@ class SimBootselDevice(_PicoOnUsb):
             self.clock.count("bytes_in", len(data))
             return data
         if cmd is not None and cmd["phase"] == "ack" and cmd["dir"] == "out":
-            self.clock.advance_to(max(self.clock.now + self.host_transfer_s, self.link.inn(cmd["t"], 0)))
+            self.clock.advance_to(max(self._host_work(), self.link.inn(cmd["t"], 0)))
             self._cmd = None
             self.status["in_progress"] = False
             if cmd.get("then") is not None:
@@ -376,6 +376,11 @@ class SimBootselDevice(_PicoOnUsb):
             return b""
         self._timeout(timeout_ms)
         return b""
+
+    def _host_work(self) -> float:
+        """The host's CPU for one transfer, from now: returns when it is done (seconds)."""
+        self.clock.hold("host", self.clock.now, self.host_transfer_s)
+        return self.clock.now + self.host_transfer_s
 
     def _count_transfer(self) -> None:
         self.check_present()
@@ -528,7 +533,7 @@ class SimBootselDevice(_PicoOnUsb):
             pos += n
             # Back-to-back packets while the buffer takes them: the host controller retries a
             # NAKed OUT within the frame, so only the bytes' wire time counts.
-            t_free += self.link.wire_time(n)
+            t_free = self.link.occupy(t_free, n)
             if len(buffer) == PAGE or cmd["left"] - pos == 0:
                 try:
                     t_free = self._write_chunk(cmd, bytes(buffer), t_free)
@@ -559,7 +564,7 @@ class SimBootselDevice(_PicoOnUsb):
     def _read_data(self, cmd: dict, size: int) -> bytes:
         """READ's data, 256 bytes at a time through the ROM's buffer (flash by 03h Read Data)."""
         out = bytearray()
-        t = max(self.clock.now + self.host_transfer_s, cmd["t"])
+        t = max(self._host_work(), cmd["t"])
         while cmd["left"] and len(out) < size:
             n = min(PAGE, cmd["left"], size - len(out))
             addr = cmd["addr"]
@@ -570,7 +575,7 @@ class SimBootselDevice(_PicoOnUsb):
                 chunk = got[0]
             else:
                 chunk = self.board.bus.read_block(addr, n)
-            t += self.link.wire_time(n)
+            t = self.link.occupy(t, n)
             out += chunk
             cmd["addr"] += n
             cmd["left"] -= n

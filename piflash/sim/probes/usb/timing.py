@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Dict, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from piflash.sim.probes.usb.presets import ProbePreset
 
@@ -89,10 +89,15 @@ class VirtualClock:
       (WAIT acks), ``swd_fault``, ``core_polls_running`` (DHCSR reads that found the core busy),
       ``erase_page``, ``erase_all``, ``program_ops``.
     * ``phase_requests`` -- per phase, the same counts.
+    * ``timeline`` -- None, or (once a benchmark sets it to a list) every interval a resource
+      several devices could share was held: ``(resource, start, seconds)`` tuples in the order
+      charged, ``resource`` ``"bus"`` (a transfer's packets on the wire, :class:`Link`) or
+      ``"host"`` (the host's CPU per transfer). ``piflash.sim.probes.usb.hub`` replays it.
     """
 
     def __init__(self) -> None:
         self.now = 0.0
+        self.timeline: Optional[List[Tuple[str, float, float]]] = None
         self.phase = "other"
         self.phases: Dict[str, float] = {}
         self.busy: Dict[str, float] = {}
@@ -121,6 +126,12 @@ class VirtualClock:
         if seconds:
             self.busy[resource] = self.busy.get(resource, 0.0) + seconds
 
+    def hold(self, resource: str, start: float, seconds: float) -> None:
+        """Note that ``resource`` (``"bus"``, ``"host"``) was held from ``start`` for ``seconds``
+        (virtual seconds) in :attr:`timeline`, when one is being recorded."""
+        if self.timeline is not None and seconds > 0:
+            self.timeline.append((resource, start, seconds))
+
     def count(self, what: str, n: int = 1) -> None:
         """Count ``n`` requests of kind ``what`` (also under the current phase)."""
         self.requests[what] += n
@@ -144,12 +155,15 @@ class Link:
     """When USB packets of one probe reach the probe and the host.
 
     :param preset: The probe (its link kind and endpoint packet size).
+    :param clock: The device's clock; each transfer's wire time is noted in its
+        :attr:`VirtualClock.timeline` (resource ``"bus"``) when one is recorded.
 
     Interrupt endpoints (``v1-hid``) move one report per frame and direction, so a report waits
     for the next free frame; bulk endpoints (``v2-*``) take a scheduling latency plus wire time.
     """
 
-    def __init__(self, preset: ProbePreset) -> None:
+    def __init__(self, preset: ProbePreset, clock: Optional[VirtualClock] = None) -> None:
+        self.clock = clock
         self.kind = preset.link
         self.max_packet = preset.max_packet
         self._bps = HIGH_SPEED_BPS if preset.high_speed else FULL_SPEED_BPS
@@ -161,6 +175,16 @@ class Link:
         packets = max(1, math.ceil(nbytes / self.max_packet))
         return (nbytes + packets * PACKET_OVERHEAD_BYTES) * 8 / self._bps
 
+    def occupy(self, t: float, nbytes: int) -> float:
+        """``nbytes`` of data on the wire from ``t`` (seconds), back to back: returns when the
+        last packet is done, noted as bus time on the clock's timeline."""
+        return self._on_wire(t, self.wire_time(nbytes))
+
+    def _on_wire(self, start: float, seconds: float) -> float:
+        if self.clock is not None:
+            self.clock.hold("bus", start, seconds)
+        return start + seconds
+
     def _frame_slot(self, t: float, earliest: float) -> float:
         slot = max(math.ceil(t / FRAME_S - 1e-9) * FRAME_S, earliest)
         return slot
@@ -171,9 +195,9 @@ class Link:
         if self.kind == "v1-hid":
             slot = self._frame_slot(t_submit, self._next_out)
             self._next_out = slot + FRAME_S
-            return slot + self.wire_time(nbytes)
+            return self._on_wire(slot, self.wire_time(nbytes))
         start = max(t_submit + BULK_LATENCY_S[self.kind], self._next_out)
-        end = start + self.wire_time(nbytes)
+        end = self._on_wire(start, self.wire_time(nbytes))
         self._next_out = end
         return end
 
@@ -184,9 +208,9 @@ class Link:
             slot = self._frame_slot(t_ready - HID_IN_OFFSET_S, self._next_in - HID_IN_OFFSET_S) \
                 + HID_IN_OFFSET_S
             self._next_in = slot + FRAME_S
-            return slot + self.wire_time(nbytes)
+            return self._on_wire(slot, self.wire_time(nbytes))
         start = max(t_ready, self._next_in)
-        end = start + self.wire_time(nbytes)
+        end = self._on_wire(start, self.wire_time(nbytes))
         self._next_in = end
         return end + BULK_LATENCY_S[self.kind]
 
