@@ -23,7 +23,7 @@ transfer, ``piflash.sim.probes.usb.timing.HOST_PRESETS``, piflash's figure; pyus
 less than piflash over pyOCD, so this errs on the slow side).
 
 The station lines (:func:`station`) predict boards/hour of 1, 2 and 4 slots on one hub from the
-fresh run.
+fresh run, its recorded bus and host intervals replayed against each other.
 
     python benchmarks/picoboot_usb.py [--host zero2w] [--json]
 """
@@ -83,6 +83,7 @@ def run_case(case: str, host: str) -> dict:
             store.write_flash("pico", bytes(b ^ 0x5A for b in data))
         device = sim_usb.install("pico@bootsel", store).devices[0]
         device.host_transfer_s = get_host(host).transfer_s["piflash"]
+        device.clock.timeline = []
         phases = {}
 
         class Clocked(ProgressSink):
@@ -106,32 +107,35 @@ def run_case(case: str, host: str) -> dict:
                 "floor_s": round(floor, 3), "ratio": round(total / floor, 2) if floor else None,
                 "uf2_copy_s": UF2_COPY_S, "programmed_pages": p.programmed_pages,
                 "erased_bytes": p.erased_bytes, "phases": phases,
-                "requests": dict(device.clock.requests)}
+                "requests": dict(device.clock.requests), "_timeline": device.clock.timeline}
 
 
-def station(row: dict, host: str) -> list:
+#: The station set-ups predicted: (label, shared resources and their capacity, staggered start).
+#: ``bus``: behind a single-TT hub every full-speed device shares one Transaction Translator (USB
+#: 2.0 spec 11.14.1.3); a multi-TT hub has one per port. ``host``: the station's one interpreter
+#: lock with worker threads (the default); a Zero 2W's four cores with ``workers: processes``.
+SETUPS = (
+    ("single-TT hub, in step", {"bus": 1, "host": 1}, False),
+    ("single-TT hub, staggered", {"bus": 1, "host": 1}, True),
+    ("multi-TT hub", {"host": 1}, False),
+)
+
+
+def station(row: dict) -> list:
     """Predicted boards/hour of a station with 1, 2 and 4 BOOTSEL slots on one hub, from one
-    board's run (``row``). Each slot flashes its board in ``piflash_s``; what the slots share is
-    serialised: the full-speed bus behind a single-TT hub (every transfer's wire time: the
-    bytes plus 13 bytes of overhead per 64-byte packet at 12 Mbit/s) and the station's one
-    interpreter (its CPU seconds per USB transfer, all slots being threads of one process). A
-    slot's rate is bounded by its own board time and by its share of each shared resource;
-    the time an operator needs to swap a board is left out (the same for every N)."""
-    from piflash.sim.probes.usb.timing import FULL_SPEED_BPS, PACKET_OVERHEAD_BYTES, get_host
-    req = row["requests"]
-    nbytes = req.get("bytes_out", 0) + req.get("bytes_in", 0)
-    packets = sum(max(1, -(-n // 64)) for n in (req.get("bytes_out", 0), req.get("bytes_in", 0)))
-    packets = max(packets, nbytes // 64) + req.get("usb_out", 0) + req.get("usb_in", 0)
-    bus_s = (nbytes + packets * PACKET_OVERHEAD_BYTES) * 8 / FULL_SPEED_BPS
-    host_s = (req.get("usb_out", 0) + req.get("usb_in", 0)) * get_host(host).transfer_s["piflash"]
+    fresh board's run (``row``, its recorded timeline): N copies of it replayed against the
+    shared full-speed bus and the station's interpreter lock (``piflash.sim.probes.usb.hub``,
+    6 boards a slot). ``in step``: every slot starts its board at once (a fixture closing on all
+    of them; the bus-heavy program phases coincide); ``staggered``: slot i starts i/N of a board
+    later (boards seated one after the other). The time the operator needs to swap a board is
+    left out (the same for every N)."""
+    from piflash.sim.probes.usb.hub import station_rates
     out = []
-    for n in (1, 2, 4):
-        cycle = max(row["piflash_s"], n * bus_s, n * host_s)
-        out.append({"slots": n, "boards_per_hour": round(3600 * n / cycle), "bus_s": round(bus_s, 3),
-                    "host_s": round(host_s, 3)})
-    base = out[0]["boards_per_hour"]
-    for r in out:
-        r["vs_one"] = round(r["boards_per_hour"] / base, 2)
+    for label, capacity, stagger in SETUPS:
+        for r in station_rates(row["_timeline"], row["piflash_s"], (1, 2, 4), capacity, stagger=stagger):
+            out.append({"setup": label, "slots": r["devices"], "boards_per_hour": round(r["boards_per_hour"]),
+                        "vs_one": round(r["vs_one"], 2), "wait_s": round(r["wait_s"], 3),
+                        "waits_s": {k: round(v, 3) for k, v in r["waits_s"].items()}})
     return out
 
 
@@ -143,7 +147,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     rows = [run_case(case, args.host) for case in args.cases.split(",")]
     fresh = next((r for r in rows if r["case"] == "fresh"), None)
-    slots = station(fresh, args.host) if fresh is not None else []
+    slots = station(fresh) if fresh is not None else []
+    for r in rows:
+        timeline = r.pop("_timeline")
+        r["bus_s"] = round(sum(s for res, _, s in timeline if res == "bus"), 3)
+        r["host_s"] = round(sum(s for res, _, s in timeline if res == "host"), 3)
     if args.json:
         print(json.dumps({"rows": rows, "station": slots}, indent=2))
         return 0
@@ -154,10 +162,11 @@ def main(argv=None) -> int:
         phases = " ".join(f"{k} {v:.2f}" for k, v in r["phases"].items())
         print(f"{r['case']:<8} {r['piflash_s']:>9.2f} {r['floor_s']:>8.2f} {ratio:>6} {r['uf2_copy_s']:>10.1f}  {phases}")
     if slots:
-        print(f"station, fresh boards, one single-TT hub: bus {slots[0]['bus_s']:.2f} s and host CPU "
-              f"{slots[0]['host_s']:.2f} s per board (shared)")
+        print(f"station, fresh boards: bus {fresh['bus_s']:.2f} s and host CPU {fresh['host_s']:.3f} s "
+              f"per board (worker threads: one interpreter lock)")
         for r in slots:
-            print(f"  {r['slots']} slot(s): {r['boards_per_hour']:>6} boards/hour  ({r['vs_one']:.2f}x one slot)")
+            print(f"  {r['setup']:<25} {r['slots']} slot(s): {r['boards_per_hour']:>6} boards/hour  "
+                  f"({r['vs_one']:.2f}x one slot; waits {r['wait_s']:.3f} s a board)")
     return 0
 
 

@@ -13,28 +13,30 @@ USB transfer (piflash/sim/probes/usb/timing.py, ``HOST_PRESETS``), which gives, 
   8.4). A DAPLink's HID reports wait for their 1 ms frame (5.7.4), which is in ``board_s``, but
   the frame is not theirs alone: other devices' transactions fill it, so only the bytes count.
 
-A station with N probes then makes at most, per second (the smallest bound wins):
+A station with N probes is then predicted by replaying N copies of the board's recorded
+timeline (the clock's ``timeline``: every interval the board held the bus or the host's CPU)
+against what the probes share (``piflash.sim.probes.usb.hub.replay``, a discrete-event replay,
+the probes starting in step, ``detect_s`` between a probe's boards: half the station's poll
+interval (the swap falls anywhere within a removal poll) + its removal confirmation delay,
+piflash/station/worker.py ``CONFIRM_DELAY``; the operator's swap time 0):
 
-* ``N / (board_s + detect_s)`` -- each probe one board at a time; ``detect_s`` = half the
-  station's poll interval (the swap falls anywhere within a removal poll) + its removal
-  confirmation delay (piflash/station/worker.py ``CONFIRM_DELAY``), the operator's swap time 0;
-* ``cores / host_s`` -- host CPU: ``cores`` = 1 with worker threads (one interpreter lock for all
-  probes), min(N, host cores) with ``workers: processes`` (Zero 2W, Pi 4, Pi 5: 4 cores, BCM2710A1,
-  BCM2711, BCM2712 datasheets);
-* ``1 / bus_s`` behind a **single-TT** hub, where every full-speed device shares the one
-  Transaction Translator's 12 Mbit/s (USB 2.0 spec 11.14.1.3: a single TT serves all ports), ``N
-  / bus_s`` behind a multi-TT hub (a TT per port). A Zero 2W has one USB 2.0 port, so its probes
-  always sit behind a hub; the 480 Mbit/s upstream link is never the bound for full-speed probes.
+* the host CPU -- one interpreter lock for all probes with worker threads; min(N, host cores)
+  with ``workers: processes`` (Zero 2W, Pi 4, Pi 5: 4 cores, BCM2710A1, BCM2711, BCM2712
+  datasheets);
+* the full-speed bus behind a **single-TT** hub, where every full-speed device shares the one
+  Transaction Translator's 12 Mbit/s (USB 2.0 spec 11.14.1.3: a single TT serves all ports),
+  packet by packet; nothing shared behind a multi-TT hub (a TT per port). A Zero 2W has one USB
+  2.0 port, so its probes always sit behind a hub; the 480 Mbit/s upstream link is never the
+  bound for full-speed probes.
 
-Each worker's host time is charged to its own core (processes) or to the one interpreter lock
-(threads); the bounds are combined as a minimum, i.e. the model assumes perfect overlap below
-each bound (a queue would lose a little near the knee). The goal (issue 20): 4 probes >= 3.5x the
-boards/hour of 1 probe on the zero2w preset.
+A probe that waits for a shared resource carries the delay into the rest of its board. The
+goal (issue 20): 4 probes >= 3.5x the boards/hour of 1 probe on the zero2w preset.
 
 Against it: N shell loops of ``pyocd flash``, one per probe (:func:`shell_board`): each board a
 new process (pyOCD's start-up, the host preset's ``startup_s``), the file parsed, flashed without
 verify; the loops are separate processes, so up to the host's cores run at once; the same bus
-bounds; no detection wait (the next command starts when the last ends). ``vs_shell``: the
+bounds, taken as a minimum (no queueing: an upper bound for the loops); no detection wait (the
+next command starts when the last ends). ``vs_shell``: the
 station's boards/hour over the loops' (goal: >= 3x).
 
     python benchmarks/station_cores.py [--presets debugprobe,daplink] [--targets nrf52840]
@@ -80,6 +82,7 @@ def one_board(preset: str, target: str, host) -> dict:
     image = board_image(target)
     device = usb_device(f"cores-{preset}-{target}", target, preset, host)
     start = device.clock.snapshot()
+    device.clock.timeline = []
     flash_firmware(load_image(str(image), base_address=spec.flash.start), probe=device.serial, target=target)
     end = device.clock.snapshot()
     sim_usb.uninstall()
@@ -88,8 +91,9 @@ def one_board(preset: str, target: str, host) -> dict:
     nbytes = req.get("bytes_out", 0) + req.get("bytes_in", 0)
     packets = sum(math.ceil(req.get(f"bytes_{d}", 0) / PACKET) or 0 for d in ("out", "in"))
     bus = (nbytes + PACKET_OVERHEAD * max(packets, transfers)) * 8 / FS_BPS
+    timeline = [(r, t - start["now_s"], s) for r, t, s in device.clock.timeline]
     return {"board_s": end["now_s"] - start["now_s"], "host_s": transfers * host.transfer_s["piflash"],
-            "bus_s": bus, "transfers": transfers}
+            "bus_s": bus, "transfers": transfers, "timeline": timeline}
 
 
 def shell_board(preset: str, target: str, host, image: Path) -> dict:
@@ -126,16 +130,22 @@ def shell_rates(fig: dict, cores: int) -> dict:
 
 
 def rates(fig: dict, cores: int, detect_s: float) -> list:
+    """Boards/hour of 1, 2 and 4 probes for each way of running the workers and each hub, by
+    replaying the board's recorded bus and host intervals against the shared ones
+    (``piflash.sim.probes.usb.hub``), probes starting in step (the worst case for a shared bus)."""
+    from piflash.sim.probes.usb.hub import station_rates
     out = []
     for workers in ("threads", "processes"):
         for hub in ("single-TT", "multi-TT"):
-            for n in PROBES:
-                cpu = 1 if workers == "threads" else min(n, cores)
-                bounds = {"probes": n / (fig["board_s"] + detect_s), "host CPU": cpu / fig["host_s"],
-                          "USB bus": (1 if hub == "single-TT" else n) / fig["bus_s"]}
-                bound = min(bounds, key=bounds.get)
-                out.append({"workers": workers, "hub": hub, "probes": n,
-                            "boards_per_hour": round(3600 * bounds[bound]), "bound": bound})
+            capacity = {"host": 1 if workers == "threads" else cores}
+            if hub == "single-TT":
+                capacity["bus"] = 1
+            for r in station_rates(fig["timeline"], fig["board_s"], PROBES, capacity, gap_s=detect_s):
+                waits = {k: round(v, 3) for k, v in r["waits_s"].items() if v >= 0.0005}
+                bound = ("waits: " + ", ".join(f"{k} {v} s" for k, v in waits.items())) if waits else "probes"
+                out.append({"workers": workers, "hub": hub, "probes": r["devices"],
+                            "boards_per_hour": round(r["boards_per_hour"]), "wait_s": round(r["wait_s"], 3),
+                            "waits_s": waits, "bound": bound})
     return out
 
 
