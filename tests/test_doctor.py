@@ -131,3 +131,31 @@ def test_root_is_told_the_sudo_users_environment_differs(fake, monkeypatch):
     assert row.status == "warn" and "running as root via sudo from alice" in row.detail
     assert f"alice's own piflash is another environment, {home / doctor.USER_VENV}" in row.detail
     assert row.fix.startswith("run piflash as alice")
+
+
+def test_probes_behind_one_transaction_translator(fake):
+    """Two full-speed probes behind a single-TT hub are a warning naming the hub and the fix; a
+    multi-TT hub is fine; a high-speed probe and a probe on a root port share no TT."""
+    fake.add_device("1-1", 0x1a40, 0x0101, 1, 2, product="USB 2.0 Hub", speed="480",
+                    device_class="09", device_protocol="01")
+    fake.add_device("1-1.1", 0x2e8a, 0x0003, 1, 3, product="RP2 Boot", speed="12", interfaces=["", ""])
+    fake.add_device("1-1.2", 0x2e8a, 0x000c, 1, 4, product="Debugprobe on Pico (CMSIS-DAP)", speed="12",
+                    interfaces=["CMSIS-DAP v2 Interface"])
+    fake.add_device("1-1.3", 0x1fc9, 0x0143, 1, 5, product="MCU-LINK (r0FF) CMSIS-DAP V3.128", speed="480",
+                    interfaces=["MCU-LINK CMSIS-DAP V3.128"])
+    fake.add_device("2-1", 0x2e8a, 0x0003, 2, 2, product="RP2 Boot", speed="12", interfaces=["", ""])
+    rows = [c for c in doctor.check_probes(ctx_for(fake)) if c.name.startswith("hub")]
+    assert len(rows) == 1
+    (row,) = rows
+    assert row.name == "hub 1-1" and row.status == "warn"
+    assert "2 full-speed probes (1-1.1, 1-1.2)" in row.detail and "single transaction translator" in row.detail
+    assert "bDeviceProtocol 2" in row.fix
+    (fake.sysfs / "bus/usb/devices/1-1/bDeviceProtocol").write_text("02\n")
+    (row,) = [c for c in doctor.check_probes(ctx_for(fake)) if c.name.startswith("hub")]
+    assert row.status == "ok" and "a transaction translator per port" in row.detail
+    # behind a second, full-speed hub the TT is still the high-speed hub's
+    (fake.sysfs / "bus/usb/devices/1-1/bDeviceProtocol").write_text("01\n")
+    fake.add_device("1-1.4", 0x05e3, 0x0608, 1, 6, product="Full-speed hub", speed="12", device_class="09")
+    fake.add_device("1-1.4.1", 0x2e8a, 0x0003, 1, 7, product="RP2 Boot", speed="12", interfaces=["", ""])
+    (row,) = [c for c in doctor.check_probes(ctx_for(fake)) if c.name.startswith("hub")]
+    assert "3 full-speed probes (1-1.1, 1-1.2, 1-1.4.1)" in row.detail

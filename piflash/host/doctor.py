@@ -290,9 +290,33 @@ def check_probes(ctx: Context) -> List[Check]:
     found = usbscan.scan(ctx.sysfs_root, ctx.dev_root, ctx.sysroot) + simulated
     if not found:
         return [Check("USB probes", OK, "no USB debug probe attached")]
-    return [Check(f"probe {p.vid_pid}", OK if p.accessible else FAIL,
-                  f"{p.label}: " + (f"{p.node} can be opened" if p.accessible else p.reason), p.fix)
-            for p in found]
+    checks = [Check(f"probe {p.vid_pid}", OK if p.accessible else FAIL,
+                    f"{p.label}: " + (f"{p.node} can be opened" if p.accessible else p.reason), p.fix)
+              for p in found]
+    return checks + check_hubs(ctx, found)
+
+
+def check_hubs(ctx: Context, found: List[usbscan.UsbProbe]) -> List[Check]:
+    """Full-speed probes sharing one hub's Transaction Translator (:func:`usbscan.hubs_of`): a
+    row per hub with two or more of them behind it; a warning for a single-TT hub, where they
+    share 12 Mbit/s (four Picos flashed by BOOTSEL at once: 3.45x the boards/hour of one instead
+    of 4x, docs/benchmarks.md, ``benchmarks/picoboot_usb.py``)."""
+    rows = []
+    for hub in usbscan.hubs_of(found, ctx.sysfs_root):
+        if len(hub.probes) < 2:
+            continue
+        names = ", ".join(p.port for p in hub.probes)
+        if hub.multi_tt:
+            rows.append(Check(f"hub {hub.port}", OK, f"a transaction translator per port for the "
+                              f"{len(hub.probes)} full-speed probes on {names}"))
+        else:
+            rows.append(Check(f"hub {hub.port}", WARN,
+                              f"{len(hub.probes)} full-speed probes ({names}) share this hub's single "
+                              "transaction translator (12 Mbit/s between them): boards flashed at once "
+                              "wait for each other's USB packets",
+                              "a multi-TT hub (lsusb -v: bDeviceProtocol 2, 'TT per port') gives each its "
+                              "own; or seat boards one after another rather than all at once"))
+    return rows
 
 
 def check_station(ctx: Context) -> Optional[Check]:

@@ -41,6 +41,9 @@ class UsbProbe:
     :ivar accessible: whether this process may open the node read-write (bool).
     :ivar reason: why not (str), or None when accessible.
     :ivar fix: the command or action that fixes it (str), or None.
+    :ivar port: the sysfs port path (str, e.g. ``"1-1.2"``: bus 1, root port 1, hub port 2), or
+        None (a simulated probe).
+    :ivar speed_mbps: the link speed sysfs reports, Mbit/s (float: 1.5, 12, 480...), or None.
     """
 
     name: str
@@ -55,6 +58,8 @@ class UsbProbe:
     accessible: bool
     reason: Optional[str] = None
     fix: Optional[str] = None
+    port: Optional[str] = None
+    speed_mbps: Optional[float] = None
 
     @property
     def vid_pid(self) -> str:
@@ -189,8 +194,56 @@ def scan(sysfs_root: str = "/sys", dev_root: str = "/dev", sysroot: str = "/") -
         reason, fix = explain_access(node, sysroot)
         found.append(UsbProbe(model.name, vid_i, pid_i, bus_i, dev_i, product,
                               _read(entry / "manufacturer"), _read(entry / "serial"), str(node),
-                              reason is None, reason, fix))
+                              reason is None, reason, fix, entry.name, _speed(entry)))
     return sorted(found, key=lambda p: (p.busnum, p.devnum))
+
+
+def _speed(entry: Path) -> Optional[float]:
+    try:
+        return float(_read(entry / "speed") or "")
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class SharedHub:
+    """A high-speed hub with full-speed probes behind it (:func:`hubs_of`).
+
+    :ivar port: the hub's sysfs port path (str, e.g. ``"1-1"``).
+    :ivar multi_tt: whether it has a Transaction Translator per port (bool): its device
+        descriptor's ``bDeviceProtocol`` is 2 (USB 2.0 spec 11.23.1; 1 is a single TT shared
+        by every full-speed and low-speed device behind it, 11.14.1.3).
+    :ivar probes: the full- or low-speed probes behind it (list of :class:`UsbProbe`).
+    """
+
+    port: str
+    multi_tt: bool
+    probes: List[UsbProbe]
+
+
+def hubs_of(probes: List[UsbProbe], sysfs_root: str = "/sys") -> List[SharedHub]:
+    """The high-speed hubs that translate for the full- and low-speed ``probes`` (probes of
+    :func:`scan`), nearest first: a device's hub is its port path without the last ``.N``
+    (``1-1.2`` is port 2 of the hub at ``1-1``), and the TT is in the nearest hub upstream that
+    runs at high speed. Probes on a root port, or behind full-speed hubs only, have no TT and
+    are left out.
+
+    :returns: list of :class:`SharedHub`, sorted by port path.
+    """
+    base = Path(sysfs_root, "bus", "usb", "devices")
+    groups: Dict[str, List[UsbProbe]] = {}
+    multi: Dict[str, bool] = {}
+    for probe in probes:
+        if probe.port is None or probe.speed_mbps is None or probe.speed_mbps >= 480:
+            continue
+        port = probe.port
+        while "." in port:
+            port = port.rsplit(".", 1)[0]
+            if _speed(base / port) == 480 and _read(base / port / "bDeviceClass") == "09":
+                groups.setdefault(port, []).append(probe)
+                multi[port] = _read(base / port / "bDeviceProtocol") == "02"
+                break
+    return [SharedHub(port, multi[port], groups[port]) for port in sorted(groups)]
 
 
 def install_simulated_bus() -> None:

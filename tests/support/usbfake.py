@@ -81,13 +81,18 @@ class FakeSystem:
     def add_device(self, name: str, vid: int, pid: int, busnum: int, devnum: int,
                    product: Optional[str] = None, manufacturer: Optional[str] = None,
                    serial: Optional[str] = None, interfaces: Sequence[str] = (),
-                   owner: int = 0, group: int = 0, mode: Optional[int] = 0o664) -> Path:
-        """Add a USB device; ``mode=None`` leaves its /dev node out. Returns the node path."""
+                   owner: int = 0, group: int = 0, mode: Optional[int] = 0o664,
+                   speed: Optional[str] = None, device_class: Optional[str] = None,
+                   device_protocol: Optional[str] = None) -> Path:
+        """Add a USB device; ``mode=None`` leaves its /dev node out. ``speed`` (Mbit/s),
+        ``device_class`` and ``device_protocol`` (two hex digits, as sysfs shows them: "09" a
+        hub, "01"/"02" one TT or a TT per port) go to sysfs when given. Returns the node path."""
         d = self.sysfs / "bus/usb/devices" / name
         d.mkdir(parents=True)
         attrs = {"idVendor": f"{vid:04x}", "idProduct": f"{pid:04x}", "busnum": str(busnum),
                  "devnum": str(devnum), "product": product, "manufacturer": manufacturer,
-                 "serial": serial}
+                 "serial": serial, "speed": speed, "bDeviceClass": device_class,
+                 "bDeviceProtocol": device_protocol}
         for key, value in attrs.items():
             if value is not None:
                 (d / key).write_text(value + "\n")
