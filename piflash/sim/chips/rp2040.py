@@ -24,10 +24,10 @@ from typing import Dict, List
 from piflash.sim.chips.base import ChipBoard
 from piflash.sim.chips.rp2040_clocks import CLOCKS_BASE, PLL_SYS_BASE, RESETS_BASE, XOSC_BASE, Clocks
 from piflash.sim.chips.rp2_bootrom import ROM_SIZE, BootRom
+from piflash.sim.chips.rp2_common import IgnoreStores, RomRegion, ValueRegisters, XipCtrl, XipRegion, XipTiming
 from piflash.sim.debug.dap import AccessPortModel, SwDp
 from piflash.sim.debug.multidrop import MultidropDp, MultidropWire
-from piflash.sim.memory.bus import BusError, DeviceRegion, Region, RegisterDevice
-from piflash.sim.memory.nvm import NvmRegion
+from piflash.sim.memory.bus import DeviceRegion, RegisterDevice
 from piflash.sim.memory.spiflash import SpiNorFlash
 
 __all__ = ["attach", "TARGETSEL_CORE0", "TARGETSEL_CORE1", "TARGETSEL_RESCUE", "TARGETID",
@@ -111,6 +111,15 @@ class Ssi(RegisterDevice):
         ctrlr0 = self.regs.get(CTRLR0, 0)
         return bool(self.regs.get(SSIENR, 0) & 1) and (ctrlr0 >> 8) & 3 == 3 and (ctrlr0 >> 16) & 0x1F == 31
 
+    def miss_cycles(self) -> int:
+        """clk_sys cycles of one XIP cache-line fill (8 bytes) in the SSI's set-up: in standard
+        SPI (``flash_enter_cmd_xip``'s 03h mode) 32 bits of instruction and address and 64 of
+        data; in quad (boot stage 2's EBh continuous read) 32 address and mode bits and 64 data
+        bits on four lines plus 4 dummy clocks (W25Q16JV datasheet 8.2.12: 28 SCK); one SCK
+        per BAUDR clk_sys cycles (4.10.13)."""
+        quad = (self.regs.get(CTRLR0, 0) >> 21) & 3
+        return (28 if quad else 96) * max(2, self.regs.get(BAUDR, 0) & 0xFFFE)
+
     def _flush(self) -> None:
         if not self.tx:
             return
@@ -174,130 +183,6 @@ class IoQspi(RegisterDevice):
             self.pins.set_override((new >> 8) & 3)
 
 
-class _Values(RegisterDevice):
-    def __init__(self, values: Dict[int, int]) -> None:
-        self.values = values
-
-    def read32(self, offset: int) -> int:
-        return self.values.get(offset, 0)
-
-
-class _Rom(Region):
-    """The ROM on the bus: reads the image; a write is an AHB error (a SWD FAULT)."""
-
-    def __init__(self, image: bytes) -> None:
-        super().__init__(0, len(image), "bootrom")
-        self.image = image
-
-    def read(self, addr: int, size: int) -> int:
-        return int.from_bytes(self.image[addr:addr + size], "little")
-
-    def read_block(self, addr: int, length: int) -> bytes:
-        return self.image[addr:addr + length]
-
-    def write(self, addr: int, size: int, value: int) -> None:
-        raise BusError(addr, "write to the boot ROM")
-
-
-#: What a debugger reads from XIP while the SSI serves no XIP (see :meth:`Ssi.xip_ready`): the
-#: real part returns no flash data then; the model returns this byte, so that a tool reading
-#: flash without XIP set up sees other bytes than the flash holds, as it would on a Pico.
-XIP_OFF_BYTE = 0xA5
-
-
-class XipTiming:
-    """What XIP reads cost: an 8-byte cache line is fetched from the flash on a miss (2.6.3: a
-    16 KiB cache of 8-byte lines). A read in the line read last is a hit; any other read is
-    counted as a miss (the model keeps no other lines: a lower bound for code that re-reads).
-    A miss costs the SSI's frame in SCK cycles times BAUDR in clk_sys cycles, reported to the
-    flash array's observer as ``spi_cycles``: in standard SPI (``flash_enter_cmd_xip``'s 03h
-    mode) 32 bits of instruction and address and 64 of data; in quad (boot stage 2's EBh
-    continuous read) 32 address and mode bits and 64 data bits on four lines plus 4 dummy
-    clocks (W25Q16JV datasheet 8.2.12: 28 SCK).
-
-    :param nvm: the flash array (its observer charges the time).
-    :param ssi: the SSI whose BAUDR and frame format apply.
-    """
-
-    LINE = 8
-
-    def __init__(self, nvm, ssi: "Ssi") -> None:
-        self.nvm, self.ssi = nvm, ssi
-        self._line = -1
-
-    def flush(self) -> None:
-        """The XIP cache was flushed: the next read misses."""
-        self._line = -1
-
-    def read(self, addr: int, size: int) -> None:
-        """A CPU load of ``size`` bytes at ``addr``: charged, or refused with an exception (the
-        core stops with a fault in the model) while the SSI serves no XIP."""
-        if not self.ssi.xip_ready():
-            raise BusError(addr, "XIP read at 0x%08x while the SSI is not set up for XIP "
-                                 "(after flash_exit_xip, or before boot stage 2)" % addr)
-        self.charge(addr, size)
-
-    def charge(self, addr: int, size: int) -> None:
-        """Charge the misses of a read of ``size`` bytes at ``addr`` (any XIP alias)."""
-        first, last = (addr & 0xFFFFFF) // self.LINE, ((addr & 0xFFFFFF) + max(size, 1) - 1) // self.LINE
-        misses = sum(1 for line in range(first, last + 1) if line != self._line)
-        self._line = last
-        observer = self.nvm.observer
-        if misses and observer is not None:
-            quad = (self.ssi.regs.get(CTRLR0, 0) >> 21) & 3
-            sck = 28 if quad else 96
-            observer("spi_cycles", misses * sck * max(2, self.ssi.regs.get(BAUDR, 0) & 0xFFFE))
-
-
-class _XipRegion(NvmRegion):
-    """The debugger's view of XIP: the cells, each read charged as an XIP read."""
-
-    def __init__(self, nvm, controller, timing: XipTiming, alias_start=None) -> None:
-        super().__init__(nvm, controller, alias_start)
-        self.timing = timing
-
-    def read(self, addr: int, size: int) -> int:
-        if not self.timing.ssi.xip_ready():
-            return int.from_bytes(bytes([XIP_OFF_BYTE]) * size, "little")
-        self.timing.charge(addr, size)
-        return super().read(addr, size)
-
-    def read_block(self, addr: int, length: int) -> bytes:
-        if not self.timing.ssi.xip_ready():
-            return bytes([XIP_OFF_BYTE]) * length
-        self.timing.charge(addr, length)
-        return super().read_block(addr, length)
-
-
-class _XipCtrl(RegisterDevice):
-    """XIP_CTRL (2.6.3.6): CTRL (EN, ERR_BADWRITE set at reset), FLUSH (a write empties the
-    cache; the model's cache is the last line of :class:`XipTiming`), STAT (FLUSH_READY set)."""
-
-    def __init__(self, timing: "XipTiming") -> None:
-        self.timing = timing
-        self.ctrl = 0x3
-
-    def read32(self, offset: int) -> int:
-        if offset == 0x0:
-            return self.ctrl
-        if offset == 0x8:
-            return 0x1 | 0x2                # FLUSH_READY, FIFO_EMPTY (FIFO_FULL clear)
-        return 0
-
-    def write32(self, offset: int, value: int) -> None:
-        if offset == 0x0:
-            self.ctrl = value & 0xB
-        elif offset == 0x4:
-            self.timing.flush()
-
-
-class _IgnoreStores:
-    """XIP writes: the cache is not used as SRAM in the model, so they change nothing."""
-
-    def store(self, addr: int, size: int, value: int) -> None:
-        pass
-
-
 class _Port:
     """The chip as the boot ROM's native functions see it (:class:`rp2_bootrom.RomPort`)."""
 
@@ -341,13 +226,13 @@ def attach(board: ChipBoard) -> None:
     rom = BootRom(_Port(board, pins, ssi))
     board.chip = rom                                # for tests and the PICOBOOT model
 
-    board.bus.add(_Rom(rom.image))
+    board.bus.add(RomRegion(rom.image))
     board.cpu.map_flash(0, ROM_SIZE, lambda addr, size, value: None)(0, rom.image)
     board.cpu.add_native_code(rom.stub_range[0], rom.stub_range[1], rom.call)
-    stores = _IgnoreStores()
+    stores = IgnoreStores()
     xip = XipTiming(flash_nvm, ssi)
     rom.on_flush = xip.flush
-    board.set_flash_controller(flash_nvm, stores, bus_region=_XipRegion(flash_nvm, stores, xip))
+    board.set_flash_controller(flash_nvm, stores, bus_region=XipRegion(flash_nvm, stores, xip))
     board.cpu.add_read_watch(flash_nvm.start, flash_nvm.start + flash_nvm.size - 1, xip.read)
     # The flash sees 24 address bits and ignores those above its size (W25Q16JV: A23-A21), so
     # each 16 MiB XIP window (and its no-allocate / no-cache aliases at 0x11, 0x12, 0x13 <<24,
@@ -355,11 +240,11 @@ def attach(board: ChipBoard) -> None:
     for window in XIP_WINDOWS:
         for start in range(window, window + XIP_WINDOW_SIZE, flash_nvm.size):
             if start != flash_nvm.start:
-                board.bus.add(_XipRegion(flash_nvm, stores, xip, alias_start=start))
+                board.bus.add(XipRegion(flash_nvm, stores, xip, alias_start=start))
 
     board.add_reset_hook(ssi.reset)             # XIP is set up again by boot stage 2
     board.bus.add(DeviceRegion(XIP_SSI_BASE, 0x1000, ssi, "xip-ssi"))
-    board.bus.add(DeviceRegion(XIP_CTRL_BASE, 0x1000, _XipCtrl(xip), "xip-ctrl"))
+    board.bus.add(DeviceRegion(XIP_CTRL_BASE, 0x1000, XipCtrl(xip), "xip-ctrl"))
     board.cpu.map_mmio(XIP_CTRL_BASE, 0x1000)
     board.cpu.map_mmio(XIP_SSI_BASE, 0x1000)
     board.bus.add(DeviceRegion(IO_QSPI_BASE, 0x4000, IoQspi(pins), "io-qspi"))
@@ -369,8 +254,8 @@ def attach(board: ChipBoard) -> None:
         board.bus.add(DeviceRegion(base, 0x4000, device, name))
     board.add_reset_hook(clocks.reset)          # the model resets them with every system reset
     board.clock_hz = clocks.sys_hz
-    board.bus.add(DeviceRegion(SYSINFO_BASE, 0x1000, _Values({0x00: CHIP_ID, 0x04: 0x2}), "sysinfo"))
-    board.bus.add(DeviceRegion(SIO_BASE, 0x1000, _Values({0x00: 0}), "sio"))   # CPUID: core 0
+    board.bus.add(DeviceRegion(SYSINFO_BASE, 0x1000, ValueRegisters({0x00: CHIP_ID, 0x04: 0x2}), "sysinfo"))
+    board.bus.add(DeviceRegion(SIO_BASE, 0x1000, ValueRegisters({0x00: 0}), "sio"))   # CPUID: core 0
     board.cpu.map_mmio(SIO_BASE, 0x1000)
 
     def rescue(powered: bool) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import struct
 from typing import Callable, Dict, Optional, Protocol
 
-__all__ = ["BootRom", "RomPort", "ROM_SIZE", "BOOT2_SRAM", "crc32_boot2", "FUNCTION_CODES"]
+__all__ = ["BootRom", "RomPort", "ROM_SIZE", "BOOT2_SRAM", "crc32_boot2", "FUNCTION_CODES", "table_code"]
 
 ROM_SIZE = 0x4000
 #: Where the boot ROM copies and enters boot stage 2 (RP2040 datasheet 2.8.1.3).
@@ -97,6 +97,10 @@ class BootRom:
     address), ``stub_range`` ((first, last) address of the native code, for the CPU hook).
     """
 
+    #: The ROM's size (bytes) and version byte at 0x13.
+    SIZE = ROM_SIZE
+    VERSION = ROM_VERSION
+
     def __init__(self, port: RomPort) -> None:
         self.port = port
         self.xip = True             # XIP enabled (exited by flash_exit_xip)
@@ -105,44 +109,45 @@ class BootRom:
         #: Called by flash_flush_cache (the chip's XIP cache model), or None.
         self.on_flush: Optional[Callable[[], None]] = None
         self.entries: Dict[str, int] = {}
-        image = bytearray(ROM_SIZE)
+        image = bytearray(self.SIZE)
         natives: Dict[int, Callable[[], None]] = {}
-        stub = STUBS
+        self._next_stub = STUBS
+
+        def place(name: str, first: int, second: int = _NOP) -> int:
+            addr = self._next_stub
+            struct.pack_into("<HH", image, addr, first, second)
+            self.entries[name] = addr
+            self._next_stub += 4
+            return addr
 
         def add(name: str, fn: Callable[[], None], code: int = _BX_LR) -> int:
-            nonlocal stub
-            addr = stub
-            struct.pack_into("<HH", image, addr, code, _NOP)
+            addr = place(name, code)
             natives[addr] = fn
-            self.entries[name] = addr
-            stub += 4
             return addr
 
         boot = add("boot", self._boot, _BX_R0)
-        park = stub
-        struct.pack_into("<HH", image, park, _WFE, _B_BACK1)
-        self.entries["park"] = park
-        stub += 4
+        park = place("park", _WFE, _B_BACK1)
         # Where code the USB boot interface runs (PICOBOOT EXEC) returns to: a BKPT that stops
         # the model's core (the real ROM returns into its USB task loop; 2.8.5.4.9).
-        struct.pack_into("<HH", image, stub, _BKPT, _NOP)
-        self.entries["exec_return"] = stub
-        stub += 4
-        lookup = add("rom_table_lookup", self._lookup)
-        funcs = [(code, add(name, getattr(self, "_" + name))) for code, name in FUNCTION_CODES.items()]
-
-        struct.pack_into("<IIII", image, 0, INITIAL_SP, boot | 1, park | 1, park | 1)
-        image[0x10:0x13] = b"Mu\x01"
-        image[0x13] = ROM_VERSION
-        struct.pack_into("<HHH", image, 0x14, FUNC_TABLE, DATA_TABLE, lookup | 1)
-        for i, (code, addr) in enumerate(funcs):
-            struct.pack_into("<HH", image, FUNC_TABLE + 4 * i, _code(code), addr | 1)
-        text = b"(C) piflash simulator: not Raspberry Pi's boot ROM\0"
-        image[STRINGS:STRINGS + len(text)] = text
-        struct.pack_into("<HH", image, DATA_TABLE, _code("CR"), STRINGS)
+        place("exec_return", _BKPT)
+        self._tables(image, add, boot, park)
         self.image = bytes(image)
         self._natives = natives
-        self.stub_range = (STUBS, stub - 1)
+        self.stub_range = (STUBS, self._next_stub - 1)
+
+    def _tables(self, image: bytearray, add: Callable[..., int], boot: int, park: int) -> None:
+        """Write the vectors, the header and the lookup tables (RP2040 format: 2.8.3)."""
+        lookup = add("rom_table_lookup", self._lookup)
+        funcs = [(code, add(name, getattr(self, "_" + name))) for code, name in FUNCTION_CODES.items()]
+        struct.pack_into("<IIII", image, 0, INITIAL_SP, boot | 1, park | 1, park | 1)
+        image[0x10:0x13] = b"Mu\x01"
+        image[0x13] = self.VERSION
+        struct.pack_into("<HHH", image, 0x14, FUNC_TABLE, DATA_TABLE, lookup | 1)
+        for i, (code, addr) in enumerate(funcs):
+            struct.pack_into("<HH", image, FUNC_TABLE + 4 * i, table_code(code), addr | 1)
+        text = b"(C) piflash simulator: not Raspberry Pi's boot ROM\0"
+        image[STRINGS:STRINGS + len(text)] = text
+        struct.pack_into("<HH", image, DATA_TABLE, table_code("CR"), STRINGS)
 
     # -- dispatch --------------------------------------------------------------------------------
     def call(self, address: int) -> None:
@@ -276,7 +281,8 @@ class BootRom:
         raise RuntimeError("the flash's BUSY bit never cleared")
 
 
-def _code(text: str) -> int:
+def table_code(text: str) -> int:
+    """A ROM table code: two characters, the first in the low byte (RP2040 datasheet 2.8.3)."""
     return ord(text[0]) | ord(text[1]) << 8
 
 

@@ -1,0 +1,137 @@
+"""What the RP2040 and RP2350 models share: the boot ROM on the bus, plain value registers, and
+XIP (the flash behind a cache at 0x10000000) as the debugger and the core see it.
+
+XIP reads are served only while the chip's flash interface is set up for them: the RP2040's SSI
+in an XIP mode (:meth:`piflash.sim.chips.rp2040.Ssi.xip_ready`), the RP2350's QMI with the flash
+in the read mode its window expects (:class:`piflash.sim.chips.rp2350.Qmi`). The interface
+object (``ssi`` below) offers ``xip_ready()`` and ``miss_cycles()``: the clk_sys cycles of one
+8-byte cache line fill.
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+from piflash.sim.memory.bus import BusError, Region, RegisterDevice
+from piflash.sim.memory.nvm import NvmRegion
+
+__all__ = ["ValueRegisters", "RomRegion", "XIP_OFF_BYTE", "XipTiming", "XipRegion", "XipCtrl", "IgnoreStores"]
+
+
+class ValueRegisters(RegisterDevice):
+    def __init__(self, values: Dict[int, int]) -> None:
+        self.values = values
+
+    def read32(self, offset: int) -> int:
+        return self.values.get(offset, 0)
+
+
+class RomRegion(Region):
+    """The ROM on the bus: reads the image; a write is an AHB error (a SWD FAULT)."""
+
+    def __init__(self, image: bytes) -> None:
+        super().__init__(0, len(image), "bootrom")
+        self.image = image
+
+    def read(self, addr: int, size: int) -> int:
+        return int.from_bytes(self.image[addr:addr + size], "little")
+
+    def read_block(self, addr: int, length: int) -> bytes:
+        return self.image[addr:addr + length]
+
+    def write(self, addr: int, size: int, value: int) -> None:
+        raise BusError(addr, "write to the boot ROM")
+
+
+#: What a debugger reads from XIP while the flash interface serves no XIP (``xip_ready()``): the
+#: real part returns no flash data then; the model returns this byte, so that a tool reading
+#: flash without XIP set up sees other bytes than the flash holds, as it would on a Pico.
+XIP_OFF_BYTE = 0xA5
+
+
+class XipTiming:
+    """What XIP reads cost: an 8-byte cache line is fetched from the flash on a miss (RP2040
+    datasheet 2.6.3: a 16 KiB cache of 8-byte lines). A read in the line read last is a hit; any
+    other read is counted as a miss (the model keeps no other lines: a lower bound for code that
+    re-reads). A miss costs the flash interface's ``miss_cycles()`` clk_sys cycles, reported to
+    the flash array's observer as ``spi_cycles``.
+
+    :param nvm: the flash array (its observer charges the time).
+    :param ssi: the flash interface (``xip_ready()``, ``miss_cycles()``).
+    """
+
+    LINE = 8
+
+    def __init__(self, nvm, ssi: "Ssi") -> None:
+        self.nvm, self.ssi = nvm, ssi
+        self._line = -1
+
+    def flush(self) -> None:
+        """The XIP cache was flushed: the next read misses."""
+        self._line = -1
+
+    def read(self, addr: int, size: int) -> None:
+        """A CPU load of ``size`` bytes at ``addr``: charged, or refused with an exception (the
+        core stops with a fault in the model) while the SSI serves no XIP."""
+        if not self.ssi.xip_ready():
+            raise BusError(addr, "XIP read at 0x%08x while the flash interface is not set up for "
+                                 "XIP (after flash_exit_xip, or before boot)" % addr)
+        self.charge(addr, size)
+
+    def charge(self, addr: int, size: int) -> None:
+        """Charge the misses of a read of ``size`` bytes at ``addr`` (any XIP alias)."""
+        first, last = (addr & 0xFFFFFF) // self.LINE, ((addr & 0xFFFFFF) + max(size, 1) - 1) // self.LINE
+        misses = sum(1 for line in range(first, last + 1) if line != self._line)
+        self._line = last
+        observer = self.nvm.observer
+        if misses and observer is not None:
+            observer("spi_cycles", misses * self.ssi.miss_cycles())
+
+
+class XipRegion(NvmRegion):
+    """The debugger's view of XIP: the cells, each read charged as an XIP read."""
+
+    def __init__(self, nvm, controller, timing: XipTiming, alias_start=None) -> None:
+        super().__init__(nvm, controller, alias_start)
+        self.timing = timing
+
+    def read(self, addr: int, size: int) -> int:
+        if not self.timing.ssi.xip_ready():
+            return int.from_bytes(bytes([XIP_OFF_BYTE]) * size, "little")
+        self.timing.charge(addr, size)
+        return super().read(addr, size)
+
+    def read_block(self, addr: int, length: int) -> bytes:
+        if not self.timing.ssi.xip_ready():
+            return bytes([XIP_OFF_BYTE]) * length
+        self.timing.charge(addr, length)
+        return super().read_block(addr, length)
+
+
+class XipCtrl(RegisterDevice):
+    """XIP_CTRL (2.6.3.6): CTRL (EN, ERR_BADWRITE set at reset), FLUSH (a write empties the
+    cache; the model's cache is the last line of :class:`XipTiming`), STAT (FLUSH_READY set)."""
+
+    def __init__(self, timing: "XipTiming") -> None:
+        self.timing = timing
+        self.ctrl = 0x3
+
+    def read32(self, offset: int) -> int:
+        if offset == 0x0:
+            return self.ctrl
+        if offset == 0x8:
+            return 0x1 | 0x2                # FLUSH_READY, FIFO_EMPTY (FIFO_FULL clear)
+        return 0
+
+    def write32(self, offset: int, value: int) -> None:
+        if offset == 0x0:
+            self.ctrl = value & 0xB
+        elif offset == 0x4:
+            self.timing.flush()
+
+
+class IgnoreStores:
+    """XIP writes: the cache is not used as SRAM in the model, so they change nothing."""
+
+    def store(self, addr: int, size: int, value: int) -> None:
+        pass
