@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow
 #: nRF52840-DK "l1" images, the NUCLEO-F103RB image (the same F103 core and flash controller as
 #: the simulated F103RC), and the RP2040 "blink" build.
 BINARIES = {"nrf51": "l1_nrf51.bin", "nrf52840": "l1_nrf52840-dk.bin",
-            "stm32f103rc": "ST-Nucleo-F103RB.bin", "rp2040": "rp2040.bin"}
+            "stm32f103rc": "ST-Nucleo-F103RB.bin", "rp2040": "rp2040.bin", "rp2350": "rp2350.bin"}
 
 _RUNNER = textwrap.dedent("""
     import sys
@@ -62,7 +62,7 @@ def _run(which: str, target: str, pyocd_binaries, timeout: float = 600) -> str:
     return out
 
 
-@pytest.mark.parametrize("target", ["nrf51", "nrf52840", "stm32f103rc"])
+@pytest.mark.parametrize("target", ["nrf51", "nrf52840", "stm32f103rc", "rp2350"])
 def test_pyocds_basic_test(target, pyocd_binaries):
     out = _run("basic", target, pyocd_binaries)
     assert "TEST FAILED" not in out, out[-4000:]
@@ -81,7 +81,7 @@ def test_pyocds_basic_test_on_the_rp2040_reads_flash_with_xip_off(pyocd_binaries
     assert "FAILED to erase sector @ 0x10ffd000" in out and "Programming page" not in out, out[-4000:]
 
 
-@pytest.mark.parametrize("target", ["nrf51", "nrf52840", "stm32f103rc"])
+@pytest.mark.parametrize("target", ["nrf51", "nrf52840", "stm32f103rc", "rp2350"])
 def test_pyocds_flash_test(target, pyocd_binaries):
     out = _run("flash", target, pyocd_binaries)
     assert "RESULT passed=True" in out and "FLASH TEST SCRIPT PASSED" in out, out[-4000:]

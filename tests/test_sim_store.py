@@ -21,7 +21,7 @@ def store(tmp_path, monkeypatch):
 
 
 def test_sim_targets_exported():
-    assert SIM_TARGETS == ("nrf51", "nrf52840", "stm32f103rc", "rp2040")
+    assert SIM_TARGETS == ("nrf51", "nrf52840", "stm32f103rc", "rp2040", "rp2350")
     assert set(TARGETS) == set(SIM_TARGETS)
 
 

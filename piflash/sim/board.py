@@ -18,7 +18,7 @@ from piflash.sim.debug.dap import AccessPortModel, MemAp, SwDp
 from piflash.sim.faults import Faults
 from piflash.sim.memory.bus import Bus, DeviceRegion, ZeroRegion
 from piflash.sim.memory.nvm import NvmArray, NvmController, NvmRegion
-from piflash.sim.debug.scs import CORES, SCS_BASE, Scs
+from piflash.sim.debug.scs import CORES, SCS_BASE, V8M_DEVARCH, Scs
 from piflash.sim.specs import TargetSpec
 
 __all__ = ["SimBoard", "ROM_TABLE_BASE", "DWT_BASE", "FPB_BASE"]
@@ -68,8 +68,11 @@ class SimBoard:
         self.scs = Scs(core, self.cpu, read_word=lambda addr: self.bus.read(addr, 4),
                        system_reset=self.system_reset, before_run=self._before_run)
         self.bus.add(DeviceRegion(SCS_BASE, 0x1000, self.scs, "scs"))
-        self.bus.add(DeviceRegion(DWT_BASE, 0x1000, Dwt(core.dwt_part, core.dwt_comparators), "dwt"))
-        self.bus.add(DeviceRegion(FPB_BASE, 0x1000, Fpb(core.fpb_part, core.fpb_code, core.fpb_lit), "fpb"))
+        v8m = V8M_DEVARCH if core.arch == "v8m" else {}
+        self.bus.add(DeviceRegion(DWT_BASE, 0x1000, Dwt(core.dwt_part, core.dwt_comparators, v8m.get("dwt")),
+                                  "dwt"))
+        self.bus.add(DeviceRegion(FPB_BASE, 0x1000, Fpb(core.fpb_part, core.fpb_code, core.fpb_lit, v8m.get("fpb")),
+                                  "fpb"))
         self.bus.add(DeviceRegion(ROM_TABLE_BASE, 0x1000,
                                   RomTable(core.rom_part, ROM_TABLE_BASE, [SCS_BASE, DWT_BASE, FPB_BASE]),
                                   "rom-table"))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import enum
 import signal
+import struct
 import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
@@ -43,10 +44,13 @@ __all__ = ["Cpu", "StopReason", "CpuMemoryRegion", "UC_MODELS"]
 #: unicorn CPU model per core key of :data:`piflash.sim.debug.scs.CORES`.
 UC_MODELS = {"cortex-m0": A.UC_CPU_ARM_CORTEX_M0, "cortex-m0plus": A.UC_CPU_ARM_CORTEX_M0,
              "cortex-m3": A.UC_CPU_ARM_CORTEX_M3,
-             "cortex-m4f": A.UC_CPU_ARM_CORTEX_M4}
+             "cortex-m4f": A.UC_CPU_ARM_CORTEX_M4, "cortex-m33": A.UC_CPU_ARM_CORTEX_M33}
 
 #: QEMU/unicorn ARM exception number of BKPT (target/arm/cpu.h EXCP_BKPT).
 EXCP_BKPT = 7
+#: ... and of a coprocessor instruction no coprocessor answers (target/arm/cpu.h EXCP_NOCP: the
+#: M-profile NOCP UsageFault), raised with PC on the instruction.
+EXCP_NOCP = 17
 
 # DCRSR REGSEL values (ARMv7-M ARM DDI 0403E C1.6.3, ARMv6-M ARM DDI 0419E C1.6.3).
 _REGSEL: Dict[int, int] = {i: getattr(A, "UC_ARM_REG_R%d" % i) for i in range(13)}
@@ -56,6 +60,14 @@ _FP_REGSEL: Dict[int, int] = {0x40 + i: getattr(A, "UC_ARM_REG_S%d" % i) for i i
 _FP_REGSEL[33] = A.UC_ARM_REG_FPSCR
 REGSEL_PC = 15
 REGSEL_CFBP = 20          # CONTROL[31:24] FAULTMASK[23:16] BASEPRI[15:8] PRIMASK[7:0]
+#: ARMv8-M with the Security Extension (Armv8-M ARM DDI 0553 C1.6.3, DCRSR.REGSEL): the banked
+#: stack pointers 0x18-0x1B (MSP_NS, PSP_NS, MSP_S, PSP_S), the stack limits 0x1C-0x1F and the
+#: combined CONTROL/FAULTMASK/BASEPRI/PRIMASK of each state, 0x22 (Secure) and 0x23 (Non-secure).
+#: unicorn keeps one bank: the core runs Secure (RP2350 boots Secure), so the Secure selectors
+#: are the live registers; the Non-secure ones and the limits are kept for read-back only.
+REGSEL_V8M_SECURE = {0x1A: A.UC_ARM_REG_MSP, 0x1B: A.UC_ARM_REG_PSP}
+REGSEL_CFBP_S = 0x22
+REGSEL_V8M_KEPT = (0x18, 0x19, 0x1C, 0x1D, 0x1E, 0x1F, 0x23)
 XPSR_T = 1 << 24
 
 _WFI, _WFE = 0xBF30, 0xBF20   # Thumb encodings (ARMv7-M ARM A7.7.189 / A7.7.188)
@@ -145,7 +157,7 @@ class CpuMemoryRegion(Region):
 class Cpu:
     """One emulated core.
 
-    :param core: Core key (``"cortex-m0"``, ``"cortex-m3"``, ``"cortex-m4f"``).
+    :param core: Core key (``"cortex-m0"``, ``"cortex-m3"``, ``"cortex-m4f"``, ``"cortex-m33"``).
     :param has_fpu: Whether S0-S31/FPSCR are accessible through DCRSR.
     :param bus: The board bus, used for MMIO ranges.
     """
@@ -154,11 +166,17 @@ class Cpu:
         self.uc = Uc(UC_ARCH_ARM, UC_MODE_THUMB | UC_MODE_MCLASS)
         self.uc.ctl_set_cpu_model(UC_MODELS[core])
         self.has_fpu = has_fpu
+        #: An Armv8-M Mainline core (its extra DCRSR selectors answer).
+        self.v8m = core == "cortex-m33"
         self._bus = bus
         self._stop: Optional[StopReason] = None
         self._interrupt: Optional[BaseException] = None
         #: Text describing the last fault (for logs and tests).
         self.fault: str = ""
+        #: Coprocessor number -> handler of its instructions (:meth:`add_coprocessor`).
+        self._coprocessors: Dict[int, Callable[[int, int], bool]] = {}
+        #: v8-M registers unicorn does not bank (:data:`REGSEL_V8M_KEPT`), for read-back.
+        self._kept: Dict[int, int] = {}
         self._flash_ranges: List[Tuple[int, int, Callable[[int, int, int], None]]] = []
         self._hooks: List[object] = [self.uc.hook_add(UC_HOOK_INTR, self._on_intr),
                                      self.uc.hook_add(UC_HOOK_MEM_WRITE_PROT, self._on_write_prot)]
@@ -205,6 +223,39 @@ class Cpu:
             except BaseException as exc:
                 self._interrupted(exc)
         self._hooks.append(self.uc.hook_add(UC_HOOK_CODE, on_code, begin=begin, end=end))
+
+    def add_coprocessor(self, number: int, handler: Callable[[int, int], bool]) -> None:
+        """Have ``handler(first, second)`` execute the instructions for coprocessor ``number``
+        (0-7): it gets the instruction's two half-words (MCR/MRC/MCRR/MRRC/CDP and their "2"
+        forms, T1/T2 encodings, Armv8-M ARM C2.4: the coprocessor number in bits [11:8] of the
+        second) and returns True when it executed it (the core goes on after it), False to
+        leave the NOCP UsageFault (the model stops with a fault). It may use :meth:`read_reg`,
+        :meth:`write_reg` and :meth:`set_flags`; an exception from it stops the core with a
+        fault."""
+        self._coprocessors[number] = handler
+
+    def set_flags(self, nzcv: int) -> None:
+        """Set APSR.NZCV to the 4-bit ``nzcv`` (an MRC to APSR_nzcv, Rt = 15)."""
+        xpsr = self.uc.reg_read(A.UC_ARM_REG_XPSR)
+        self.uc.reg_write(A.UC_ARM_REG_XPSR, (xpsr & 0x0FFFFFFF) | ((nzcv & 0xF) << 28))
+
+    def _coprocessor(self, uc: Uc) -> bool:
+        pc = self.pc
+        try:
+            first, second = struct.unpack("<HH", bytes(uc.mem_read(pc, 4)))
+        except UcError:
+            return False
+        handler = self._coprocessors.get((second >> 8) & 0xF)
+        if handler is None or (first & 0xEC00) != 0xEC00:
+            return False
+        try:
+            if not handler(first, second):
+                return False
+        except Exception as err:                    # the model's fault, not the simulator's
+            self.fault = "coprocessor %d at 0x%08x: %s" % ((second >> 8) & 0xF, pc, err)
+            return False
+        uc.reg_write(A.UC_ARM_REG_PC, (pc + 4) | 1)
+        return True
 
     def add_read_watch(self, begin: int, end: int, call: Callable[[int, int], None]) -> None:
         """Call ``call(address, size)`` for every data load the core makes from ``[begin, end]``
@@ -283,6 +334,12 @@ class Cpu:
                     | (uc.reg_read(A.UC_ARM_REG_PRIMASK) & 0xFF))
         if self.has_fpu and regsel in _FP_REGSEL:
             return uc.reg_read(_FP_REGSEL[regsel]) & 0xFFFFFFFF
+        if self.v8m:
+            if regsel in REGSEL_V8M_SECURE:
+                return uc.reg_read(REGSEL_V8M_SECURE[regsel]) & 0xFFFFFFFF
+            if regsel == REGSEL_CFBP_S:
+                return self.read_reg(REGSEL_CFBP)
+            return self._kept.get(regsel, 0)
         return 0
 
     def write_reg(self, regsel: int, value: int) -> None:
@@ -300,6 +357,12 @@ class Cpu:
             uc.reg_write(A.UC_ARM_REG_CONTROL, (value >> 24) & 0x7)
         elif self.has_fpu and regsel in _FP_REGSEL:
             uc.reg_write(_FP_REGSEL[regsel], value)
+        elif self.v8m and regsel in REGSEL_V8M_SECURE:
+            uc.reg_write(REGSEL_V8M_SECURE[regsel], value)
+        elif self.v8m and regsel == REGSEL_CFBP_S:
+            self.write_reg(REGSEL_CFBP, value)
+        elif self.v8m and regsel in REGSEL_V8M_KEPT:
+            self._kept[regsel] = value
 
     @property
     def pc(self) -> int:
@@ -353,11 +416,15 @@ class Cpu:
 
     # -- execution ---------------------------------------------------------------------------
     def _on_intr(self, uc: Uc, intno: int, _ud: object) -> None:
+        if intno == EXCP_NOCP and self._coprocessors:
+            self.fault = ""
+            if self._coprocessor(uc):
+                return                              # executed: go on after it
         if intno == EXCP_BKPT:
             self._stop = StopReason.BKPT
         else:
             self._stop = StopReason.FAULT
-            self.fault = "exception %d at 0x%08x" % (intno, self.pc)
+            self.fault = self.fault or "exception %d at 0x%08x" % (intno, self.pc)
         uc.emu_stop()
 
     def _raise_fault(self, text: str) -> None:

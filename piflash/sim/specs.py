@@ -51,7 +51,8 @@ class TargetSpec:
 
     :param name: pyOCD target type name (``pyocd list --targets``), also the board-name prefix
         used for auto-creation.
-    :param family: Peripheral family builder key: ``"nrf"``, ``"stm32f1"`` or ``"rp2040"``.
+    :param family: Peripheral family builder key: ``"nrf"``, ``"stm32f1"``, ``"rp2040"`` or
+        ``"rp2350"``.
     :param display_name: Marketing name used in the probe product name.
     :param core: Key into :data:`piflash.sim.debug.scs.CORES`.
     :param nvm: Non-volatile arrays; ``nvm[0]`` is the main flash.
@@ -170,10 +171,25 @@ TARGETS: Dict[str, TargetSpec] = {
         uid_address=None, uid_length=8,
         dpidr=0x0BC12477, ap_idr=0x04770031, ap_wrap=0x400,
     ),
+    # The Raspberry Pi Pico 2: RP2350 (Arm, Secure) with a 4 MiB W25Q32RV (Pico 2 datasheet
+    # chapter 1). Memory: SRAM 520 KiB at 0x20000000 (RP2350 datasheet 2.2.3: SRAM0-7 striped,
+    # SRAM8-9 at 0x20080000), XIP flash at 0x10000000 in 4 KiB sectors. pyOCD's builtin
+    # ``rp2350`` uses the RP2040's map (pyocd/target/family/target_rp2.py RP2Base; the fix is
+    # pyOCD PR #1916): its 264 KiB of SRAM lie within the real 520, so its algorithm runs.
+    # DPIDR 0x4C013477: SW-DP version 3 (ADIv6), MINDP (datasheet 3.5; pyOCD issue #1760's log).
+    # AP IDR 0x14770005: an AHB5-AP, which pyOCD maps to AHB_AP with 1 KiB wrap
+    # (pyocd/coresight/ap.py AP_TYPE_MAP). The unique ID is the chip's, in OTP (CHIPID0-3).
+    "rp2350": TargetSpec(
+        name="rp2350", family="rp2350", display_name="RP2350 (Pico 2)", core="cortex-m33",
+        nvm=(NvmSpec("flash", 0x10000000, 0x400000, 0x1000),),
+        ram_start=0x20000000, ram_size=0x82000, flash_alias=None,
+        uid_address=0x40130000, uid_length=8,
+        dpidr=0x4C013477, ap_idr=0x14770005, ap_wrap=0x400,
+    ),
 }
 
 #: Target type names a simulated board can have.
-SIM_TARGETS: Tuple[str, ...] = ("nrf51", "nrf52840", "stm32f103rc", "rp2040")
+SIM_TARGETS: Tuple[str, ...] = ("nrf51", "nrf52840", "stm32f103rc", "rp2040", "rp2350")
 
 
 def get_target(name: str) -> TargetSpec:

@@ -224,6 +224,10 @@ class SwDp:
         self.select = 0
         self.rdbuff = 0
 
+    def current_ap(self) -> Optional[AccessPortModel]:
+        """The AP that SELECT names (APSEL, SELECT[31:24]), or None."""
+        return self.aps.get(self.select >> 24)
+
     def line_reset(self) -> None:
         """Probe (re)connect: power requests drop, sticky flags clear (as after a power-on)."""
         self.ctrl_stat = 0

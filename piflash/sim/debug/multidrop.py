@@ -86,12 +86,17 @@ class MultidropWire:
     :meth:`swd_sequence`, fed with the bits the probe drives.
 
     :param dps: The DPs on the wire.
+    :param sole_answers: With one DP on the wire: after a line reset it answers the first
+        packet that is not a TARGETSEL write (it is selected), as an RP2350's does for pyOCD,
+        whose ``rp2350`` target reads DPIDR right after the wake-up and line reset without
+        TARGETSEL (``pyocd/target/family/target_rp2.py``, RP2350 datasheet 3.5.1).
 
     DP/AP accesses raise pyOCD's ``TransferError`` (no ACK) unless one DP is selected.
     """
 
-    def __init__(self, dps: Sequence[MultidropDp]) -> None:
+    def __init__(self, dps: Sequence[MultidropDp], sole_answers: bool = False) -> None:
         self.dps: List[MultidropDp] = list(dps)
+        self.sole_answers = sole_answers and len(self.dps) == 1
         self.state = DORMANT            # a multi-drop SW-DP cold-resets into the dormant state
         self.selected: Optional[MultidropDp] = None
         self._ones = 0                  # consecutive cycles with SWDIO high
@@ -111,10 +116,16 @@ class MultidropWire:
         """The selected DP's SELECT register (0 when none is selected)."""
         return self.selected.select if self.selected is not None else 0
 
+    def current_ap(self) -> Optional[AccessPortModel]:
+        """The selected DP's current AP (None when no DP is selected)."""
+        return self.selected.current_ap() if self.selected is not None else None
+
     def line_reset(self) -> None:
         """Probe connect (DAP_Connect): drives no sequence, so nothing on the wire changes."""
 
     def _dp(self) -> MultidropDp:
+        if self.state == RESET and self.sole_answers:
+            self.state, self.selected = SELECTED, self.dps[0]
         if self.state != SELECTED or self.selected is None:
             raise TransferError("no ACK: no DP selected on the multi-drop SWD bus (%s)" % self.state)
         return self.selected

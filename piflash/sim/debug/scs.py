@@ -40,6 +40,12 @@ DHCSR = 0xDF0
 DCRSR = 0xDF4
 DCRDR = 0xDF8
 DEMCR = 0xDFC
+#: Debug Security Control and Status (Armv8-M ARM DDI 0553 D1.2.56): CDS [16] the core's
+#: security state for debug, CDSKEY [17] must be written 0 for a CDS write to take, SBRSEL [1]
+#: and SBRSELEN [0].
+DSCSR = 0xE08
+DSCSR_CDS, DSCSR_CDSKEY = 1 << 16, 1 << 17
+CPACR = 0xD88
 FPCCR = 0xF34
 
 DBGKEY = 0xA05F
@@ -77,7 +83,8 @@ POLL_BUDGET = (2_000_000, 0.01)
 class CoreInfo:
     """Identity of a core type.
 
-    :param arch: ``"v6m"`` or ``"v7m"``.
+    :param arch: ``"v6m"``, ``"v7m"`` or ``"v8m"`` (Mainline with the Security Extension: its
+        SCS, DWT and FPB are class 0x9 CoreSight components identified by DEVARCH).
     :param cpuid: CPUID value (implementer 0x41, variant, architecture 0xC/0xF, part, revision).
     :param has_fpu: FPv4-SP present.
     :param scs_part: / dwt_part / fpb_part / rom_part: CoreSight part numbers (pyOCD
@@ -133,7 +140,25 @@ CORES: Dict[str, CoreInfo] = {
                                     0xD90: 0x00000800, 0xF40: 0x10110021, 0xF44: 0x11000011,
                                     0xF48: 0},
                            reset_regs={CCR: 0x00000200, FPCCR: 0xC0000000}),
+    # Cortex-M33 r1p0 as the RP2350 has it: CPUID 0x411FD210 (RP2350 datasheet 3.7.5, the
+    # CPUID register); FPv5-SP, DSP, the Security Extension, 8 MPU regions, 52 interrupts
+    # (datasheet 3.7.2). The feature registers pyOCD decodes (``cortex_m_v8m.py``): ID_PFR1
+    # 0x210 (Security [7:4] = 1), ID_ISAR0 CmpBranch < 3 (v8.0-M), ID_ISAR3 SIMD 3 (DSP),
+    # MPU_TYPE 8 regions, MVFR0/1/2 0x10110021 / 0x11000011 / 0x40 (single-precision FPv5);
+    # CLIDR 0 (no cache). CoreSight: SCS, DWT and FPB part 0xD21 (DEVARCH 0x47702A04,
+    # 0x47701A02, 0x47701A03), ROM table part 0x4C9 (Cortex-M33 TRM 100230, appendix A).
+    "cortex-m33": CoreInfo("cortex-m33", "v8m", 0x411FD210, True, 0xD21, 0xD21, 0xD21, 0x4C9,
+                           fpb_code=8, fpb_lit=0, dwt_comparators=4,
+                           id_regs={ICTR: 1, 0xD40: 0x00000030, 0xD44: 0x00000210, 0xD48: 0x00200000,
+                                    0xD4C: 0, 0xD60: 0x01101110, 0xD6C: 0x01111131, 0xD78: 0,
+                                    0xD90: 0x00000800, 0xF40: 0x10110021, 0xF44: 0x11000011,
+                                    0xF48: 0x00000040},
+                           reset_regs={CCR: 0x00000201, FPCCR: 0xC0000000}),
 }
+
+#: DEVARCH of the Armv8-M debug components (CoreSight class 0x9; Armv8-M ARM D1.2: SCS
+#: ARCHID 0x2A04, DWT 0x1A02, FPB 0x1A03; architect Arm, PRESENT).
+V8M_DEVARCH = {"scs": 0x47702A04, "dwt": 0x47701A02, "fpb": 0x47701A03}
 
 
 class Scs(RegisterDevice):
@@ -153,7 +178,12 @@ class Scs(RegisterDevice):
         self._read_word = read_word
         self._system_reset = system_reset
         self._before_run = before_run
-        self._ids = id_registers(core.scs_part, 0, CLASS_GENERIC_IP)
+        if core.arch == "v8m":
+            self._ids = id_registers(core.scs_part, 0, 0x9, devarch=V8M_DEVARCH["scs"])
+        else:
+            self._ids = id_registers(core.scs_part, 0, CLASS_GENERIC_IP)
+        #: DSCSR: the core runs Secure from reset (an RP2350 boots Secure).
+        self.dscsr = DSCSR_CDS
         self._regs: Dict[int, int] = {}
         # Debug-domain state (not reset by a system reset).
         self.debugen = False
@@ -298,14 +328,21 @@ class Scs(RegisterDevice):
                 self._run(self.resume_budget)
 
     # -- register block ------------------------------------------------------------------------
+    @property
+    def cpacr(self) -> int:
+        """CPACR (0xE000ED88): which coprocessors the core may use (2 bits per coprocessor)."""
+        return self._regs.get(CPACR, 0)
+
     def peek32(self, offset: int) -> int:
         if offset == DHCSR:
             return 0
         return self.read32(offset)
 
     def read32(self, offset: int) -> int:
-        if offset >= 0xFD0:
+        if offset >= 0xFD0 or (offset >= 0xFBC and self.core.arch == "v8m"):
             return self._ids.get(offset, 0)
+        if offset == DSCSR and self.core.arch == "v8m":
+            return self.dscsr
         if offset == DHCSR:
             return self.read_dhcsr()
         if offset == DCRDR:
@@ -341,12 +378,16 @@ class Scs(RegisterDevice):
         elif offset == DCRDR:
             self.dcrdr = value
         elif offset == DEMCR:
-            self.demcr = value & (0x010F07F1 if self.core.arch == "v7m" else 0x01000401)
+            self.demcr = value & (0x01000401 if self.core.arch == "v6m" else 0x010F07F1)
+        elif offset == DSCSR and self.core.arch == "v8m":
+            if not value & DSCSR_CDSKEY:
+                self.dscsr = (self.dscsr & ~DSCSR_CDS) | (value & DSCSR_CDS)
+            self.dscsr = (self.dscsr & ~0x3) | (value & 0x3)
         elif offset == DFSR:
             self.dfsr &= ~value
         elif offset == AIRCR:
             if value >> 16 == AIRCR_VECTKEY:
-                if self.core.arch == "v7m":
+                if self.core.arch != "v6m":
                     self._regs[AIRCR] = value & 0x700
                 if value & AIRCR_SYSRESETREQ:
                     self._system_reset()

@@ -457,7 +457,7 @@ class DapFirmware:
     def _mem_ap_target(board) -> Tuple[Optional[object], Optional[int]]:
         if board is None:
             return None, None
-        ap = board.dp.aps.get(board.dp.select >> 24)
+        ap = board.dp.current_ap()
         tar = getattr(ap, "tar", None)
         return (ap, tar) if tar is not None else (None, None)
 

@@ -341,6 +341,21 @@ TARGET_TIMING: Dict[str, TargetTiming] = {
         notes={"program_s": "t_PP per 256-byte page; the SPI transfer is charged apart (spi_cycles)",
                "core_hz": "the ring oscillator's nominal frequency; real parts range widely"},
         block_erase_s={"erase_block32": (120e-3, 1.6), "erase_block64": (150e-3, 2.0)}),
+    # RP2350 (Pico 2): clk_sys from the ring oscillator at its nominal 11 MHz after a reset, which
+    # the boot ROM does not change on the flash boot path of an A2 part (RP2350 datasheet 8.3.1;
+    # pico-bootrom-rp2350 varm_nsboot.c), so pyOCD's algorithm runs at it; the ROM's flash
+    # functions drive the QMI at BOOTROM_SPI_CLKDIV_DEFAULT 12 (native_generic_flash.h), charged
+    # as spi_cycles. The Pico 2's W25Q32RV: its AC table was not found; the W25Q16JV's typical
+    # and maximum times (the same JV/RV family's figures) stand in.
+    "rp2350": TargetTiming(
+        core_hz=11e6, program_s=0.4e-3, program_unit=256, erase_page_s=45e-3, erase_all_s=10.0,
+        program_max_s=3e-3, erase_page_max_s=400e-3, erase_all_max_s=50.0,
+        source="Winbond W25Q16JV datasheet 9.6 AC Electrical Characteristics (typical), standing in "
+               "for the Pico 2's W25Q32RV",
+        notes={"program_s": "t_PP per 256-byte page; the SPI transfer is charged apart (spi_cycles)",
+               "core_hz": "the ring oscillator's nominal 11 MHz at boot; real parts range widely",
+               "erase_all_s": "W25Q32JV t_CE 10 s typical, 50 s maximum (secondary sources)"},
+        block_erase_s={"erase_block32": (120e-3, 1.6), "erase_block64": (150e-3, 2.0)}),
 }
 
 

@@ -1,0 +1,403 @@
+"""Raspberry Pi RP2350 (Arm, Secure) specifics: the ADIv6 debug port, the boot ROM, XIP flash
+behind the QMI, the RCP, ACCESSCTRL, OTP's chip ID.
+
+Sources: RP2350 datasheet (build 2025-07) section 2.2 (address map), 3.5 (debug: one SW-DP
+version 3, DPIDR 0x4C013477, dormant at power-up; the debug address space with the root ROM
+table at 0, core 0's AHB-AP at 0x2000, core 1's at 0x4000), 3.6.3 (RCP, coprocessor 7), 3.7
+(Cortex-M33 configuration), 4.4 (QMI: direct mode), 5.4 (boot ROM), 10.6 (ACCESSCTRL), 12.15
+(SYSINFO), 13 (OTP: CHIPID0-3 in rows 0-3); pico-sdk ``src/rp2350/hardware_regs`` for register
+offsets (``qmi.h``, ``accessctrl.h``, ``otp_data.h``, ``addressmap.h``); pyOCD's use:
+``pyocd/target/family/target_rp2.py`` (``RP2350``: Secure state through DSCSR, ACCESSCTRL
+CFGRESET).
+
+Modelled: core 0 (Cortex-M33, Secure) behind a CS-600 AHB5-AP at 0x2000 of the debug address
+space; core 1 is not emulated and its AP is listed as not present; 520 KiB SRAM; the boot ROM
+(:mod:`piflash.sim.chips.rp2350_bootrom`); the Pico 2's 4 MiB flash (Winbond W25Q32RV, JEDEC ID
+EF 40 16 as the W25Q32JV's, Raspberry Pi Pico 2 datasheet chapter 1) behind the QMI: its
+memory window at 0x10000000 (repeated through the 16 MiB chip-select 0 window, its
+no-cache alias 0x14000000 and no-translate alias 0x1C000000) serves flash data by serial 03h
+reads from reset on, except while direct mode is on; its direct mode (DIRECT_CSR/TX/RX) talks to the flash serially; the RCP's salt and canary
+status (coprocessor 7, the instructions pyOCD's flash algorithm and pico-sdk's crt0 use);
+ACCESSCTRL's password, LOCK and CFGRESET; SYSINFO CHIP_ID; OTP's ECC-read rows CHIPID0-3, which
+carry the board's ``target_uid`` as pico-sdk's ``pico_get_unique_board_id`` reads it (RP2350:
+the OTP chip ID, not the flash's; ``pico_unique_id/unique_id.c``). Not modelled: clocks and
+PLLs (they read 0), the XIP cache contents, ATRANS, SAU/IDAU (everything is Secure), the
+Non-secure state, RISC-V, the RP-AP, the rest of OTP (reads 0, as unprogrammed rows do).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import deque
+from types import SimpleNamespace
+from typing import Dict
+
+from piflash.sim.chips.base import ChipBoard
+from piflash.sim.chips.rp2040 import QspiPins
+from piflash.sim.chips.rp2350_bootrom import ROM_SIZE, Rp2350BootRom
+from piflash.sim.chips.rp2_common import IgnoreStores, RomRegion, ValueRegisters, XipRegion, XipTiming
+from piflash.sim.debug.adiv6 import ApV2, RootRomTable, SwDpV3
+from piflash.sim.debug.dap import AccessPortModel
+from piflash.sim.debug.multidrop import MultidropWire
+from piflash.sim.memory.bus import BusError, DeviceRegion, RegisterDevice
+from piflash.sim.memory.spiflash import SpiNorFlash
+
+__all__ = ["attach", "Qmi", "Rcp", "AccessCtrl", "TARGETID", "CHIP_ID", "QMI_BASE", "ACCESSCTRL_BASE",
+           "OTP_DATA_BASE", "SYSINFO_BASE", "CORE0_AP", "otp_chip_id_rows"]
+
+#: TARGETID: TPARTNO 0x0004, TDESIGNER 0x493 (Raspberry Pi), bit 0 (OpenOCD tcl/target/rp2350.cfg
+#: ``-dp-id 0x00040927``; the TREVISION nibble is not published and is 0 here).
+TARGETID = 0x00040927
+#: SYSINFO CHIP_ID of an RP2350 A2: REVISION 2 [31:28], PART 0x0004 [27:12], MANUFACTURER 0x493
+#: [11:1], bit 0 (RP2350 datasheet 12.15.1; the stepping matches the ROM version 2 at 0x13).
+CHIP_ID = 0x20004927
+SYSINFO_BASE = 0x40000000
+ACCESSCTRL_BASE = 0x40060000
+QMI_BASE = 0x400D0000
+OTP_DATA_BASE = 0x40130000
+SIO_BASE = 0xD0000000
+#: The XIP windows the model maps for the debugger: chip select 0's 16 MiB at 0x10000000, the
+#: no-cache no-allocate alias 0x14000000 and the no-translate alias 0x1C000000 (section 4.4.1);
+#: the maintenance window 0x18000000 takes cache maintenance writes (flash_flush_cache's).
+XIP_WINDOWS, XIP_WINDOW_SIZE = (0x10000000, 0x14000000, 0x1C000000), 0x1000000
+XIP_MAINTENANCE = 0x18000000
+#: Debug address space: the root ROM table and core 0's AHB-AP (section 3.5.2, table 13).
+ROOT_TABLE, CORE0_AP, CORE1_AP = 0x0, 0x2000, 0x4000
+#: Raspberry Pi's JEP106 code (continuation 9, identity 0x13) and the root table's part number,
+#: as pyOCD logs them for a real RP2350 (pyOCD issue #1760).
+RPI_JEP106, ROOT_TABLE_PART = 0x913, 0x004
+#: W25Q32JV / W25Q32RV JEDEC ID (Linux drivers/mtd/spi-nor/winbond.c: both answer EF 40 16).
+W25Q32_JEDEC = bytes((0xEF, 0x40, 0x16))
+
+# QMI registers (pico-sdk hardware/regs/qmi.h).
+DIRECT_CSR, DIRECT_TX, DIRECT_RX, M0_TIMING = 0x00, 0x04, 0x08, 0x0C
+CSR_EN, CSR_BUSY, CSR_ASSERT_CS0N, CSR_AUTO_CS0N = 1 << 0, 1 << 1, 1 << 2, 1 << 6
+CSR_TXEMPTY, CSR_RXEMPTY = 1 << 11, 1 << 16
+TX_IWIDTH_SHIFT, TX_DWIDTH, TX_NOPUSH = 16, 1 << 18, 1 << 20
+#: QMI reset values: DIRECT_CSR CLKDIV 6 [29:22]; M0_TIMING CLKDIV 4 [7:0]; M0_RFMT, M0_RCMD
+#: (serial 03h reads).
+QMI_RESET = {DIRECT_CSR: 0x01800000, M0_TIMING: 0x40000004, 0x10: 0x00001000, 0x14: 0x0000A003}
+
+# ACCESSCTRL (hardware/regs/accessctrl.h): LOCK (reset 0x4: DMA locked), FORCE_CORE_NS,
+# CFGRESET; a write needs the password 0xACCE in [31:16] (a wrong one is a bus fault).
+LOCK, FORCE_CORE_NS, CFGRESET = 0x00, 0x04, 0x08
+ACCESSCTRL_PASSWORD = 0xACCE
+LOCK_RESET = 0x4
+
+
+class Qmi(RegisterDevice):
+    """The QSPI memory interface as the model needs it: the memory window's state and the
+    direct mode.
+
+    Direct mode (section 4.4.4): with DIRECT_CSR.EN set, each DIRECT_TX write shifts 8 bits (16
+    with DWIDTH) out on the flash's pins and, unless NOPUSH, queues what came back for
+    DIRECT_RX. ASSERT_CS0N holds chip select 0 low; with AUTO_CS0N the bytes queued since the
+    last status or RX read form one frame. Frames in dual or quad width (IWIDTH) are not sent to
+    the flash (their answers read 0).
+
+    :param pins: The flash's pins (:class:`~piflash.sim.chips.rp2040.QspiPins`).
+    """
+
+    def __init__(self, pins: QspiPins) -> None:
+        self.pins = pins
+        self.regs: Dict[int, int] = {}
+        self.rx: deque = deque()
+        self.tx: list = []
+        self.shifted = 0
+        self.reset()
+
+    def reset(self) -> None:
+        """Reset values: direct mode off; the window reads by serial 03h (M0_RCMD/RFMT), which
+        a flash fresh out of reset answers, so XIP reads work before any set-up."""
+        self.regs = dict(QMI_RESET)
+        self.rx.clear()
+        self.tx = []
+        if self.pins.flash.selected:
+            self.pins.flash.deselect()
+
+    # -- what the XIP model asks ---------------------------------------------------------------
+    def xip_ready(self) -> bool:
+        """Whether window reads return flash data: not while direct mode is on (the ROM's
+        program and erase functions, or software talking to the flash; datasheet 5.4.8.10)."""
+        return not self.regs[DIRECT_CSR] & CSR_EN
+
+    def miss_cycles(self) -> int:
+        """clk_sys cycles of one 8-byte line fill in serial 03h reads: 8 instruction, 24
+        address and 64 data bits, one SCK per M0_TIMING.CLKDIV cycles."""
+        return 96 * max(1, self.regs[M0_TIMING] & 0xFF)
+
+    def set_read_mode(self, clkdiv: int) -> None:
+        """What the ROM's ``flash_select_xip_read_mode`` leaves (pico-bootrom-rp2350
+        ``varm_generic_flash.c``): DIRECT_CSR = CLKDIV only (direct mode off, no chip select
+        asserted), M0_TIMING.CLKDIV = ``clkdiv``."""
+        self.regs[DIRECT_CSR] = (clkdiv & 0xFF) << 22
+        self.regs[M0_TIMING] = (self.regs[M0_TIMING] & ~0xFF) | (clkdiv & 0xFF)
+
+    # -- direct mode ---------------------------------------------------------------------------
+    def _flush(self) -> None:
+        if not self.tx:
+            return
+        frame, self.tx = self.tx, []
+        flash = self.pins.flash
+        held = bool(self.regs[DIRECT_CSR] & CSR_ASSERT_CS0N)
+        if not held:
+            flash.select()
+        for value, nbytes, serial, push in frame:
+            got = 0
+            for i in range(nbytes):
+                byte = flash.exchange((value >> (8 * (nbytes - 1 - i))) & 0xFF) if serial else 0
+                got = (got << 8) | byte
+                self.shifted += 1
+            if push:
+                self.rx.append(got)
+        if not held:
+            flash.deselect()
+
+    def read32(self, offset: int) -> int:
+        if offset == DIRECT_CSR:
+            if not self.regs[DIRECT_CSR] & CSR_ASSERT_CS0N:
+                self._flush()
+            csr = self.regs[DIRECT_CSR] & ~(CSR_BUSY | CSR_RXEMPTY | (7 << 18))
+            csr |= CSR_TXEMPTY | (CSR_RXEMPTY if not self.rx else 0) | (min(len(self.rx), 7) << 18)
+            return csr
+        if offset == DIRECT_RX:
+            self._flush()
+            return self.rx.popleft() if self.rx else 0
+        return self.regs.get(offset, 0)
+
+    def write32(self, offset: int, value: int) -> None:
+        value &= 0xFFFFFFFF
+        if offset == DIRECT_TX:
+            if self.regs[DIRECT_CSR] & CSR_EN:
+                serial = (value >> TX_IWIDTH_SHIFT) & 3 == 0
+                nbytes = 2 if value & TX_DWIDTH else 1
+                self.tx.append((value & 0xFFFF, nbytes, serial, not value & TX_NOPUSH))
+                if self.regs[DIRECT_CSR] & CSR_ASSERT_CS0N:
+                    self._flush()
+            return
+        if offset == DIRECT_CSR:
+            self._flush()
+            before = self.regs[DIRECT_CSR]
+            self.regs[DIRECT_CSR] = value & ~(CSR_BUSY | CSR_TXEMPTY | CSR_RXEMPTY)
+            flash = self.pins.flash
+            if value & CSR_ASSERT_CS0N and not before & CSR_ASSERT_CS0N:
+                flash.select()
+            elif before & CSR_ASSERT_CS0N and not value & CSR_ASSERT_CS0N:
+                flash.deselect()
+            if not value & CSR_EN:
+                self.rx.clear()
+            return
+        if offset in (DIRECT_RX,):
+            return
+        self.regs[offset] = value
+
+
+class Rcp:
+    """The redundancy coprocessor (coprocessor 7, section 3.6.3) as far as setting up its salt:
+    ``mrc p7, #1, Rt, c0, c0, #0`` reads the canary status (0xA500A500 when this core's salt
+    is valid, 0x00C300C3 before; to APSR_nzcv, N and C set when valid), ``mcrr p7, #8, Rt,
+    Rt2, c0`` / ``c1`` write core 0's / core 1's salt. A second salt write, or any other RCP
+    instruction before the salt is set, is an RCP fault (the real part raises NMI and stalls the
+    coprocessor: the model's core stops with a fault); other RCP instructions (canary and value
+    checks) are not modelled and stop the core too. Coprocessor 7 must be enabled in CPACR
+    (CP7 bits [15:14]), else the instruction is a NOCP UsageFault.
+
+    :param cpacr: returns the current CPACR value.
+    """
+
+    TRUE, FALSE = 0xA500A500, 0x00C300C3
+
+    def __init__(self, cpacr) -> None:
+        self._cpacr = cpacr
+        self.salt = [None, None]            # per core: the 64-bit salt, or None
+
+    def reset(self) -> None:
+        """A system reset clears the salts."""
+        self.salt = [None, None]
+
+    def execute(self, first: int, second: int, cpu) -> bool:
+        """Execute an RCP instruction (``Cpu.add_coprocessor`` handler).
+
+        :raises RuntimeError: an RCP fault (the core stops with it).
+        """
+        if not (self._cpacr() >> 14) & 3:
+            return False                    # CP7 disabled: NOCP UsageFault
+        if first & 0xEFF0 == 0xEC40:        # MCRR: opc1 [7:4], CRm [3:0] of the second half-word
+            opc1, crm = (second >> 4) & 0xF, second & 0xF
+            if opc1 == 8 and crm in (0, 1):
+                if self.salt[crm] is not None:
+                    raise RuntimeError("RCP fault: the salt of core %d was written twice" % crm)
+                low, high = cpu.read_reg((second >> 12) & 0xF), cpu.read_reg(first & 0xF)
+                self.salt[crm] = (high << 32) | low
+                return True
+        elif first & 0xEF10 == 0xEE10:      # MRC: opc1 [7:5], CRn [3:0]; Rt, opc2, CRm
+            opc1, crn = (first >> 5) & 7, first & 0xF
+            rt, opc2, crm = (second >> 12) & 0xF, (second >> 5) & 7, second & 0xF
+            if (opc1, crn, opc2, crm) == (1, 0, 0, 0):
+                valid = self.salt[0] is not None
+                if rt == 15:
+                    cpu.set_flags(0b1010 if valid else 0)
+                else:
+                    cpu.write_reg(rt, self.TRUE if valid else self.FALSE)
+                return True
+        if self.salt[0] is None:
+            raise RuntimeError("RCP fault: an RCP instruction before the salt was set")
+        raise RuntimeError("RCP instruction %04x %04x not modelled" % (first, second))
+
+
+class AccessCtrl(RegisterDevice):
+    """ACCESSCTRL (section 10.6): every write needs the password 0xACCE in [31:16] (a wrong one
+    is a bus fault); LOCK bits once set stay set until a reset; CFGRESET bit 0 resets the other
+    registers to their defaults (counted in ``cfgresets``)."""
+
+    def __init__(self) -> None:
+        self.regs: Dict[int, int] = {}
+        self.cfgresets = 0
+        self.reset()
+
+    def reset(self) -> None:
+        """Reset values (LOCK 0x4: the DMA's lock bit)."""
+        self.regs = {LOCK: LOCK_RESET}
+
+    def read32(self, offset: int) -> int:
+        return self.regs.get(offset, 0)
+
+    def peek32(self, offset: int) -> int:
+        return self.read32(offset)
+
+    def write32(self, offset: int, value: int) -> None:
+        if value >> 16 != ACCESSCTRL_PASSWORD:
+            raise BusError(ACCESSCTRL_BASE + offset, "ACCESSCTRL write without its password")
+        value &= 0xFFFF
+        if offset == LOCK:
+            self.regs[LOCK] |= value & 0xF
+        elif offset == CFGRESET:
+            if value & 1:
+                self.cfgresets += 1
+                self.regs = {k: v for k, v in self.regs.items() if k in (LOCK, FORCE_CORE_NS)}
+        else:
+            self.regs[offset] = value
+
+
+def otp_chip_id_rows(uid: bytes) -> Dict[int, int]:
+    """OTP rows CHIPID0-3 (rows 0-3, 16 bits each) for the 8-byte chip ID ``uid``, so that
+    pico-sdk's ``pico_get_unique_board_id`` returns ``uid``: its bytes are CHIPID3..CHIPID0, most
+    significant byte first (pico-sdk ``pico_unique_id/unique_id.c``, RP2350 branch)."""
+    value = int.from_bytes(uid, "big")
+    return {row: (value >> (16 * row)) & 0xFFFF for row in range(4)}
+
+
+class _Otp(RegisterDevice):
+    """OTP's ECC read alias (OTP_DATA_BASE): one 16-bit row per half-word (a word read gives two
+    rows, the lower in [15:0]); only the chip ID rows are programmed."""
+
+    def __init__(self, rows: Dict[int, int]) -> None:
+        self.rows = rows
+
+    def read32(self, offset: int) -> int:
+        row = offset // 2
+        return self.rows.get(row, 0) | (self.rows.get(row + 1, 0) << 16)
+
+
+class _Maintenance(RegisterDevice):
+    """The XIP maintenance window: writes there are cache maintenance (the model flushes its
+    last-line cache); reads return 0."""
+
+    def __init__(self, timing: XipTiming) -> None:
+        self.timing = timing
+
+    def write32(self, offset: int, value: int) -> None:
+        self.timing.flush()
+
+
+class _Port:
+    """The chip as the boot ROM's native functions see it."""
+
+    def __init__(self, board: ChipBoard, pins: QspiPins, qmi: Qmi, rcp: Rcp) -> None:
+        self.board, self.pins, self.qmi, self.rcp = board, pins, qmi, rcp
+
+    def reg(self, n: int) -> int:
+        return self.board.cpu.read_reg(n)
+
+    def set_reg(self, n: int, value: int) -> None:
+        self.board.cpu.write_reg(n, value)
+
+    def read(self, addr: int, length: int) -> bytes:
+        return self.board.bus.read_block(addr, length)
+
+    def write(self, addr: int, data: bytes) -> None:
+        self.board.bus.write_block(addr, data)
+
+    def flash_command(self, out: bytes, read: int = 0) -> bytes:
+        got = self.pins.command(out, read)
+        observer = self.pins.flash.nvm.observer
+        if observer is not None:
+            # 8 SCK a byte at the direct mode's divider (DIRECT_CSR.CLKDIV, clk_sys cycles).
+            div = max(1, (self.qmi.regs[DIRECT_CSR] >> 22) & 0xFF)
+            observer("spi_cycles", (len(out) + read) * 8 * div)
+        return got
+
+    def release_cs(self) -> None:
+        """RP2350's flash_flush_cache releases no chip select (datasheet 5.4.8.8)."""
+
+    def ssi_write(self, offset: int, value: int) -> None:
+        """No SSI on RP2350 (the ROM's read mode goes by :meth:`set_read_mode`)."""
+
+    def set_read_mode(self, clkdiv: int) -> None:
+        self.qmi.set_read_mode(clkdiv)
+
+    def on_boot(self) -> None:
+        # The ROM's boot path sets the RCP salt (pico-bootrom-rp2350 varm_boot_path.c).
+        for core in (0, 1):
+            if self.rcp.salt[core] is None:
+                self.rcp.salt[core] = 0
+
+
+def attach(board: ChipBoard) -> None:
+    """Add the RP2350's ROM, QMI and flash, RCP, ACCESSCTRL, SYSINFO, OTP and ADIv6 debug port."""
+    flash_nvm = board.nvm["flash"]
+    flash_uid = hashlib.sha256(b"flash" + board.target_uid).digest()[:8]   # the flash chip's own ID
+    flash = SpiNorFlash(flash_nvm, flash_uid, W25Q32_JEDEC)
+    pins = QspiPins(flash)
+    qmi = Qmi(pins)
+    rcp = Rcp(lambda: board.bus.read(0xE000ED88, 4))
+    rom = Rp2350BootRom(_Port(board, pins, qmi, rcp))
+    accessctrl = AccessCtrl()
+    #: The chip's other models, for tests and the PICOBOOT device.
+    rom.parts = SimpleNamespace(qmi=qmi, rcp=rcp, accessctrl=accessctrl, flash=flash)
+    board.chip = rom
+
+    board.bus.add(RomRegion(rom.image))
+    board.cpu.map_flash(0, ROM_SIZE, lambda addr, size, value: None)(0, rom.image)
+    board.cpu.add_native_code(rom.stub_range[0], rom.stub_range[1], rom.call)
+    board.cpu.add_coprocessor(7, lambda first, second: rcp.execute(first, second, board.cpu))
+    stores = IgnoreStores()
+    xip = XipTiming(flash_nvm, qmi)
+    rom.on_flush = xip.flush
+    board.set_flash_controller(flash_nvm, stores, bus_region=XipRegion(flash_nvm, stores, xip))
+    board.cpu.add_read_watch(flash_nvm.start, flash_nvm.start + flash_nvm.size - 1, xip.read)
+    for window in XIP_WINDOWS:
+        for start in range(window, window + XIP_WINDOW_SIZE, flash_nvm.size):
+            if start != flash_nvm.start:
+                board.bus.add(XipRegion(flash_nvm, stores, xip, alias_start=start))
+    board.bus.add(DeviceRegion(XIP_MAINTENANCE, XIP_WINDOW_SIZE, _Maintenance(xip), "xip-maintenance"))
+    board.cpu.map_mmio(XIP_MAINTENANCE, XIP_WINDOW_SIZE)
+
+    for hook in (qmi.reset, rcp.reset, accessctrl.reset):
+        board.add_reset_hook(hook)
+    board.bus.add(DeviceRegion(QMI_BASE, 0x1000, qmi, "qmi"))
+    board.bus.add(DeviceRegion(ACCESSCTRL_BASE, 0x1000, accessctrl, "accessctrl"))
+    board.bus.add(DeviceRegion(SYSINFO_BASE, 0x1000, ValueRegisters({0x00: CHIP_ID}), "sysinfo"))
+    board.bus.add(DeviceRegion(OTP_DATA_BASE, 0x2000, _Otp(otp_chip_id_rows(board.target_uid)), "otp-data"))
+    board.bus.add(DeviceRegion(SIO_BASE, 0x1000, ValueRegisters({0x00: 0}), "sio"))   # CPUID: core 0
+    board.cpu.map_mmio(SIO_BASE, 0x1000)
+
+    def debug_port(aps: Dict[int, AccessPortModel]) -> MultidropWire:
+        space = {
+            ROOT_TABLE: RootRomTable([CORE0_AP, CORE1_AP], RPI_JEP106, ROOT_TABLE_PART, absent=[CORE1_AP]),
+            CORE0_AP: ApV2(board.spec.ap_idr, board.bus, 0xE00FF000, board.spec.ap_wrap, guard=board.debug_guard),
+        }
+        dp = SwDpV3(board.spec.dpidr, TARGETID, space, root=ROOT_TABLE)
+        return MultidropWire([dp], sole_answers=True)
+
+    board.set_debug_port(debug_port)
