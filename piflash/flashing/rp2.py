@@ -26,6 +26,15 @@ own page-read analysis reads flash in that state. :func:`enable_xip` puts the SS
 the XIP cache, after piflash initialises the algorithm for reading; the algorithm's next Init for
 an erase or program takes the flash out of XIP again.
 
+On an RP2350 the same algorithm runs (one blob for both chips), but the flash sits behind the
+QMI and every register above is elsewhere (on an RP2350 0x40028000 is IO_BANK0, 0x18000000 the
+XIP maintenance window): :func:`piflash.target.rp2.chip_of` tells the chips apart by the boot
+ROM's header and only the RP2040 gets those writes. The RP2350's ``flash_exit_xip`` leaves XIP
+readable (serial 03h reads at the QMI divider 12, pico-bootrom-rp2350 ``flash_init_spi``;
+datasheet 5.4.8.4), so there is nothing to re-enable; :func:`qmi_divider` sets the divider the
+ROM's program and erase use, and the XIP reads', after :func:`pll_clock` has run clk_sys from
+PLL_SYS at 150 MHz with the RP2350's addresses (:data:`RP2350_CLOCK_REGS`).
+
 A chip erase: pyOCD's RP2 algorithm has no EraseAll (its ``pc_eraseAll``, 0x120000003, lies
 outside the algorithm, so ``Flash.is_erase_all_supported`` is False and pyOCD erases the whole
 16 MiB ``xip`` region by 4,096 sector erases: about 3 minutes at the W25Q16JV's 45 ms each, over
@@ -43,8 +52,13 @@ gives it.
 
 from __future__ import annotations
 
-__all__ = ["faster_spi", "enable_xip", "pll_clock", "spi_divider", "is_rp2", "erase_chip",
-           "plan_block_erases", "erase_blocks", "RP2_ALGORITHM", "FAST_BAUDR", "PLL_BAUDR"]
+from dataclasses import dataclass
+
+from piflash.target.rp2 import QMI_DIRECT_CSR, chip_of
+
+__all__ = ["faster_spi", "enable_xip", "pll_clock", "spi_divider", "qmi_divider", "is_rp2", "erase_chip",
+           "plan_block_erases", "erase_blocks", "RP2_ALGORITHM", "FAST_BAUDR", "PLL_BAUDR", "QMI_CLKDIV",
+           "QMI_PLL_CLKDIV", "ClockRegs", "CLOCK_REGS", "RP2040_CLOCK_REGS", "RP2350_CLOCK_REGS"]
 
 #: :func:`piflash.flashing.multipage.algorithm_digest` of pyOCD 0.46's RP2 algorithm.
 RP2_ALGORITHM = "eb5eaeb7b0c14411"
@@ -57,16 +71,44 @@ PLL_BAUDR = 4
 #: Longest wait for the crystal, the PLL or a clock mux, seconds (XOSC: about 1 ms with pico-sdk's
 #: STARTUP delay; PLL lock: tens of us; RP2040 datasheet 2.16.3, 2.18.2).
 CLOCK_TIMEOUT = 0.1
-# Registers (RP2040 datasheet 2.14-2.18) and the APB atomic set/clear aliases (2.1.2).
+# The APB atomic set/clear aliases (RP2040 datasheet 2.1.2; the same on RP2350, 2.1.3).
 _SET, _CLR = 0x2000, 0x3000
-_RESETS_RESET, _RESETS_RESET_DONE, _RESET_PLL_SYS = 0x4000C000, 0x4000C008, 1 << 12
-_XOSC_CTRL, _XOSC_STATUS, _XOSC_STARTUP = 0x40024000, 0x40024004, 0x4002400C
 _XOSC_ENABLE, _XOSC_RANGE_1_15MHZ = 0xFAB << 12, 0xAA0
-#: STARTUP.DELAY for a 12 MHz crystal: (12 MHz / 1000 + 128) / 256 = 47 (pico-sdk xosc_init: 1 ms).
-_XOSC_STARTUP_DELAY = 47
-_CLK_REF_CTRL, _CLK_REF_SELECTED, _CLK_REF_SRC_XOSC = 0x40008030, 0x40008038, 2
-_CLK_SYS_CTRL, _CLK_SYS_SELECTED = 0x4000803C, 0x40008044
-_PLL_CS, _PLL_PWR, _PLL_FBDIV_INT, _PLL_PRIM = 0x40028000, 0x40028004, 0x40028008, 0x4002800C
+_CLK_REF_SRC_XOSC = 2
+
+
+@dataclass(frozen=True)
+class ClockRegs:
+    """Where a chip's RESETS, XOSC, CLOCKS and PLL_SYS are, and the 150/125 MHz settings: the
+    registers inside the blocks sit at the same offsets on both chips (RESET 0x0, RESET_DONE
+    0x8; XOSC CTRL 0x0, STATUS 0x4, STARTUP 0xC; CLK_REF_CTRL 0x30, CLK_REF_SELECTED 0x38,
+    CLK_SYS_CTRL 0x3C, CLK_SYS_SELECTED 0x44; PLL CS 0x0, PWR 0x4, FBDIV_INT 0x8, PRIM 0xC).
+
+    :ivar pll_sys_bit: PLL_SYS's bit in RESET / RESET_DONE.
+    :ivar xosc_startup: STARTUP.DELAY for the 12 MHz crystal.
+    :ivar prim: PRIM (POSTDIV1 [18:16], POSTDIV2 [14:12]) for the target clock from a 1500 MHz VCO.
+    :ivar hz: that clock, Hz.
+    """
+
+    resets: int
+    xosc: int
+    clocks: int
+    pll_sys: int
+    pll_sys_bit: int
+    xosc_startup: int
+    prim: int
+    hz: float
+
+
+#: RP2040 datasheet 2.14-2.18: PLL_SYS reset bit 12; STARTUP (12 MHz / 1000 + 128) / 256 = 47
+#: (pico-sdk xosc_init, 1 ms); 1500 MHz / 6 / 2 = 125 MHz, pico-sdk's clk_sys.
+RP2040_CLOCK_REGS = ClockRegs(0x4000C000, 0x40024000, 0x40008000, 0x40028000, 12, 47, (6 << 16) | (2 << 12), 125e6)
+#: RP2350 (pico-sdk src/rp2350 hardware_regs addressmap.h, resets.h): PLL_SYS reset bit 14;
+#: STARTUP 47 x 6 = 282 (pico-sdk xosc_init: hardware_xosc/include/hardware/xosc.h multiplies the
+#: 1 ms delay by 6 by default);
+#: 1500 MHz / 5 / 2 = 150 MHz, the RP2350's rated clk_sys (datasheet 8.1; pico-sdk SYS_CLK_HZ).
+RP2350_CLOCK_REGS = ClockRegs(0x40020000, 0x40048000, 0x40010000, 0x40050000, 14, 282, (5 << 16) | (2 << 12), 150e6)
+CLOCK_REGS = {"rp2040": RP2040_CLOCK_REGS, "rp2350": RP2350_CLOCK_REGS}
 _PLL_PWR_PD, _PLL_PWR_POSTDIVPD, _PLL_PWR_VCOPD = 1 << 0, 1 << 3, 1 << 5
 _SSI_CTRLR0, _SSI_CTRLR1, _SSI_SSIENR, _SSI_BAUDR, _SSI_SPI_CTRLR0 = (
     0x18000000, 0x18000004, 0x18000008, 0x18000014, 0x180000F4)
@@ -77,6 +119,15 @@ _CMD_XIP_CTRLR0 = (31 << 16) | (3 << 8)
 _CMD_XIP_SPI_CTRLR0 = (0x03 << 24) | (2 << 8) | (6 << 2)
 #: XIP_CTRL FLUSH (datasheet 2.6.3.6): a write empties the cache; a read waits for the flush.
 _XIP_CTRL_FLUSH = 0x14000004
+#: RP2350: the QMI clock divider piflash programs and reads with (SCK = clk_sys / 2). After a
+#: reset clk_sys is the ring oscillator, 11 MHz nominal and at most 24 MHz on an A2, 96 MHz on
+#: A3 and later (RP2350 datasheet 8.3.1): SCK stays within the W25Q32RV's 50 MHz for 03h reads
+#: (the Winbond JV/RV family's f_R) at any of them.
+QMI_CLKDIV = 2
+#: ... and on PLL_SYS at 150 MHz: 37.5 MHz, within the 50 MHz of 03h reads (the JV/RV family's
+#: f_R; the W25Q32RV's own table was not found, so the margin is kept).
+QMI_PLL_CLKDIV = 4
+_QMI_M0_TIMING = 0x400D000C
 
 
 def faster_spi(flash) -> bool:
@@ -90,10 +141,32 @@ def faster_spi(flash) -> bool:
     if not is_rp2(flash):
         return False
     target = flash.target
+    if chip_of(target) == "rp2350":
+        return qmi_divider(target)
     divider = spi_divider(pll_clock(target))
     target.write32(_SSI_SSIENR, 0)
     target.write32(_SSI_BAUDR, divider)
     target.write32(_SSI_SSIENR, 1)
+    return True
+
+
+def qmi_divider(target) -> bool:
+    """RP2350: run clk_sys from PLL_SYS at 150 MHz (:func:`pll_clock`), then set the QMI's
+    clock divider for the boot ROM's flash functions (DIRECT_CSR.CLKDIV,
+    which ``flash_range_program`` and ``flash_range_erase`` use as they find it) and for XIP
+    reads (M0_TIMING.CLKDIV) to :data:`QMI_PLL_CLKDIV` (:data:`QMI_CLKDIV` when the clock
+    stays on the ring oscillator); the ROM's ``flash_exit_xip`` leaves 12
+    (BOOTROM_SPI_CLKDIV_DEFAULT, pico-bootrom-rp2350 ``native_generic_flash.h``). Direct mode
+    stays off.
+
+    :returns: True.
+    :raises pyocd.core.exceptions.TransferError: a register access failed.
+    """
+    div = QMI_PLL_CLKDIV if pll_clock(target, regs=RP2350_CLOCK_REGS) else QMI_CLKDIV
+    csr = target.read32(QMI_DIRECT_CSR)
+    target.write32(QMI_DIRECT_CSR, (csr & ~((0xFF << 22) | 0x7)) | (div << 22))
+    timing = target.read32(_QMI_M0_TIMING)
+    target.write32(_QMI_M0_TIMING, (timing & ~0xFF) | div)
     return True
 
 
@@ -103,20 +176,27 @@ def spi_divider(on_pll: bool) -> int:
     return PLL_BAUDR if on_pll else FAST_BAUDR
 
 
-def pll_clock(target, timeout: float = CLOCK_TIMEOUT) -> bool:
-    """Run clk_sys from PLL_SYS at 125 MHz, as pico-sdk's clocks_init does (RP2040 datasheet
-    2.15-2.18): the 12 MHz crystal oscillator started (XOSC STARTUP, CTRL enable, STATUS.STABLE),
-    clk_ref switched to it, PLL_SYS taken out of reset and set to 12 MHz / 1 x 125 = 1500 MHz VCO,
-    / 6 / 2 = 125 MHz (FBDIV_INT, PWR, CS.LOCK, PRIM, POSTDIVPD), then clk_sys's glitchless mux
-    switched to it (AUXSRC PLL_SYS first, then SRC aux, CLK_SYS_SELECTED). Already on the PLL:
-    nothing is written. A board whose crystal or PLL does not come up within ``timeout`` stays
-    on the ring oscillator (the function returns False); the next reset undoes it all.
+def pll_clock(target, timeout: float = CLOCK_TIMEOUT, regs: ClockRegs = RP2040_CLOCK_REGS) -> bool:
+    """Run clk_sys from PLL_SYS at 125 MHz (RP2040) or 150 MHz (RP2350, ``regs`` =
+    :data:`RP2350_CLOCK_REGS`), as pico-sdk's clocks_init does (RP2040 datasheet 2.15-2.18,
+    RP2350 datasheet 8.1-8.6): the 12 MHz crystal oscillator started (XOSC STARTUP, CTRL enable,
+    STATUS.STABLE), clk_ref switched to it, PLL_SYS taken out of reset and set to 12 MHz / 1 x
+    125 = 1500 MHz VCO, then the post dividers (FBDIV_INT, PWR, CS.LOCK, PRIM, POSTDIVPD), then
+    clk_sys's glitchless mux switched to it (SRC clk_ref, AUXSRC PLL_SYS, then SRC aux,
+    CLK_SYS_SELECTED). Already on the PLL: nothing is written. A board whose crystal or PLL does
+    not come up within ``timeout`` stays on the ring oscillator (the function returns False);
+    the next reset undoes it all.
 
     :returns: whether clk_sys runs from PLL_SYS.
     :raises pyocd.core.exceptions.TransferError: a register access failed.
     """
     import time
 
+    _CLK_REF_CTRL, _CLK_REF_SELECTED = regs.clocks + 0x30, regs.clocks + 0x38
+    _CLK_SYS_CTRL, _CLK_SYS_SELECTED = regs.clocks + 0x3C, regs.clocks + 0x44
+    _XOSC_CTRL, _XOSC_STATUS, _XOSC_STARTUP = regs.xosc, regs.xosc + 0x4, regs.xosc + 0xC
+    _RESETS_RESET, _RESETS_RESET_DONE, _RESET_PLL_SYS = regs.resets, regs.resets + 0x8, 1 << regs.pll_sys_bit
+    _PLL_CS, _PLL_PWR, _PLL_FBDIV_INT, _PLL_PRIM = (regs.pll_sys + off for off in (0x0, 0x4, 0x8, 0xC))
     if target.read32(_CLK_SYS_SELECTED) == 1 << 1 and target.read32(_CLK_SYS_CTRL) & 0xE0 == 0:
         return True
 
@@ -127,7 +207,7 @@ def pll_clock(target, timeout: float = CLOCK_TIMEOUT) -> bool:
                 return False
         return True
 
-    target.write32(_XOSC_STARTUP, _XOSC_STARTUP_DELAY)
+    target.write32(_XOSC_STARTUP, regs.xosc_startup)
     target.write32(_XOSC_CTRL, _XOSC_ENABLE | _XOSC_RANGE_1_15MHZ)
     if not wait(lambda: target.read32(_XOSC_STATUS) & (1 << 31)):
         return False
@@ -143,7 +223,7 @@ def pll_clock(target, timeout: float = CLOCK_TIMEOUT) -> bool:
     target.write32(_PLL_PWR + _CLR, _PLL_PWR_PD | _PLL_PWR_VCOPD)
     if not wait(lambda: target.read32(_PLL_CS) & (1 << 31)):
         return False
-    target.write32(_PLL_PRIM, (6 << 16) | (2 << 12))                # / 6 / 2 = 125 MHz
+    target.write32(_PLL_PRIM, regs.prim)                            # 125 or 150 MHz
     target.write32(_PLL_PWR + _CLR, _PLL_PWR_POSTDIVPD)
     target.write32(_CLK_SYS_CTRL + _CLR, 1)                         # SRC clk_ref while AUXSRC changes
     if not wait(lambda: target.read32(_CLK_SYS_SELECTED) == 1):
@@ -221,6 +301,8 @@ def enable_xip(flash) -> bool:
     if not is_rp2(flash):
         return False
     target = flash.target
+    if chip_of(target) == "rp2350":
+        return qmi_divider(target)          # its ROM leaves XIP readable: only the divider
     target.write32(_SSI_SSIENR, 0)
     target.write32(_SSI_CTRLR0, _CMD_XIP_CTRLR0)
     target.write32(_SSI_CTRLR1, 0)

@@ -1,4 +1,5 @@
-"""The RP2040's unique ID: the 64-bit unique ID of its QSPI flash, read by the debugger.
+"""The RP2040's unique ID (the 64-bit unique ID of its QSPI flash) and serial flash instructions
+from the debugger on the RP2040 (through its SSI) and the RP2350 (through its QMI).
 
 An RP2040 has no unique ID of its own; pico-sdk's ``pico_get_unique_board_id`` reads the flash
 chip's (Winbond W25Q16JV datasheet, instruction 4Bh "Read Unique ID Number": the instruction,
@@ -17,6 +18,13 @@ debugger:
 The same path gives the flash's size from its JEDEC ID and a chip erase by the flash's own
 instruction (:func:`flash_size`, :func:`chip_erase`; piflash/flashing/rp2.py uses them).
 
+The two chips run the same pyOCD algorithm (one blob, ``target_rp2.py``) but have different
+flash interfaces at different addresses: :func:`chip_of` tells them apart by the boot ROM's
+header, and :func:`flash_command` goes through the RP2040's SSI or the RP2350's QMI direct mode
+(RP2350 datasheet 4.4.4, DIRECT_CSR/DIRECT_TX/DIRECT_RX at 0x400D0000; pico-sdk
+``hardware_regs/qmi.h``). An RP2350 keeps its unique ID in OTP, not in its flash
+(:data:`piflash.target.catalog.TARGET_UID_LOCATIONS`).
+
 Reading the ID stops the core and uses the RAM where pyOCD loads its algorithm, so it is only done where
 piflash reprograms or checks the board anyway (flash, verify, erase), never by ``info`` or the
 station's removal poll; XIP runs in the slow 03h mode until the next reset, as after any pyOCD
@@ -25,10 +33,14 @@ flash operation.
 
 from __future__ import annotations
 
+import logging
+import weakref
 from typing import Optional
 
 __all__ = ["read_flash_unique_id", "flash_command", "flash_size", "chip_erase", "erase_block",
-           "BLOCK_ERASES", "RP2040_TARGETS", "CHIP_ERASE_TIMEOUT"]
+           "BLOCK_ERASES", "RP2040_TARGETS", "CHIP_ERASE_TIMEOUT", "chip_of", "QMI_DIRECT_CSR"]
+
+LOG = logging.getLogger(__name__)
 
 #: pyOCD target types this applies to (pyocd/target/builtin/__init__.py).
 RP2040_TARGETS = ("rp2040", "rp2040_core0", "rp2040_core1")
@@ -47,6 +59,38 @@ _DUMMY_BYTES, _ID_BYTES = 4, 8
 CHIP_ERASE_TIMEOUT = 200.0
 #: Status reads allowed per byte: one byte takes 8 SPI clocks, far less than a debugger's read.
 _SR_POLLS = 10
+#: The boot ROM's magic and major version at 0x10-0x12: 'M' 'u' then 1 on an RP2040, 2 on an
+#: RP2350 (RP2350 datasheet 5.4.1 table "Bootrom header"; RP2040 datasheet 2.8.2; picotool
+#: compares the word at 0x10 masked with 0xF0FFFFFF to 0x01754D / 0x02754D).
+_ROM_MAGIC = {0x01754D: "rp2040", 0x02754D: "rp2350"}
+#: QMI direct mode (RP2350 datasheet 4.4.4; pico-sdk hardware/regs/qmi.h): DIRECT_CSR EN [0],
+#: BUSY [1], ASSERT_CS0N [2], RXEMPTY [16], CLKDIV [29:22]; DIRECT_TX (8-bit serial when
+#: IWIDTH [17:16] and DWIDTH [18] are 0); DIRECT_RX.
+QMI_DIRECT_CSR, _QMI_DIRECT_TX, _QMI_DIRECT_RX = 0x400D0000, 0x400D0004, 0x400D0008
+_CSR_EN, _CSR_BUSY, _CSR_ASSERT_CS0N, _CSR_RXEMPTY = 1 << 0, 1 << 1, 1 << 2, 1 << 16
+_CHIPS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def chip_of(target) -> Optional[str]:
+    """``"rp2040"`` or ``"rp2350"`` from the boot ROM's header at 0x10 (read once per target
+    object), or None for any other part or when the read fails.
+
+    :param target: a pyOCD target (connected).
+    """
+    try:
+        return _CHIPS[target]
+    except (KeyError, TypeError):
+        pass
+    try:
+        chip = _ROM_MAGIC.get(target.read32(0x10) & 0xF0FFFFFF)
+    except Exception:
+        LOG.debug("could not read the boot ROM header", exc_info=True)
+        return None
+    try:
+        _CHIPS[target] = chip
+    except TypeError:
+        pass
+    return chip
 
 
 def read_flash_unique_id(session) -> bytes:
@@ -68,17 +112,19 @@ def read_flash_unique_id(session) -> bytes:
 
 
 def flash_command(target, out: bytes, read: int = 0) -> bytes:
-    """One serial flash instruction through the SSI: /CS low (IO_QSPI override), ``out`` then
-    ``read`` bytes of 0x00 shifted, /CS high; the SSI's mode is restored afterwards.
-
-    The boot ROM's ``flash_exit_xip`` must have put the SSI in serial mode first (the
-    algorithm's Init does: ``Flash.init``).
+    """One serial flash instruction: /CS low, ``out`` then ``read`` bytes of 0x00 shifted, /CS
+    high. On an RP2040 through the SSI (/CS held by the IO_QSPI override; the SSI's mode is
+    restored afterwards; the boot ROM's ``flash_exit_xip`` must have put it in serial mode
+    first, which the algorithm's Init does: ``Flash.init``); on an RP2350 through the QMI's
+    direct mode (DIRECT_CSR is restored afterwards, so XIP reads work again).
 
     :param target: pyOCD target of an RP2040/RP2350.
     :returns: the ``read`` bytes that came back.
-    :raises ValueError: the SSI did not return one byte per byte sent.
+    :raises ValueError: the interface did not return one byte per byte sent.
     :raises pyocd.core.exceptions.TransferError: a transfer failed.
     """
+    if chip_of(target) == "rp2350":
+        return _qmi_command(target, out, read)
     ctrlr0 = target.read32(_SSI + _SSI_CTRLR0)
     target.write32(_SSI + _SSI_SSIENR, 0)
     target.write32(_SSI + _SSI_CTRLR0, _CTRLR0_8BIT_TXRX)
@@ -100,11 +146,27 @@ def flash_command(target, out: bytes, read: int = 0) -> bytes:
     return bytes(got[len(out):])
 
 
+def _qmi_command(target, out: bytes, read: int) -> bytes:
+    csr = target.read32(QMI_DIRECT_CSR)
+    target.write32(QMI_DIRECT_CSR, (csr & ~_CSR_BUSY) | _CSR_EN | _CSR_ASSERT_CS0N)
+    got = []
+    try:
+        for byte in bytes(out) + bytes(read):
+            target.write32(_QMI_DIRECT_TX, byte)
+            if not any(not target.read32(QMI_DIRECT_CSR) & _CSR_RXEMPTY for _ in range(_SR_POLLS)):
+                raise ValueError("the QMI returned no byte for 0x%02x" % byte)
+            got.append(target.read32(_QMI_DIRECT_RX) & 0xFF)
+    finally:
+        target.write32(QMI_DIRECT_CSR, csr & ~(_CSR_BUSY | _CSR_ASSERT_CS0N | _CSR_EN))
+    return bytes(got[len(out):])
+
+
 def flash_size(target) -> Optional[int]:
     """The boot flash's size from its JEDEC ID (9Fh: manufacturer, type, capacity; capacity is
     log2 of the size in bytes on Winbond, Macronix and GigaDevice parts, 15h = 2 MiB on the
-    Pico's W25Q16JV), or None when the byte is outside 64 KiB-16 MiB (the RP2040's XIP window).
-    The SSI must be in serial mode (see :func:`flash_command`)."""
+    Pico's W25Q16JV, 16h = 4 MiB on the Pico 2's W25Q32RV), or None when the byte is outside
+    64 KiB-16 MiB (one chip select's XIP window). On an RP2040 the SSI must be in serial mode
+    (see :func:`flash_command`)."""
     capacity = flash_command(target, b"\x9f", 3)[2]
     return 1 << capacity if 16 <= capacity <= 24 else None
 

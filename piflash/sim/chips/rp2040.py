@@ -13,7 +13,7 @@ the boot ROM (:mod:`piflash.sim.chips.rp2_bootrom`); the Pico's 2 MiB W25Q16JV b
 0x10000000 (always coherent: the XIP cache is not modelled; the debugger sees the 2 MiB repeated
 through each 16 MiB XIP window and its aliases, the CPU the first copy) and behind the SSI's
 serial mode; the QSPI chip-select override; RESETS, XOSC, PLL_SYS and the clk_sys mux
-(:mod:`piflash.sim.chips.rp2040_clocks`), whose system clock the board reports (``clock_hz``).
+(:mod:`piflash.sim.chips.rp2_clocks`), whose system clock the board reports (``clock_hz``).
 The flash's 64-bit unique ID is the board's ``target_uid``.
 """
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from piflash.sim.chips.base import ChipBoard
-from piflash.sim.chips.rp2040_clocks import CLOCKS_BASE, PLL_SYS_BASE, RESETS_BASE, XOSC_BASE, Clocks
+from piflash.sim.chips.rp2_clocks import RP2040_CLOCKS, Clocks
 from piflash.sim.chips.rp2_bootrom import ROM_SIZE, BootRom
 from piflash.sim.chips.rp2_common import IgnoreStores, RomRegion, ValueRegisters, XipCtrl, XipRegion, XipTiming
 from piflash.sim.debug.dap import AccessPortModel, SwDp
@@ -248,9 +248,8 @@ def attach(board: ChipBoard) -> None:
     board.cpu.map_mmio(XIP_CTRL_BASE, 0x1000)
     board.cpu.map_mmio(XIP_SSI_BASE, 0x1000)
     board.bus.add(DeviceRegion(IO_QSPI_BASE, 0x4000, IoQspi(pins), "io-qspi"))
-    clocks = Clocks()
-    for base, device, name in ((RESETS_BASE, clocks.resets, "resets"), (CLOCKS_BASE, clocks.clocks, "clocks"),
-                               (XOSC_BASE, clocks.xosc, "xosc"), (PLL_SYS_BASE, clocks.pll_sys, "pll-sys")):
+    clocks = Clocks(RP2040_CLOCKS)
+    for base, device, name in clocks.devices():
         board.bus.add(DeviceRegion(base, 0x4000, device, name))
     board.add_reset_hook(clocks.reset)          # the model resets them with every system reset
     board.clock_hz = clocks.sys_hz

@@ -20,8 +20,9 @@ reads from reset on, except while direct mode is on; its direct mode (DIRECT_CSR
 status (coprocessor 7, the instructions pyOCD's flash algorithm and pico-sdk's crt0 use);
 ACCESSCTRL's password, LOCK and CFGRESET; SYSINFO CHIP_ID; OTP's ECC-read rows CHIPID0-3, which
 carry the board's ``target_uid`` as pico-sdk's ``pico_get_unique_board_id`` reads it (RP2350:
-the OTP chip ID, not the flash's; ``pico_unique_id/unique_id.c``). Not modelled: clocks and
-PLLs (they read 0), the XIP cache contents, ATRANS, SAU/IDAU (everything is Secure), the
+the OTP chip ID, not the flash's; ``pico_unique_id/unique_id.c``); RESETS, XOSC, PLL_SYS and the
+clk_ref/clk_sys muxes (:mod:`piflash.sim.chips.rp2_clocks`), whose system clock the board reports
+(``clock_hz``). Not modelled: the other clocks, the XIP cache contents, ATRANS, SAU/IDAU (everything is Secure), the
 Non-secure state, RISC-V, the RP-AP, the rest of OTP (reads 0, as unprogrammed rows do).
 """
 
@@ -34,6 +35,7 @@ from typing import Dict
 
 from piflash.sim.chips.base import ChipBoard
 from piflash.sim.chips.rp2040 import QspiPins
+from piflash.sim.chips.rp2_clocks import RP2350_CLOCKS, Clocks
 from piflash.sim.chips.rp2350_bootrom import ROM_SIZE, Rp2350BootRom
 from piflash.sim.chips.rp2_common import IgnoreStores, RomRegion, ValueRegisters, XipRegion, XipTiming
 from piflash.sim.debug.adiv6 import ApV2, RootRomTable, SwDpV3
@@ -383,7 +385,11 @@ def attach(board: ChipBoard) -> None:
     board.bus.add(DeviceRegion(XIP_MAINTENANCE, XIP_WINDOW_SIZE, _Maintenance(xip), "xip-maintenance"))
     board.cpu.map_mmio(XIP_MAINTENANCE, XIP_WINDOW_SIZE)
 
-    for hook in (qmi.reset, rcp.reset, accessctrl.reset):
+    clocks = Clocks(RP2350_CLOCKS)
+    for base, device, name in clocks.devices():
+        board.bus.add(DeviceRegion(base, 0x4000, device, name))
+    board.clock_hz = clocks.sys_hz
+    for hook in (qmi.reset, rcp.reset, accessctrl.reset, clocks.reset):
         board.add_reset_hook(hook)
     board.bus.add(DeviceRegion(QMI_BASE, 0x1000, qmi, "qmi"))
     board.bus.add(DeviceRegion(ACCESSCTRL_BASE, 0x1000, accessctrl, "accessctrl"))
