@@ -49,7 +49,7 @@ import tempfile
 from pathlib import Path
 
 MICROPYTHON_HEX = Path("/usr/share/firmware-microbit-micropython/firmware.hex")
-SIZES = {"nrf52840": 256 * 1024, "stm32f103rc": 64 * 1024, "rp2040": 400 * 1024}
+SIZES = {"nrf52840": 256 * 1024, "stm32f103rc": 64 * 1024, "rp2040": 400 * 1024, "rp2350": 1024 * 1024}
 
 
 def make_image(target: str, workdir: Path) -> Path:

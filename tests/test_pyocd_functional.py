@@ -6,7 +6,8 @@ binary pyOCD's own CI uses for the part (pyOCD's ``test/data/binaries``, none of
 They run in a child process each: the scripts print their verdicts ("TEST PASSED"/"TEST FAILED",
 "Pass count N of M") and flash_test returns a result object; both are read here.
 
-Not run here: flash_test on the RP2040 (its passes over pyOCD's whole 16 MiB ``xip`` region take
+flash_test on the RP2350: :func:`test_pyocds_flash_test_on_the_rp2350`. Not run here:
+flash_test on the RP2040 (its passes over pyOCD's whole 16 MiB ``xip`` region take
 minutes in the simulator). Its "Basic Chip Erase" and "Smart Chip Erase" cannot pass anywhere:
 pyOCD's RP2 algorithm has no EraseAll (its ``pc_eraseAll``, 0x120000003, lies outside the
 algorithm, so ``Flash.is_erase_all_supported`` is False and the builder erases by sectors); and a
@@ -81,8 +82,35 @@ def test_pyocds_basic_test_on_the_rp2040_reads_flash_with_xip_off(pyocd_binaries
     assert "FAILED to erase sector @ 0x10ffd000" in out and "Programming page" not in out, out[-4000:]
 
 
-@pytest.mark.parametrize("target", ["nrf51", "nrf52840", "stm32f103rc", "rp2350"])
+@pytest.mark.parametrize("target", ["nrf51", "nrf52840", "stm32f103rc"])
 def test_pyocds_flash_test(target, pyocd_binaries):
     out = _run("flash", target, pyocd_binaries)
     assert "RESULT passed=True" in out and "FLASH TEST SCRIPT PASSED" in out, out[-4000:]
     assert "TEST FAILED" not in out, out[-4000:]
+
+
+def _verdicts(out: str) -> dict:
+    """flash_test's verdict per test: {"Basic Chip Erase": "FAILED", ...} (the last TEST line
+    of each "------ Test NAME ------" section)."""
+    verdicts, name = {}, None
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("------ Test ") and line.endswith(" ------"):
+            name = line[len("------ Test "):-len(" ------")]
+        elif name and line in ("TEST PASSED", "TEST FAILED"):
+            verdicts[name] = line.split()[1]
+    return verdicts
+
+
+def test_pyocds_flash_test_on_the_rp2350(pyocd_binaries):
+    """flash_test over pyOCD's builtin rp2350 ``xip`` region (16 MiB, the RP2040's map): 13 of
+    16 pass. The three that fail cannot pass on a Pico 2 either: "Basic Chip Erase" and "Smart
+    Chip Erase" need the algorithm's EraseAll, which pyOCD's RP2 algorithm lacks (as on the
+    RP2040, see the module docstring); "Multiple Block Writes" writes blocks 4 MiB apart within
+    the 16 MiB window, which a 4 MiB flash repeats (the same cells). When either changes, this
+    test fails and should follow."""
+    out = _run("flash", "rp2350", pyocd_binaries, timeout=900)
+    failed = sorted(k for k, v in _verdicts(out).items() if v == "FAILED")
+    assert failed == ["Basic Chip Erase", "Multiple Block Writes", "Smart Chip Erase"], out[-4000:]
+    assert "Pass count 13 of 16 tests" in out, out[-4000:]
+

@@ -86,7 +86,7 @@ def list_cmd(json_mode):
 
 @sim.command()
 @click.argument("board")
-@click.option("--target", "-t", required=True, help="nrf51, nrf52840, stm32f103rc or rp2040.")
+@click.option("--target", "-t", required=True, help="nrf51, nrf52840, stm32f103rc, rp2040 or rp2350.")
 @handles_errors
 def create(board, target):
     """Create the simulated board BOARD (erased flash)."""

@@ -120,7 +120,9 @@ def describe_session(session, result: OperationResult, image: Optional[FirmwareI
     :raises ImageRangeError: part of the image is outside the target's flash regions.
     """
     result.probe_id = session.probe.unique_id
-    result.target = session.options.get("target_override") or session.target.part_number
+    from piflash.target.corrected import user_name
+
+    result.target = user_name(session.options.get("target_override") or session.target.part_number)
     result.target_uid = read_target_uid(session, intrusive=True)   # the board is reprogrammed or checked next
     if image is not None:
         check_fits(image, flash_regions(session.target.memory_map), result.target)

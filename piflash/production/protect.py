@@ -89,6 +89,16 @@ _OPTION_BYTES, _RDP_OPEN = 0x1FFFF800, 0xA5
 
 #: TARGETSEL of the RP2040's core 0 DP (RP2040 datasheet 2.3.4.2): only an RP2040 answers it.
 _RP2040_TARGETSEL = 0x01002927
+#: RP2350: SYSINFO CHIP_ID (datasheet 12.15.1: PART 0x0004 [27:12], MANUFACTURER 0x493 [11:1],
+#: bit 0; REVISION [31:28]) and OTP's CRITICAL register, the flags the chip latched from OTP
+#: CRIT1 at boot (datasheet 13, table "CRITICAL"; pico-sdk hardware/regs/otp.h: OTP_BASE +
+#: 0x148): SECURE_BOOT_ENABLE [0], SECURE_DEBUG_DISABLE [1], DEBUG_DISABLE [2], GLITCH_DETECTOR
+#: _ENABLE [4].
+_RP2350_CHIP_ID, _RP2350_PART = 0x40000000, 0x00004927
+_RP2350_CRITICAL = 0x40120148
+_CRIT_SECURE_BOOT, _CRIT_SECURE_DEBUG_OFF, _CRIT_DEBUG_OFF, _CRIT_GLITCH = 1 << 0, 1 << 1, 1 << 2, 1 << 4
+#: pyOCD target types of chips reached through their own target's init (multi-drop or ADIv6).
+_RP2350_TARGETS = ("rp2350",)
 
 
 def _family(target: Optional[str]) -> str:
@@ -96,10 +106,13 @@ def _family(target: Optional[str]) -> str:
 
     if (target or "").lower() in RP2040_TARGETS:
         return "rp2040"
+    if (target or "").lower() in _RP2350_TARGETS:
+        return "rp2350"
     fam = family_of(target)
     if fam is None:
         raise ProtectError(f"piflash cannot read or set read-out protection on {target or 'this target'}",
-                           hint="supported: nRF51, nRF52 (APPROTECT) and STM32F1 (RDP); RP2040 has none")
+                           hint="supported: nRF51, nRF52 (APPROTECT) and STM32F1 (RDP); RP2040 has none; "
+                                "RP2350: status only")
     return fam
 
 
@@ -107,7 +120,8 @@ def _family(target: Optional[str]) -> str:
 class ProtectionStatus:
     """The read-out protection of one chip, as read from it.
 
-    :ivar family: "nrf52", "nrf51", "stm32f1" or "rp2040" (never locked: it has no protection).
+    :ivar family: "nrf52", "nrf51", "stm32f1", "rp2040" (never locked: it has no protection) or
+        "rp2350" (its debug locks are OTP flags: read, never set by piflash).
     :ivar locked: True when the debugger is shut out now.
     :ivar configured: True when the setting (UICR, option byte) asks for protection, None when it
         could not be read (a locked nRF52 hides its UICR). ``configured and not locked``: the
@@ -175,16 +189,19 @@ def open_port(unique_id: Optional[str], target: str, frequency: Optional[int] = 
 
     from piflash.target.rp2 import RP2040_TARGETS
 
-    if target.lower() in RP2040_TARGETS:
+    if target.lower() in RP2040_TARGETS + _RP2350_TARGETS:
         # A multi-drop part is only reached through its target's TARGETSEL sequence (pyOCD's
-        # rp2040 init); it has no lock that could stop that init.
+        # rp2040 init), an ADIv6 one through its root ROM table (pyOCD's rp2350 init): they open
+        # as a pyOCD session does.
         from piflash.target.connect import open_session
 
         with open_session(unique_id, target, frequency) as session:
             yield session_port(session)
         return
     probe = select_probe(unique_id)
-    opts = dict(BASE_SESSION_OPTIONS, target_override=target)
+    from piflash.target.corrected import pyocd_name
+
+    opts = dict(BASE_SESSION_OPTIONS, target_override=pyocd_name(target))
     if frequency:
         opts["frequency"] = int(frequency)
     session = Session(probe, auto_open=False, options=opts)
@@ -237,7 +254,34 @@ def read_status(port: Port, target: str, named_by: Optional[str] = None) -> Prot
         # (RP2040 datasheet: neither section 2.3.4 "Debug" nor 2.8 "Bootrom" has one).
         return ProtectionStatus(fam, False, False, "RP2040 (answered TARGETSEL %#010x): this chip has no "
                                 "read-out protection or debug lock" % _RP2040_TARGETSEL, "RP2040")
+    if fam == "rp2350":
+        return _rp2350_state(port, target, named_by)
     return _read_state(port, fam, confirm(port, target, named_by).name)
+
+
+def _rp2350_state(port: Port, target: str, named_by: Optional[str]) -> ProtectionStatus:
+    """An RP2350's debug protection, from CHIP_ID (identity) and OTP CRITICAL. The chip has no
+    flash read-out protection (the flash is an external QSPI part; datasheet 10.1): what it has
+    are OTP flags that close debug (CRIT1.SECURE_DEBUG_DISABLE, DEBUG_DISABLE; datasheet 3.5.9)
+    and secure boot. This session read both through the Secure AHB-AP, so debug is open now
+    (a flag may be set and re-opened by firmware through OTP DEBUGEN: ``configured`` and not
+    ``locked``)."""
+    from piflash.errors import WrongTargetError
+
+    chip_id = port.read32(_RP2350_CHIP_ID)
+    if chip_id & 0x0FFFFFFF != _RP2350_PART:
+        raise WrongTargetError(f"{named_by or '--target'} says {target}, but SYSINFO CHIP_ID reads "
+                               f"{chip_id:#010x}, not an RP2350's (PART 0x0004, Raspberry Pi)",
+                               found="CHIP_ID %#010x" % chip_id,
+                               hint="check --target, or that the probe is wired to the board you mean")
+    crit = port.read32(_RP2350_CRITICAL)
+    flags = [name for bit, name in ((_CRIT_SECURE_BOOT, "secure boot"), (_CRIT_SECURE_DEBUG_OFF, "Secure debug off"),
+                                    (_CRIT_DEBUG_OFF, "debug off"), (_CRIT_GLITCH, "glitch detector"))
+             if crit & bit]
+    return ProtectionStatus("rp2350", False, bool(crit & (_CRIT_SECURE_DEBUG_OFF | _CRIT_DEBUG_OFF)),
+                            f"OTP CRITICAL = {crit:#x} ({', '.join(flags) or 'no flag set'}); read through "
+                            "the Secure AHB-AP, so debug is open; the flash (an external QSPI part) has "
+                            "no read-out protection of its own", "RP2350 (CHIP_ID %#010x)" % chip_id)
 
 
 def _read_state(port: Port, fam: str, chip: Optional[str]) -> ProtectionStatus:
@@ -419,6 +463,11 @@ def lock(port: Port, target: str) -> ProtectionStatus:
         raise ProtectError("the RP2040 has no read-out protection to set",
                            hint="its flash is readable by any debugger or by BOOTSEL mode; "
                                 "an RP2350 has OTP-based secure boot")
+    if fam == "rp2350":
+        raise ProtectError("piflash does not program the RP2350's OTP debug flags: CRIT1.SECURE_DEBUG_DISABLE "
+                           "and DEBUG_DISABLE are one-time bits that no erase clears",
+                           hint="set them with Raspberry Pi's picotool ('picotool otp'), as the RP2350 "
+                                "datasheet's secure boot procedure says (section 10.5); nothing was written")
     before = read_status(port, target)
     if before.locked:                                   # nothing to write (and a locked nRF52
         return before                                   # would refuse the UICR write anyway)

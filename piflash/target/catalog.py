@@ -28,11 +28,14 @@ class TargetUidLocation:
     :ivar address: first byte of the ID in the target's address space.
     :ivar size: length of the ID in bytes.
     :ivar source: the datasheet section the address comes from.
+    :ivar reverse: the ID is the bytes read in reverse order (bool; RP2350: OTP rows
+        CHIPID0..3 read upwards, the ID is CHIPID3..0 most significant byte first).
     """
 
     address: int
     size: int
     source: str
+    reverse: bool = False
 
 
 #: Factory unique ID locations, by pyOCD target type prefix.
@@ -43,6 +46,13 @@ TARGET_UID_LOCATIONS: Dict[str, TargetUidLocation] = {
     "nrf52": TargetUidLocation(0x10000060, 8, "nRF52840 PS v1.7 s4.4.1.2 FICR.DEVICEID"),
     # 96-bit unique device ID: STM32F10xxx RM0008 rev 21, section 30.2 (U_ID at 0x1FFFF7E8).
     "stm32f1": TargetUidLocation(0x1FFFF7E8, 12, "RM0008 rev 21 s30.2 U_ID"),
+    # OTP rows CHIPID0-3 (rows 0-3, 16 bits each) through the ECC read alias OTP_DATA_BASE
+    # 0x40130000, a row per half-word (pico-sdk hardware/regs/otp_data.h, addressmap.h); the ID
+    # as pico-sdk's pico_get_unique_board_id gives it (pico_unique_id/unique_id.c: CHIPID3..0,
+    # most significant byte first) is the 8 bytes read, reversed. The Secure AHB-AP reads them
+    # without set-up (ACCESSCTRL_OTP resets to Secure access from any master).
+    "rp2350": TargetUidLocation(0x40130000, 8, "RP2350 datasheet 13 OTP CHIPID0-3; pico-sdk unique_id.c",
+                                reverse=True),
 }
 
 

@@ -403,7 +403,9 @@ def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
     opts = dict(BASE_SESSION_OPTIONS)
     opts.update(options or {})
     if target:
-        opts["target_override"] = target
+        from piflash.target.corrected import pyocd_name
+
+        opts["target_override"] = pyocd_name(target)       # piflash's class where pyOCD's is wrong
     elif not _probe_target(probe):
         raise TargetRequiredError(f"probe {probe.unique_id} does not say which target it is wired to",
                                   hint="give the target type with --target (or 'target:' in a profile)")
@@ -474,7 +476,8 @@ def read_target_uid(session, strict: bool = False, intrusive: bool = False) -> O
     if loc is None:
         return None
     try:
-        return bytes(session.target.read_memory_block8(loc.address, loc.size)).hex()
+        raw = bytes(session.target.read_memory_block8(loc.address, loc.size))
+        return (raw[::-1] if loc.reverse else raw).hex()
     except Exception:
         if strict:
             raise

@@ -57,7 +57,9 @@ def target_info(probe: Optional[str] = None, target: Optional[str] = None,
                     row["sector_size"] = r.flash.get_sector_info(r.start).size
                     row["page_size"] = r.flash.get_page_info(r.start).size
                 regions.append(row)
-            return {"target": session.options.get("target_override") or session.target.part_number,
+            from piflash.target.corrected import user_name
+
+            return {"target": user_name(session.options.get("target_override") or session.target.part_number),
                     "target_uid": read_target_uid(session), "probe_id": session.probe.unique_id,
                     "probe_description": session.probe.description, "regions": regions}
         except Exception as exc:
