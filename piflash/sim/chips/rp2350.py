@@ -18,7 +18,8 @@ memory window at 0x10000000 (repeated through the 16 MiB chip-select 0 window, i
 no-cache alias 0x14000000 and no-translate alias 0x1C000000) serves flash data by serial 03h
 reads from reset on, except while direct mode is on; its direct mode (DIRECT_CSR/TX/RX) talks to the flash serially; the RCP's salt and canary
 status (coprocessor 7, the instructions pyOCD's flash algorithm and pico-sdk's crt0 use);
-ACCESSCTRL's password, LOCK and CFGRESET; SYSINFO CHIP_ID; OTP's ECC-read rows CHIPID0-3, which
+ACCESSCTRL's password, LOCK and CFGRESET; SYSINFO CHIP_ID; OTP CRITICAL (0: no flag programmed);
+OTP's ECC-read rows CHIPID0-3, which
 carry the board's ``target_uid`` as pico-sdk's ``pico_get_unique_board_id`` reads it (RP2350:
 the OTP chip ID, not the flash's; ``pico_unique_id/unique_id.c``); RESETS, XOSC, PLL_SYS and the
 clk_ref/clk_sys muxes (:mod:`piflash.sim.chips.rp2_clocks`), whose system clock the board reports
@@ -57,6 +58,9 @@ SYSINFO_BASE = 0x40000000
 ACCESSCTRL_BASE = 0x40060000
 QMI_BASE = 0x400D0000
 OTP_DATA_BASE = 0x40130000
+#: OTP's registers (pico-sdk hardware/regs/otp.h): CRITICAL at 0x148, the CRIT1 flags latched at
+#: boot (secure boot, Secure debug off, debug off...): 0 on a part whose OTP nobody programmed.
+OTP_BASE, OTP_CRITICAL = 0x40120000, 0x148
 SIO_BASE = 0xD0000000
 #: The XIP windows the model maps for the debugger: chip select 0's 16 MiB at 0x10000000, the
 #: no-cache no-allocate alias 0x14000000 and the no-translate alias 0x1C000000 (section 4.4.1);
@@ -395,6 +399,7 @@ def attach(board: ChipBoard) -> None:
     board.bus.add(DeviceRegion(ACCESSCTRL_BASE, 0x1000, accessctrl, "accessctrl"))
     board.bus.add(DeviceRegion(SYSINFO_BASE, 0x1000, ValueRegisters({0x00: CHIP_ID}), "sysinfo"))
     board.bus.add(DeviceRegion(OTP_DATA_BASE, 0x2000, _Otp(otp_chip_id_rows(board.target_uid)), "otp-data"))
+    board.bus.add(DeviceRegion(OTP_BASE, 0x1000, ValueRegisters({OTP_CRITICAL: 0}), "otp"))
     board.bus.add(DeviceRegion(SIO_BASE, 0x1000, ValueRegisters({0x00: 0}), "sio"))   # CPUID: core 0
     board.cpu.map_mmio(SIO_BASE, 0x1000)
 
