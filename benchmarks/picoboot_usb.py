@@ -25,7 +25,7 @@ less than piflash over pyOCD, so this errs on the slow side).
 The station lines (:func:`station`) predict boards/hour of 1, 2 and 4 slots on one hub from the
 fresh run, its recorded bus and host intervals replayed against each other.
 
-    python benchmarks/picoboot_usb.py [--host zero2w] [--json]
+    python benchmarks/picoboot_usb.py [--chip rp2350] [--host zero2w] [--json]
 """
 
 from __future__ import annotations
@@ -45,23 +45,30 @@ BASE = 0x10000000
 UF2_COPY_S = 4.1            # rgrr/yapicoprobe doc/benchmarks.adoc, ~400 KB image
 
 
-def floor_s(pages: int, erased: int) -> float:
+#: SPI divider and erase unit the fastest PICOBOOT tool can have, by chip: an RP2040 runs code
+#: by EXEC, so clk_sys / 2 and 64 KiB block erases; an RP2350's ROM runs none (EXEC refused) and
+#: keeps its BOOTSEL divider 6 (BOOTROM_SPI_CLKDIV_NSBOOT) and its FLASH_ERASE by 4 KiB sectors.
+FASTEST = {"rp2040": (2, 64 * 1024), "rp2350": (6, 4096)}
+
+
+def floor_s(pages: int, erased: int, chip: str = "rp2040") -> float:
     """The floor of a PICOBOOT flash writing ``pages`` pages and erasing ``erased`` bytes from a
     64 KiB boundary (s): per page its wire time, its 260 bytes on the SPI bus at the fastest
-    clock the chip gives in BOOTSEL mode (clk_sys 48 MHz / 2) and the typical page program
-    time, added up (the ROM's one 256-byte buffer serialises them); 64 KiB block erases where
-    whole blocks go, 4 KiB sector erases for the rest, typical times."""
+    clock the chip gives in BOOTSEL mode (clk_sys 48 MHz / :data:`FASTEST`'s divider) and the
+    typical page program time, added up (the ROM's one 256-byte buffer serialises them); 64 KiB
+    block erases where whole blocks go (RP2040), 4 KiB sector erases for the rest, typical times."""
     from piflash.sim.probes.usb import picoboot as sim
     from piflash.sim.probes.usb.timing import FULL_SPEED_BPS, PACKET_OVERHEAD_BYTES, TARGET_TIMING
-    t = TARGET_TIMING["rp2040"]
+    t = TARGET_TIMING[chip]
+    divider, unit = FASTEST[chip]
     wire = (256 + 4 * PACKET_OVERHEAD_BYTES) * 8 / FULL_SPEED_BPS
-    spi = (4 + 256) * 8 * 2 / sim.BOOT_CLK_SYS_HZ
-    blocks, rest = divmod(erased, 64 * 1024)
+    spi = (4 + 256) * 8 * divider / sim.BOOT_CLK_SYS_HZ
+    blocks, rest = divmod(erased, 64 * 1024) if unit > 4096 else (0, erased)
     erase = blocks * t.block_erase_s["erase_block64"][0] + rest // 4096 * t.erase_page_s
     return pages * (wire + spi + t.program_s) + erase
 
 
-def run_case(case: str, host: str) -> dict:
+def run_case(case: str, host: str, chip: str = "rp2040") -> dict:
     from piflash.firmware.image import load_image
     from piflash.flashing.bootsel import flash_bootsel
     from piflash.progress import ProgressSink
@@ -72,8 +79,8 @@ def run_case(case: str, host: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["PIFLASH_SIM_DIR"] = tmp
         store = SimStore()
-        store.create("pico", "rp2040")
-        data = random.Random("rp2040").randbytes(SIZE)
+        store.create("pico", chip)
+        data = random.Random(chip).randbytes(SIZE)
         path = Path(tmp) / "image.bin"
         path.write_bytes(data)
         image = load_image(str(path), base_address=BASE)
@@ -101,9 +108,9 @@ def run_case(case: str, host: str) -> dict:
             sim_usb.uninstall()
         p = result.program
         assert store.read_flash("pico")[:SIZE] == data
-        floor = floor_s(p.programmed_pages, p.erased_bytes)
+        floor = floor_s(p.programmed_pages, p.erased_bytes, chip)
         total = device.clock.now
-        return {"case": case, "host": host, "image_bytes": SIZE, "piflash_s": round(total, 3),
+        return {"case": case, "chip": chip, "host": host, "image_bytes": SIZE, "piflash_s": round(total, 3),
                 "floor_s": round(floor, 3), "ratio": round(total / floor, 2) if floor else None,
                 "uf2_copy_s": UF2_COPY_S, "programmed_pages": p.programmed_pages,
                 "erased_bytes": p.erased_bytes, "phases": phases,
@@ -143,9 +150,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="x86", help="host preset (x86, zero2w, pi4, pi5)")
     parser.add_argument("--cases", default="fresh,reflash,changed")
+    parser.add_argument("--chip", default="rp2040", choices=sorted(FASTEST), help="the Pico's chip")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    rows = [run_case(case, args.host) for case in args.cases.split(",")]
+    rows = [run_case(case, args.host, args.chip) for case in args.cases.split(",")]
     fresh = next((r for r in rows if r["case"] == "fresh"), None)
     slots = station(fresh) if fresh is not None else []
     for r in rows:
@@ -155,7 +163,7 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps({"rows": rows, "station": slots}, indent=2))
         return 0
-    print(f"PICOBOOT, 400 KiB image, verify on, host preset {args.host} (predictions of the timing model)")
+    print(f"PICOBOOT, {args.chip}, 400 KiB image, verify on, host preset {args.host} (predictions of the timing model)")
     print(f"{'case':<8} {'piflash_s':>9} {'floor_s':>8} {'ratio':>6} {'uf2_copy_s':>10}  phases (s)")
     for r in rows:
         ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"

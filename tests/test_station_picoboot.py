@@ -69,3 +69,35 @@ def test_a_board_leaving_mid_flash_is_recorded_and_the_other_port_goes_on(tmp_pa
     lost = got["picoboot:1-2"]
     assert lost["outcome"] == "fail" and "left the USB bus" in (lost["error"] or "")
     assert lost["serial"] is not None                       # its number stays taken, never reused
+
+
+def test_pico2_boards_in_bootsel_named_by_their_chip_id(tmp_path, pyocd_binaries, monkeypatch):
+    """RP2350 boards: the station's slots named by the BOOTSEL serial number, which on an RP2350
+    is the chip's ID (so a slot follows a board, not a port); each board recorded with that ID,
+    numbered, its serial patched into flash."""
+    from support.uf2kit import RP2350_ARM_S_FAMILY
+    store = SimStore()
+    uids = {name: store.create(name, "rp2350").target_uid for name in ("bay1", "bay2")}
+    blink = (pyocd_binaries / "rp2350.bin").read_bytes()
+    firmware = tmp_path / "blink.uf2"
+    firmware.write_bytes(to_uf2(blink, 0x10000000, RP2350_ARM_S_FAMILY))
+    profile = write_profile(tmp_path, firmware, name="pico2-line", target="rp2350",
+                            serial="\n  address: 0x1001F000\n  encoding: u32\n  start: 500")
+    monkeypatch.setenv("PIFLASH_SIM_USB", "bay1@bootsel,bay2@bootsel")
+    history = tmp_path / "history.sqlite3"
+    config = write_config(tmp_path, profile, [f"picoboot:{u}" for u in uids.values()], history,
+                          serials=tmp_path / "serials.sqlite3")
+    station = StationProcess(config, tmp_path / "station.log")
+    try:
+        wait_rows(history, 2, station)
+        assert station.stop() == 0
+    finally:
+        station.kill()
+    got = rows(history)
+    assert sorted(r["target_uid"] for r in got) == sorted(u.lower() for u in uids.values())
+    assert [r["outcome"] for r in got] == ["pass"] * 2 and sorted(int(r["serial"]) for r in got) == [500, 501]
+    for r in got:
+        name = next(n for n, u in uids.items() if u.lower() == r["target_uid"])
+        flash = store.read_flash(name)
+        assert flash[:0x1000] == blink[:0x1000]
+        assert flash[0x1F000:0x1F004] == int(r["serial"]).to_bytes(4, "little")

@@ -21,6 +21,13 @@ every page written with the host's, and reads back a page that differs to name t
 address. The reset is PICOBOOT REBOOT into the flash: the device leaves the bus and the new
 firmware starts.
 
+An RP2350's ROM runs no code for the host (EXEC is refused there; RP2350 datasheet 5.6.4): the
+same plan is made from CRCs computed here over a READ of the pages (64 KiB per command), the
+erases are FLASH_ERASE's (by sectors: the ROM takes the 64 KiB path only for sizes the USB code
+never passes), the verify reads back, the board's ID is the chip's OTP ID from GET_INFO, and the
+reset is REBOOT2 type NORMAL. Its BOOTSEL serial number is that ID, so ``-u picoboot:SERIAL``
+names one board.
+
 Errors are piflash's: exit 3/4 for an image that is not for this chip or does not fit (before
 anything is sent), 7/8/9 for finding the device, 11 for a command the ROM refuses (its status
 named), 12 for a verify mismatch, 13 when the device leaves the bus, 23 when it stops answering,
@@ -167,9 +174,6 @@ def _check_chip(device: picoboot.BootselDevice, target: Optional[str]) -> str:
     if target and target != device.chip:
         raise WrongTargetError(f"{device.probe_id} is an {device.chip.upper()} in BOOTSEL mode, not {target}",
                                hint=f"use --target {device.chip}, or leave --target out")
-    if device.chip != "rp2040":
-        raise WrongTargetError(f"{device.probe_id}: flashing an {device.chip.upper()} over PICOBOOT is not "
-                               "supported yet (RP2040 only)", hint="flash it through a debug probe (SWD)")
     return device.chip
 
 
@@ -178,8 +182,9 @@ def bootsel_session(probe: Optional[str], result: OperationResult, sink: Progres
                     target: Optional[str] = None, image: Optional[FirmwareImage] = None,
                     reboot_running: bool = True) -> Iterator[picoboot.PicobootConnection]:
     """The connect phase over PICOBOOT, as a context: find the device (a running Pico rebooted into
-    BOOTSEL when ``reboot_running``), open it, take exclusive access, leave XIP, load piflash's
-    helper, speed the SPI clock up, read the flash's unique ID; yields the open connection and
+    BOOTSEL when ``reboot_running``), open it, take exclusive access, make the flash commands ready
+    (RP2040: leave XIP, load piflash's helper, speed the SPI clock up), read the board's unique ID
+    (the RP2040's flash's, the RP2350's OTP chip ID); yields the open connection and
     closes it afterwards. Fills ``result``'s ``probe_id``, ``target``, ``target_uid`` and times
     the connect; checks ``image`` (if given) against the chip's flash.
 
@@ -201,10 +206,8 @@ def bootsel_session(probe: Optional[str], result: OperationResult, sink: Progres
             conn.__enter__()
             try:
                 conn.exclusive()
-                conn.exit_xip()
-                conn.load_helper()
-                conn.fast_spi()
-                result.target_uid = conn.flash_unique_id().hex()
+                conn.prepare()
+                result.target_uid = conn.board_id().hex()
             except BaseException:
                 conn.__exit__(None, None, None)
                 raise
@@ -236,7 +239,7 @@ def flash_bootsel(image: FirmwareImage, probe: Optional[str] = None, target: Opt
     :func:`piflash.target.picoboot.select_device`).
 
     :param image: from :func:`piflash.firmware.image.load_image` (a UF2's family was checked there).
-    :param target: if given, must be the chip the device reports (``rp2040``).
+    :param target: if given, must be the chip the device reports (``rp2040``, ``rp2350``).
     :param verify: read back and compare every page written.
     :param reset: REBOOT into the new firmware afterwards (the device leaves the bus); if False
         the board stays in BOOTSEL mode.

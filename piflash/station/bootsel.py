@@ -61,7 +61,7 @@ class BootselWorker(ProbeWorker):
 
     def _present(self) -> bool:
         try:
-            return any(d.probe_id == self.uid for d in picoboot.list_devices())
+            return any(d.probe_id == self.uid or picoboot.device_named(d, self.uid) for d in picoboot.list_devices())
         except Exception as exc:               # a USB error while listing: look again later
             LOG.debug("slot %s: listing BOOTSEL devices failed: %s", self.uid, exc)
             return False

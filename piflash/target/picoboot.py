@@ -17,6 +17,14 @@ are told apart by the port they sit on and, once open, by their flash's unique I
 reads itself (piflash's helper, targetcode/picoboot_ops.c, run by EXEC). The probe ID piflash records is
 ``picoboot:PORT-PATH``: the fixture's slot, as a probe's unique ID is for a debug probe.
 
+An RP2350's ROM (RP2350 datasheet 5.6; pico-bootrom-rp2350 ``nsboot``) refuses EXEC, REBOOT and
+VECTORIZE_FLASH (UNKNOWN_CMD) and adds REBOOT2 and GET_INFO; its serial number is the chip's OTP
+ID (so ``picoboot:SERIAL`` names a board). On it piflash runs nothing on the chip: the board's ID
+comes from GET_INFO (CHIP_INFO, the same ID pico-sdk's ``pico_get_unique_board_id`` gives), page
+CRCs are computed here from a READ of the flash, FLASH_ERASE erases (by 4 KiB sectors, as the
+ROM always does there) and REBOOT2 reboots (:meth:`PicobootConnection.prepare` and the methods
+after it choose by chip).
+
 Every wait is bounded (:func:`command_timeout`); errors are piflash's (:mod:`piflash.errors`).
 pyusb is imported only when a function here is called.
 """
@@ -35,7 +43,7 @@ from piflash.host import probetable
 
 __all__ = ["PREFIX", "BootselDevice", "PicobootConnection", "PicobootError", "is_picoboot", "list_devices",
            "select_device", "RunningPico", "list_running", "reboot_to_bootsel", "command_timeout", "STATUS_NAMES",
-           "FLASH_BASE", "SECTOR", "PAGE"]
+           "FLASH_BASE", "SECTOR", "PAGE", "device_named"]
 
 #: The probe ID prefix.
 PREFIX = "picoboot:"
@@ -48,6 +56,12 @@ IF_RESET, IF_CMD_STATUS = 0x41, 0x42
 #: Commands (pico-sdk boot/picoboot.h ``enum picoboot_cmd_id``).
 EXCLUSIVE_ACCESS, REBOOT, FLASH_ERASE, READ, WRITE, EXIT_XIP, ENTER_CMD_XIP, EXEC = (
     0x01, 0x02, 0x03, 0x84, 0x05, 0x06, 0x07, 0x08)
+REBOOT2, GET_INFO = 0x0A, 0x8B
+#: GET_INFO type SYS and its CHIP_INFO flag; REBOOT2 type NORMAL (pico-sdk boot/picoboot.h,
+#: boot/bootrom_constants.h, boot/picoboot_constants.h).
+GET_INFO_SYS, SYS_INFO_CHIP_INFO, REBOOT2_NORMAL = 1, 0x01, 0x0
+#: Bytes one READ brings for the host-side CRCs of an RP2350 (64 KiB: a bounded command).
+READ_CHUNK = 0x10000
 #: Status codes (``enum picoboot_status``; RP2040 datasheet 2.8.5.5; 9 and up are RP2350's).
 STATUS_NAMES = {0: "OK", 1: "UNKNOWN_CMD", 2: "INVALID_CMD_LENGTH", 3: "INVALID_TRANSFER_LENGTH",
                 4: "INVALID_ADDRESS", 5: "BAD_ALIGNMENT", 6: "INTERLEAVED_WRITE", 7: "REBOOTING",
@@ -273,6 +287,14 @@ def reboot_to_bootsel(pico: RunningPico, wait_s: float = BOOTSEL_APPEAR_S) -> Bo
         time.sleep(0.2)
 
 
+def device_named(device: BootselDevice, probe: Optional[str]) -> bool:
+    """Whether the probe ID ``probe`` (``picoboot``, ``picoboot:TEXT``) names ``device``: no TEXT
+    names every device, else TEXT is in its port path or (any case) in its serial number."""
+    text = (probe or "")[len(PREFIX):] if probe and probe.startswith(PREFIX) else ""
+    return (not text or text in device.port_path
+            or (device.serial is not None and text.lower() in device.serial.lower()))
+
+
 def select_device(probe: Optional[str], reboot_running: bool = True) -> BootselDevice:
     """The BOOTSEL device ``probe`` names (``picoboot``, ``picoboot:TEXT``; see the module). With
     ``reboot_running``, when none is in BOOTSEL mode but one running Pico matches (its port, its
@@ -285,8 +307,7 @@ def select_device(probe: Optional[str], reboot_running: bool = True) -> BootselD
     """
     text = (probe or "")[len(PREFIX):] if probe and probe.startswith(PREFIX) else ""
     devices = list_devices()
-    matches = [d for d in devices if not text or text in d.port_path
-               or (d.serial is not None and text.lower() in d.serial.lower())]
+    matches = [d for d in devices if device_named(d, probe)]
     if not matches and reboot_running:
         running = [r for r in list_running() if not text or text in r.port_path
                    or any(v and text.lower() in v.lower() for v in (r.serial, r.product))]
@@ -366,7 +387,8 @@ class PicobootConnection:
         ``data`` out or ``transfer`` bytes in, then the acknowledgement. Returns the IN data."""
         usb = _usb()
         name = {EXCLUSIVE_ACCESS: "EXCLUSIVE_ACCESS", REBOOT: "REBOOT", FLASH_ERASE: "FLASH_ERASE", READ: "READ",
-                WRITE: "WRITE", EXIT_XIP: "EXIT_XIP", ENTER_CMD_XIP: "ENTER_CMD_XIP", EXEC: "EXEC"}.get(cmd_id, hex(cmd_id))
+                WRITE: "WRITE", EXIT_XIP: "EXIT_XIP", ENTER_CMD_XIP: "ENTER_CMD_XIP", EXEC: "EXEC",
+                REBOOT2: "REBOOT2", GET_INFO: "GET_INFO"}.get(cmd_id, hex(cmd_id))
         self._token = (self._token + 1) & 0xFFFFFFFF
         length = len(data) if data is not None else transfer
         packet = struct.pack("<IIBBxxI", MAGIC, self._token, cmd_id, size, length) + args.ljust(16, b"\0")
@@ -455,8 +477,43 @@ class PicobootConnection:
         self.command(EXEC, struct.pack("<I", addr), 4)
 
     def reboot(self, delay_ms: int = 100) -> None:
-        """REBOOT into the flash (dPC 0: a normal boot) after ``delay_ms``."""
+        """Reboot into the flash after ``delay_ms``: REBOOT with dPC 0 (a normal boot) on an
+        RP2040, REBOOT2 with type NORMAL on an RP2350 (which refuses REBOOT)."""
+        if self.info.chip == "rp2350":
+            self.command(REBOOT2, struct.pack("<IIII", REBOOT2_NORMAL, delay_ms, 0, 0), 16)
+            return
         self.command(REBOOT, struct.pack("<III", 0, 0x20042000, delay_ms), 12)
+
+    def get_info_sys(self, flags: int) -> List[int]:
+        """RP2350 GET_INFO type SYS: the words after the count (the flags returned first, then
+        the values in flag order; RP2350 datasheet 5.6.4.11)."""
+        got = self.command(GET_INFO, struct.pack("<BBHIII", GET_INFO_SYS, 0, 0, flags, 0, 0), 16, transfer=256)
+        count = struct.unpack_from("<I", got)[0]
+        if not 1 <= count <= 63:
+            raise PicobootError("GET_INFO", 0, "BAD_ANSWER", f"{self.info.probe_id}: GET_INFO answered {count} words",
+                                hint="unplug the board and put it back in BOOTSEL mode, then run again")
+        return list(struct.unpack_from("<%dI" % count, got, 4))
+
+    def prepare(self) -> None:
+        """Make the flash commands ready after EXCLUSIVE_ACCESS: on an RP2040 EXIT_XIP, then
+        piflash's helper loaded and the SPI clock raised by it; an RP2350 needs nothing."""
+        if self.info.chip == "rp2350":
+            return
+        self.exit_xip()
+        self.load_helper()
+        self.fast_spi()
+
+    def board_id(self) -> bytes:
+        """The board's 8-byte unique ID: the RP2040's flash's (W25Q 4Bh, read by the helper),
+        the RP2350's OTP chip ID (GET_INFO CHIP_INFO: CHIPID0 | CHIPID1 << 16, then CHIPID2 |
+        CHIPID3 << 16; the ID is CHIPID3..CHIPID0, most significant byte first)."""
+        if self.info.chip != "rp2350":
+            return self.flash_unique_id()
+        words = self.get_info_sys(SYS_INFO_CHIP_INFO)
+        if len(words) < 4 or not words[0] & SYS_INFO_CHIP_INFO:
+            raise PicobootError("GET_INFO", 0, "BAD_ANSWER", f"{self.info.probe_id}: GET_INFO gave no chip ID",
+                                hint="unplug the board and put it back in BOOTSEL mode, then run again")
+        return (words[2] | words[3] << 32).to_bytes(8, "big")
 
     # -- piflash's helper on the chip (targetcode/picoboot_ops.c) --------------------------------
     def load_helper(self) -> None:
@@ -489,7 +546,15 @@ class PicobootConnection:
 
     def page_crcs(self, address: int, pages: int) -> List[int]:
         """CRC-32 (``binascii.crc32``'s) of each 256-byte flash page from ``address`` (XIP
-        address, page aligned), computed by the chip."""
+        address, page aligned), computed by the chip (RP2040), or here from a READ (RP2350,
+        which runs no code for the host)."""
+        if self.info.chip == "rp2350":
+            import zlib
+            crcs: List[int] = []
+            for first in range(0, pages * PAGE, READ_CHUNK):
+                data = self.read(address + first, min(READ_CHUNK, pages * PAGE - first))
+                crcs += [zlib.crc32(data[i:i + PAGE]) for i in range(0, len(data), PAGE)]
+            return crcs
         out: List[int] = []
         for first in range(0, pages, CRC_PAGES_PER_EXEC):
             n = min(CRC_PAGES_PER_EXEC, pages - first)
@@ -499,9 +564,13 @@ class PicobootConnection:
         return out
 
     def erase_range(self, address: int, size: int) -> None:
-        """Erase ``size`` bytes from ``address`` (XIP address; both 4 KiB aligned) with the ROM's
-        flash_range_erase: 64 KiB block erases where they fit, sectors elsewhere (FLASH_ERASE
-        erases sector by sector only)."""
+        """Erase ``size`` bytes from ``address`` (XIP address; both 4 KiB aligned): on an RP2040
+        with the ROM's flash_range_erase through the helper, 64 KiB block erases where they fit,
+        sectors elsewhere (FLASH_ERASE erases sector by sector only); on an RP2350 by
+        FLASH_ERASE (its ROM erases by sectors there too)."""
+        if self.info.chip == "rp2350":
+            self.erase(address, size)
+            return
         self.touched = True
         self._op(OP_ERASE, address - FLASH_BASE, size, timeout=command_timeout(erase_bytes=size))
 

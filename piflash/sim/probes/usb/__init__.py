@@ -80,8 +80,8 @@ def install(spec: Optional[str] = None, store=None):
     devices = []
     for address, (board, preset, denied) in enumerate(entries, start=2):
         if preset == BOOTSEL:
-            from piflash.sim.probes.usb.picoboot import SimBootselDevice
-            device = SimBootselDevice(board, store, address)
+            from piflash.sim.probes.usb.picoboot import bootsel_device
+            device = bootsel_device(board, store, address)
         elif preset in ("app", "app-noreset"):
             from piflash.sim.probes.usb.picoboot import SimAppDevice
             device = SimAppDevice(board, store, address, reset_interface=preset == "app")

@@ -53,7 +53,8 @@ from piflash.sim.store import SimStore
 from piflash.sim.probes.usb.device import _Desc, string_descriptor
 from piflash.sim.probes.usb.timing import BULK_LATENCY_S, HOST_TRANSFER_S, TARGET_TIMING, Link, VirtualClock
 
-__all__ = ["SimBootselDevice", "SimAppDevice", "PICOBOOT_MAGIC", "STATUS_NAMES", "BOOTSEL_PIDS", "rom_serial"]
+__all__ = ["SimBootselDevice", "SimAppDevice", "PICOBOOT_MAGIC", "STATUS_NAMES", "BOOTSEL_PIDS", "rom_serial",
+           "bootsel_device"]
 
 #: Raspberry Pi's USB vendor ID and the boot ROMs' product IDs (RP2040 datasheet 2.8.4; RP2350
 #: datasheet 5.6.1).
@@ -139,8 +140,21 @@ class _PicoOnUsb:
             raise usb.core.USBError("No such device (it may have been disconnected)", -4, errno.ENODEV)
 
 
+def bootsel_device(board_name: str, store: SimStore, address: int) -> "SimBootselDevice":
+    """The BOOTSEL device of ``board_name``'s chip: :class:`SimBootselDevice` for an RP2040, the
+    RP2350's (:mod:`piflash.sim.probes.usb.picoboot_rp2350`) for an RP2350."""
+    try:
+        target = store.get(board_name).target
+    except Exception:                       # no such board (yet): claiming it fails later
+        target = "rp2040"
+    if target == "rp2350":
+        from piflash.sim.probes.usb.picoboot_rp2350 import SimBootselRp2350
+        return SimBootselRp2350(board_name, store, address)
+    return SimBootselDevice(board_name, store, address)
+
+
 class SimBootselDevice(_PicoOnUsb):
-    """One RP2040 board in BOOTSEL mode on the simulated bus.
+    """One RP2040 board in BOOTSEL mode on the simulated bus (the base of the RP2350's).
 
     :param board_name: The simulated board (in ``store``); it must be an ``rp2040``.
     :param store: Board store.
@@ -152,18 +166,22 @@ class SimBootselDevice(_PicoOnUsb):
     """
 
     kind = "bootsel"
+    #: The chip, its product string, its bcdUSB and its command table (bCmdId -> (name,
+    #: bCmdSize, data direction)); the RP2350's device overrides them.
+    CHIP, PRODUCT, BCD_USB = "rp2040", "RP2 Boot", 0x0110
+    COMMANDS = COMMANDS
 
     def __init__(self, board_name: str, store: SimStore, address: int) -> None:
         self.board_name = board_name
         self.store = store
         self.address = address
-        self.serial = rom_serial("rp2040")
+        self.serial = self._serial()
         #: What the rest of the simulation reads of a device's model (as a probe preset has it).
-        self.preset = SimpleNamespace(name="bootsel", vid=VID, pid=BOOTSEL_PIDS["rp2040"],
-                                      manufacturer="Raspberry Pi", product="RP2 Boot")
+        self.preset = SimpleNamespace(name="bootsel", vid=VID, pid=BOOTSEL_PIDS[self.CHIP],
+                                      manufacturer="Raspberry Pi", product=self.PRODUCT)
         self.clock = VirtualClock()
         self.link = Link(SimpleNamespace(link="v2-bulk-fs", max_packet=64, high_speed=False), self.clock)
-        self.timing = TARGET_TIMING["rp2040"]
+        self.timing = TARGET_TIMING[self.CHIP]
         self.unplugged = False
         self.access_denied = False
         self.hung = False
@@ -184,11 +202,15 @@ class SimBootselDevice(_PicoOnUsb):
         self._describe(address)
 
     # -- descriptors ---------------------------------------------------------------------------
+    def _serial(self) -> str:
+        """The serial number string: the ROM's (RP2040: the same on every board)."""
+        return rom_serial(self.CHIP)
+
     def _describe(self, address: int) -> None:
-        self.strings = {1: "Raspberry Pi", 2: "RP2 Boot", 3: self.serial}
+        self.strings = {1: "Raspberry Pi", 2: self.PRODUCT, 3: self.serial}
         self.device_descriptor = _Desc(
-            bLength=18, bDescriptorType=1, bcdUSB=0x0110, bDeviceClass=0, bDeviceSubClass=0,
-            bDeviceProtocol=0, bMaxPacketSize0=64, idVendor=VID, idProduct=BOOTSEL_PIDS["rp2040"],
+            bLength=18, bDescriptorType=1, bcdUSB=self.BCD_USB, bDeviceClass=0, bDeviceSubClass=0,
+            bDeviceProtocol=0, bMaxPacketSize0=64, idVendor=VID, idProduct=BOOTSEL_PIDS[self.CHIP],
             bcdDevice=0x0100, iManufacturer=1, iProduct=2, iSerialNumber=3, bNumConfigurations=1,
             bus=1, address=address, port_number=address, port_numbers=(address,), speed=2)
         self.config_descriptor = _Desc(
@@ -234,7 +256,7 @@ class SimBootselDevice(_PicoOnUsb):
             raise usb.core.USBError("Resource busy", -6, errno.EBUSY) from None
         self.probe = probe
         board = probe.board
-        if board is None or board.spec.name != "rp2040" or getattr(board, "chip", None) is None:
+        if board is None or board.spec.name != self.CHIP or getattr(board, "chip", None) is None:
             probe.close()
             self.probe = None
             self.unplug()
@@ -243,6 +265,10 @@ class SimBootselDevice(_PicoOnUsb):
             nvm.observer = self._on_flash_op
             # BUSY reads 0 (the time is charged here instead), 1 for good with 'stuck_busy'
             nvm.busy_probe = lambda faults=board.faults: bool(faults.stuck_busy)
+        self._opened(board)
+
+    def _opened(self, board) -> None:
+        """The board behind the interface was just opened (the RP2350's sets its QMI up)."""
 
     def release(self, interface: int) -> None:
         """The host released an interface: the board is saved and let go."""
@@ -277,7 +303,7 @@ class SimBootselDevice(_PicoOnUsb):
         except Exception:
             return None
         if info.generation != self.generation and info.present and info.seated:
-            return SimBootselDevice(self.board_name, self.store, self.address)
+            return bootsel_device(self.board_name, self.store, self.address)
         return None
 
     @property
@@ -422,14 +448,14 @@ class SimBootselDevice(_PicoOnUsb):
         token, cmd_id, cmd_size, transfer_len = struct.unpack_from("<IBBxxI", raw, 4)
         args = raw[16:32]
         self.status = {"token": token, "code": UNKNOWN_CMD, "cmd": cmd_id, "in_progress": False}
-        spec = COMMANDS.get(cmd_id)
+        spec = self.COMMANDS.get(cmd_id)
         if spec is None:
             return self._stall(UNKNOWN_CMD)
         name, size, direction = spec
         if cmd_size != size:
             return self._stall(INVALID_CMD_LENGTH)
         addr, length = struct.unpack_from("<II", args)
-        if transfer_len != (length if direction else 0):
+        if not self._transfer_length_ok(name, direction, length, transfer_len):
             return self._stall(INVALID_TRANSFER_LENGTH)
         self.status["code"] = OK
         self.status["in_progress"] = True
@@ -437,6 +463,10 @@ class SimBootselDevice(_PicoOnUsb):
         try:
             if name == "READ":
                 self._check_range(addr, length, write=False)
+                self._cmd = cmd
+                return
+            if direction == "in":                   # an IN command whose data the ROM makes
+                cmd["data"], cmd["addr"] = self._make_in_data(name, args, transfer_len), 0
                 self._cmd = cmd
                 return
             if name == "WRITE":
@@ -451,8 +481,19 @@ class SimBootselDevice(_PicoOnUsb):
             return self._stall(stall.status)
         cmd["t"] = t
         self._ack_out(cmd, t)
-        if name == "REBOOT":
-            cmd["then"] = self._reboot
+        cmd["then"] = self._after(name, args)
+
+    def _make_in_data(self, name: str, args: bytes, transfer_len: int) -> bytes:
+        """The data of an IN command other than READ (the RP2350's GET_INFO)."""
+        raise _Stall(UNKNOWN_CMD)
+
+    def _after(self, name: str, args: bytes):
+        """What happens once a command without data was acknowledged: REBOOT's reset, or None."""
+        return self._reboot if name == "REBOOT" else None
+
+    def _transfer_length_ok(self, name: str, direction: Optional[str], length: int, transfer_len: int) -> bool:
+        """dTransferLength as the command needs it: READ/WRITE's dSize, 0 without data."""
+        return transfer_len == (length if direction else 0)
 
     def _ack_out(self, cmd: dict, t: float) -> None:
         """The command is done at ``t``: an empty IN packet acknowledges it (an OUT one for IN
@@ -568,7 +609,9 @@ class SimBootselDevice(_PicoOnUsb):
         while cmd["left"] and len(out) < size:
             n = min(PAGE, cmd["left"], size - len(out))
             addr = cmd["addr"]
-            if _is_flash(addr):
+            if "data" in cmd:                       # GET_INFO's answer, already made
+                chunk = bytes(cmd["data"][addr:addr + n])
+            elif _is_flash(addr):
                 rom = self.board.chip
                 got = []
                 t = self._flash(t, lambda: got.append(rom.read_data(addr - XIP_BASE, n)), changes=False)
@@ -706,7 +749,7 @@ class SimAppDevice(_PicoOnUsb):
         self.check_present()
         if 2 in self.interfaces and index == 2 and request == RESET_REQUEST_BOOTSEL:
             self.unplugged = True              # reset_usb_boot(): the chip restarts in its boot ROM
-            self.replacement = SimBootselDevice(self.board_name, self.store, self.address)
+            self.replacement = bootsel_device(self.board_name, self.store, self.address)
             return b""
         if 2 in self.interfaces and index == 2 and request == RESET_REQUEST_FLASH:
             return b""                         # watchdog_reboot: the same firmware comes back
