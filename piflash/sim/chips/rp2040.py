@@ -24,7 +24,8 @@ from typing import Dict, List
 from piflash.sim.chips.base import ChipBoard
 from piflash.sim.chips.rp2_clocks import RP2040_CLOCKS, Clocks
 from piflash.sim.chips.rp2_bootrom import ROM_SIZE, BootRom
-from piflash.sim.chips.rp2_common import IgnoreStores, RomRegion, ValueRegisters, XipCtrl, XipRegion, XipTiming
+from piflash.sim.chips.rp2_common import (IgnoreStores, RomPortBase, RomRegion, ValueRegisters, XipCtrl, XipRegion,
+                                          XipTiming)
 from piflash.sim.debug.dap import AccessPortModel, SwDp
 from piflash.sim.debug.multidrop import MultidropDp, MultidropWire
 from piflash.sim.memory.bus import DeviceRegion, RegisterDevice
@@ -183,32 +184,16 @@ class IoQspi(RegisterDevice):
             self.pins.set_override((new >> 8) & 3)
 
 
-class _Port:
-    """The chip as the boot ROM's native functions see it (:class:`rp2_bootrom.RomPort`)."""
+class _Port(RomPortBase):
+    """The RP2040 as the boot ROM's native functions see it: the SSI's BAUDR times the SPI
+    (SCKDV, 4.10.13: even, at least 2)."""
 
     def __init__(self, board: ChipBoard, pins: QspiPins, ssi: "Ssi") -> None:
-        self.board, self.pins, self.ssi = board, pins, ssi
+        super().__init__(board, pins)
+        self.ssi = ssi
 
-    def reg(self, n: int) -> int:
-        return self.board.cpu.read_reg(n)
-
-    def set_reg(self, n: int, value: int) -> None:
-        self.board.cpu.write_reg(n, value)
-
-    def read(self, addr: int, length: int) -> bytes:
-        return self.board.bus.read_block(addr, length)
-
-    def write(self, addr: int, data: bytes) -> None:
-        self.board.bus.write_block(addr, data)
-
-    def flash_command(self, out: bytes, read: int = 0) -> bytes:
-        got = self.pins.command(out, read)
-        observer = self.pins.flash.nvm.observer
-        if observer is not None:
-            # The bytes' time on the SPI bus: 8 SCK each, one SCK per BAUDR clk_sys cycles
-            # (SSI SCKDV, 4.10.13), charged as clk_sys cycles (TargetTiming "spi_cycles").
-            observer("spi_cycles", (len(out) + read) * 8 * max(2, self.ssi.regs.get(BAUDR, 0) & 0xFFFE))
-        return got
+    def sck_divider(self) -> int:
+        return max(2, self.ssi.regs.get(BAUDR, 0) & 0xFFFE)
 
     def ssi_write(self, offset: int, value: int) -> None:
         self.ssi.write32(offset, value)

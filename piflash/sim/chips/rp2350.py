@@ -38,7 +38,7 @@ from piflash.sim.chips.base import ChipBoard
 from piflash.sim.chips.rp2040 import QspiPins
 from piflash.sim.chips.rp2_clocks import RP2350_CLOCKS, Clocks
 from piflash.sim.chips.rp2350_bootrom import ROM_SIZE, Rp2350BootRom
-from piflash.sim.chips.rp2_common import IgnoreStores, RomRegion, ValueRegisters, XipRegion, XipTiming
+from piflash.sim.chips.rp2_common import IgnoreStores, RomPortBase, RomRegion, ValueRegisters, XipRegion, XipTiming
 from piflash.sim.debug.adiv6 import ApV2, RootRomTable, SwDpV3
 from piflash.sim.debug.dap import AccessPortModel
 from piflash.sim.debug.multidrop import MultidropWire
@@ -316,32 +316,16 @@ class _Maintenance(RegisterDevice):
         self.timing.flush()
 
 
-class _Port:
-    """The chip as the boot ROM's native functions see it."""
+class _Port(RomPortBase):
+    """The RP2350 as the boot ROM's native functions see it: the QMI's direct-mode divider
+    (DIRECT_CSR.CLKDIV) times the SPI."""
 
     def __init__(self, board: ChipBoard, pins: QspiPins, qmi: Qmi, rcp: Rcp) -> None:
-        self.board, self.pins, self.qmi, self.rcp = board, pins, qmi, rcp
+        super().__init__(board, pins)
+        self.qmi, self.rcp = qmi, rcp
 
-    def reg(self, n: int) -> int:
-        return self.board.cpu.read_reg(n)
-
-    def set_reg(self, n: int, value: int) -> None:
-        self.board.cpu.write_reg(n, value)
-
-    def read(self, addr: int, length: int) -> bytes:
-        return self.board.bus.read_block(addr, length)
-
-    def write(self, addr: int, data: bytes) -> None:
-        self.board.bus.write_block(addr, data)
-
-    def flash_command(self, out: bytes, read: int = 0) -> bytes:
-        got = self.pins.command(out, read)
-        observer = self.pins.flash.nvm.observer
-        if observer is not None:
-            # 8 SCK a byte at the direct mode's divider (DIRECT_CSR.CLKDIV, clk_sys cycles).
-            div = max(1, (self.qmi.regs[DIRECT_CSR] >> 22) & 0xFF)
-            observer("spi_cycles", (len(out) + read) * 8 * div)
-        return got
+    def sck_divider(self) -> int:
+        return max(1, (self.qmi.regs[DIRECT_CSR] >> 22) & 0xFF)
 
     def release_cs(self) -> None:
         """RP2350's flash_flush_cache releases no chip select (datasheet 5.4.8.8)."""

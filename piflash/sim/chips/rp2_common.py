@@ -15,7 +15,8 @@ from typing import Dict
 from piflash.sim.memory.bus import BusError, Region, RegisterDevice
 from piflash.sim.memory.nvm import NvmRegion
 
-__all__ = ["ValueRegisters", "RomRegion", "XIP_OFF_BYTE", "XipTiming", "XipRegion", "XipCtrl", "IgnoreStores"]
+__all__ = ["ValueRegisters", "RomRegion", "XIP_OFF_BYTE", "XipTiming", "XipRegion", "XipCtrl", "IgnoreStores",
+           "RomPortBase"]
 
 
 class ValueRegisters(RegisterDevice):
@@ -135,3 +136,41 @@ class IgnoreStores:
 
     def store(self, addr: int, size: int, value: int) -> None:
         pass
+
+
+class RomPortBase:
+    """The chip as the boot ROM's native functions see it
+    (:class:`piflash.sim.chips.rp2_bootrom.RomPort`): the core's registers, the system bus and
+    the flash's pins. A flash instruction's bytes are charged to the flash array's observer as
+    ``spi_cycles``: 8 SCK a byte, :meth:`sck_divider` clk_sys cycles an SCK.
+
+    :param board: the board (``cpu``, ``bus``); :param pins: the flash's pins
+        (:class:`piflash.sim.chips.rp2040.QspiPins`).
+    """
+
+    def __init__(self, board, pins) -> None:
+        self.board, self.pins = board, pins
+
+    def sck_divider(self) -> int:
+        """clk_sys cycles per SPI clock now (the chip's flash interface's divider)."""
+        raise NotImplementedError
+
+    def reg(self, n: int) -> int:
+        return self.board.cpu.read_reg(n)
+
+    def set_reg(self, n: int, value: int) -> None:
+        self.board.cpu.write_reg(n, value)
+
+    def read(self, addr: int, length: int) -> bytes:
+        return self.board.bus.read_block(addr, length)
+
+    def write(self, addr: int, data: bytes) -> None:
+        self.board.bus.write_block(addr, data)
+
+    def flash_command(self, out: bytes, read: int = 0) -> bytes:
+        got = self.pins.command(out, read)
+        observer = self.pins.flash.nvm.observer
+        if observer is not None:
+            observer("spi_cycles", (len(out) + read) * 8 * self.sck_divider())
+        return got
+

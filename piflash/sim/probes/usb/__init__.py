@@ -79,6 +79,8 @@ def install(spec: Optional[str] = None, store=None):
     store = store if store is not None else SimStore()
     devices = []
     for address, (board, preset, denied) in enumerate(entries, start=2):
+        if preset in (BOOTSEL, "app", "app-noreset"):
+            from piflash.sim.probes.usb import picoboot_rp2350  # noqa: F401  (registers the RP2350's)
         if preset == BOOTSEL:
             from piflash.sim.probes.usb.picoboot import bootsel_device
             device = bootsel_device(board, store, address)

@@ -140,17 +140,20 @@ class _PicoOnUsb:
             raise usb.core.USBError("No such device (it may have been disconnected)", -4, errno.ENODEV)
 
 
+#: Chip -> its BOOTSEL device class; :mod:`piflash.sim.probes.usb.picoboot_rp2350` adds the
+#: RP2350's when imported (the package's ``install`` imports it), so this module needs no import
+#: of it.
+BOOTSEL_DEVICES: Dict[str, type] = {}
+
+
 def bootsel_device(board_name: str, store: SimStore, address: int) -> "SimBootselDevice":
-    """The BOOTSEL device of ``board_name``'s chip: :class:`SimBootselDevice` for an RP2040, the
-    RP2350's (:mod:`piflash.sim.probes.usb.picoboot_rp2350`) for an RP2350."""
+    """The BOOTSEL device of ``board_name``'s chip (:data:`BOOTSEL_DEVICES`; an RP2040's for a
+    board not created yet: claiming it fails later)."""
     try:
         target = store.get(board_name).target
-    except Exception:                       # no such board (yet): claiming it fails later
+    except Exception:
         target = "rp2040"
-    if target == "rp2350":
-        from piflash.sim.probes.usb.picoboot_rp2350 import SimBootselRp2350
-        return SimBootselRp2350(board_name, store, address)
-    return SimBootselDevice(board_name, store, address)
+    return BOOTSEL_DEVICES.get(target, SimBootselDevice)(board_name, store, address)
 
 
 class SimBootselDevice(_PicoOnUsb):
@@ -676,6 +679,9 @@ class SimBootselDevice(_PicoOnUsb):
             with self.probe.flushing():
                 board.system_reset()
         self.unplug()
+
+
+BOOTSEL_DEVICES["rp2040"] = SimBootselDevice
 
 
 #: pico-sdk's USB stdio device: VID:PID 2E8A:000A (RP2040), product "Pico", the board's unique ID

@@ -1,5 +1,5 @@
-"""A simulated RP2350 in USB BOOTSEL mode: what its boot ROM's PICOBOOT interface does differently
-from the RP2040's (:class:`~piflash.sim.probes.usb.picoboot.SimBootselDevice`).
+"""A simulated RP2350 in USB BOOTSEL mode: what its boot ROM's PICOBOOT interface does
+differently from the RP2040's (:class:`~piflash.sim.probes.usb.picoboot.SimBootselDevice`).
 
 Sources: RP2350 datasheet 5.6 "PICOBOOT interface" and 5.4.8 (the flash functions);
 pico-bootrom-rp2350 ``src/nsboot/nsboot_usb_client.c`` (descriptors, command parsing),
@@ -35,8 +35,8 @@ from __future__ import annotations
 import struct
 from typing import Optional
 
-from piflash.sim.probes.usb.picoboot import (BAD_ALIGNMENT, COMMANDS, INVALID_ADDRESS, PAGE, SECTOR, STATUS_NAMES,
-                                            UNKNOWN_CMD, XIP_BASE, SimBootselDevice, _Stall)
+from piflash.sim.probes.usb.picoboot import (BAD_ALIGNMENT, BOOTSEL_DEVICES, COMMANDS, INVALID_ADDRESS, PAGE,
+                                            SECTOR, STATUS_NAMES, UNKNOWN_CMD, XIP_BASE, SimBootselDevice, _Stall)
 
 __all__ = ["SimBootselRp2350", "RP2350_COMMANDS", "NOT_PERMITTED", "INVALID_ARG", "SYS_INFO_FLAGS"]
 
@@ -165,3 +165,6 @@ class SimBootselRp2350(SimBootselDevice):
     def _reboot_to_bootsel(self) -> None:
         self._reboot()
         self.replacement = SimBootselRp2350(self.board_name, self.store, self.address)
+
+
+BOOTSEL_DEVICES["rp2350"] = SimBootselRp2350
