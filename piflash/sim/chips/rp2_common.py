@@ -63,7 +63,7 @@ class XipTiming:
 
     LINE = 8
 
-    def __init__(self, nvm, ssi: "Ssi") -> None:
+    def __init__(self, nvm, ssi) -> None:
         self.nvm, self.ssi = nvm, ssi
         self._line = -1
 
