@@ -1,5 +1,6 @@
-"""The station with Raspberry Pi Picos (simulated RP2040s) on the fixture: pico-examples blink as
-a UF2, boards told apart by their flash's unique ID, a board left on the fixture flashed once."""
+"""The station with Raspberry Pi Picos (simulated RP2040s) and Pico 2s (RP2350s) on the fixture:
+pico-examples blink as a UF2, boards told apart by their unique ID (the RP2040's flash's, the
+RP2350's OTP chip ID), a board left on the fixture flashed once."""
 
 from __future__ import annotations
 
@@ -14,14 +15,18 @@ from support.stationkit import StationProcess, rows, wait_rows, write_config, wr
 from support.uf2kit import to_uf2  # noqa: E402
 
 
-def test_station_flashes_picos_one_after_another(tmp_path, pyocd_binaries):
+@pytest.mark.parametrize("chip", ["rp2040", "rp2350"])
+def test_station_flashes_picos_one_after_another(tmp_path, pyocd_binaries, chip):
+    from support.uf2kit import RP2040_FAMILY, RP2350_ARM_S_FAMILY
     store = SimStore()
     firmware = tmp_path / "blink.uf2"
-    firmware.write_bytes(to_uf2((pyocd_binaries / "rp2040.bin").read_bytes(), 0x10000000))
+    family = RP2040_FAMILY if chip == "rp2040" else RP2350_ARM_S_FAMILY
+    blink = (pyocd_binaries / f"{chip}.bin").read_bytes()
+    firmware.write_bytes(to_uf2(blink, 0x10000000, family))
     history = tmp_path / "history.sqlite3"
-    profile = write_profile(tmp_path, firmware, name="pico-blink", target="rp2040")
+    profile = write_profile(tmp_path, firmware, name="pico-blink", target=chip)
     config = write_config(tmp_path, profile, ["sim:pico-bay"], history)
-    uids = [store.create("pico-bay", "rp2040").target_uid.lower()]
+    uids = [store.create("pico-bay", chip).target_uid.lower()]
     station = StationProcess(config, tmp_path / "station.log")
     try:
         wait_rows(history, 1, station)
@@ -32,7 +37,7 @@ def test_station_flashes_picos_one_after_another(tmp_path, pyocd_binaries):
         got = rows(history)
         assert [r["target_uid"] for r in got] == uids and len(set(uids)) == 4
         assert [r["outcome"] for r in got] == ["pass"] * 4
-        assert all(r["target"] == "rp2040" and r["programmed_bytes"] >= 8472 for r in got)
+        assert all(r["target"] == chip and r["programmed_bytes"] >= len(blink) for r in got)
         assert station.stop() == 0
     finally:
         station.kill()
