@@ -23,9 +23,8 @@ from typing import Dict, List
 
 from piflash.sim.chips.base import ChipBoard
 from piflash.sim.chips.rp2_clocks import RP2040_CLOCKS, Clocks
-from piflash.sim.chips.rp2_bootrom import ROM_SIZE, BootRom
-from piflash.sim.chips.rp2_common import (IgnoreStores, RomPortBase, RomRegion, ValueRegisters, XipCtrl, XipRegion,
-                                          XipTiming)
+from piflash.sim.chips.rp2_bootrom import BootRom
+from piflash.sim.chips.rp2_common import RomPortBase, ValueRegisters, XipCtrl, attach_rom_and_xip
 from piflash.sim.debug.dap import AccessPortModel, SwDp
 from piflash.sim.debug.multidrop import MultidropDp, MultidropWire
 from piflash.sim.memory.bus import DeviceRegion, RegisterDevice
@@ -211,21 +210,9 @@ def attach(board: ChipBoard) -> None:
     rom = BootRom(_Port(board, pins, ssi))
     board.chip = rom                                # for tests and the PICOBOOT model
 
-    board.bus.add(RomRegion(rom.image))
-    board.cpu.map_flash(0, ROM_SIZE, lambda addr, size, value: None)(0, rom.image)
-    board.cpu.add_native_code(rom.stub_range[0], rom.stub_range[1], rom.call)
-    stores = IgnoreStores()
-    xip = XipTiming(flash_nvm, ssi)
-    rom.on_flush = xip.flush
-    board.set_flash_controller(flash_nvm, stores, bus_region=XipRegion(flash_nvm, stores, xip))
-    board.cpu.add_read_watch(flash_nvm.start, flash_nvm.start + flash_nvm.size - 1, xip.read)
-    # The flash sees 24 address bits and ignores those above its size (W25Q16JV: A23-A21), so
-    # each 16 MiB XIP window (and its no-allocate / no-cache aliases at 0x11, 0x12, 0x13 <<24,
-    # RP2040 datasheet 2.6.3) repeats the 2 MiB: a debugger read at 0x10FFD000 reads 0x1FD000.
-    for window in XIP_WINDOWS:
-        for start in range(window, window + XIP_WINDOW_SIZE, flash_nvm.size):
-            if start != flash_nvm.start:
-                board.bus.add(XipRegion(flash_nvm, stores, xip, alias_start=start))
+    # The no-allocate / no-cache aliases at 0x11, 0x12, 0x13 << 24 (RP2040 datasheet 2.6.3) repeat
+    # the 2 MiB as the window does (W25Q16JV: A23-A21 ignored): 0x10FFD000 reads 0x1FD000.
+    xip = attach_rom_and_xip(board, rom, ssi, XIP_WINDOWS, XIP_WINDOW_SIZE)
 
     board.add_reset_hook(ssi.reset)             # XIP is set up again by boot stage 2
     board.bus.add(DeviceRegion(XIP_SSI_BASE, 0x1000, ssi, "xip-ssi"))

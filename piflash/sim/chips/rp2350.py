@@ -37,8 +37,8 @@ from typing import Dict
 from piflash.sim.chips.base import ChipBoard
 from piflash.sim.chips.rp2040 import QspiPins
 from piflash.sim.chips.rp2_clocks import RP2350_CLOCKS, Clocks
-from piflash.sim.chips.rp2350_bootrom import ROM_SIZE, Rp2350BootRom
-from piflash.sim.chips.rp2_common import IgnoreStores, RomPortBase, RomRegion, ValueRegisters, XipRegion, XipTiming
+from piflash.sim.chips.rp2350_bootrom import Rp2350BootRom
+from piflash.sim.chips.rp2_common import RomPortBase, ValueRegisters, XipTiming, attach_rom_and_xip
 from piflash.sim.debug.adiv6 import ApV2, RootRomTable, SwDpV3
 from piflash.sim.debug.dap import AccessPortModel
 from piflash.sim.debug.multidrop import MultidropWire
@@ -357,19 +357,8 @@ def attach(board: ChipBoard) -> None:
     rom.parts = SimpleNamespace(qmi=qmi, rcp=rcp, accessctrl=accessctrl, flash=flash)
     board.chip = rom
 
-    board.bus.add(RomRegion(rom.image))
-    board.cpu.map_flash(0, ROM_SIZE, lambda addr, size, value: None)(0, rom.image)
-    board.cpu.add_native_code(rom.stub_range[0], rom.stub_range[1], rom.call)
     board.cpu.add_coprocessor(7, lambda first, second: rcp.execute(first, second, board.cpu))
-    stores = IgnoreStores()
-    xip = XipTiming(flash_nvm, qmi)
-    rom.on_flush = xip.flush
-    board.set_flash_controller(flash_nvm, stores, bus_region=XipRegion(flash_nvm, stores, xip))
-    board.cpu.add_read_watch(flash_nvm.start, flash_nvm.start + flash_nvm.size - 1, xip.read)
-    for window in XIP_WINDOWS:
-        for start in range(window, window + XIP_WINDOW_SIZE, flash_nvm.size):
-            if start != flash_nvm.start:
-                board.bus.add(XipRegion(flash_nvm, stores, xip, alias_start=start))
+    xip = attach_rom_and_xip(board, rom, qmi, XIP_WINDOWS, XIP_WINDOW_SIZE)
     board.bus.add(DeviceRegion(XIP_MAINTENANCE, XIP_WINDOW_SIZE, _Maintenance(xip), "xip-maintenance"))
     board.cpu.map_mmio(XIP_MAINTENANCE, XIP_WINDOW_SIZE)
 

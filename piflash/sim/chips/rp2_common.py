@@ -16,7 +16,7 @@ from piflash.sim.memory.bus import BusError, Region, RegisterDevice
 from piflash.sim.memory.nvm import NvmRegion
 
 __all__ = ["ValueRegisters", "RomRegion", "XIP_OFF_BYTE", "XipTiming", "XipRegion", "XipCtrl", "IgnoreStores",
-           "RomPortBase"]
+           "RomPortBase", "attach_rom_and_xip"]
 
 
 class ValueRegisters(RegisterDevice):
@@ -173,4 +173,29 @@ class RomPortBase:
         if observer is not None:
             observer("spi_cycles", (len(out) + read) * 8 * self.sck_divider())
         return got
+
+
+def attach_rom_and_xip(board, rom, interface, windows, window_size: int) -> XipTiming:
+    """Put ``rom`` (a boot ROM model: ``image``, ``stub_range``, ``call``, ``on_flush``) at 0 for
+    the debugger and the core, and the main flash behind XIP: the debugger's view (reads served
+    while ``interface.xip_ready()``), the core's reads charged, and the flash repeated through
+    each window of ``windows`` (``window_size`` bytes each): the flash sees 24 address bits and
+    ignores those above its size, so a 2 or 4 MiB part repeats through a 16 MiB window.
+
+    :returns: the XIP timing model (its ``flush`` is the ROM's cache flush).
+    """
+    flash_nvm = board.nvm["flash"]
+    board.bus.add(RomRegion(rom.image))
+    board.cpu.map_flash(0, len(rom.image), lambda addr, size, value: None)(0, rom.image)
+    board.cpu.add_native_code(rom.stub_range[0], rom.stub_range[1], rom.call)
+    stores = IgnoreStores()
+    xip = XipTiming(flash_nvm, interface)
+    rom.on_flush = xip.flush
+    board.set_flash_controller(flash_nvm, stores, bus_region=XipRegion(flash_nvm, stores, xip))
+    board.cpu.add_read_watch(flash_nvm.start, flash_nvm.start + flash_nvm.size - 1, xip.read)
+    for window in windows:
+        for start in range(window, window + window_size, flash_nvm.size):
+            if start != flash_nvm.start:
+                board.bus.add(XipRegion(flash_nvm, stores, xip, alias_start=start))
+    return xip
 
