@@ -14,7 +14,6 @@ pytest.importorskip("unicorn")
 from pyocd.core.exceptions import TransferError  # noqa: E402
 from pyocd.core.helpers import ConnectHelper  # noqa: E402
 from pyocd.flash.file_programmer import FileProgrammer  # noqa: E402
-from pyocd.probe.swj import SWJSequenceSender  # noqa: E402
 from pyocd.utility import mask  # noqa: E402
 
 from piflash.sim import SimStore  # noqa: E402
@@ -23,6 +22,7 @@ from piflash.sim.chips.rp2_bootrom import BOOT2_SRAM, crc32_boot2  # noqa: E402
 from piflash.sim.faults import Faults  # noqa: E402
 from piflash.sim.probes import usb as sim_usb  # noqa: E402
 from piflash.sim.specs import get_target  # noqa: E402
+from support.swdwire import sender  # noqa: E402
 
 SPEC = get_target("rp2040")
 UID = bytes.fromhex("e66038b7134f4d2c")
@@ -33,20 +33,10 @@ def board(image: bytes = b"") -> SimBoard:
     return SimBoard(SPEC, UID, {"flash": flash}, Faults())
 
 
-class _WireProbe:
-    """Just enough of a probe for pyOCD's SWJSequenceSender, onto the board's wire."""
-
-    def __init__(self, wire):
-        self.wire = wire
-
-    def swj_sequence(self, length, bits):
-        self.wire.swj_sequence(length, bits)
-
-
 def select(wire, targetsel, parity_error=False):
     """What pyocd/target/family/target_rp2.py select_dp sends: dormant-to-SWD, line reset,
     2 idle cycles, then the TARGETSEL write packet as a raw SWD sequence."""
-    swj = SWJSequenceSender(_WireProbe(wire), True)
+    swj = sender(wire)
     swj.dormant_to_swd()
     swj.line_reset()
     swj.idle_cycles(2)
@@ -60,7 +50,7 @@ def test_multidrop_wire_dormant_targetsel_and_instances():
     wire = board().dp
     with pytest.raises(TransferError):          # cold reset: dormant, nobody answers
         wire.read_dp(0x0)
-    swj = SWJSequenceSender(_WireProbe(wire), True)
+    swj = sender(wire)
     swj.line_reset()                            # a line reset alone does not wake a dormant DP
     with pytest.raises(TransferError):
         wire.read_dp(0x0)

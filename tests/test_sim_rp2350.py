@@ -17,7 +17,6 @@ from pyocd.core.exceptions import TransferError, TransferFaultError  # noqa: E40
 from pyocd.core.helpers import ConnectHelper  # noqa: E402
 from pyocd.core.target import Target  # noqa: E402
 from pyocd.flash.file_programmer import FileProgrammer  # noqa: E402
-from pyocd.probe.swj import SWJSequenceSender  # noqa: E402
 
 from piflash.sim import SimStore  # noqa: E402
 from piflash.sim.board import SimBoard  # noqa: E402
@@ -29,6 +28,7 @@ from piflash.sim.faults import Faults  # noqa: E402
 from piflash.sim.memory.bus import BusError  # noqa: E402
 from piflash.sim.probes import usb as sim_usb  # noqa: E402
 from piflash.sim.specs import get_target  # noqa: E402
+from support.swdwire import sender  # noqa: E402
 
 SPEC = get_target("rp2350")
 UID = bytes.fromhex("d48ff4e70c412683")
@@ -40,17 +40,9 @@ def board(image: bytes = b"") -> SimBoard:
     return SimBoard(SPEC, UID, {"flash": flash}, Faults())
 
 
-class _WireProbe:
-    def __init__(self, wire):
-        self.wire = wire
-
-    def swj_sequence(self, length, bits):
-        self.wire.swj_sequence(length, bits)
-
-
 def wake(wire):
     """pyOCD's dormant-to-SWD wake-up and line reset (pyocd/probe/swj.py), no TARGETSEL."""
-    swj = SWJSequenceSender(_WireProbe(wire), True)
+    swj = sender(wire)
     swj.dormant_to_swd()
     swj.line_reset()
     swj.idle_cycles(2)
@@ -72,7 +64,7 @@ def test_dormant_dp_wakes_without_targetsel_and_points_at_its_root_table():
     wire = board().dp
     with pytest.raises(TransferError):          # dormant at power-up (datasheet 3.5.1)
         wire.read_dp(0x0)
-    SWJSequenceSender(_WireProbe(wire), False).switch_to_swd()   # line reset, JTAG-to-SWD
+    sender(wire, use_dormant=False).switch_to_swd()   # line reset, JTAG-to-SWD
     with pytest.raises(TransferError):          # the JTAG-to-SWD sequence does not wake it
         wire.read_dp(0x0)
     wake(wire)
