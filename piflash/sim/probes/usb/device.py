@@ -16,7 +16,9 @@ responses it has consumed are those written minus those outstanding. Before each
 (and whenever the clock is read) the host clock advances to the arrival of every response
 consumed since; the object is found, read-only, on the writing thread's own stack. The figures
 therefore depend only on the order of pyOCD's main-thread actions, never on how Python schedules
-pyOCD's two threads. Should that attribute ever be missing, the host is taken to wait for every
+pyOCD's two threads. An interface that holds packets back to send several in one transfer
+(piflash's, for the Debug Probe) has packets in that list that are not on the bus yet; it counts
+the responses it handed to pyOCD in ``responses_taken``, which is used instead. Should that attribute ever be missing, the host is taken to wait for every
 response before its next transfer (no pipelining), which is slower but still deterministic.
 """
 
@@ -207,10 +209,16 @@ class SimUsbDevice:
 
     # -- data --------------------------------------------------------------------------------
     def write_out(self, data: bytes) -> int:
-        """An OUT transfer (bulk or interrupt) carrying one DAP packet; returns its length.
+        """An OUT transfer (bulk or interrupt) carrying one DAP packet, or several back to back
+        on a probe whose firmware frames commands by packet (``preset.packet_framing``: each
+        ``packet_size`` bytes one command, padding after it ignored); returns its length.
+
+        The host is charged its CPU time per DAP packet (what building each one costs it,
+        however they are grouped into transfers), the link one scheduling latency per transfer.
 
         :raises usb.core.USBError: ENODEV when unplugged (also when the probe vanishes while
-            executing the packet).
+            executing the packet); EPIPE (a stall) for several packets in one transfer to a
+            probe that takes one command per transfer.
         """
         self.check_present()
         clock = self.clock
@@ -220,34 +228,54 @@ class SimUsbDevice:
         if self._watch_board and self.firmware.board_gone():
             self._watch_board = False
             self.ledger.record("board_changed", self, self.firmware.generation)
+        packets = self._packets(bytes(data))
         with self._cond:
-            clock.hold("host", clock.now, self.host_transfer_s)
-            t_submit = clock.now + self.host_transfer_s
+            host_s = self.host_transfer_s * len(packets)
+            clock.hold("host", clock.now, host_s)
+            t_submit = clock.now + host_s
             clock.count("usb_out")
             clock.count("bytes_out", len(data))
-            t_arrive = self.link.out(t_submit, len(data))
-            clock.charge("usb_out", t_arrive - t_submit)
+            arrivals = self.link.out_transfer(t_submit, [len(p) for p in packets])
+            clock.charge("usb_out", arrivals[-1] - t_submit)
             try:
-                response, t_ready = self.firmware.execute(bytes(data), t_arrive)
+                for packet, t_arrive in zip(packets, arrivals):
+                    response, t_ready = self.firmware.execute(packet, t_arrive)
+                    self._respond(packet, response, t_ready)
             except Unplugged:
                 pass
             else:
-                if self.preset.cmsis_dap_version == 1:
-                    response = response.ljust(self.preset.max_packet, b"\0")
-                t_host = self.link.inn(t_ready, len(response))
-                clock.charge("usb_in", t_host - t_ready)
-                self._responses.append(response)
-                self._arrivals.append(t_host)
-                clock.count("usb_in")
-                clock.count("bytes_in", len(response))
-                if self.recording is not None:
-                    self.recording.append((bytes(data), bytes(response)))
-                clock.advance_to(t_arrive)
+                clock.advance_to(arrivals[-1])
                 self._cond.notify_all()
                 return len(data)
         self.unplug()
         self.check_present()
         return 0
+
+    def _packets(self, data: bytes) -> List[bytes]:
+        size = self.preset.packet_size
+        if len(data) <= size or self.preset.cmsis_dap_version == 1:
+            return [data]
+        if not self.preset.packet_framing:
+            import usb.core
+            raise usb.core.USBError("Pipe error: %s firmware takes one DAP command per transfer "
+                                    "(%d bytes sent, DAP packet size %d)"
+                                    % (self.preset.name, len(data), size), -9, errno.EPIPE)
+        return [data[i:i + size] for i in range(0, len(data), size)]
+
+    def _respond(self, packet: bytes, response: bytes, t_ready: float) -> None:
+        """Queue ``response`` to ``packet``, ready on the probe at ``t_ready`` (caller holds
+        ``_cond``)."""
+        clock = self.clock
+        if self.preset.cmsis_dap_version == 1:
+            response = response.ljust(self.preset.max_packet, b"\0")
+        t_host = self.link.inn(t_ready, len(response))
+        clock.charge("usb_in", t_host - t_ready)
+        self._responses.append(response)
+        self._arrivals.append(t_host)
+        clock.count("usb_in")
+        clock.count("bytes_in", len(response))
+        if self.recording is not None:
+            self.recording.append((packet, bytes(response)))
 
     def read_in(self, size: int, timeout_ms: int) -> bytes:
         """An IN transfer: the oldest response not read yet (at once; its time is taken by
@@ -274,10 +302,18 @@ class SimUsbDevice:
         :meth:`VirtualClock.snapshot` / :meth:`VirtualClock.set_phase`."""
         written = len(self._arrivals)
         outstanding = 0
+        taken = None
         if self._dap_access is not None:
             pending = getattr(self._dap_access, "_commands_to_read", None)
             outstanding = len(pending) if pending is not None else 0
-        consumed = max(self._consumed, written - outstanding)
+            # An interface that holds packets back before the USB write counts the responses it
+            # handed to pyOCD (``responses_taken``): pyOCD's pending list also holds packets that
+            # are not on the bus yet, so it cannot tell how many responses were consumed.
+            taken = getattr(getattr(self._dap_access, "_interface", None), "responses_taken", None)
+        if taken is not None:
+            consumed = max(self._consumed, min(written, taken))
+        else:
+            consumed = max(self._consumed, written - outstanding)
         for t_host in self._arrivals[self._consumed:consumed]:
             # The host handles a completion once it has it and has finished what it was doing
             # (one interpreter lock): host times add up, max(now, arrival) + host time.

@@ -42,6 +42,9 @@ class ProbePreset:
         reference CMSIS-DAP code bit-bangs each transfer in software).
     :param serial_digits: Length of the hex serial number (the pyOCD unique ID).
     :param bcd_device: Device release number in the device descriptor (BCD).
+    :param packet_framing: The firmware arms one OUT transfer of ``packet_size`` bytes per DAP
+        command, so one host transfer of several packets is several commands (each padded to
+        ``packet_size`` but the last); False: the firmware takes one command per transfer.
     """
 
     name: str
@@ -60,6 +63,7 @@ class ProbePreset:
     transfer_overhead_s: float
     serial_digits: int
     bcd_device: int
+    packet_framing: bool = False
 
     @property
     def cmsis_dap_version(self) -> int:
@@ -84,13 +88,14 @@ PRESETS: Dict[str, ProbePreset] = {
     # PROBE_PRODUCT_STRING "Debug Probe (CMSIS-DAP)" from include/board_debug_probe_config.h,
     # interface "CMSIS-DAP v2 Interface", bcdDevice 0x0231) and include/DAP_config.h
     # (DAP_PACKET_SIZE 64, DAP_PACKET_COUNT 8, no product firmware version string). The RP2040
-    # PIO drives SWD up to 25 MHz (an assumption of this model).
+    # PIO drives SWD up to 25 MHz (an assumption of this model). src/tusb_edpt_handler.c (since
+    # v2.0, commit 58fa7a1) arms one 64-byte OUT transfer per command: packet framing.
     "debugprobe": ProbePreset(
         name="debugprobe", vid=0x2E8A, pid=0x000C, manufacturer="Raspberry Pi",
         product="Debug Probe (CMSIS-DAP)", interface="CMSIS-DAP v2 Interface", link="v2-bulk-fs",
         packet_size=64, packet_count=8, firmware_version="", protocol_version="2.1.0",
         max_swd_hz=25_000_000.0, cmd_overhead_s=20e-6, transfer_overhead_s=1.0e-6,
-        serial_digits=16, bcd_device=0x0231),
+        serial_digits=16, bcd_device=0x0231, packet_framing=True),
     # YAPicoprobe (rgrr/yapicoprobe) at commit 28fd8db (2023-01-06), the firmware of the
     # published RP2040 figures in its doc/benchmarks.adoc: the same 2e8a:000c, product
     # "YAPicoprobe CMSIS-DAP", CMSIS-DAP v2 interface "YAPicoprobe CMSIS-DAP v2"

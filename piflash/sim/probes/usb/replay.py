@@ -100,10 +100,21 @@ class ReplayDevice:
             self._responses.clear()
 
     def write_out(self, data: bytes) -> int:
-        """An OUT transfer: check it against the recording and queue the recorded response.
+        """An OUT transfer: check each DAP packet in it (several on a probe whose firmware frames
+        commands by packet, as the simulated probe splits them) against the recording and queue
+        the recorded responses.
 
-        :raises ReplayMismatch: The packet is not the recording's next one.
+        :raises ReplayMismatch: A packet is not the recording's next one.
         """
+        size = self.preset.packet_size
+        if self.preset.packet_framing and len(data) > size:
+            for i in range(0, len(data), size):
+                self._answer(data[i:i + size])
+            return len(data)
+        self._answer(data)
+        return len(data)
+
+    def _answer(self, data: bytes) -> None:
         with self._cond:
             index = self.sent
             exchanges = self.recording.exchanges
@@ -117,7 +128,6 @@ class ReplayDevice:
             self.sent = index + 1
             self._responses.append(response)
             self._cond.notify_all()
-        return len(data)
 
     def read_in(self, size: int, timeout_ms: int) -> bytes:
         """An IN transfer: the oldest response not read yet; times out (ETIMEDOUT) after

@@ -7,8 +7,10 @@ Three resources work in turn or in parallel, as on hardware:
 
 * **The host** issues USB transfers. Its clock (:attr:`VirtualClock.now`) advances when a
   transfer it waits for completes. A host preset (:data:`HOST_PRESETS`) gives the CPU time
-  charged per transfer the host submits or completes (pyusb and pyOCD's and piflash's Python
-  code around it), measured by ``benchmarks/host_cost.py`` on x86 and scaled for the Pis. One
+  charged per DAP packet the host sends or receives (pyusb and pyOCD's and piflash's Python
+  code around it; one USB transfer each, unless several packets share one OUT transfer, when
+  each still costs its own), measured by ``benchmarks/host_cost.py`` on x86 and scaled for the
+  Pis. One
   interpreter lock serialises that work: a completion is handled after the host has finished
   what it was doing, so host times add up (they are never overlapped with each other).
 * **The USB link** (:class:`Link`): a full-speed HID interrupt endpoint with ``bInterval`` 1 moves
@@ -200,6 +202,20 @@ class Link:
         end = self._on_wire(start, self.wire_time(nbytes))
         self._next_out = end
         return end
+
+    def out_transfer(self, t_submit: float, sizes: List[int]) -> List[float]:
+        """One bulk OUT transfer submitted at ``t_submit`` carrying DAP packets of ``sizes``
+        bytes back to back (one scheduling latency; each packet when the one before is done):
+        returns when each packet's last byte reached the probe (seconds)."""
+        if self.kind == "v1-hid" or len(sizes) == 1:
+            return [self.out(t_submit, n) for n in sizes]
+        t = max(t_submit + BULK_LATENCY_S[self.kind], self._next_out)
+        arrivals = []
+        for n in sizes:
+            t = self._on_wire(t, self.wire_time(n))
+            arrivals.append(t)
+        self._next_out = t
+        return arrivals
 
     def inn(self, t_ready: float, nbytes: int) -> float:
         """An IN transfer whose data the probe has ready at ``t_ready``: returns when the host
