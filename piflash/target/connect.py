@@ -418,7 +418,9 @@ def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
     sector_timeout = erase_sector_timeout(target or _probe_target(probe))
     if sector_timeout is not None:
         opts.setdefault("flash.timeout.erase_sector", sector_timeout)
-    session = Session(probe, auto_open=False, options=opts)
+    from piflash.target.batched_dap import batched_probe
+
+    session = Session(batched_probe(probe), auto_open=False, options=opts)
     if session.delegate is None:  # no pyOCD user script: skip its SVD load (see _SkipSvd)
         session.delegate = _SkipSvd()
     try:

@@ -1,0 +1,171 @@
+"""Several DAP packets per USB transfer, for probe firmware that frames commands by packet.
+
+pyOCD's CMSIS-DAP v2 interface (``PyUSBv2.write``, pyocd/probe/pydapaccess/interface/
+pyusb_v2_backend.py) sends each DAP packet as its own synchronous bulk OUT transfer: the host
+waits for every 64-byte packet to be scheduled, sent and acknowledged before it builds the next.
+On a full-speed probe that wait, not the probe or the wire, sets the pace of a large write (about
+18,000 packets per MiB with the Raspberry Pi Debug Probe's 64-byte DAP packets).
+
+The Debug Probe's firmware since debugprobe v2.0 arms one OUT transfer of ``DAP_PACKET_SIZE``
+bytes per command in a ring of ``DAP_PACKET_COUNT`` buffers and executes each buffer as one
+command (raspberrypi/debugprobe ``src/tusb_edpt_handler.c``, commit 58fa7a1 "process commands on
+a packet basis ... multiple commands to be framed correctly"; bcdDevice 0x0200 and later). One
+host transfer of several packets, each command padded to the DAP packet size, is therefore
+several commands executed in order, as OpenOCD and probe-rs do with several transfers in flight.
+Firmware that reads a byte stream instead (the Debug Probe's v1.x "picoprobe", yapicoprobe's
+``DAP_GetCommandLength`` parser) would take the padding for commands, so only the firmware of
+:func:`frames_by_packet` gets batches.
+
+:class:`BatchedCmsisDapV2` sends a packet at once when the probe has nothing else to do (every
+packet sent has been answered and its response read), as TCP's Nagle algorithm does, so a lone
+command waits for nothing; while packets are in flight it holds the next ones back and sends up
+to half the probe's packet count (4 of the Debug Probe's 8: one half executes while the other
+crosses the bus) in one transfer; and it sends at once when pyOCD asks for a response whose
+command is still held back, so nothing waits on a packet that was never sent and pyOCD's limit
+of packets in flight is kept. It is pyOCD's
+interface class, subclassed (an interface is what ``DAPAccessCMSISDAP`` takes as its
+``interface`` argument); nothing of pyOCD is changed at run time.
+
+Turned off with ``PIFLASH_DAP_BATCH=0`` (every packet its own transfer, as pyOCD does).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from typing import List, Optional
+
+LOG = logging.getLogger(__name__)
+
+__all__ = ["BATCH_ENV", "DEBUGPROBE_PRODUCTS", "frames_by_packet", "batching_enabled", "batched_probe"]
+
+#: Environment variable: ``0`` turns batching off.
+BATCH_ENV = "PIFLASH_DAP_BATCH"
+#: Product strings of debugprobe firmware builds (raspberrypi/debugprobe
+#: ``include/board_debug_probe_config.h`` and ``board_pico_config.h``: PROBE_PRODUCT_STRING).
+DEBUGPROBE_PRODUCTS = ("Debug Probe (CMSIS-DAP)", "Picoprobe (CMSIS-DAP)")
+#: Raspberry Pi's USB vendor ID and the debugprobe product ID (``src/usb_descriptors.c``).
+_DEBUGPROBE_VID_PID = (0x2E8A, 0x000C)
+#: First debugprobe release with the per-packet endpoint handler (tag debugprobe-v2.0,
+#: bcdDevice 0x0200 in ``src/usb_descriptors.c``).
+_FIRST_FRAMED_BCD = 0x0200
+
+
+def frames_by_packet(vid: int, pid: int, product: Optional[str], bcd_device: int) -> bool:
+    """Whether a CMSIS-DAP v2 probe's firmware executes each DAP-packet-sized OUT transfer as one
+    command (so one USB transfer may carry several, padded): debugprobe v2.0 or later.
+
+    :param vid: / pid: USB vendor / product ID (int). :param product: iProduct string.
+    :param bcd_device: bcdDevice (BCD release number; debugprobe writes its version there).
+    """
+    return ((vid, pid) == _DEBUGPROBE_VID_PID and product in DEBUGPROBE_PRODUCTS
+            and bcd_device >= _FIRST_FRAMED_BCD)
+
+
+def batching_enabled() -> bool:
+    """False when ``$PIFLASH_DAP_BATCH`` is ``0`` (or ``no``/``off``/``false``)."""
+    return os.environ.get(BATCH_ENV, "1").strip().lower() not in ("0", "no", "off", "false")
+
+
+@functools.lru_cache(maxsize=None)
+def _interface_class():
+    """:class:`BatchedCmsisDapV2`, defined on first use (pyOCD is imported lazily)."""
+    from pyocd.probe.pydapaccess.interface.pyusb_v2_backend import PyUSBv2
+
+    class BatchedCmsisDapV2(PyUSBv2):
+        """pyOCD's CMSIS-DAP v2 pyusb interface, sending held-back DAP packets together.
+
+        ``responses_taken`` (int): responses handed to pyOCD since the interface was opened.
+        Errors are pyOCD's: a failed USB write raises ``usb.core.USBError`` from the ``write`` or
+        ``read`` that sends the batch, which pyOCD's ``DAPAccessCMSISDAP`` turns into aborted
+        transfers and a ``DAPAccessIntf`` error as it does for its own writes.
+        """
+
+        def __init__(self, dev) -> None:
+            super().__init__(dev)
+            self._held: List[bytes] = []
+            self._sent = 0          # packets on the bus since open
+            self._taken = 0         # responses handed to pyOCD since open
+
+        @property
+        def responses_taken(self) -> int:
+            return self._taken
+
+        def open(self) -> None:
+            self._held, self._sent, self._taken = [], 0, 0
+            super().open()
+
+        def _batch_limit(self) -> int:
+            # Half the probe's buffers: one half executes while the other crosses the bus, so
+            # the probe never waits for a batch being collected (a full batch would leave it
+            # idle from its last response to the next batch's arrival).
+            return max(1, (self.packet_count or 1) // 2)
+
+        def write(self, data) -> None:
+            """Send one DAP packet at once when the probe has nothing else to do (every packet
+            sent has been answered and read), else hold it back until a batch is full."""
+            self._held.append(bytes(data))
+            if self._sent == self._taken or len(self._held) >= self._batch_limit():
+                self._send_held()
+
+        def read(self):
+            """The next response, sending held packets first when its command is one of them."""
+            if self._held and self._taken >= self._sent:
+                self._send_held()
+            data = super().read()
+            self._taken += 1
+            return data
+
+        def close(self) -> None:
+            self._held = []
+            super().close()
+
+        def _send_held(self) -> None:
+            held, self._held = self._held, []
+            size = self.packet_size
+            # Every packet but the last padded to the DAP packet size: the firmware's transfer of
+            # that size completes on it; the last may be short, which ends the transfer.
+            payload = b"".join(p.ljust(size, b"\0") for p in held[:-1]) + held[-1]
+            for _ in held:
+                self.read_sem.release()         # one IN read per command (pyOCD's rx thread)
+            self.ep_out.write(payload, timeout=self.DEFAULT_USB_TIMEOUT_MS)
+            last = len(held[-1])
+            if 0 < last < size and last % self.ep_out.wMaxPacketSize == 0:
+                self.ep_out.write(b"", timeout=self.DEFAULT_USB_TIMEOUT_MS)   # ZLP, as pyOCD
+            self._sent += len(held)
+
+    return BatchedCmsisDapV2
+
+
+def _usb_device(serial: str):
+    """The pyusb device of the CMSIS-DAP v2 probe with this serial number, or None."""
+    from pyocd.probe.pydapaccess.interface import pyusb_v2_backend as v2
+
+    if not v2.IS_AVAILABLE:
+        return None
+    return v2.usb_find(custom_match=v2.HasCmsisDapv2Interface(serial))
+
+
+def batched_probe(probe):
+    """``probe`` again, over :class:`BatchedCmsisDapV2`, when it is a USB CMSIS-DAP v2 probe whose
+    firmware :func:`frames_by_packet` and batching is on; else ``probe`` itself.
+
+    :param probe: A pyOCD ``DebugProbe`` not yet opened (from ``ConnectHelper``).
+    :returns: A pyOCD ``CMSISDAPProbe`` (a new one, same unique ID) or ``probe``.
+    """
+    from pyocd.probe.cmsis_dap_probe import CMSISDAPProbe
+
+    if not batching_enabled() or type(probe) is not CMSISDAPProbe:
+        return probe
+    try:
+        dev = _usb_device(probe.unique_id)
+        if dev is None or not frames_by_packet(dev.idVendor, dev.idProduct, dev.product, dev.bcdDevice):
+            return probe
+        from pyocd.probe.pydapaccess.dap_access_cmsis_dap import DAPAccessCMSISDAP
+
+        link = DAPAccessCMSISDAP(probe.unique_id, interface=_interface_class()(dev))
+    except Exception as exc:       # descriptors unreadable: pyOCD's own interface still works
+        LOG.debug("not batching DAP packets for %s: %s", probe.unique_id, exc)
+        return probe
+    return CMSISDAPProbe(link)
