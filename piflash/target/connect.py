@@ -420,7 +420,10 @@ def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
         opts.setdefault("flash.timeout.erase_sector", sector_timeout)
     from piflash.target.batched_dap import batched_probe
 
-    session = Session(batched_probe(probe), auto_open=False, options=opts)
+    # The same probe object for the session and for _connect_error, which reads the chip's IDs
+    # through the session's open probe (a second object would find the USB interface claimed).
+    probe = batched_probe(probe)
+    session = Session(probe, auto_open=False, options=opts)
     if session.delegate is None:  # no pyOCD user script: skip its SVD load (see _SkipSvd)
         session.delegate = _SkipSvd()
     try:
