@@ -110,8 +110,10 @@ def _interface_class():
                 self._send_held()
 
         def read(self):
-            """The next response, sending held packets first when its command is one of them."""
-            if self._held and self._taken >= self._sent:
+            """The next response. Held packets are sent first when its command is one of them,
+            or is the last one sent: the probe would be idle once it has answered, and the host
+            is about to wait anyway."""
+            if self._held and self._taken >= self._sent - 1:
                 self._send_held()
             data = super().read()
             self._taken += 1
