@@ -72,8 +72,9 @@ def bench(presets, targets, host_name: str = "x86") -> list:
 
 
 def _count(requests: dict) -> int:
-    """USB requests the host sent (the clock's ``usb_out`` count: one per DAP command packet)."""
-    return int(requests.get("usb_out", 0))
+    """DAP command packets the host sent: the clock's ``usb_in`` count, one response per packet
+    (``usb_out`` counts USB transfers, which carry several packets on the Debug Probe)."""
+    return int(requests.get("usb_in", 0))
 
 
 def main(argv=None) -> int:

@@ -22,8 +22,11 @@ cache off) and read back from the cache (``piflash/firmware/cache.py``), as a co
 loaded the same file before does (``parse_s``, ``cached_s``).
 
 Per transfer = CPU from the session's opening to its close (image parse excluded) divided by
-the USB transfers (each OUT and each IN; one IN per OUT), which is what the timing model charges
-per transfer (``piflash/sim/probes/usb/timing.py``, ``HostPreset.transfer_s``).
+the DAP packets sent and received (each OUT and each IN; one IN per OUT packet), which is what
+the timing model charges per packet (``piflash/sim/probes/usb/timing.py``,
+``HostPreset.transfer_s``). piflash sends several packets per USB transfer to the Debug Probe
+(``piflash/target/batched_dap.py``); the case ``piflash-unbatched`` (``PIFLASH_DAP_BATCH=0``)
+runs interleaved with ``piflash``, and ``batching`` gives the per-packet CPU ratio of the two.
 
     python benchmarks/host_cost.py [--json] [--repeats 5] [--targets nrf51,nrf52840,stm32f103rc]
 """
@@ -42,8 +45,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from piflash.target.batched_dap import BATCH_ENV
+
 HERE = Path(__file__).resolve().parent
 TOOLS = ("piflash", "pyocd")
+#: piflash with one DAP packet per USB transfer (``PIFLASH_DAP_BATCH=0``), interleaved with
+#: ``piflash`` (batched on the Debug Probe preset) to measure what batching saves per packet.
+UNBATCHED = "piflash-unbatched"
 
 
 # -- recording (parent process, simulator in-process) ----------------------------------------
@@ -63,7 +71,7 @@ def record_all(targets, preset: str, work: Path) -> dict:
     out = {}
     for target in targets:
         image = make_image(target, work)
-        for case in TOOLS + ("algo",):
+        for case in TOOLS + (UNBATCHED, "algo"):
             board = "%s-%s" % (case, target)
             store = SimStore()
             store.create(board, target, exist_ok=True)
@@ -72,10 +80,12 @@ def record_all(targets, preset: str, work: Path) -> dict:
             device = sim_usb.install(store=store).devices[0]
             # How many polls find the flash still busy depends on the host's time per transfer:
             # record at the x86 preset's, so the measurement of x86 is self-consistent.
-            device.host_transfer_s = x86.transfer_s["piflash" if case == "piflash" else "pyocd"]
+            device.host_transfer_s = x86.transfer_s["pyocd" if case in ("pyocd", "algo") else "piflash"]
             device.recording = []
-            if case == "piflash":
+            if case in ("piflash", UNBATCHED):
+                os.environ[BATCH_ENV] = "0" if case == UNBATCHED else "1"
                 run_piflash(device, target, image)
+                del os.environ[BATCH_ENV]
             elif case == "pyocd":
                 run_pyocd(device, target, image)
             else:
@@ -163,7 +173,7 @@ def replay_once(case: str, recording_path: Path, image: Path, target: str) -> di
     base = TARGETS[target].flash.start if image.suffix == ".bin" else None
     _SLEEPS[0] = 0.0
     parse = None
-    if case == "piflash":
+    if case in ("piflash", UNBATCHED):
         from piflash.firmware.image import load_image
         from piflash.flashing.workflow import flash_firmware
         t0 = time.process_time()
@@ -220,7 +230,7 @@ def child_main(argv) -> int:
     cache = tempfile.mkdtemp(prefix="host_cost-cache-")
     os.environ["PIFLASH_CACHE"] = cache         # empty: the first load parses, the next reads back
     runs = [replay_once(case, Path(recording), Path(image), target) for _ in range(2)]
-    loads = _loads(Path(image), target, cache) if case == "piflash" else {}
+    loads = _loads(Path(image), target, cache) if case in ("piflash", UNBATCHED) else {}
     print(json.dumps({"cold": runs[0], "warm": runs[1], "loads": loads}))
     return 0
 
@@ -295,7 +305,8 @@ def bench(targets, preset: str, repeats: int) -> dict:
     startups = []
     for _round in range(repeats):               # interleaved: every case once per round
         for key, (recording, image) in recordings.items():
-            results[key].append(run_child(key[1], recording, image, key[0], env))
+            child_env = dict(env, **{BATCH_ENV: "0" if key[1] == UNBATCHED else "1"})
+            results[key].append(run_child(key[1], recording, image, key[0], child_env))
         startups.append(startup_cpu(env))
     rows = []
     for (target, case), runs in results.items():
@@ -313,7 +324,7 @@ def bench(targets, preset: str, repeats: int) -> dict:
                                   "transfers": r0["transfers"]}
                           for label, r0 in runs[0][state]["spans"].items()},
             }
-        if case == "piflash":                   # the file parsed, and read back from the cache
+        if case in ("piflash", UNBATCHED):      # the file parsed, and read back from the cache
             row["parse_cpu_s"] = round(_median([r["loads"]["parse_s"] for r in runs]), 5)
             row["cached_load_cpu_s"] = round(_median([r["loads"]["cached_s"] for r in runs]), 5)
         else:
@@ -323,9 +334,25 @@ def bench(targets, preset: str, repeats: int) -> dict:
         row["sleep_s"] = round(_median([r["warm"]["sleep_s"] for r in runs]), 4)
         rows.append(row)
     return {"machine": machine(), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "batching": batching_ratios(results),
             "pyocd_startup_cpu_s": round(_median(startups), 3),
             "pyocd_startup_cpu_s_range": [round(min(startups), 3), round(max(startups), 3)],
             "rows": rows}
+
+
+def batching_ratios(results: dict) -> dict:
+    """Per target: piflash's CPU per packet batched over unbatched (first flash in a process),
+    the median of the per-round ratios (the two cases ran interleaved, A B A B), with its range."""
+    out = {}
+    for (target, case), runs in results.items():
+        plain = results.get((target, UNBATCHED))
+        if case != "piflash" or not plain:
+            continue
+        ratios = [(a["cold"]["cpu_s"] / a["cold"]["transfers"]) / (b["cold"]["cpu_s"] / b["cold"]["transfers"])
+                  for a, b in zip(runs, plain)]
+        out[target] = {"per_packet_ratio": round(_median(ratios), 3),
+                       "range": [round(min(ratios), 3), round(max(ratios), 3)]}
+    return out
 
 
 def main(argv=None) -> int:
@@ -345,16 +372,19 @@ def main(argv=None) -> int:
     print(result["machine"])
     print("pyocd flash --help: %.3f s CPU (median of %d)" % (result["pyocd_startup_cpu_s"],
                                                               args.repeats))
-    print("%-11s %-7s %9s %9s %9s %9s %8s %8s %7s" % ("target", "case", "transfers", "cold_s",
+    print("%-11s %-17s %9s %9s %9s %9s %8s %8s %7s" % ("target", "case", "transfers", "cold_s",
                                                         "warm_s", "us/xfer", "parse_s", "cached_s",
                                                         "sleep_s"))
     for r in result["rows"]:
         cached = "%8.4f" % r["cached_load_cpu_s"] if "cached_load_cpu_s" in r else "%8s" % "-"
-        print("%-11s %-7s %9d %9.3f %9.3f %9.1f %8.4f %s %7.3f" % (
+        print("%-11s %-17s %9d %9.3f %9.3f %9.1f %8.4f %s %7.3f" % (
             r["target"], r["case"], r["transfers"], r["cold"]["cpu_s"], r["warm"]["cpu_s"],
             r["warm"]["per_transfer_us"], r["parse_cpu_s"], cached, r["sleep_s"]))
         print("    warm spans: " + ", ".join("%s %.3f s/%d" % (k, v["cpu_s"], v["transfers"])
                                               for k, v in r["warm"]["spans"].items()))
+    for target, b in result["batching"].items():
+        print("%s: piflash CPU per packet batched / unbatched %.3f (range %.3f-%.3f)"
+              % (target, b["per_packet_ratio"], *b["range"]))
     return 0
 
 

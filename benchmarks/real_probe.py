@@ -35,7 +35,16 @@ they do not depend on this machine's speed. Images: Debian's MicroPython hex for
 256 KiB image for nrf52840, 64 KiB for stm32f103rc, 400 KiB for rp2040 (the size of issue 21's
 published RP2040 figures; pseudo-random bytes, fixed seed).
 
+* ``swd_hz`` -- the SWD clock piflash asked for (``--frequency``), or ``"default"`` (4 MHz),
+  capped at the probe preset's fastest; pyOCD always runs at its own default (1 MHz), as
+  ``pyocd flash`` without ``-f`` does.
+
+piflash sends several DAP packets per USB transfer to probes whose firmware frames commands by
+packet (the Debug Probe; ``piflash/target/batched_dap.py``); ``PIFLASH_DAP_BATCH=0`` in the
+environment gives one packet per transfer, as pyOCD sends them.
+
     python benchmarks/real_probe.py [--json] [--host zero2w] [--presets debugprobe,daplink] [--targets nrf52840]
+                                    [--frequency 10000000]
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ import os
 import random
 import sys
 import tempfile
+from typing import Optional
 from pathlib import Path
 
 MICROPYTHON_HEX = Path("/usr/share/firmware-microbit-micropython/firmware.hex")
@@ -84,7 +94,7 @@ class _PhaseSink:
         pass
 
 
-def run_piflash(device, target: str, image: Path) -> dict:
+def run_piflash(device, target: str, image: Path, frequency: Optional[int] = None) -> dict:
     from piflash.flashing.workflow import flash_firmware
     from piflash.firmware.image import load_image
     from piflash.sim.specs import TARGETS
@@ -93,7 +103,7 @@ def run_piflash(device, target: str, image: Path) -> dict:
     start = clock.snapshot()
     clock.set_phase("connect")
     flash_firmware(load_image(str(image), base_address=base), probe=device.serial, target=target,
-                   progress=_PhaseSink(clock))
+                   frequency=frequency, progress=_PhaseSink(clock))
     return _delta(start, clock.snapshot())
 
 
@@ -213,7 +223,8 @@ def _prepare(store, board: str, target: str, image: Path, case: str) -> None:
             store.write_flash(board, bytes(b ^ 0xFF for b in seg.data), offset=seg.address - spec.flash.start)
 
 
-def bench(presets, targets, host_name: str = "x86", cases=("fresh", "reflash")) -> list:
+def bench(presets, targets, host_name: str = "x86", cases=("fresh", "reflash"),
+          frequency: Optional[int] = None) -> list:
     os.environ.setdefault("PIFLASH_SIM_DIR", tempfile.mkdtemp(prefix="real_probe-"))
     from piflash.sim import SimStore
     from piflash.sim.probes import usb as sim_usb
@@ -235,16 +246,17 @@ def bench(presets, targets, host_name: str = "x86", cases=("fresh", "reflash")) 
                 os.environ[sim_usb.ENV_VAR] = "%s@%s" % (board, preset_name)
                 device = sim_usb.install(store=store).devices[0]
                 device.host_transfer_s = host.transfer_s[tool]
-                runner = run_piflash if tool == "piflash" else run_pyocd
                 results[tool] = {}
                 for case in ("fresh", "reflash") + tuple(c for c in cases if c == "changed"):
                     _prepare(store, board, target, image, case)
-                    results[tool][case] = add_host_costs(runner(device, target, image), host, tool, image, case)
+                    run = run_piflash(device, target, image, frequency) if tool == "piflash" \
+                        else run_pyocd(device, target, image)
+                    results[tool][case] = add_host_costs(run, host, tool, image, case)
             fresh_row = None
             for case in cases:
                 pf, po = results["piflash"][case], results["pyocd"][case]
                 rows.append({"probe": preset_name, "link": preset.link, "target": target, "case": case,
-                             "host": host.name,
+                             "host": host.name, "swd_hz": frequency or "default",
                              "piflash_s": round(pf["seconds"], 3), "pyocd_s": round(po["seconds"], 3),
                              "load_cached_s": pf["load_cached_s"],
                              "floor_s": round(floor_seconds(preset, target, image, case, pf), 3),
@@ -271,6 +283,8 @@ def preset_target_args(description: str, argv=None) -> argparse.Namespace:
                         help="fresh, reflash, changed (a board holding other firmware)")
     parser.add_argument("--host", default="x86",
                         help="host preset: x86 (measured), zero2w, pi4, pi5 (predicted)")
+    parser.add_argument("--frequency", type=int, default=None,
+                        help="SWD clock (Hz) piflash asks for (pyOCD keeps its default); default: 4 MHz")
     args = parser.parse_args(argv)
     import logging
     logging.disable(logging.WARNING)
@@ -299,7 +313,8 @@ def bench_rows(description: str, bench_fn, argv=None):
     for the script to print as a table."""
     args = preset_target_args(description, argv)
     if bench_fn is bench:
-        rows = bench_fn(args.presets.split(","), args.targets.split(","), args.host, tuple(args.cases.split(",")))
+        rows = bench_fn(args.presets.split(","), args.targets.split(","), args.host, tuple(args.cases.split(",")),
+                        args.frequency)
     else:
         rows = bench_fn(args.presets.split(","), args.targets.split(","), args.host)
     if args.json:

@@ -6,8 +6,9 @@ USB CMSIS-DAP driver on the simulated probe's virtual clock with the host preset
 USB transfer (piflash/sim/probes/usb/timing.py, ``HOST_PRESETS``), which gives, per board:
 
 * ``board_s``: the board's time with one probe (connect to reset, host CPU included);
-* ``host_s``: the host CPU in it: (USB transfers out + in) x the preset's time per transfer,
-  plus the preset's sleeps are wall time, not CPU, and are not counted here;
+* ``host_s``: the host CPU in it: (DAP packets out + responses in) x the preset's time per
+  packet, as the clock charged it; the preset's sleeps are wall time, not CPU, and are not
+  counted here;
 * ``bus_s``: the board's time on the full-speed bus: the bytes it moved both ways in 64-byte
   packets plus 13 bytes of token, handshake and CRC each, at 12 Mbit/s (USB 2.0 spec 5.8.4,
   8.4). A DAPLink's HID reports wait for their 1 ms frame (5.7.4), which is in ``board_s``, but
@@ -87,12 +88,15 @@ def one_board(preset: str, target: str, host) -> dict:
     end = device.clock.snapshot()
     sim_usb.uninstall()
     req = {k: end["requests"].get(k, 0) - start["requests"].get(k, 0) for k in end["requests"]}
-    transfers = req.get("usb_out", 0) + req.get("usb_in", 0)
+    # DAP packets each way (one IN response per packet; several packets may share one OUT
+    # transfer on the Debug Probe, piflash/target/batched_dap.py): what the host's CPU is charged by.
+    transfers = 2 * req.get("usb_in", 0)
     nbytes = req.get("bytes_out", 0) + req.get("bytes_in", 0)
     packets = sum(math.ceil(req.get(f"bytes_{d}", 0) / PACKET) or 0 for d in ("out", "in"))
     bus = (nbytes + PACKET_OVERHEAD * max(packets, transfers)) * 8 / FS_BPS
     timeline = [(r, t - start["now_s"], s) for r, t, s in device.clock.timeline]
-    return {"board_s": end["now_s"] - start["now_s"], "host_s": transfers * host.transfer_s["piflash"],
+    host_s = sum(s for r, _t, s in timeline if r == "host")     # the CPU the clock charged
+    return {"board_s": end["now_s"] - start["now_s"], "host_s": host_s,
             "bus_s": bus, "transfers": transfers, "timeline": timeline}
 
 
