@@ -11,7 +11,8 @@ bytes per command in a ring of ``DAP_PACKET_COUNT`` buffers and executes each bu
 command (raspberrypi/debugprobe ``src/tusb_edpt_handler.c``, commit 58fa7a1 "process commands on
 a packet basis ... multiple commands to be framed correctly"; bcdDevice 0x0200 and later). One
 host transfer of several packets, each command padded to the DAP packet size, is therefore
-several commands executed in order, as OpenOCD and probe-rs do with several transfers in flight.
+several commands executed in order, without a wait for each (pyOCD is about twice as slow as
+OpenOCD and probe-rs on the same probe, rgrr/yapicoprobe issue #172).
 Firmware that reads a byte stream instead (the Debug Probe's v1.x "picoprobe", yapicoprobe's
 ``DAP_GetCommandLength`` parser) would take the padding for commands, so only the firmware of
 :func:`frames_by_packet` gets batches.
@@ -20,9 +21,11 @@ Firmware that reads a byte stream instead (the Debug Probe's v1.x "picoprobe", y
 packet sent has been answered and its response read), as TCP's Nagle algorithm does, so a lone
 command waits for nothing; while packets are in flight it holds the next ones back and sends up
 to half the probe's packet count (4 of the Debug Probe's 8: one half executes while the other
-crosses the bus) in one transfer; and it sends at once when pyOCD asks for a response whose
-command is still held back, so nothing waits on a packet that was never sent and pyOCD's limit
-of packets in flight is kept. It is pyOCD's
+crosses the bus) in one transfer; and it sends what it holds when pyOCD asks for a response
+whose command is held back or is the last one sent (the probe would go idle after it, and the
+host is about to wait anyway), so nothing waits on a packet that was never sent and pyOCD's
+limit of packets in flight is kept. The rules look only at counts of packets sent and responses
+taken, never at timing, so a simulated run is deterministic. It is pyOCD's
 interface class, subclassed (an interface is what ``DAPAccessCMSISDAP`` takes as its
 ``interface`` argument); nothing of pyOCD is changed at run time.
 
