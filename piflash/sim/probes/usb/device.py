@@ -18,8 +18,9 @@ consumed since; the object is found, read-only, on the writing thread's own stac
 therefore depend only on the order of pyOCD's main-thread actions, never on how Python schedules
 pyOCD's two threads. An interface that holds packets back to send several in one transfer
 (piflash's, for the Debug Probe) has packets in that list that are not on the bus yet; it counts
-the responses it handed to pyOCD in ``responses_taken``, which is used instead. Should that attribute ever be missing, the host is taken to wait for every
-response before its next transfer (no pipelining), which is slower but still deterministic.
+the responses it handed to pyOCD in ``responses_taken``, which is used instead. Should neither
+be there, the host is taken to wait for every response before its next transfer (no
+pipelining), which is slower but still deterministic.
 """
 
 from __future__ import annotations
