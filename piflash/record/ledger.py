@@ -335,6 +335,9 @@ class Uploader:
                 if not rows:
                     break
                 new += ledger.upload(self.station, rows)
+                # Committed: the ledger holds them now, whether or not the next head query gets
+                # through (the queue metric reads self.head).
+                self.head = int(rows[-1]["seq"])
             if self._down:
                 self.log(f"ledger {safe_url(self.url)} reached again: the queued rows are uploaded")
             self._down = False
