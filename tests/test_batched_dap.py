@@ -108,3 +108,56 @@ def test_the_simulated_probe_stalls_a_batch_its_firmware_would_misread(monkeypat
         assert device.write_out(bytes([0x00, 0xFE])) == 2   # one command per transfer still works
     finally:
         sim_usb.uninstall()
+
+
+def test_the_writer_thread_keeps_the_host_from_waiting_on_transfers(tmp_path, monkeypatch):
+    """Batches go out from the interface's writer thread: the host builds the next packets while
+    one crosses the bus, instead of waiting for each OUT transfer's scheduling and packets."""
+    from piflash.sim.probes.usb.timing import BULK_LATENCY_S
+    path = tmp_path / "image.bin"
+    path.write_bytes(os.urandom(64 * 1024))
+    store = SimStore()
+    store.create("pico", "rp2040")
+    clock = _flash(store, "pico", "debugprobe", path, monkeypatch, True, 15_000_000)
+    counts = clock.requests
+    # A lone packet to an idle probe goes from the host's own thread and the host waits for it;
+    # every batch sent while others are in flight goes from the writer thread.
+    assert counts["packets_waited"] < 0.5 * counts["usb_in"]      # one response per packet
+    assert clock.busy["usb_out"] < counts["usb_out"] * BULK_LATENCY_S["v2-bulk-fs"]
+
+
+def test_a_failed_batch_wakes_the_host_waiting_for_its_response(monkeypatch):
+    """The probe vanishes while a batch waits in the writer's queue: pyOCD's next read raises
+    the USB error at once instead of waiting out its USB timeout."""
+    import time
+    from pyocd.probe.pydapaccess.dap_access_api import DAPAccessIntf
+    from piflash.target.batched_dap import _interface_class, _usb_device
+    store = SimStore()
+    store.create("pico", "rp2040")
+    monkeypatch.setenv(sim_usb.ENV_VAR, "pico@debugprobe")
+    device = sim_usb.install("pico@debugprobe", store).devices[0]
+    try:
+        interface = _interface_class()(_usb_device(device.serial))
+        interface.open()
+        interface.set_packet_size(64)
+        interface.set_packet_count(8)
+        info = bytes([0x00, 0xFE])                  # DAP_Info: packet count
+        interface.write(info)                       # the probe is idle: sent at once
+        device.unplug()
+        for _ in range(4):                          # held, then queued for the writer thread
+            interface.write(info)
+        started = time.monotonic()
+        failed = None
+        for _ in range(2):      # the first response may have been read before the unplug
+            try:
+                interface.read()
+            except (usb.core.USBError, DAPAccessIntf.DeviceError) as exc:
+                failed = exc
+                break
+        assert failed is not None and time.monotonic() - started < 2.0
+        interface._writer.join(2.0)
+        with pytest.raises(usb.core.USBError) as err:    # the writer's own failure, kept
+            interface.write(info)
+        assert err.value.errno == errno.ENODEV
+    finally:
+        sim_usb.uninstall()

@@ -25,7 +25,15 @@ crosses the bus) in one transfer; and it sends what it holds when pyOCD asks for
 whose command is held back or is the last one sent (the probe would go idle after it, and the
 host is about to wait anyway), so nothing waits on a packet that was never sent and pyOCD's
 limit of packets in flight is kept. The rules look only at counts of packets sent and responses
-taken, never at timing, so a simulated run is deterministic. It is pyOCD's
+taken, never at timing, so a simulated run is deterministic.
+
+A batch sent while others are in flight goes out from a writer thread: pyusb's bulk write is
+synchronous (libusb waits for the transfer's scheduling, its packets and their handshakes, with
+the interpreter lock released), so from pyOCD's thread the host would build nothing while each
+batch crossed the bus. A lone packet to an idle probe is still written from the caller's thread
+(it waits for its response at once anyway, and a thread switch would only add to that). The
+writer keeps the transfers in order; the first one that fails stops it, and its error is raised
+from the host's next ``write`` or ``read``. It is pyOCD's
 interface class, subclassed (an interface is what ``DAPAccessCMSISDAP`` takes as its
 ``interface`` argument); nothing of pyOCD is changed at run time.
 
@@ -37,6 +45,8 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import queue
+import threading
 from typing import List, Optional
 
 LOG = logging.getLogger(__name__)
@@ -71,33 +81,57 @@ def batching_enabled() -> bool:
     return os.environ.get(BATCH_ENV, "1").strip().lower() not in ("0", "no", "off", "false")
 
 
+#: Marker the writer thread puts in the response queue when a write failed: it wakes a ``read``
+#: waiting for a response that will never come.
+_WRITE_FAILED = object()
+#: Longest wait for the writer thread to finish its queue when the interface closes, seconds
+#: (each queued transfer has pyOCD's USB timeout; a healthy queue empties in milliseconds).
+_CLOSE_WAIT_S = 2.0
+
+
 @functools.lru_cache(maxsize=None)
 def _interface_class():
     """:class:`BatchedCmsisDapV2`, defined on first use (pyOCD is imported lazily)."""
+    from pyocd.probe.pydapaccess.dap_access_api import DAPAccessIntf
     from pyocd.probe.pydapaccess.interface.pyusb_v2_backend import PyUSBv2
 
     class BatchedCmsisDapV2(PyUSBv2):
-        """pyOCD's CMSIS-DAP v2 pyusb interface, sending held-back DAP packets together.
+        """pyOCD's CMSIS-DAP v2 pyusb interface, sending held-back DAP packets together from a
+        writer thread.
 
-        ``responses_taken`` (int): responses handed to pyOCD since the interface was opened.
-        Errors are pyOCD's: a failed USB write raises ``usb.core.USBError`` from the ``write`` or
-        ``read`` that sends the batch, which pyOCD's ``DAPAccessCMSISDAP`` turns into aborted
-        transfers and a ``DAPAccessIntf`` error as it does for its own writes.
+        ``responses_taken`` (int): responses handed to pyOCD since the interface was opened; read
+        in the writer thread while it writes a batch, the count when that batch was queued.
+        Errors: a failed USB write raises its ``usb.core.USBError`` from the next ``write`` or
+        ``read`` (a ``read`` waiting for a response is woken at once), which pyOCD's
+        ``DAPAccessCMSISDAP`` turns into aborted transfers and a ``DAPAccessIntf`` error as it
+        does for its own writes; a response that does not come within pyOCD's USB timeout
+        (``DEFAULT_USB_TIMEOUT_S``) raises ``DAPAccessIntf.DeviceError``, as pyOCD's ``read``.
         """
 
         def __init__(self, dev) -> None:
             super().__init__(dev)
             self._held: List[bytes] = []
-            self._sent = 0          # packets on the bus since open
+            self._sent = 0          # packets sent or queued for the writer since open
             self._taken = 0         # responses handed to pyOCD since open
+            self._queue: Optional[queue.SimpleQueue] = None
+            self._writer: Optional[threading.Thread] = None
+            self._out_lock = threading.Lock()       # held while a transfer is on its way out
+            self._out_taken = 0                     # _taken when the batch being written was queued
+            self._write_error: Optional[BaseException] = None
 
         @property
         def responses_taken(self) -> int:
+            if self._writer is not None and threading.current_thread() is self._writer:
+                return self._out_taken
             return self._taken
 
         def open(self) -> None:
-            self._held, self._sent, self._taken = [], 0, 0
+            self._held, self._sent, self._taken, self._write_error = [], 0, 0, None
             super().open()
+            self._queue = queue.SimpleQueue()
+            self._writer = threading.Thread(target=self._write_task, daemon=True,
+                                            name="piflash DAP writer (%s)" % self.serial_number)
+            self._writer.start()
 
         def _batch_limit(self) -> int:
             # Half the probe's buffers: one half executes while the other crosses the bus, so
@@ -108,6 +142,7 @@ def _interface_class():
         def write(self, data) -> None:
             """Send one DAP packet at once when the probe has nothing else to do (every packet
             sent has been answered and read), else hold it back until a batch is full."""
+            self._raise_write_error()
             self._held.append(bytes(data))
             if self._sent == self._taken or len(self._held) >= self._batch_limit():
                 self._send_held()
@@ -116,17 +151,40 @@ def _interface_class():
             """The next response. Held packets are sent first when its command is one of them,
             or is the last one sent: the probe would be idle once it has answered, and the host
             is about to wait anyway."""
+            if self.closed:
+                return b""
             if self._held and self._taken >= self._sent - 1:
                 self._send_held()
-            data = super().read()
+            self._raise_write_error()
+            if self._read_thread_did_exit:
+                raise DAPAccessIntf.DeviceError("Probe %s read thread exited unexpectedly"
+                                                % self.serial_number) from self._read_thread_exception
+            try:
+                data = self.rcv_data.get(True, self.DEFAULT_USB_TIMEOUT_S)
+            except queue.Empty:
+                raise DAPAccessIntf.DeviceError("Timeout reading from probe %s"
+                                                % self.serial_number) from None
+            if data is _WRITE_FAILED:
+                self._raise_write_error()
             self._taken += 1
             return data
 
         def close(self) -> None:
             self._held = []
+            if self._writer is not None:
+                self._queue.put(None)
+                self._writer.join(_CLOSE_WAIT_S)
+                self._writer = None
             super().close()
 
+        def _raise_write_error(self) -> None:
+            if self._write_error is not None:
+                raise self._write_error
+
         def _send_held(self) -> None:
+            """Send the held packets as one transfer: from this thread when the probe is idle
+            and nothing is queued (a lone command waits for no thread switch), else through the
+            writer thread, so the host builds the next packets while this transfer crosses."""
             held, self._held = self._held, []
             size = self.packet_size
             # Every packet but the last padded to the DAP packet size: the firmware's transfer of
@@ -134,11 +192,38 @@ def _interface_class():
             payload = b"".join(p.ljust(size, b"\0") for p in held[:-1]) + held[-1]
             for _ in held:
                 self.read_sem.release()         # one IN read per command (pyOCD's rx thread)
-            self.ep_out.write(payload, timeout=self.DEFAULT_USB_TIMEOUT_MS)
-            last = len(held[-1])
-            if 0 < last < size and last % self.ep_out.wMaxPacketSize == 0:
-                self.ep_out.write(b"", timeout=self.DEFAULT_USB_TIMEOUT_MS)   # ZLP, as pyOCD
+            idle = self._sent == self._taken
             self._sent += len(held)
+            if idle and self._out_lock.acquire(blocking=False):
+                try:
+                    self._write_transfer(payload)
+                finally:
+                    self._out_lock.release()
+            else:
+                self._queue.put((payload, self._taken))
+
+        def _write_transfer(self, payload: bytes) -> None:
+            self.ep_out.write(payload, timeout=self.DEFAULT_USB_TIMEOUT_MS)
+            last = len(payload) % self.packet_size
+            if 0 < last and last % self.ep_out.wMaxPacketSize == 0:
+                self.ep_out.write(b"", timeout=self.DEFAULT_USB_TIMEOUT_MS)   # ZLP, as pyOCD
+
+        def _write_task(self) -> None:
+            """The writer thread: queued transfers in order; after a failure the rest are
+            dropped (their commands are lost with the probe) and a waiting ``read`` is woken."""
+            while True:
+                item = self._queue.get()
+                if item is None:
+                    return
+                if self._write_error is not None:
+                    continue
+                payload, self._out_taken = item
+                with self._out_lock:
+                    try:
+                        self._write_transfer(payload)
+                    except Exception as exc:      # noqa: BLE001 - raised in the host's thread
+                        self._write_error = exc
+                        self.rcv_data.put(_WRITE_FAILED)
 
     return BatchedCmsisDapV2
 

@@ -21,6 +21,14 @@ pyOCD's two threads. An interface that holds packets back to send several in one
 the responses it handed to pyOCD in ``responses_taken``, which is used instead. Should neither
 be there, the host is taken to wait for every response before its next transfer (no
 pipelining), which is slower but still deterministic.
+
+Threads: the host clock is that of the thread that claimed the interface (pyOCD's session
+thread). A synchronous OUT transfer blocks the thread that submits it: submitted from the
+claiming thread, the host clock waits for it; submitted from another thread (an interface's
+writer thread), only that thread waits: the host clock is charged the packets' CPU and goes on,
+and the next transfer from the other thread starts no earlier than this one completed. Such a
+thread reads ``responses_taken`` as the count when it was handed the transfer (the interface's
+to give), so the figures stay independent of thread timing.
 """
 
 from __future__ import annotations
@@ -151,6 +159,8 @@ class SimUsbDevice:
         self._arrivals: List[float] = []             # host arrival time of every response, in order
         self._consumed = 0                           # responses whose time the host clock has taken
         self._dap_access = None                      # pyOCD's DAPAccessCMSISDAP writing to us
+        self._host_thread: Optional[int] = None      # the claiming thread: its clock is the host's
+        self._out_done = 0.0                         # when the last OUT transfer completed
         self._cond = threading.Condition()
         self.clock.add_sync(self.sync)
         self.ledger = ledger_from_env(self)
@@ -191,7 +201,9 @@ class SimUsbDevice:
             self.unplug()
             self.check_present()
         self.claimed = True
-        self._arrivals, self._consumed, self._dap_access = [], 0, None
+        self._arrivals, self._consumed, self._out_done = [], 0, 0.0
+        self._dap_access = _find_dap_access()
+        self._host_thread = threading.get_ident()
         if self.ledger is not None:
             self._watch_board = not self.firmware.board_gone()
             self.ledger.record("claim", self, self.firmware.generation)
@@ -216,6 +228,8 @@ class SimUsbDevice:
 
         The host is charged its CPU time per DAP packet (what building each one costs it,
         however they are grouped into transfers), the link one scheduling latency per transfer.
+        A transfer from a thread other than the claiming one does not hold the host clock up
+        (see the module docstring).
 
         :raises usb.core.USBError: ENODEV when unplugged (also when the probe vanishes while
             executing the packet); EPIPE (a stall) for several packets in one transfer to a
@@ -233,11 +247,16 @@ class SimUsbDevice:
         with self._cond:
             host_s = self.host_transfer_s * len(packets)
             clock.hold("host", clock.now, host_s)
-            t_submit = clock.now + host_s
+            t_built = clock.now + host_s
+            t_submit = max(t_built, self._out_done)
             clock.count("usb_out")
             clock.count("bytes_out", len(data))
             arrivals = self.link.out_transfer(t_submit, [len(p) for p in packets])
-            clock.charge("usb_out", arrivals[-1] - t_submit)
+            self._out_done = arrivals[-1]
+            blocking = self._host_thread in (None, threading.get_ident())
+            if blocking:
+                clock.count("packets_waited", len(packets))   # the host waited for their transfer
+            clock.charge("usb_out", (arrivals[-1] - t_submit) if blocking else 0.0)
             try:
                 for packet, t_arrive in zip(packets, arrivals):
                     response, t_ready = self.firmware.execute(packet, t_arrive)
@@ -245,7 +264,7 @@ class SimUsbDevice:
             except Unplugged:
                 pass
             else:
-                clock.advance_to(arrivals[-1])
+                clock.advance_to(arrivals[-1] if blocking else t_built)
                 self._cond.notify_all()
                 return len(data)
         self.unplug()
@@ -324,10 +343,10 @@ class SimUsbDevice:
 
 
 def _find_dap_access():
-    """pyOCD's ``DAPAccessCMSISDAP`` whose ``_send_packet`` is writing (read-only look at the
-    calling thread's stack), or None."""
+    """pyOCD's ``DAPAccessCMSISDAP`` that is opening or writing to the device (read-only look at
+    the calling thread's stack), or None."""
     frame = sys._getframe(1)
-    for _ in range(12):
+    for _ in range(24):
         if frame is None:
             return None
         if frame.f_code.co_filename.endswith(_DAP_ACCESS_FILE) and "self" in frame.f_locals:
