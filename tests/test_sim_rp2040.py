@@ -149,6 +149,31 @@ def test_flash_functions_through_the_rom_and_unique_id_through_the_ssi():
     assert b.chip.port.pins.flash.command(b"\x9f", 3) == bytes((0xEF, 0x40, 0x15))   # JEDEC ID
 
 
+def test_ssi_xip_reads_in_the_formats_the_flash_answers():
+    """The SSI set up for 3Bh dual output (CTRLR0.SPI_FRF dual, SPI_CTRLR0 XIP_CMD 3Bh, 8 wait
+    cycles) reads the flash at 72 SCK per 8-byte line (serial 03h: 96); dual frames with an
+    instruction the flash answers on one line return no flash data."""
+    b = board(bytes(range(256)))
+    ssi = 0x18000000
+    cycles = []
+    b.nvm["flash"].observer = lambda op, n: cycles.append(n) if op == "spi_cycles" else None
+
+    def xip(ctrlr0, spi_ctrlr0):
+        for offset, value in ((0x08, 0), (0x00, ctrlr0), (0xF4, spi_ctrlr0), (0x14, 4), (0x08, 1)):
+            b.bus.write(ssi + offset, 4, value)
+        b.bus.write(0x14000004, 4, 1)                        # XIP_CTRL FLUSH: the next read misses
+        cycles.clear()
+        return b.bus.read_block(0x10000000, 64), sum(cycles)
+
+    eeprom_32 = (31 << 16) | (3 << 8)
+    data, cost = xip(eeprom_32, (0x03 << 24) | (2 << 8) | (6 << 2))
+    assert data == bytes(range(64)) and cost == 8 * 96 * 4
+    data, cost = xip((1 << 21) | eeprom_32, (0x3B << 24) | (8 << 11) | (2 << 8) | (6 << 2))
+    assert data == bytes(range(64)) and cost == 8 * 72 * 4
+    data, _ = xip((1 << 21) | eeprom_32, (0x03 << 24) | (2 << 8) | (6 << 2))
+    assert data == b"\xa5" * 64
+
+
 def test_reset_boots_stage2_then_the_firmware_and_a_bad_crc_parks(pyocd_binaries):
     blink = (pyocd_binaries / "rp2040.bin").read_bytes()
     assert crc32_boot2(blink[:252]) == struct.unpack_from("<I", blink, 252)[0]

@@ -167,6 +167,42 @@ def test_qmi_direct_mode_reads_the_jedec_id_and_blocks_xip_meanwhile():
     assert b.bus.read(0x10400000, 4) == 0x44332211      # the 4 MiB repeat through the window
 
 
+def test_qmi_reads_in_the_formats_the_flash_answers_and_bursts_sequential_lines():
+    """M0_RFMT/M0_RCMD (pico-sdk qmi.h) against the W25Q32's read instructions: 3Bh dual output
+    reads the flash, a format it does not answer and a quad read without QE do not; sequential
+    line fills within the cooldown cost only their data clocks (qmi.h M0_TIMING.COOLDOWN)."""
+    b = board(bytes(range(256)) * 16)
+    qmi = chip.QMI_BASE
+    cycles = []
+    b.nvm["flash"].observer = lambda op, n: cycles.append(n) if op == "spi_cycles" else None
+
+    def fill_cycles(timing, rfmt, rcmd):
+        b.bus.write(qmi + 0x0C, 4, timing)
+        b.bus.write(qmi + 0x10, 4, rfmt)
+        b.bus.write(qmi + 0x14, 4, rcmd)
+        b.bus.write(chip.XIP_MAINTENANCE, 4, 0)              # a flush: the next read misses
+        cycles.clear()
+        data = b.bus.read_block(0x10000000, 64)
+        return data, sum(cycles)
+
+    serial = (1 << 12, 0x03)
+    dual = ((1 << 12) | (2 << 16) | (1 << 8), 0x3B)
+    data, cost = fill_cycles(4, *serial)                      # COOLDOWN 0: 8 fills of 96 SCK
+    assert data == bytes(range(64)) and cost == 8 * 96 * 4
+    data, cost = fill_cycles((1 << 30) | 4, *serial)          # then each next line 64 SCK
+    assert data == bytes(range(64)) and cost == (96 + 7 * 64) * 4
+    data, cost = fill_cycles((3 << 30) | 2, *dual)            # 3Bh: 8 + 24 + 8 dummy, 32 data
+    assert data == bytes(range(64)) and cost == (72 + 7 * 32) * 2
+    data, _ = fill_cycles((1 << 30) | 2, (1 << 12) | (2 << 16), 0x3B)     # data on one line
+    assert data == b"\xa5" * 64
+    quad = ((1 << 12) | (2 << 16) | (2 << 8), 0x6B)
+    data, _ = fill_cycles((1 << 30) | 2, *quad)
+    assert data == bytes(range(64))                          # the Pico 2's flash has QE set
+    b.chip.parts.flash.sr2 &= ~0x02
+    data, _ = fill_cycles((1 << 30) | 2, *quad)
+    assert data == b"\xa5" * 64                              # IO2/IO3 are /WP and /HOLD
+
+
 def test_image_def_boots_blink_and_a_plain_image_parks(pyocd_binaries):
     blink = (pyocd_binaries / "rp2350.bin").read_bytes()
     assert find_image_def(blink) == 0x1021      # EXE, Secure, Arm, RP2350

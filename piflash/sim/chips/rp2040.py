@@ -54,6 +54,9 @@ SS_CTRL = 0x0C
 
 # SSI registers (4.10.13).
 CTRLR0, CTRLR1, SSIENR, SER, BAUDR, TXFLR, RXFLR, SR, DR0 = 0x00, 0x04, 0x08, 0x10, 0x14, 0x20, 0x24, 0x28, 0x60
+#: SPI_CTRLR0 (4.10.13): XIP_CMD [31:24] (reset 03h), WAIT_CYCLES [15:11], INST_L [9:8] (2: 8
+#: bits), ADDR_L [5:2] (in 4 bits), TRANS_TYPE [1:0] (0: instruction and address on one line).
+SPI_CTRLR0, SPI_CTRLR0_RESET = 0xF4, 0x03000000
 SR_TFNF, SR_TFE, SR_RFNE = 0x02, 0x04, 0x08
 
 
@@ -101,7 +104,7 @@ class Ssi(RegisterDevice):
 
     def reset(self) -> None:
         """Reset values (4.10.13): disabled, 8-bit frames, no XIP set up."""
-        self.regs = {CTRLR0: 0x00070000, BAUDR: 0, SSIENR: 0, SER: 0}
+        self.regs = {CTRLR0: 0x00070000, BAUDR: 0, SSIENR: 0, SER: 0, SPI_CTRLR0: SPI_CTRLR0_RESET}
         self.tx, self.rx = [], []
 
     def xip_ready(self) -> bool:
@@ -109,16 +112,32 @@ class Ssi(RegisterDevice):
         as ``flash_enter_cmd_xip`` (serial 03h) and boot stage 2 (quad EBh) leave it. After
         ``flash_exit_xip`` (8-bit transmit-and-receive frames) or a reset it is not."""
         ctrlr0 = self.regs.get(CTRLR0, 0)
-        return bool(self.regs.get(SSIENR, 0) & 1) and (ctrlr0 >> 8) & 3 == 3 and (ctrlr0 >> 16) & 0x1F == 31
+        return (bool(self.regs.get(SSIENR, 0) & 1) and (ctrlr0 >> 8) & 3 == 3 and (ctrlr0 >> 16) & 0x1F == 31
+                and self.read_phases() is not None)
 
-    def miss_cycles(self) -> int:
-        """clk_sys cycles of one XIP cache-line fill (8 bytes) in the SSI's set-up: in standard
-        SPI (``flash_enter_cmd_xip``'s 03h mode) 32 bits of instruction and address and 64 of
-        data; in quad (boot stage 2's EBh continuous read) 32 address and mode bits and 64 data
-        bits on four lines plus 4 dummy clocks (W25Q16JV datasheet 8.2.12: 28 SCK); one SCK
-        per BAUDR clk_sys cycles (4.10.13)."""
-        quad = (self.regs.get(CTRLR0, 0) >> 21) & 3
-        return (28 if quad else 96) * max(2, self.regs.get(BAUDR, 0) & 0xFFFE)
+    def read_phases(self):
+        """SCK cycles of one 8-byte XIP read in the SSI's set-up, or None when the flash does
+        not answer it: in standard and dual SPI frames (CTRLR0.SPI_FRF 0, 1) the instruction
+        and 24-bit address on one line (SPI_CTRLR0: INST_L 8 bits, ADDR_L 24 bits, TRANS_TYPE 0),
+        XIP_CMD and WAIT_CYCLES as the flash's instruction wants them
+        (``SpiNorFlash.read_cycles``); in quad frames boot stage 2's EBh continuous read, 32
+        address and mode bits and 64 data bits on four lines plus 4 dummy clocks (W25Q16JV
+        datasheet 8.2.12: 28 SCK; its continuous mode is not modelled further)."""
+        frf = (self.regs.get(CTRLR0, 0) >> 21) & 3
+        if frf == 2:
+            return 12, 16
+        spi = self.regs.get(SPI_CTRLR0, SPI_CTRLR0_RESET)
+        if frf == 3 or (spi >> 8) & 3 != 2 or (spi >> 2) & 0xF != 6 or spi & 3:
+            return None
+        return self.pins.flash.read_cycles(spi >> 24, 1, (spi >> 11) & 0x1F, 2 if frf == 1 else 1)
+
+    def miss_cycles(self, sequential: bool = False) -> int:
+        """clk_sys cycles of one XIP cache-line fill (8 bytes): the SCK cycles of
+        :meth:`read_phases` (03h: 32 of instruction and address, 64 of data), each fill a
+        transfer of its own, ``sequential`` or not (the SSI keeps no chip select between them),
+        one SCK per BAUDR clk_sys cycles (4.10.13)."""
+        phases = self.read_phases() or (32, 64)
+        return sum(phases) * max(2, self.regs.get(BAUDR, 0) & 0xFFFE)
 
     def _flush(self) -> None:
         if not self.tx:

@@ -76,13 +76,22 @@ RPI_JEP106, ROOT_TABLE_PART = 0x913, 0x004
 W25Q32_JEDEC = bytes((0xEF, 0x40, 0x16))
 
 # QMI registers (pico-sdk hardware/regs/qmi.h).
-DIRECT_CSR, DIRECT_TX, DIRECT_RX, M0_TIMING = 0x00, 0x04, 0x08, 0x0C
+DIRECT_CSR, DIRECT_TX, DIRECT_RX, M0_TIMING, M0_RFMT, M0_RCMD = 0x00, 0x04, 0x08, 0x0C, 0x10, 0x14
 CSR_EN, CSR_BUSY, CSR_ASSERT_CS0N, CSR_AUTO_CS0N = 1 << 0, 1 << 1, 1 << 2, 1 << 6
 CSR_TXEMPTY, CSR_RXEMPTY = 1 << 11, 1 << 16
 TX_IWIDTH_SHIFT, TX_DWIDTH, TX_NOPUSH = 16, 1 << 18, 1 << 20
 #: QMI reset values: DIRECT_CSR CLKDIV 6 [29:22]; M0_TIMING CLKDIV 4 [7:0]; M0_RFMT, M0_RCMD
 #: (serial 03h reads).
-QMI_RESET = {DIRECT_CSR: 0x01800000, M0_TIMING: 0x40000004, 0x10: 0x00001000, 0x14: 0x0000A003}
+QMI_RESET = {DIRECT_CSR: 0x01800000, M0_TIMING: 0x40000004, M0_RFMT: 0x00001000, M0_RCMD: 0x0000A003}
+#: M0_RFMT and M0_RCMD of the ROM's four XIP read modes (``flash_select_xip_read_mode``:
+#: BOOTROM_XIP_MODE_03H_SERIAL, _0BH_SERIAL, _BBH_DUAL, _EBH_QUAD; pico-bootrom-rp2350
+#: ``varm_generic_flash.c``), in the register fields of qmi.h: serial 03h; serial 0Bh with 8 dummy
+#: bits; BBh with dual address and an 8-bit dual mode suffix; EBh with quad address, an 8-bit
+#: quad mode suffix and 16 quad dummy bits. The mode byte 0x00 keeps the flash out of its
+#: continuous read mode (W25Q32JV 8.2.11-8.2.12: M5-4 = 10b would enter it).
+ROM_READ_MODES = {0: (0x00001000, 0x03), 1: (0x00021000, 0x0B), 2: (0x00009114, 0x00BB),
+                  3: (0x000492A8, 0x00EB)}
+_LANES = (1, 2, 4, 0)       # qmi.h *_WIDTH: 0 single, 1 dual, 2 quad (3 reserved)
 
 # ACCESSCTRL (hardware/regs/accessctrl.h): LOCK (reset 0x4: DMA locked), FORCE_CORE_NS,
 # CFGRESET; a write needs the password 0xACCE in [31:16] (a wrong one is a bus fault).
@@ -124,20 +133,47 @@ class Qmi(RegisterDevice):
     # -- what the XIP model asks ---------------------------------------------------------------
     def xip_ready(self) -> bool:
         """Whether window reads return flash data: not while direct mode is on (the ROM's
-        program and erase functions, or software talking to the flash; datasheet 5.4.8.10)."""
-        return not self.regs[DIRECT_CSR] & CSR_EN
+        program and erase functions, or software talking to the flash; datasheet 5.4.8.10),
+        nor when M0_RFMT/M0_RCMD describe no read the flash answers (:meth:`read_phases`; the
+        part would return bytes that are not the flash's)."""
+        return not self.regs[DIRECT_CSR] & CSR_EN and self.read_phases() is not None
 
-    def miss_cycles(self) -> int:
-        """clk_sys cycles of one 8-byte line fill in serial 03h reads: 8 instruction, 24
-        address and 64 data bits, one SCK per M0_TIMING.CLKDIV cycles."""
-        return 96 * max(1, self.regs[M0_TIMING] & 0xFF)
+    def read_phases(self):
+        """SCK cycles of one read transfer in the window's format: (command, address and what
+        follows it up to the data; per 8 data bytes), or None when M0_RFMT/M0_RCMD are not one
+        the flash answers (``SpiNorFlash.read_cycles``: an 8-bit serial prefix, a 24-bit address,
+        the instruction's lanes and cycles; no DTR)."""
+        rfmt, cmd = self.regs[M0_RFMT], self.regs[M0_RCMD] & 0xFF
+        if rfmt & (1 << 28) or not rfmt & (1 << 12) or rfmt & 3:
+            return None                 # DTR, no or non-serial prefix
+        lanes = [_LANES[(rfmt >> shift) & 3] for shift in (2, 4, 6, 8)]  # addr, suffix, dummy, data
+        if 0 in lanes:
+            return None
+        suffix_bits = 8 if (rfmt >> 14) & 3 == 2 else 0
+        between = suffix_bits // lanes[1] + 4 * ((rfmt >> 16) & 7) // lanes[2]
+        return self.pins.flash.read_cycles(cmd, lanes[0], between, lanes[3])
 
-    def set_read_mode(self, clkdiv: int) -> None:
-        """What the ROM's ``flash_select_xip_read_mode`` leaves (pico-bootrom-rp2350
+    def miss_cycles(self, sequential: bool = False) -> int:
+        """clk_sys cycles of one 8-byte line fill: the transfer's SCK cycles
+        (:meth:`read_phases`), one SCK per M0_TIMING.CLKDIV cycles (0: 256). A fill that follows
+        the last one sequentially while chip select is still asserted (COOLDOWN non-zero, no
+        PAGEBREAK boundary crossed; qmi.h M0_TIMING) only appends the data clocks; the model
+        takes every sequential fill as arriving within the cooldown (64 x COOLDOWN clk_sys
+        cycles), i.e. the reader consumes a line within that time."""
+        phases = self.read_phases() or (32, 64)
+        clkdiv = (self.regs[M0_TIMING] & 0xFF) or 256
+        cooldown = self.regs[M0_TIMING] >> 30
+        stream = sequential and cooldown and not (self.regs[M0_TIMING] >> 28) & 3
+        return (phases[1] if stream else phases[0] + phases[1]) * clkdiv
+
+    def set_read_mode(self, clkdiv: int, mode: int = 0) -> None:
+        """What the ROM's ``flash_select_xip_read_mode(mode, clkdiv)`` leaves (pico-bootrom-rp2350
         ``varm_generic_flash.c``): DIRECT_CSR = CLKDIV only (direct mode off, no chip select
-        asserted), M0_TIMING.CLKDIV = ``clkdiv``."""
+        asserted), M0_TIMING.CLKDIV = ``clkdiv``, M0_RFMT/M0_RCMD of ``mode``
+        (:data:`ROM_READ_MODES`; ``flash_exit_xip`` and ``flash_enter_cmd_xip``: 0, serial 03h)."""
         self.regs[DIRECT_CSR] = (clkdiv & 0xFF) << 22
         self.regs[M0_TIMING] = (self.regs[M0_TIMING] & ~0xFF) | (clkdiv & 0xFF)
+        self.regs[M0_RFMT], self.regs[M0_RCMD] = ROM_READ_MODES.get(mode, ROM_READ_MODES[0])
 
     # -- direct mode ---------------------------------------------------------------------------
     def _flush(self) -> None:
@@ -333,8 +369,8 @@ class _Port(RomPortBase):
     def ssi_write(self, offset: int, value: int) -> None:
         """No SSI on RP2350 (the ROM's read mode goes by :meth:`set_read_mode`)."""
 
-    def set_read_mode(self, clkdiv: int) -> None:
-        self.qmi.set_read_mode(clkdiv)
+    def set_read_mode(self, clkdiv: int, mode: int = 0) -> None:
+        self.qmi.set_read_mode(clkdiv, mode)
 
     def on_boot(self) -> None:
         # The ROM's boot path sets the RCP salt (pico-bootrom-rp2350 varm_boot_path.c).

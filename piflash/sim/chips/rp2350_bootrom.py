@@ -160,10 +160,10 @@ class Rp2350BootRom(BootRom):
         model has."""
 
     def _flash_select_xip_read_mode(self) -> None:
-        """``flash_select_xip_read_mode(mode, clkdiv)``: the window reads in ``mode`` at SCK =
-        clk_sys / ``clkdiv`` (the model serves every mode, timed as serial 03h)."""
+        """``flash_select_xip_read_mode(mode, clkdiv)``: the window reads in ``mode`` (0-3:
+        03h, 0Bh, BBh, EBh) at SCK = clk_sys / ``clkdiv``."""
         self.xip = True
-        self.port.set_read_mode(self.port.reg(1) & 0xFF or SPI_CLKDIV_DEFAULT)
+        self.port.set_read_mode(self.port.reg(1) & 0xFF or SPI_CLKDIV_DEFAULT, self.port.reg(0) & 3)
 
     def exit_xip(self) -> None:
         """``flash_exit_xip``: the flash out of any continuous read mode, the QMI left in serial

@@ -231,8 +231,9 @@ class BootRom:
 
     def enter_cmd_xip(self) -> None:
         """``flash_enter_cmd_xip``: serial 03h XIP, so the flash reads at 0x10000000 again."""
-        # Serial 03h XIP: 32-bit frames, EEPROM read mode (the same source); BAUDR unchanged.
-        for offset, value in ((0x08, 0), (0x00, (31 << 16) | (3 << 8)), (0x08, 1)):
+        # Serial 03h XIP: 32-bit frames, EEPROM read mode, SPI_CTRLR0 XIP_CMD 03h with an 8-bit
+        # instruction and a 24-bit address (the same source); BAUDR unchanged.
+        for offset, value in ((0x08, 0), (0x00, (31 << 16) | (3 << 8)), (0xF4, 0x03000218), (0x08, 1)):
             self.port.ssi_write(offset, value)
         self.xip = True
 

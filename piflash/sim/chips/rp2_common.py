@@ -54,8 +54,9 @@ class XipTiming:
     """What XIP reads cost: an 8-byte cache line is fetched from the flash on a miss (RP2040
     datasheet 2.6.3: a 16 KiB cache of 8-byte lines). A read in the line read last is a hit; any
     other read is counted as a miss (the model keeps no other lines: a lower bound for code that
-    re-reads). A miss costs the flash interface's ``miss_cycles()`` clk_sys cycles, reported to
-    the flash array's observer as ``spi_cycles``.
+    re-reads). A miss costs the flash interface's ``miss_cycles(sequential)`` clk_sys cycles
+    (``sequential``: the line after the one filled last), reported to the flash array's observer
+    as ``spi_cycles``.
 
     :param nvm: the flash array (its observer charges the time).
     :param ssi: the flash interface (``xip_ready()``, ``miss_cycles()``).
@@ -82,11 +83,18 @@ class XipTiming:
     def charge(self, addr: int, size: int) -> None:
         """Charge the misses of a read of ``size`` bytes at ``addr`` (any XIP alias)."""
         first, last = (addr & 0xFFFFFF) // self.LINE, ((addr & 0xFFFFFF) + max(size, 1) - 1) // self.LINE
-        misses = sum(1 for line in range(first, last + 1) if line != self._line)
+        start = first + 1 if first == self._line else first         # the line read last: a hit
+        misses = last - start + 1
+        sequential = misses - 1 if misses > 0 else 0                 # each after the one before
+        if misses > 0 and start == self._line + 1 and self._line >= 0:
+            sequential += 1                                          # ... and after the last fill
         self._line = last
         observer = self.nvm.observer
-        if misses and observer is not None:
-            observer("spi_cycles", misses * self.ssi.miss_cycles())
+        if misses > 0 and observer is not None:
+            cycles = (misses - sequential) * self.ssi.miss_cycles()
+            if sequential:
+                cycles += sequential * self.ssi.miss_cycles(sequential=True)
+            observer("spi_cycles", cycles)
 
 
 class XipRegion(NvmRegion):

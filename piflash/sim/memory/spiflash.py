@@ -23,7 +23,7 @@ from typing import List, Optional
 
 from piflash.sim.memory.nvm import NvmArray
 
-__all__ = ["SpiNorFlash", "W25Q16JV_JEDEC", "PAGE_SIZE"]
+__all__ = ["SpiNorFlash", "W25Q16JV_JEDEC", "PAGE_SIZE", "READS"]
 
 LOG = logging.getLogger(__name__)
 
@@ -33,6 +33,15 @@ W25Q16JV_JEDEC = bytes((0xEF, 0x40, 0x15))
 PAGE_SIZE = 256
 #: Status register 1 bits (W25Q16JV 7.1): BUSY, WEL.
 SR1_BUSY, SR1_WEL = 0x01, 0x02
+
+#: The read instructions the Winbond W25Q16JV/W25Q32JV answer, by instruction: (address lanes,
+#: SCK cycles between the address and the data (mode bits and dummy clocks), data lanes, needs
+#: the Quad Enable bit) (W25Q16JV datasheet 8.2.6-8.2.12: 03h Read Data, 0Bh Fast Read, 3Bh Fast
+#: Read Dual Output, 6Bh Fast Read Quad Output, BBh Fast Read Dual I/O, EBh Fast Read Quad I/O).
+#: The cells serve XIP reads directly (see the module docstring); a flash interface uses this
+#: table to tell whether the read format it is set up for is one the flash answers, and its cost.
+READS = {0x03: (1, 0, 1, False), 0x0B: (1, 8, 1, False), 0x3B: (1, 8, 2, False),
+         0x6B: (1, 8, 4, True), 0xBB: (2, 4, 2, False), 0xEB: (4, 6, 4, True)}
 
 _ERASES = {0x20: (0x1000, "erase_page"), 0x52: (0x8000, "erase_block32"), 0xD8: (0x10000, "erase_block64")}
 
@@ -59,6 +68,22 @@ class SpiNorFlash:
         self.selected = False
         self._bytes: List[int] = []
         self.powered_down = False
+
+    @property
+    def quad_enabled(self) -> bool:
+        """Status register 2's QE bit (W25Q16JV 7.1.4): IO2 and IO3 are data lines, not /WP and
+        /HOLD."""
+        return bool(self.sr2 & 0x02)
+
+    def read_cycles(self, instruction: int, addr_lanes: int, between: int, data_lanes: int):
+        """SCK cycles of a read of 8 bytes by ``instruction`` with this many address lanes,
+        cycles between address and data and data lanes: (instruction, address and the cycles
+        after it; the 64 data bits), or None when the flash does not answer such a read
+        (:data:`READS`; a quad read while QE is clear)."""
+        read = READS.get(instruction)
+        if read is None or read[:3] != (addr_lanes, between, data_lanes) or (read[3] and not self.quad_enabled):
+            return None
+        return 8 + 24 // addr_lanes + between, 64 // data_lanes
 
     # -- pins ----------------------------------------------------------------------------------
     def select(self) -> None:
