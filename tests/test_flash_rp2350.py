@@ -73,6 +73,9 @@ def test_the_rp2350_gets_its_own_pll_and_qmi_registers(pico2):
         assert target.read32(0x4005000C) == (5 << 16) | (2 << 12)       # 1500 MHz / 5 / 2
         assert (target.read32(0x400D0000) >> 22) & 0xFF == rp2.QMI_PLL_CLKDIV
         assert target.read32(0x400D000C) & 0xFF == rp2.QMI_PLL_CLKDIV
+        assert target.read32(0x400D0010) == rp2.QMI_READ_RFMT                # 3Bh dual output
+        assert target.read32(0x400D0014) & 0xFF == 0x3B
+        assert not target.read32(0x400D0000) & 1                         # direct mode off again
         flash.uninit()
         assert rp2.enable_xip(flash)                                    # only the divider: XIP reads
         assert target.read_memory_block8(0x10000000, 4) == [0xFF] * 4

@@ -21,10 +21,11 @@ Reading the flash: the algorithm's Init calls the ROM's ``flash_exit_xip`` for e
 verify included, and only its UnInit calls ``flash_enter_cmd_xip``; between the two the SSI
 serves no XIP, so a debugger read of 0x10000000, or an on-target CRC over it, returns no flash
 data (and after a reset-and-halt XIP is not set up at all: boot stage 2 has not run). pyOCD's
-own page-read analysis reads flash in that state. :func:`enable_xip` puts the SSI in the serial
-03h XIP mode ``flash_enter_cmd_xip`` sets (the same registers, from the debugger) and flushes
-the XIP cache, after piflash initialises the algorithm for reading; the algorithm's next Init for
-an erase or program takes the flash out of XIP again.
+own page-read analysis reads flash in that state. :func:`enable_xip` puts the SSI in an XIP
+mode, as ``flash_enter_cmd_xip`` does (the same registers, from the debugger) but by 3Bh Fast
+Read Dual Output (72 SCK per 8-byte line against 03h's 96), and flushes the XIP cache, after
+piflash initialises the algorithm for reading; the algorithm's next Init for an erase or program
+takes the flash out of XIP again.
 
 On an RP2350 the same algorithm runs (one blob for both chips), but the flash sits behind the
 QMI and every register above is elsewhere (on an RP2350 0x40028000 is IO_BANK0, 0x18000000 the
@@ -32,8 +33,13 @@ XIP maintenance window): :func:`piflash.target.rp2.chip_of` tells the chips apar
 ROM's header and only the RP2040 gets those writes. The RP2350's ``flash_exit_xip`` leaves XIP
 readable (serial 03h reads at the QMI divider 12, pico-bootrom-rp2350 ``flash_init_spi``;
 datasheet 5.4.8.4), so there is nothing to re-enable; :func:`qmi_divider` sets the divider the
-ROM's program and erase use, and the XIP reads', after :func:`pll_clock` has run clk_sys from
-PLL_SYS at 150 MHz with the RP2350's addresses (:data:`RP2350_CLOCK_REGS`).
+ROM's program and erase use, and the XIP reads' format and divider, after :func:`pll_clock` has
+run clk_sys from PLL_SYS at 150 MHz with the RP2350's addresses (:data:`RP2350_CLOCK_REGS`).
+Reads go by 3Bh Fast Read Dual Output (:data:`QMI_READ_RFMT`), which the flash answers at up to
+133 MHz where 03h stops at 50 MHz, with the QMI's cooldown at its longest, so that the
+sequential line fills of a CRC or blank check continue one burst instead of each sending an
+instruction and an address (qmi.h M0_TIMING.COOLDOWN): about 8 clk_sys cycles a byte where
+serial 03h at 37.5 MHz took 48.
 
 A chip erase: pyOCD's RP2 algorithm has no EraseAll (its ``pc_eraseAll``, 0x120000003, lies
 outside the algorithm, so ``Flash.is_erase_all_supported`` is False and pyOCD erases the whole
@@ -58,15 +64,18 @@ from piflash.target.rp2 import QMI_DIRECT_CSR, chip_of
 
 __all__ = ["faster_spi", "enable_xip", "pll_clock", "spi_divider", "qmi_divider", "is_rp2", "erase_chip",
            "plan_block_erases", "erase_blocks", "RP2_ALGORITHM", "FAST_BAUDR", "PLL_BAUDR", "QMI_CLKDIV",
-           "QMI_PLL_CLKDIV", "ClockRegs", "CLOCK_REGS", "RP2040_CLOCK_REGS", "RP2350_CLOCK_REGS"]
+           "QMI_PLL_CLKDIV", "QMI_READ_RFMT", "QMI_READ_RCMD", "QMI_READ_TIMING", "ClockRegs", "CLOCK_REGS", "RP2040_CLOCK_REGS", "RP2350_CLOCK_REGS"]
 
 #: :func:`piflash.flashing.multipage.algorithm_digest` of pyOCD 0.46's RP2 algorithm.
 RP2_ALGORITHM = "eb5eaeb7b0c14411"
 #: SSI clock divider piflash programs with on the ring oscillator (RP2040 datasheet 4.10.13
 #: BAUDR.SCKDV: even, >= 2).
 FAST_BAUDR = 2
-#: ... and on PLL_SYS at 125 MHz: 31.25 MHz, within the W25Q16JV's 50 MHz for 03h Read Data (the
-#: XIP reads) and 133 MHz for the ROM's other instructions (datasheet 9.6, f_R and F_R).
+#: ... and on PLL_SYS at 125 MHz: 31.25 MHz, within the W25Q16JV's 50 MHz for 03h Read Data and
+#: 133 MHz for the ROM's other instructions and 3Bh (datasheet 9.6, f_R and F_R). A faster SCK
+#: would suit programming and piflash's 3Bh reads, but the algorithm's UnInit
+#: (``flash_enter_cmd_xip``) leaves XIP in 03h at whatever BAUDR it finds, until the next Init or
+#: reset, and a core resumed without a reset would run from it.
 PLL_BAUDR = 4
 #: Longest wait for the crystal, the PLL or a clock mux, seconds (XOSC: about 1 ms with pico-sdk's
 #: STARTUP delay; PLL lock: tens of us; RP2040 datasheet 2.16.3, 2.18.2).
@@ -110,13 +119,19 @@ RP2040_CLOCK_REGS = ClockRegs(0x4000C000, 0x40024000, 0x40008000, 0x40028000, 12
 RP2350_CLOCK_REGS = ClockRegs(0x40020000, 0x40048000, 0x40010000, 0x40050000, 14, 282, (5 << 16) | (2 << 12), 150e6)
 CLOCK_REGS = {"rp2040": RP2040_CLOCK_REGS, "rp2350": RP2350_CLOCK_REGS}
 _PLL_PWR_PD, _PLL_PWR_POSTDIVPD, _PLL_PWR_VCOPD = 1 << 0, 1 << 3, 1 << 5
-_SSI_CTRLR0, _SSI_CTRLR1, _SSI_SSIENR, _SSI_BAUDR, _SSI_SPI_CTRLR0 = (
-    0x18000000, 0x18000004, 0x18000008, 0x18000014, 0x180000F4)
-#: What flash_enter_cmd_xip writes (pico-bootrom-rp2040 bootrom/program_flash_generic.c; RP2040
-#: datasheet 4.10.13): CTRLR0 standard SPI, DFS_32 31 (32-bit frames), TMOD 3 (EEPROM read);
-#: SPI_CTRLR0 XIP_CMD 03h [31:24], INST_L 8 bits (2) [9:8], ADDR_L 24 bits (6) [5:2], TRANS_TYPE 0.
-_CMD_XIP_CTRLR0 = (31 << 16) | (3 << 8)
-_CMD_XIP_SPI_CTRLR0 = (0x03 << 24) | (2 << 8) | (6 << 2)
+_SSI_CTRLR0, _SSI_CTRLR1, _SSI_SSIENR, _SSI_BAUDR, _SSI_RX_SAMPLE_DLY, _SSI_SPI_CTRLR0 = (
+    0x18000000, 0x18000004, 0x18000008, 0x18000014, 0x180000F0, 0x180000F4)
+#: XIP by 3Bh Fast Read Dual Output (W25Q16JV datasheet 8.2.8: instruction and 24-bit address on
+#: one line, 8 dummy clocks, data on two), in the SSI's registers (RP2040 datasheet 4.10.13):
+#: CTRLR0 SPI_FRF dual (1) [22:21], DFS_32 31 (32-bit frames), TMOD 3 (EEPROM read); SPI_CTRLR0
+#: XIP_CMD 3Bh [31:24], WAIT_CYCLES 8 [15:11], INST_L 8 bits (2) [9:8], ADDR_L 24 bits (6) [5:2],
+#: TRANS_TYPE 0 (instruction and address in standard SPI). What ``flash_enter_cmd_xip`` sets is
+#: the same with standard frames, 03h and no wait: 96 SCK per 8-byte line, against 72 here.
+_DUAL_XIP_CTRLR0 = (1 << 21) | (31 << 16) | (3 << 8)
+_DUAL_XIP_SPI_CTRLR0 = (0x3B << 24) | (8 << 11) | (2 << 8) | (6 << 2)
+#: RX_SAMPLE_DLY with SCK = clk_sys / 2: data sampled one clk_sys cycle late, as pico-sdk's boot
+#: stage 2 sets it for PICO_FLASH_SPI_CLKDIV 2 (src/rp2040/boot_stage2/boot2_w25q080.S).
+_RX_SAMPLE_DLY = 1
 #: XIP_CTRL FLUSH (datasheet 2.6.3.6): a write empties the cache; a read waits for the flush.
 _XIP_CTRL_FLUSH = 0x14000004
 #: RP2350: the QMI clock divider piflash programs and reads with (SCK = clk_sys / 2). After a
@@ -124,10 +139,25 @@ _XIP_CTRL_FLUSH = 0x14000004
 #: A3 and later (RP2350 datasheet 8.3.1): SCK stays within the W25Q32RV's 50 MHz for 03h reads
 #: (the Winbond JV/RV family's f_R) at any of them.
 QMI_CLKDIV = 2
-#: ... and on PLL_SYS at 150 MHz: 37.5 MHz, within the 50 MHz of 03h reads (the JV/RV family's
-#: f_R; the W25Q32RV's own table was not found, so the margin is kept).
-QMI_PLL_CLKDIV = 4
-_QMI_M0_TIMING = 0x400D000C
+#: ... and on PLL_SYS at 150 MHz: 75 MHz, within the 133 MHz of every instruction the ROM's
+#: program and erase send and of 3Bh reads (the JV/RV family's F_R, W25Q32JV datasheet 9.6; the
+#: W25Q32RV's own table was not found). No 03h read runs at it: the window reads by 3Bh, and the
+#: algorithm's UnInit (``flash_enter_cmd_xip`` = ``flash_select_xip_read_mode(0, 12)``) puts back
+#: 03h at the ROM's own divider.
+QMI_PLL_CLKDIV = 2
+#: M0_RFMT of 3Bh Fast Read Dual Output (pico-sdk hardware/regs/qmi.h fields; W25Q32JV datasheet
+#: 8.2.8: instruction and 24-bit address on one line, 8 dummy clocks, data on two lines):
+#: PREFIX_LEN 8 bits [12], DUMMY_LEN 8 bits [18:16] = 2, DATA_WIDTH dual [9:8] = 1, every other
+#: width single.
+QMI_READ_RFMT = (1 << 12) | (2 << 16) | (1 << 8)
+QMI_READ_RCMD = 0x3B
+#: M0_TIMING: COOLDOWN 3 [31:30] (chip select held 192 clk_sys cycles after a transfer, so the next
+#: sequential line continues it), RXDELAY 2 [10:8] (data sampled one clk_sys later, what board
+#: configurations pair with CLKDIV 2: PICO_FLASH_SPI_RXDELAY), no PAGEBREAK, no MAX_SELECT; CLKDIV
+#: is or-ed in.
+QMI_READ_TIMING = (3 << 30) | (2 << 8)
+_QMI_M0_TIMING, _QMI_M0_RFMT, _QMI_M0_RCMD = 0x400D000C, 0x400D0010, 0x400D0014
+_QMI_CSR_EN = 1
 
 
 def faster_spi(flash) -> bool:
@@ -146,6 +176,7 @@ def faster_spi(flash) -> bool:
     divider = spi_divider(pll_clock(target))
     target.write32(_SSI_SSIENR, 0)
     target.write32(_SSI_BAUDR, divider)
+    target.write32(_SSI_RX_SAMPLE_DLY, _RX_SAMPLE_DLY if divider == 2 else 0)
     target.write32(_SSI_SSIENR, 1)
     return True
 
@@ -155,18 +186,22 @@ def qmi_divider(target) -> bool:
     clock divider for the boot ROM's flash functions (DIRECT_CSR.CLKDIV,
     which ``flash_range_program`` and ``flash_range_erase`` use as they find it) and for XIP
     reads (M0_TIMING.CLKDIV) to :data:`QMI_PLL_CLKDIV` (:data:`QMI_CLKDIV` when the clock
-    stays on the ring oscillator); the ROM's ``flash_exit_xip`` leaves 12
-    (BOOTROM_SPI_CLKDIV_DEFAULT, pico-bootrom-rp2350 ``native_generic_flash.h``). Direct mode
-    stays off.
+    stays on the ring oscillator; the ROM's ``flash_exit_xip`` leaves 12,
+    BOOTROM_SPI_CLKDIV_DEFAULT, pico-bootrom-rp2350 ``native_generic_flash.h``), and the window's
+    read format to 3Bh (:data:`QMI_READ_RFMT`, :data:`QMI_READ_TIMING`). The memory window's
+    format may change only while the QMI is idle (qmi.h M0_TIMING): it is written with direct
+    mode on, which pauses XIP, as pico-sdk does. Direct mode is off again after.
 
     :returns: True.
     :raises pyocd.core.exceptions.TransferError: a register access failed.
     """
     div = QMI_PLL_CLKDIV if pll_clock(target, regs=RP2350_CLOCK_REGS) else QMI_CLKDIV
-    csr = target.read32(QMI_DIRECT_CSR)
-    target.write32(QMI_DIRECT_CSR, (csr & ~((0xFF << 22) | 0x7)) | (div << 22))
-    timing = target.read32(_QMI_M0_TIMING)
-    target.write32(_QMI_M0_TIMING, (timing & ~0xFF) | div)
+    csr = target.read32(QMI_DIRECT_CSR) & ~((0xFF << 22) | 0x7)
+    target.write32(QMI_DIRECT_CSR, csr | (div << 22) | _QMI_CSR_EN)
+    target.write32(_QMI_M0_TIMING, QMI_READ_TIMING | div)
+    target.write32(_QMI_M0_RFMT, QMI_READ_RFMT)
+    target.write32(_QMI_M0_RCMD, QMI_READ_RCMD)
+    target.write32(QMI_DIRECT_CSR, csr | (div << 22))
     return True
 
 
@@ -292,8 +327,9 @@ def erase_blocks(flash, blocks) -> None:
 
 def enable_xip(flash) -> bool:
     """Make the flash readable through XIP while pyOCD's RP2 algorithm is initialised (see the
-    module docstring): the SSI in serial 03h XIP mode at :data:`FAST_BAUDR`, then the XIP cache
-    flushed (it may hold lines from before an erase or program).
+    module docstring): the SSI in 3Bh dual-output XIP mode at :func:`spi_divider`'s divider
+    (RP2350: :func:`qmi_divider`), then the XIP cache flushed (it may hold lines from before an
+    erase or program).
 
     :returns: whether it did (False for every other algorithm).
     :raises pyocd.core.exceptions.TransferError: a register access failed.
@@ -303,11 +339,13 @@ def enable_xip(flash) -> bool:
     target = flash.target
     if chip_of(target) == "rp2350":
         return qmi_divider(target)          # its ROM leaves XIP readable: only the divider
+    divider = spi_divider(pll_clock(target))
     target.write32(_SSI_SSIENR, 0)
-    target.write32(_SSI_CTRLR0, _CMD_XIP_CTRLR0)
+    target.write32(_SSI_CTRLR0, _DUAL_XIP_CTRLR0)
     target.write32(_SSI_CTRLR1, 0)
-    target.write32(_SSI_SPI_CTRLR0, _CMD_XIP_SPI_CTRLR0)
-    target.write32(_SSI_BAUDR, spi_divider(pll_clock(target)))
+    target.write32(_SSI_SPI_CTRLR0, _DUAL_XIP_SPI_CTRLR0)
+    target.write32(_SSI_BAUDR, divider)
+    target.write32(_SSI_RX_SAMPLE_DLY, _RX_SAMPLE_DLY if divider == 2 else 0)
     target.write32(_SSI_SSIENR, 1)
     target.write32(_XIP_CTRL_FLUSH, 1)
     target.read32(_XIP_CTRL_FLUSH)
