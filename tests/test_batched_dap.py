@@ -127,15 +127,17 @@ def test_the_writer_thread_keeps_the_host_from_waiting_on_transfers(tmp_path, mo
 
 
 def test_a_failed_batch_wakes_the_host_waiting_for_its_response(monkeypatch):
-    """The probe vanishes while a batch waits in the writer's queue: pyOCD's next read raises
-    the USB error at once instead of waiting out its USB timeout."""
+    """A batch the probe refuses (yapicoprobe's stream parser stalls a transfer of several
+    packets: EPIPE) fails in the writer thread while the host waits for its response: the host's
+    read raises the USB error as soon as the write fails, not after pyOCD's USB timeout, and the
+    next write raises it too."""
+    import threading
     import time
-    from pyocd.probe.pydapaccess.dap_access_api import DAPAccessIntf
     from piflash.target.batched_dap import _interface_class, _usb_device
     store = SimStore()
     store.create("pico", "rp2040")
-    monkeypatch.setenv(sim_usb.ENV_VAR, "pico@debugprobe")
-    device = sim_usb.install("pico@debugprobe", store).devices[0]
+    monkeypatch.setenv(sim_usb.ENV_VAR, "pico@yapicoprobe")
+    device = sim_usb.install("pico@yapicoprobe", store).devices[0]
     try:
         interface = _interface_class()(_usb_device(device.serial))
         interface.open()
@@ -143,21 +145,20 @@ def test_a_failed_batch_wakes_the_host_waiting_for_its_response(monkeypatch):
         interface.set_packet_count(8)
         info = bytes([0x00, 0xFE])                  # DAP_Info: packet count
         interface.write(info)                       # the probe is idle: sent at once
-        device.unplug()
+        writer = interface._writer
+        writer.lock.acquire()                       # the writer waits until the host waits
         for _ in range(4):                          # held, then queued for the writer thread
             interface.write(info)
+        assert interface.read()[:2] == bytes([0x00, 0x01])
+        threading.Timer(0.3, writer.lock.release).start()
         started = time.monotonic()
-        failed = None
-        for _ in range(2):      # the first response may have been read before the unplug
-            try:
-                interface.read()
-            except (usb.core.USBError, DAPAccessIntf.DeviceError) as exc:
-                failed = exc
-                break
-        assert failed is not None and time.monotonic() - started < 2.0
-        interface._writer.join(2.0)
-        with pytest.raises(usb.core.USBError) as err:    # the writer's own failure, kept
+        with pytest.raises(usb.core.USBError) as err:
+            interface.read()
+        assert err.value.errno == errno.EPIPE
+        assert time.monotonic() - started < 2.0     # pyOCD's USB timeout is 10 s
+        with pytest.raises(usb.core.USBError):      # the writer's failure, kept
             interface.write(info)
-        assert err.value.errno == errno.ENODEV
+        writer.stop(2.0)                            # what close does first
+        assert not writer.thread.is_alive()
     finally:
         sim_usb.uninstall()

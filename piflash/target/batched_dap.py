@@ -84,9 +84,55 @@ def batching_enabled() -> bool:
 #: Marker the writer thread puts in the response queue when a write failed: it wakes a ``read``
 #: waiting for a response that will never come.
 _WRITE_FAILED = object()
-#: Longest wait for the writer thread to finish its queue when the interface closes, seconds
-#: (each queued transfer has pyOCD's USB timeout; a healthy queue empties in milliseconds).
-_CLOSE_WAIT_S = 2.0
+
+
+class _Writer:
+    """One session's writer thread: the transfers queued for it, written in order.
+
+    :param write: Writes one transfer (bytes) to the OUT endpoint; raises what pyusb raises.
+    :param responses: The session's response queue (pyOCD's ``rcv_data``), woken on a failure.
+    :param name: The thread's name.
+
+    ``lock`` is held while a transfer is on its way out (the host's own writes take it too);
+    ``out_taken`` is the host's count of responses taken when the transfer being written was
+    queued; ``error`` is the first write's failure (the writes queued after it are dropped:
+    their commands are lost with the probe).
+    """
+
+    def __init__(self, write, responses, name: str) -> None:
+        self.write, self.responses = write, responses
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.out_taken = 0
+        self.error: Optional[BaseException] = None
+        self.closing = False
+        self.thread = threading.Thread(target=self._run, daemon=True, name=name)
+        self.thread.start()
+
+    def put(self, payload: bytes, taken: int) -> None:
+        self.queue.put((payload, taken))
+
+    def stop(self, timeout: float) -> None:
+        """Drop what is still queued, let the transfer under way finish (each write is bounded
+        by its USB timeout) and wait for the thread, at most ``timeout`` seconds."""
+        self.closing = True
+        self.queue.put(None)
+        self.thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            if self.error is not None or self.closing:
+                continue
+            payload, self.out_taken = item
+            with self.lock:
+                try:
+                    self.write(payload)
+                except Exception as exc:      # noqa: BLE001 - raised in the host's thread
+                    self.error = exc
+                    self.responses.put(_WRITE_FAILED)
 
 
 @functools.lru_cache(maxsize=None)
@@ -106,6 +152,8 @@ def _interface_class():
         ``DAPAccessCMSISDAP`` turns into aborted transfers and a ``DAPAccessIntf`` error as it
         does for its own writes; a response that does not come within pyOCD's USB timeout
         (``DEFAULT_USB_TIMEOUT_S``) raises ``DAPAccessIntf.DeviceError``, as pyOCD's ``read``.
+        ``close`` waits for a transfer under way (at most two USB timeouts: the transfer and its
+        zero-length packet) before it releases the device.
         """
 
         def __init__(self, dev) -> None:
@@ -113,25 +161,20 @@ def _interface_class():
             self._held: List[bytes] = []
             self._sent = 0          # packets sent or queued for the writer since open
             self._taken = 0         # responses handed to pyOCD since open
-            self._queue: Optional[queue.SimpleQueue] = None
-            self._writer: Optional[threading.Thread] = None
-            self._out_lock = threading.Lock()       # held while a transfer is on its way out
-            self._out_taken = 0                     # _taken when the batch being written was queued
-            self._write_error: Optional[BaseException] = None
+            self._writer: Optional[_Writer] = None
 
         @property
         def responses_taken(self) -> int:
-            if self._writer is not None and threading.current_thread() is self._writer:
-                return self._out_taken
+            writer = self._writer
+            if writer is not None and threading.current_thread() is writer.thread:
+                return writer.out_taken
             return self._taken
 
         def open(self) -> None:
-            self._held, self._sent, self._taken, self._write_error = [], 0, 0, None
+            self._held, self._sent, self._taken = [], 0, 0
             super().open()
-            self._queue = queue.SimpleQueue()
-            self._writer = threading.Thread(target=self._write_task, daemon=True,
-                                            name="piflash DAP writer (%s)" % self.serial_number)
-            self._writer.start()
+            self._writer = _Writer(self._write_transfer, self.rcv_data,
+                                   "piflash DAP writer (%s)" % self.serial_number)
 
         def _batch_limit(self) -> int:
             # Half the probe's buffers: one half executes while the other crosses the bus, so
@@ -166,24 +209,25 @@ def _interface_class():
                                                 % self.serial_number) from None
             if data is _WRITE_FAILED:
                 self._raise_write_error()
+                raise DAPAccessIntf.DeviceError("Probe %s: a write failed" % self.serial_number)
             self._taken += 1
             return data
 
         def close(self) -> None:
             self._held = []
             if self._writer is not None:
-                self._queue.put(None)
-                self._writer.join(_CLOSE_WAIT_S)
+                self._writer.stop(2 * self.DEFAULT_USB_TIMEOUT_S + 1.0)
                 self._writer = None
             super().close()
 
         def _raise_write_error(self) -> None:
-            if self._write_error is not None:
-                raise self._write_error
+            writer = self._writer
+            if writer is not None and writer.error is not None:
+                raise writer.error
 
         def _send_held(self) -> None:
             """Send the held packets as one transfer: from this thread when the probe is idle
-            and nothing is queued (a lone command waits for no thread switch), else through the
+            (nothing queued, a lone command waits for no thread switch), else through the
             writer thread, so the host builds the next packets while this transfer crosses."""
             held, self._held = self._held, []
             size = self.packet_size
@@ -192,38 +236,20 @@ def _interface_class():
             payload = b"".join(p.ljust(size, b"\0") for p in held[:-1]) + held[-1]
             for _ in held:
                 self.read_sem.release()         # one IN read per command (pyOCD's rx thread)
-            idle = self._sent == self._taken
-            self._sent += len(held)
-            if idle and self._out_lock.acquire(blocking=False):
-                try:
+            if self._sent == self._taken:
+                # Every packet sent was answered: the writer has written all it was given (it
+                # may still be leaving its lock).
+                with self._writer.lock:
                     self._write_transfer(payload)
-                finally:
-                    self._out_lock.release()
             else:
-                self._queue.put((payload, self._taken))
+                self._writer.put(payload, self._taken)
+            self._sent += len(held)
 
         def _write_transfer(self, payload: bytes) -> None:
             self.ep_out.write(payload, timeout=self.DEFAULT_USB_TIMEOUT_MS)
             last = len(payload) % self.packet_size
             if 0 < last and last % self.ep_out.wMaxPacketSize == 0:
                 self.ep_out.write(b"", timeout=self.DEFAULT_USB_TIMEOUT_MS)   # ZLP, as pyOCD
-
-        def _write_task(self) -> None:
-            """The writer thread: queued transfers in order; after a failure the rest are
-            dropped (their commands are lost with the probe) and a waiting ``read`` is woken."""
-            while True:
-                item = self._queue.get()
-                if item is None:
-                    return
-                if self._write_error is not None:
-                    continue
-                payload, self._out_taken = item
-                with self._out_lock:
-                    try:
-                        self._write_transfer(payload)
-                    except Exception as exc:      # noqa: BLE001 - raised in the host's thread
-                        self._write_error = exc
-                        self.rcv_data.put(_WRITE_FAILED)
 
     return BatchedCmsisDapV2
 
