@@ -157,7 +157,10 @@ QMI_READ_RCMD = 0x3B
 #: is or-ed in.
 QMI_READ_TIMING = (3 << 30) | (2 << 8)
 _QMI_M0_TIMING, _QMI_M0_RFMT, _QMI_M0_RCMD = 0x400D000C, 0x400D0010, 0x400D0014
-_QMI_CSR_EN = 1
+_QMI_CSR_EN, _QMI_CSR_BUSY = 1 << 0, 1 << 1
+#: DIRECT_CSR reads before a QMI that stays busy is an error: each is a round trip through the
+#: probe (tens of microseconds at least), the cooldown at most 192 clk_sys cycles.
+_QMI_BUSY_READS = 8
 
 
 def faster_spi(flash) -> bool:
@@ -190,14 +193,25 @@ def qmi_divider(target) -> bool:
     BOOTROM_SPI_CLKDIV_DEFAULT, pico-bootrom-rp2350 ``native_generic_flash.h``), and the window's
     read format to 3Bh (:data:`QMI_READ_RFMT`, :data:`QMI_READ_TIMING`). The memory window's
     format may change only while the QMI is idle (qmi.h M0_TIMING): it is written with direct
-    mode on, which pauses XIP, as pico-sdk does. Direct mode is off again after.
+    mode on, which pauses XIP, once DIRECT_CSR.BUSY shows the last XIP transfer's cooldown over,
+    as pico-sdk does. Direct mode is off again after.
 
     :returns: True.
-    :raises pyocd.core.exceptions.TransferError: a register access failed.
+    :raises pyocd.core.exceptions.TransferError: a register access failed, or the QMI stayed
+        busy for :data:`_QMI_BUSY_READS` reads (its cooldown is at most 192 clk_sys cycles).
     """
+    from pyocd.core.exceptions import TransferError
+
     div = QMI_PLL_CLKDIV if pll_clock(target, regs=RP2350_CLOCK_REGS) else QMI_CLKDIV
-    csr = target.read32(QMI_DIRECT_CSR) & ~((0xFF << 22) | 0x7)
+    csr = target.read32(QMI_DIRECT_CSR) & ~((0xFF << 22) | 0x7 | _QMI_CSR_BUSY)
     target.write32(QMI_DIRECT_CSR, csr | (div << 22) | _QMI_CSR_EN)
+    for _ in range(_QMI_BUSY_READS):
+        if not target.read32(QMI_DIRECT_CSR) & _QMI_CSR_BUSY:
+            break
+    else:
+        target.write32(QMI_DIRECT_CSR, csr | (div << 22))
+        raise TransferError("the RP2350's QMI stayed busy (DIRECT_CSR.BUSY) after %d reads"
+                            % _QMI_BUSY_READS)
     target.write32(_QMI_M0_TIMING, QMI_READ_TIMING | div)
     target.write32(_QMI_M0_RFMT, QMI_READ_RFMT)
     target.write32(_QMI_M0_RCMD, QMI_READ_RCMD)
