@@ -49,6 +49,8 @@ __all__ = ["KNOWN_ALGORITHMS", "MAX_RUN_BYTES", "RUN_BYTES", "STACK_BYTES", "CAL
 #: Each was checked by running its instructions on piflash's simulated core over several pages
 #: in one call (tests/test_multipage.py); a different build of the same algorithm has another
 #: digest and is not assumed to behave the same.
+#: The key of pyOCD 0.46's RP2 boot ROM algorithm (``piflash.flashing.rp2.RP2_ALGORITHM``).
+RP2_BOOT_ROM = "eb5eaeb7b0c14411"
 KNOWN_ALGORITHMS = {
     # pyOCD 0.46 pyocd/target/builtin/target_nRF51822_xxAA.py and target_nRF52840_xxAA.py
     # (the same NVMC code): ProgramPage writes sz/4 words, polling NVMC.READY after each.
@@ -59,7 +61,7 @@ KNOWN_ALGORITHMS = {
     # pyOCD 0.46 pyocd/target/family/target_rp2.py (RP2040 and RP2350): ProgramPage passes its
     # address, size and buffer to the boot ROM's flash_range_program, which programs 256-byte
     # pages until the count is done (pico-bootrom-rp2040 bootrom/program_flash_generic.c).
-    "eb5eaeb7b0c14411": "pyOCD RP2 boot ROM",
+    RP2_BOOT_ROM: "pyOCD RP2 boot ROM",
 }
 #: Largest run per call, bytes. Longer runs save more calls, but the last run's programming is
 #: not overlapped with any transfer and the first run's transfer with no programming: 8 KiB is
@@ -69,7 +71,7 @@ MAX_RUN_BYTES = 8 * 1024
 #: The RP2 boot ROM's serial flash takes 0.4 ms per 256-byte page (W25Q16JV datasheet 9.6, t_PP
 #: typical): 8 KiB is 12.8 ms of programming against about 1 ms of a call's start and end, while
 #: 32 KiB makes those 3% (RP2040 and RP2350 have 264 and 520 KiB of SRAM for the two buffers).
-RUN_BYTES = {"eb5eaeb7b0c14411": 32 * 1024}
+RUN_BYTES = {RP2_BOOT_ROM: 32 * 1024}
 #: Stack kept for the algorithm between its initial stack pointer and the run caller, bytes:
 #: twice the 512 bytes pyOCD gives a two-buffer algorithm at least
 #: (``_MIN_TWO_BUF_STACK_SIZE``, pyocd/target/pack/flash_algo.py). tests/test_multipage.py

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from piflash.flashing import multipage
 from piflash.target.rp2 import QMI_DIRECT_CSR, chip_of
 
 __all__ = ["faster_spi", "enable_xip", "pll_clock", "spi_divider", "qmi_divider", "is_rp2", "erase_chip",
@@ -67,7 +68,7 @@ __all__ = ["faster_spi", "enable_xip", "pll_clock", "spi_divider", "qmi_divider"
            "QMI_PLL_CLKDIV", "QMI_READ_RFMT", "QMI_READ_RCMD", "QMI_READ_TIMING", "ClockRegs", "CLOCK_REGS", "RP2040_CLOCK_REGS", "RP2350_CLOCK_REGS"]
 
 #: :func:`piflash.flashing.multipage.algorithm_digest` of pyOCD 0.46's RP2 algorithm.
-RP2_ALGORITHM = "eb5eaeb7b0c14411"
+RP2_ALGORITHM = multipage.RP2_BOOT_ROM
 #: SSI clock divider piflash programs with on the ring oscillator (RP2040 datasheet 4.10.13
 #: BAUDR.SCKDV: even, >= 2).
 FAST_BAUDR = 2
@@ -284,10 +285,8 @@ def pll_clock(target, timeout: float = CLOCK_TIMEOUT, regs: ClockRegs = RP2040_C
 
 def is_rp2(flash) -> bool:
     """Whether ``flash`` (a pyOCD ``Flash``) runs pyOCD's RP2 algorithm."""
-    from piflash.flashing.multipage import algorithm_digest
-
     algo = getattr(flash, "flash_algo", None)
-    return bool(algo) and algorithm_digest(algo) == RP2_ALGORITHM
+    return bool(algo) and multipage.algorithm_digest(algo) == RP2_ALGORITHM
 
 
 def erase_chip(flash) -> int:
