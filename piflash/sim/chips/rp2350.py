@@ -159,7 +159,9 @@ class Qmi(RegisterDevice):
         the last one sequentially while chip select is still asserted (COOLDOWN non-zero, no
         PAGEBREAK boundary crossed; qmi.h M0_TIMING) only appends the data clocks; the model
         takes every sequential fill as arriving within the cooldown (64 x COOLDOWN clk_sys
-        cycles), i.e. the reader consumes a line within that time."""
+        cycles), i.e. the reader consumes a line within that time, and any PAGEBREAK setting as
+        breaking every burst (it does not track the boundaries; slower, never faster), and
+        ignores MAX_SELECT (0 after reset and in piflash's set-up)."""
         phases = self.read_phases() or (32, 64)
         clkdiv = (self.regs[M0_TIMING] & 0xFF) or 256
         cooldown = self.regs[M0_TIMING] >> 30
