@@ -47,12 +47,26 @@ def test_base_address_refused_for_hex(tmp_path):
     (":10000000FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF01\n:00000001FF\n", "corrupt"),  # bad checksum
     (":1000000\n:00000001FF\n", "corrupt"),                                   # short record
     (":00000001FF\n", "no data"),                                            # empty but valid
+    (":0500000001020304F2\n:00000001FF\n", "corrupt"),                      # count says 5, 4 given
+    (":0400000601020304EC\n:00000001FF\n", "corrupt"),                      # no record type 06
+    (":0400000001020304F2\n:0400020001020304F0\n:00000001FF\n", "records overlap"),  # 2-3 twice
 ])
 def test_bad_hex(tmp_path, content, message):
     path = tmp_path / "bad.hex"
     path.write_text(content)
     with pytest.raises(FirmwareError, match=message):
         load_image(path)
+
+
+def test_hex_extended_addresses_and_crlf(tmp_path):
+    """Type 04 (upper 16 address bits) and 02 (segment base x 16) records place the data records
+    after them; CRLF line ends are what Windows tools write."""
+    path = tmp_path / "ext.hex"
+    path.write_bytes(b":020000041000EA\r\n:0400000001020304F2\r\n"
+                     b":020000040000FA\r\n:020000021000EC\r\n:020010000506E3\r\n:00000001FF\r\n")
+    image = load_image(path)
+    assert [(s.address, s.data) for s in image.segments] == [(0x10010, b"\x05\x06"),
+                                                             (0x10000000, b"\x01\x02\x03\x04")]
 
 
 def test_hex_truncated_at_line_boundary(tmp_path):

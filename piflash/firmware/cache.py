@@ -1,9 +1,9 @@
 """Parsed firmware images kept on disk, so a file is parsed once per host, not once per command
 (issue 20, deliverable 2: "nothing parsed twice").
 
-Parsing MicroPython's 670 KB .hex with ``intelhex`` takes 0.11 s of this x86 machine's CPU and
-about 0.9 s of a Pi Zero 2W's (docs/benchmarks.md, "Host cost"): longer than a whole re-flash of
-an unchanged board. A command that loads a file it loaded before (the same bytes: the key is the
+Parsing MicroPython's 670 KB .hex took 0.11 s of this x86 machine's CPU with ``intelhex`` and
+about 0.9 s of a Pi Zero 2W's; with ``bincopy`` 0.043 s and about 0.36 s (docs/benchmarks.md,
+"Host cost"): still longer than a whole re-flash of an unchanged board. A command that loads a file it loaded before (the same bytes: the key is the
 file's SHA-256) reads the segments back instead: one read of the file (its hash is needed for the
 history anyway), one read of the entry.
 

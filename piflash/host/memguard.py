@@ -75,17 +75,19 @@ BASELINE = {
 
 #: Extra peak RSS per byte of firmware *file*, by format (bytes per byte): the largest of the
 #: flash and verify slopes of the same benchmark (images of 16 KiB to 1 MiB of data), rounded up
-#: with room to spare: measured 2026-11-22 bin 9.8, elf 9.7, hex 32.1 fitted (a 1 MiB image as
-#: a 2.75 MiB .hex peaked at 134.1 MiB, 12 MiB under this estimate). Intel HEX costs most: ``piflash.firmware.image`` parses it with intelhex, which
-#: keeps a dict entry per data byte and grows it by doubling, so the cost per byte rises with
-#: size (41 bytes per byte between the two largest images); 32 covers the measured range and,
-#: extrapolating that steepest step, a 2 MiB image. The .bin/.elf cost is mostly pyOCD's flash builder, which
-#: holds page data as lists of ints (a pointer per byte: 8 bytes on x86-64, 4 on armv7l). An
-#: unknown format takes the largest slope.
+#: with room to spare: measured 2026-11-22 bin 9.8, elf 9.7. The .bin/.elf cost is mostly
+#: pyOCD's flash builder, which holds page data as lists of ints (a pointer per byte: 8 bytes on
+#: x86-64, 4 on armv7l). Intel HEX: measured 2026-11-26, since ``piflash.firmware.image`` parses
+#: it with bincopy (a bytearray per run of contiguous records) instead of intelhex (a dict entry
+#: per data byte: 32.1 fitted on 2026-11-22, a 1 MiB image as a 2.75 MiB .hex peaked at 134.1
+#: MiB): fitted 1.09, 1.5 between the two largest images (that 2.75 MiB .hex peaks at 59.8 MiB,
+#: ``memory_baseline.py --runs 3``);
+#: 5 is the .bin slope's 12 per data byte over the 2.75 file bytes a .hex spends per data byte,
+#: rounded up. An unknown format takes the largest slope.
 IMAGE_SLOPE = {
     "bin": 12.0,
     "elf": 12.0,
-    "hex": 32.0,
+    "hex": 5.0,
     # A UF2 file carries its payload in 512-byte blocks (256 bytes each from pico-sdk and
     # uf2conv, at most 476): its parse keeps the file and one bytes object per block, less per
     # file byte than a .bin; the .bin slope covers it (not measured separately).
