@@ -3,10 +3,11 @@
 An image is loaded completely (and checked) before any probe is opened, so a
 corrupt or misplaced file never costs a half-erased board. Parsing is left to
 libraries: ``bincopy`` for Intel HEX (it keeps contiguous records as one
-``bytearray``; intelhex, which pyOCD uses, keeps a dict entry per data byte: on
-MicroPython's 670 KB .hex it took 2.9 times bincopy's CPU and 7 times its
-allocations, 25.0 against 3.4 MiB at the peak, tracemalloc, 2026-11-26) and
-``pyelftools`` (pyOCD's own) for ELF.
+``bytearray``; intelhex, which pyOCD uses, keeps a dict entry per data byte:
+in one run of ``benchmarks/host_cost.py`` piflash parsed MicroPython's 670 KB
+.hex with bincopy in 0.027 s of CPU, pyOCD with intelhex in 0.115 s; a 1 MiB
+image as .hex peaked at 134.1 MiB with intelhex and at 59.8 MiB with bincopy,
+``benchmarks/memory_baseline.py``; docs/benchmarks.md) and ``pyelftools`` (pyOCD's own) for ELF.
 
 The in-memory form is a list of :class:`Segment` (address, bytes), sorted and
 non-overlapping, adjacent segments merged.
