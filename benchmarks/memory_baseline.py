@@ -13,9 +13,11 @@ Each figure is the peak RSS of that one child process (``ru_maxrss`` from ``os.w
 For comparison the same flash is also measured with the simulator in-process (``-u sim:NAME``).
 
     python benchmarks/memory_baseline.py [--runs 1] [--sizes 16384,131072,262144,524288,1048576]
+        [--parse-sizes 1048576,4194304,16777216]
 
 Prints: peak RSS per operation, image format and size; the fitted baseline and slope per
-operation and format; the guard's estimate next to each measured peak; the resident set of a
+operation and format; the guard's estimate next to each measured peak; the peak of loading
+(only) a .hex of up to 16 MiB of data, larger than the simulated target's flash; the resident set of a
 piflash process when the guard checks (the part of the peak it already holds); the simulator's
 share; the pack slope; and what the guard itself costs (import and one check, timed in a fresh
 interpreter).
@@ -161,11 +163,30 @@ def held_at_check(env, runs=3):
                                   check=True).stdout) for _ in range(runs))
 
 
+def parse_peaks(directory: Path, sizes, runs, env):
+    """Peak RSS of a fresh interpreter loading a .hex of each size (bytes of data) with piflash's
+    ``load_image``, the parsed-image cache off: ``[(size, file bytes, peak RSS bytes)]``. The
+    parse runs before pyOCD is imported, so for images larger than any simulated target's flash
+    this is the part of a flash's peak that grows with the file."""
+    code = "import sys; from piflash.firmware.image import load_image; load_image(sys.argv[1])"
+    out = []
+    for size in sizes:
+        path = directory / f"parse-{size}.hex"
+        with open(path, "w") as f:
+            f.writelines(hex_records(random.Random(size).randbytes(size)))
+        out.append((size, path.stat().st_size,
+                    peak(runs, [sys.executable, "-c", code, path], dict(env, PIFLASH_CACHE="off"))))
+        path.unlink()
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=1, help="runs per point; the highest peak is kept")
     ap.add_argument("--sizes", default="16384,131072,262144,524288,1048576",
                     help="image sizes in bytes, comma-separated")
+    ap.add_argument("--parse-sizes", default="1048576,4194304,16777216",
+                    help="image sizes in bytes whose .hex is only loaded (no target holds 16 MiB)")
     ap.add_argument("--pack-devices", default="10,1000,4000",
                     help="device counts of the synthetic packs, comma-separated")
     args = ap.parse_args()
@@ -208,6 +229,7 @@ def main():
                                       "-u", "sim:inproc", "-q"], env)
         import_s, check_s = guard_cost(env)
         held = held_at_check(env)
+        parse_rows = parse_peaks(tmp, [int(s) for s in args.parse_sizes.split(",") if s], args.runs, env)
 
     import resource
     floor = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -261,6 +283,16 @@ def main():
         print(f"fitted, pack part as target: baseline {b / MIB:.1f} MiB, slope {s:.2f} B per .pdsc byte")
     else:
         print(f"(pack part as target not measured: build {FLM} with scripts/build-test-firmware.sh)")
+
+    print("\n.hex loaded only (load_image, parsed-image cache off: a flash parses before it connects),"
+          " against the guard's estimate for flashing it")
+    print(f"{'data bytes':>11} {'file bytes':>11} {'peak RSS (MiB)':>15} {'estimate (MiB)':>15}")
+    for size, nbytes, rss in parse_rows:
+        est = sum(estimate_need("flash", nbytes, 0, "hex"))
+        print(f"{size:>11,} {nbytes:>11,} {rss / MIB:>15.1f} {est / MIB:>15.1f}")
+    if len(parse_rows) > 1:
+        b, s = fit([(n, r) for _, n, r in parse_rows])
+        print(f"fitted: {b / MIB:.1f} MiB + {s:.2f} B per .hex byte")
 
     print(f"\nguard cost (fresh interpreter, median of 7): import piflash.host.memguard "
           f"{import_s * 1000:.2f} ms, one check_memory {check_s * 1000:.3f} ms")

@@ -44,12 +44,25 @@ def test_base_address_refused_for_hex(tmp_path):
 @pytest.mark.parametrize("content, message", [
     ("", "truncated"),
     ("hello\n", "truncated"),
-    (":10000000FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF01\n:00000001FF\n", "corrupt"),  # bad checksum
+    (":10000000FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF01\n:00000001FF\n", "corrupt Intel HEX file: line 1: bad checksum"),
     (":1000000\n:00000001FF\n", "corrupt"),                                   # short record
     (":00000001FF\n", "no data"),                                            # empty but valid
-    (":0500000001020304F2\n:00000001FF\n", "corrupt"),                      # count says 5, 4 given
-    (":0400000601020304EC\n:00000001FF\n", "corrupt"),                      # no record type 06
+    (":0500000001020304F2\n:00000001FF\n", "line 1: the record's length does not match"),  # 5 said, 4 given
+    (":0400000601020304EC\n:00000001FF\n", "line 1: record type 0x06"),
     (":0400000001020304F2\n:0400020001020304F0\n:00000001FF\n", "records overlap"),  # 2-3 twice
+    # 0x00-0x0F, 0x20-0x2F, then 0x10-0x2F across the gap: it covers the second record too
+    (":1000000000000000000000000000000000000000F0\n:1000200000000000000000000000000000000000D0\n"
+     ":200010001111111111111111111111111111111111111111111111111111111111111111B0\n:00000001FF\n",
+     "records overlap"),
+    (":0400000001020304F2\n:00000001FF\n:0400100001020304E2\n:00000001FF\n",
+     "line 3: a record after the end-of-file record of line 2"),             # two files joined
+    (":020000021000EC\n:020000040800F2\n:0400000001020304F2\n:00000001FF\n",
+     "both segment .type 02, line 1. and linear .type 04, line 2."),
+    (":03000004080000F1\n:0400000001020304F2\n:00000001FF\n", "a type 0x04 record must carry 2 bytes"),
+    (":020010040800E2\n:0400000001020304F2\n:00000001FF\n", "at address 0000"),
+    (":0100000101FD\n", "a type 0x01 record must carry 0 bytes"),             # EOF with data
+    (":0400000001020304F3\n:00000001FF\n", "line 1: bad checksum"),
+    (":0400000001020304F2\r:00000001FF\r:0400000001020304F2\r", "line 3: a record after"),  # CR-only
 ])
 def test_bad_hex(tmp_path, content, message):
     path = tmp_path / "bad.hex"
@@ -59,14 +72,16 @@ def test_bad_hex(tmp_path, content, message):
 
 
 def test_hex_extended_addresses_and_crlf(tmp_path):
-    """Type 04 (upper 16 address bits) and 02 (segment base x 16) records place the data records
-    after them; CRLF line ends are what Windows tools write."""
-    path = tmp_path / "ext.hex"
-    path.write_bytes(b":020000041000EA\r\n:0400000001020304F2\r\n"
-                     b":020000040000FA\r\n:020000021000EC\r\n:020010000506E3\r\n:00000001FF\r\n")
-    image = load_image(path)
-    assert [(s.address, s.data) for s in image.segments] == [(0x10010, b"\x05\x06"),
-                                                             (0x10000000, b"\x01\x02\x03\x04")]
+    """Type 04 records give the upper 16 address bits, type 02 a segment base x 16, for the data
+    records after them; CRLF line ends are what Windows tools write."""
+    linear = tmp_path / "linear.hex"
+    linear.write_bytes(b":020000041000EA\r\n:0400000001020304F2\r\n:020000040000FA\r\n"
+                       b":020010000506E3\r\n:00000001FF\r\n")
+    assert [(s.address, s.data) for s in load_image(linear).segments] == [
+        (0x10, b"\x05\x06"), (0x10000000, b"\x01\x02\x03\x04")]
+    segment = tmp_path / "segment.hex"
+    segment.write_bytes(b":020000021000EC\n:020010000506E3\n:00000001FF\n")
+    assert [(s.address, s.data) for s in load_image(segment).segments] == [(0x10010, b"\x05\x06")]
 
 
 def test_hex_truncated_at_line_boundary(tmp_path):

@@ -1,13 +1,14 @@
 """Parsed firmware images kept on disk, so a file is parsed once per host, not once per command
 (issue 20, deliverable 2: "nothing parsed twice").
 
-Parsing MicroPython's 670 KB .hex took 0.11 s of this x86 machine's CPU with ``intelhex`` and
-about 0.9 s of a Pi Zero 2W's; with ``bincopy`` 0.043 s and about 0.36 s (docs/benchmarks.md,
-"Host cost"): still longer than a whole re-flash of an unchanged board. A command that loads a file it loaded before (the same bytes: the key is the
-file's SHA-256) reads the segments back instead: one read of the file (its hash is needed for the
+Parsing MicroPython's 670 KB .hex took 0.11 s of this x86 machine's CPU with ``intelhex`` and,
+predicted, about 0.9 s of a Pi Zero 2W's, longer than a whole re-flash of an unchanged board there;
+piflash's record checks and ``bincopy`` take a fraction of that (docs/benchmarks.md, "Host
+cost"). A command that loads a file it loaded before (the same bytes: the key is the file's
+SHA-256) reads the segments back instead: one read of the file (its hash is needed for the
 history anyway), one read of the entry.
 
-An entry is ``IMAGES/<sha256 of the file>-<format>.seg``: the magic ``PFSEG1\\0\\0``, the number
+An entry is ``IMAGES/<sha256 of the file>-<format>.seg``: the magic ``PFSEG2\\0\\0``, the number
 of UF2 family IDs and of segments (u32 each), the family IDs (u32 each), per segment its address
 and length (u32 each) and its bytes, and last the SHA-256 of everything before it. An entry
 whose trailer does not match (a torn write, a bad SD card sector) is parsed again and rewritten:
@@ -36,7 +37,7 @@ __all__ = ["cache_dir", "cached_chunks", "MAX_ENTRIES", "MAX_BYTES"]
 MAX_ENTRIES = 16
 #: Bytes kept at most over all entries: a Pi's SD card is small and slow.
 MAX_BYTES = 32 * 1024 * 1024
-_MAGIC = b"PFSEG1\0\0"
+_MAGIC = b"PFSEG2\0\0"   # 2: Intel HEX parsed by bincopy after piflash's record checks
 
 Chunks = List[Tuple[int, bytes]]
 

@@ -2,12 +2,8 @@
 
 An image is loaded completely (and checked) before any probe is opened, so a
 corrupt or misplaced file never costs a half-erased board. Parsing is left to
-libraries: ``bincopy`` for Intel HEX (it keeps contiguous records as one
-``bytearray``; intelhex, which pyOCD uses, keeps a dict entry per data byte:
-in one run of ``benchmarks/host_cost.py`` piflash parsed MicroPython's 670 KB
-.hex with bincopy in 0.027 s of CPU, pyOCD with intelhex in 0.115 s; a 1 MiB
-image as .hex peaked at 134.1 MiB with intelhex and at 59.8 MiB with bincopy,
-``benchmarks/memory_baseline.py``; docs/benchmarks.md) and ``pyelftools`` (pyOCD's own) for ELF.
+libraries: ``bincopy`` for Intel HEX, every record checked by piflash first
+(:mod:`piflash.firmware.ihex`), and ``pyelftools`` (pyOCD's own) for ELF.
 
 The in-memory form is a list of :class:`Segment` (address, bytes), sorted and
 non-overlapping, adjacent segments merged.
@@ -46,7 +42,6 @@ def format_for_name(path: "os.PathLike[str] | str") -> Optional[str]:
     return next((fmt for fmt, ends in FORMAT_SUFFIXES.items() if suffix in ends), None)
 
 _ELF_MAGIC = b"\x7fELF"
-_HEX_DIGITS = b"0123456789abcdefABCDEF"
 
 
 @dataclass(frozen=True)
@@ -137,38 +132,6 @@ def merge_segments(chunks: Iterable[Tuple[int, bytes]]) -> Tuple[Segment, ...]:
         else:
             out.append(Segment(address, data))
     return tuple(out)
-
-
-def _load_hex(path: Path, raw: bytes) -> List[Tuple[int, bytes]]:
-    import bincopy
-
-    if not raw.strip():
-        raise FirmwareError(f"{path}: the file is empty ({len(raw)} bytes)" if raw else f"{path}: the file is empty",
-                            hint="check the build: the output is empty")
-    numbered = [(n, ln.strip()) for n, ln in enumerate(raw.splitlines(), 1) if ln.strip()]
-    for number, line in numbered:  # every record is ':' and hex digits (Intel HEX-86 spec, 1988)
-        if not line.startswith(b":") or line[1:].translate(None, _HEX_DIGITS):
-            what = "does not start with ':'" if not line.startswith(b":") else "holds characters that are not hex digits"
-            raise FirmwareError(f"{path}: not an Intel HEX file: line {number} {what}",
-                                hint="is it a .bin or .elf named .hex? Give it its right extension "
-                                     "(a .bin also needs --base-address)")
-    # bincopy accepts a file cut at a line boundary; a real hex ends with an EOF record (type 01).
-    lines = [ln for _, ln in numbered]
-    if not lines or lines[-1][7:9] != b"01":
-        raise FirmwareError(f"{path}: Intel HEX file is truncated (no end-of-file record)",
-                            hint="the file was cut short: copy or download it again")
-    try:
-        hexfile = bincopy.BinFile()
-        hexfile.add_ihex(raw.decode("ascii"))
-    except bincopy.AddDataError as exc:
-        # bincopy says "data added to a segment must be adjacent to or overlapping ..." when two
-        # records give the same address (add_ihex without overwrite).
-        raise FirmwareError(f"{path}: Intel HEX records overlap: two records write the same address",
-                            hint="the file is damaged or two images were joined: rebuild it") from exc
-    except (bincopy.Error, UnicodeDecodeError, ValueError) as exc:
-        raise FirmwareError(f"{path}: corrupt Intel HEX file: {exc}",
-                            hint="the file is damaged: rebuild or download it again") from exc
-    return [(segment.minimum_address, bytes(segment.data)) for segment in hexfile.segments]
 
 
 #: ELF ``e_machine`` values (System V ABI, "ELF Header"; pyelftools ``ENUM_E_MACHINE``) of the
@@ -331,7 +294,11 @@ def load_image(path: os.PathLike | str, base_address: Optional[int] = None,
 
                 contents = parse_uf2(path, raw)
                 return list(contents.chunks), contents.families
-            return (_load_hex(path, raw) if fmt == "hex" else _load_elf(path, raw)), ()
+            if fmt == "hex":
+                from piflash.firmware.ihex import load_hex
+
+                return load_hex(path, raw), ()
+            return _load_elf(path, raw), ()
 
         # parsed once per host: the same bytes again are read back (piflash/firmware/cache.py)
         chunks, families, _ = cached_chunks(digest, fmt, parse)

@@ -77,17 +77,18 @@ BASELINE = {
 #: flash and verify slopes of the same benchmark (images of 16 KiB to 1 MiB of data), rounded up
 #: with room to spare: measured 2026-11-22 bin 9.8, elf 9.7. The .bin/.elf cost is mostly
 #: pyOCD's flash builder, which holds page data as lists of ints (a pointer per byte: 8 bytes on
-#: x86-64, 4 on armv7l). Intel HEX: measured 2026-11-26, since ``piflash.firmware.image`` parses
-#: it with bincopy (a bytearray per run of contiguous records) instead of intelhex (a dict entry
-#: per data byte: 32.1 fitted on 2026-11-22, a 1 MiB image as a 2.75 MiB .hex peaked at 134.1
-#: MiB): fitted 1.09, 1.5 between the two largest images (that 2.75 MiB .hex peaks at 59.8 MiB,
-#: ``memory_baseline.py --runs 3``);
-#: 5 is the .bin slope's 12 per data byte over the 2.75 file bytes a .hex spends per data byte,
-#: rounded up. An unknown format takes the largest slope.
+#: x86-64, 4 on armv7l). Intel HEX, measured 2026-11-26 (``memory_baseline.py --runs 3``) since
+#: :mod:`piflash.firmware.ihex` checks its records and bincopy assembles the image (a bytearray
+#: per run of contiguous records) instead of intelhex (a dict entry per data byte: 32.1 fitted on
+#: 2026-11-22, a 1 MiB image as a 2.75 MiB .hex peaked at 134.1 MiB): flashing fitted 1.10 (that
+#: .hex peaks at 60.5 MiB), but the parse alone, which runs before pyOCD is imported, peaks at
+#: 29.1 MiB + 6.56 bytes per byte of .hex (1 to 16 MiB of data, 2.9 to 46 MB of .hex: 43.6 to
+#: 316.8 MiB), above 58 MiB + 5 x the file from about 14 MB of .hex on; 8 covers it at every size.
+#: An unknown format takes the largest slope.
 IMAGE_SLOPE = {
     "bin": 12.0,
     "elf": 12.0,
-    "hex": 5.0,
+    "hex": 8.0,
     # A UF2 file carries its payload in 512-byte blocks (256 bytes each from pico-sdk and
     # uf2conv, at most 476): its parse keeps the file and one bytes object per block, less per
     # file byte than a .bin; the .bin slope covers it (not measured separately).
