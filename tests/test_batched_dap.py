@@ -66,7 +66,7 @@ def test_debug_probe_flashes_blink_byte_exact_in_batches(pyocd_binaries, monkeyp
 
 def test_batches_save_the_waits_of_one_transfer_per_packet(tmp_path, monkeypatch):
     """The same 64 KiB, batched and not: the same DAP packets answered, fewer transfers, less
-    virtual time (each transfer's scheduling latency is paid once per batch). At 15 MHz SWD,
+    virtual time (each transfer's scheduling latency is paid once per batch). At 15.625 MHz SWD,
     where the probe's wire is faster than one 64-byte transfer per USB round trip."""
     path = tmp_path / "image.bin"
     path.write_bytes(os.urandom(64 * 1024))
@@ -75,7 +75,7 @@ def test_batches_save_the_waits_of_one_transfer_per_packet(tmp_path, monkeypatch
     for batch in (False, True):
         board = "pico%d" % batch
         store.create(board, "rp2040")
-        clocks[batch] = _flash(store, board, "debugprobe", path, monkeypatch, batch, 15_000_000)
+        clocks[batch] = _flash(store, board, "debugprobe", path, monkeypatch, batch, 15_625_000)
         assert store.read_flash(board)[:64 * 1024] == path.read_bytes()
     plain, batched = clocks[False].requests, clocks[True].requests
     assert plain["usb_out"] == plain["usb_in"]
@@ -118,7 +118,7 @@ def test_the_writer_thread_keeps_the_host_from_waiting_on_transfers(tmp_path, mo
     path.write_bytes(os.urandom(64 * 1024))
     store = SimStore()
     store.create("pico", "rp2040")
-    clock = _flash(store, "pico", "debugprobe", path, monkeypatch, True, 15_000_000)
+    clock = _flash(store, "pico", "debugprobe", path, monkeypatch, True, 15_625_000)
     counts = clock.requests
     # A lone packet to an idle probe goes from the host's own thread and the host waits for it;
     # every batch sent while others are in flight goes from the writer thread.

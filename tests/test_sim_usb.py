@@ -54,6 +54,28 @@ def flash_with_pyocd(device, target, data, tmp_path):
     return probe
 
 
+@pytest.mark.parametrize("requested, runs", [
+    (1_000_000, 125e6 / 128), (4_000_000, 125e6 / 36), (10_000_000, 125e6 / 16),
+    (25_000_000, 125e6 / 8), (31_250_000, 125e6 / 4), (50_000_000, 125e6 / 4),
+    (500, 125e6 / (4 * 65535))])
+def test_the_debug_probe_runs_the_swclk_its_pio_divider_gives(requested, runs):
+    """debugprobe v2.3.1 divides its 125 MHz clk_sys by 4 x an integer (src/probe.c): a request
+    of 25 MHz runs 15.6 MHz, anything from 31.25 MHz runs 31.25 MHz; the SWD bits of a transfer
+    take that clock's time. A probe whose firmware is not modelled runs the request up to its
+    maximum."""
+    store = SimStore()
+    store.create("clk", "nrf52840", exist_ok=True)
+    device = sim_usb.install("clk@debugprobe", store).devices[0]
+    try:
+        device.claim()
+        device.write_out(bytes([0x11]) + requested.to_bytes(4, "little"))   # DAP_SWJ_Clock
+        assert device.read_in(64, 1000)[:2] == bytes([0x11, 0x00])
+        assert device.firmware.swd_hz == pytest.approx(runs)
+    finally:
+        sim_usb.uninstall()
+    assert PRESETS["mculink"].swclk_hz(requested) == min(requested, PRESETS["mculink"].max_swd_hz)
+
+
 def test_presets_are_in_the_probe_table():
     for preset in PRESETS.values():
         model = probetable.lookup(preset.vid, preset.pid)

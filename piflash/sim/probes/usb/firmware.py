@@ -83,7 +83,7 @@ class DapFirmware:
         self.serial = serial
         self.clock = clock
         self.probe: Optional[SimProbe] = None
-        self.swd_hz = 1_000_000.0          # DAP_DEFAULT_SWJ_CLOCK of the reference firmware
+        self.swd_hz = preset.swclk_hz(1_000_000)   # DAP_DEFAULT_SWJ_CLOCK of the reference firmware
         self.idle_cycles = 0
         self.wait_retry = 100
         self.match_retry = 0
@@ -284,7 +284,7 @@ class DapFirmware:
         hz = struct.unpack_from("<I", data, 1)[0]
         if hz == 0:
             return b"\x11\xff", t
-        self.swd_hz = float(min(hz, self.preset.max_swd_hz))
+        self.swd_hz = self.preset.swclk_hz(hz)
         return b"\x11\x00", t
 
     def _swj_sequence(self, data: bytes, t: float) -> Tuple[bytes, float]:

@@ -13,7 +13,7 @@ value (fitted against the published measurements listed in ``docs/benchmarks.md`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 __all__ = ["ProbePreset", "PRESETS", "LINK_KINDS", "get_preset"]
 
@@ -45,6 +45,9 @@ class ProbePreset:
     :param packet_framing: The firmware arms one OUT transfer of ``packet_size`` bytes per DAP
         command, so one host transfer of several packets is several commands (each padded to
         ``packet_size`` but the last); False: the firmware takes one command per transfer.
+    :param pio_clock_hz: The debugprobe firmware's system clock, Hz, when SWCLK comes from it
+        through an integer PIO divider (:meth:`swclk_hz`); None: the probe runs any requested
+        SWCLK up to ``max_swd_hz`` as asked (an assumption where the firmware is not known).
     """
 
     name: str
@@ -64,6 +67,34 @@ class ProbePreset:
     serial_digits: int
     bcd_device: int
     packet_framing: bool = False
+    pio_clock_hz: Optional[float] = None
+
+    def swclk_hz(self, requested_hz: int) -> float:
+        """The SWCLK, Hz, this probe runs for a DAP_SWJ_Clock request of ``requested_hz`` (> 0).
+
+        With :attr:`pio_clock_hz` set, debugprobe's three steps (raspberrypi/debugprobe v2.3.1;
+        the rounding up since v2.2.3, commit aa17d6d): CMSIS-DAP's ``DAP_SWJ_Clock`` turns the
+        request into a delay, ``ceil((clk_sys / 2) / request) - IO_PORT_WRITE_CYCLES`` (1, at
+        least 1; ``CMSIS_DAP/.../DAP.c``, ``include/DAP_config.h``), ``src/sw_dp_pio.c``'s
+        ``MAKE_KHZ`` turns that back into ``clk_sys / (2000 x (delay + 1))`` kHz, and
+        ``src/probe.c``'s ``probe_set_swclk_freq`` sets the PIO's integer divider
+        ``(ceil(clk_sys_kHz / kHz) + 3) // 4`` (1-65535); SWCLK is clk_sys / (4 x divider), four
+        PIO cycles per bit (``src/probe.pio``). At clk_sys 125 MHz: 4 MHz -> 3.47 MHz, 10 MHz ->
+        7.81, 25 MHz -> 15.6, 31.25 MHz and more -> 31.25 (the cap, clk_sys / 4). Below about
+        1 kHz ``MAKE_KHZ`` gives 0 and the firmware divides by it; the model runs the slowest
+        divider there (477 Hz), what no debugger asks for (pyOCD's and piflash's lowest is 1 kHz).
+        """
+        if self.pio_clock_hz is None:
+            return float(min(requested_hz, self.max_swd_hz))
+        clk = int(self.pio_clock_hz)
+        if requested_hz >= clk // 2:        # MAX_SWJ_CLOCK(DELAY_FAST_CYCLES 0): the fast path
+            delay = 1
+        else:
+            delay = max(1, ((clk // 2) + requested_hz - 1) // requested_hz - 1)
+        khz = clk // (2000 * (delay + 1))
+        clk_khz = clk // 1000
+        divider = 65535 if khz == 0 else min(65535, max(1, ((clk_khz + khz - 1) // khz + 3) // 4))
+        return clk / (4 * divider)
 
     @property
     def cmsis_dap_version(self) -> int:
@@ -87,15 +118,18 @@ PRESETS: Dict[str, ProbePreset] = {
     # raspberrypi/debugprobe v2.3.1: src/usb_descriptors.c (2e8a:000c, "Raspberry Pi",
     # PROBE_PRODUCT_STRING "Debug Probe (CMSIS-DAP)" from include/board_debug_probe_config.h,
     # interface "CMSIS-DAP v2 Interface", bcdDevice 0x0231) and include/DAP_config.h
-    # (DAP_PACKET_SIZE 64, DAP_PACKET_COUNT 8, no product firmware version string). The RP2040
-    # PIO drives SWD up to 25 MHz (an assumption of this model). src/tusb_edpt_handler.c (since
-    # v2.0, commit 58fa7a1) arms one 64-byte OUT transfer per command: packet framing.
+    # (DAP_PACKET_SIZE 64, DAP_PACKET_COUNT 8, no product firmware version string). The RP2040's
+    # PIO clocks SWD from clk_sys, pico-sdk's default 125 MHz (the firmware sets no other), by
+    # an integer divider: 31.25 MHz at most (ProbePreset.swclk_hz; a maintainer in
+    # raspberrypi/debugprobe PR #54: "max speed is implicitly capped at 31.25Mhz").
+    # src/tusb_edpt_handler.c (since v2.0, commit 58fa7a1) arms one 64-byte OUT transfer per
+    # command: packet framing.
     "debugprobe": ProbePreset(
         name="debugprobe", vid=0x2E8A, pid=0x000C, manufacturer="Raspberry Pi",
         product="Debug Probe (CMSIS-DAP)", interface="CMSIS-DAP v2 Interface", link="v2-bulk-fs",
         packet_size=64, packet_count=8, firmware_version="", protocol_version="2.1.0",
-        max_swd_hz=25_000_000.0, cmd_overhead_s=20e-6, transfer_overhead_s=1.0e-6,
-        serial_digits=16, bcd_device=0x0231, packet_framing=True),
+        max_swd_hz=31_250_000.0, cmd_overhead_s=20e-6, transfer_overhead_s=1.0e-6,
+        serial_digits=16, bcd_device=0x0231, packet_framing=True, pio_clock_hz=125e6),
     # YAPicoprobe (rgrr/yapicoprobe) at commit 28fd8db (2023-01-06), the firmware of the
     # published RP2040 figures in its doc/benchmarks.adoc: the same 2e8a:000c, product
     # "YAPicoprobe CMSIS-DAP", CMSIS-DAP v2 interface "YAPicoprobe CMSIS-DAP v2"
