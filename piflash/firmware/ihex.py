@@ -18,7 +18,6 @@ records wrote the same address).
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import List, Tuple
 
 from piflash.errors import FirmwareError
@@ -110,7 +109,7 @@ def load_hex(path: "os.PathLike[str] | str", raw: bytes) -> List[Tuple[int, byte
     except bincopy.AddDataError as exc:     # bincopy's text names neither record nor address
         raise _overlap(path) from exc
     except bincopy.Error as exc:            # not expected after check_records
-        raise FirmwareError(f"{Path(path)}: corrupt Intel HEX file: {exc}", hint=_DAMAGED) from exc
+        raise FirmwareError(f"{path}: corrupt Intel HEX file: {exc}", hint=_DAMAGED) from exc
     chunks = [(segment.minimum_address, bytes(segment.data)) for segment in hexfile.segments]
     if sum(len(data) for _, data in chunks) != data_bytes:
         raise _overlap(path)
