@@ -176,3 +176,26 @@ def test_the_quick_check_asks_one_block_first_then_doubles(monkeypatch):
     with _session("nrf51", "quick-same") as session:
         stats = verify_image(session, image, quick=True)
     assert asked == [1, 2, 4, 8, 5] and stats.crc_pages == pages
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_memory_mapped_flash_is_checked_without_the_algorithm(target):
+    """nRF5x and STM32F10x (multipage.MEMORY_MAPPED): init_for_read only halts the core, with no
+    load of the flash algorithm and no call of its Init (about eight USB round trips on a
+    CMSIS-DAP probe), and FlashCheck sets its own stack pointer and Thumb bit, so its CRCs are
+    right whatever the core held: here SP 0 and xPSR 0."""
+    page, base = PAGE[target], BASE[target]
+    data = random.Random(f"noinit-{target}").randbytes(4 * page)
+    _board(target, f"noinit-{target}", data)
+    blocks = [(base + i * page, page) for i in range(4)]
+    with _session(target, f"noinit-{target}") as session:
+        core = session.target
+        flash = core.memory_map.get_boot_memory().flash
+        core.halt()
+        core.write_core_registers_raw(["sp", "xpsr"], [0, 0])
+        flashplan.init_for_read(flash)
+        algo = flash.flash_algo
+        loaded = core.read_memory_block32(algo["load_address"], len(algo["instructions"]))
+        crcs = flashcheck.FlashCheck.for_flash(flash).crc32(blocks)
+    assert loaded != list(algo["instructions"])
+    assert crcs == [binascii.crc32(data[a - base:a - base + n]) for a, n in blocks]

@@ -21,10 +21,11 @@ core:
 
 :class:`FlashCheck` loads the binary into the RAM the flash algorithm leaves free
 (:func:`piflash.flashing.multipage.free_window`) and calls the routines the way pyOCD calls a flash
-algorithm (pyOCD's ``Flash._call_function``): the arguments in R0-R3, LR on the ``BKPT`` at the
-binary's first byte, ``resume``, then ``Flash.wait_for_completion``. The routines run on the stack
-pyOCD gave the flash algorithm when it initialised it, so the algorithm must be initialised first
-(``flash.init``), as for the analyzer.
+algorithm (pyOCD's ``Flash._call_function``): the arguments in R0-R3, SP at the flash algorithm's initial
+stack pointer (``begin_stack``), xPSR's Thumb bit, LR on the ``BKPT`` at the binary's first byte,
+``resume``, then ``Flash.wait_for_completion``. The core must be halted. The routines only read
+the flash through the bus: whether the algorithm must be initialised first for that is the
+caller's concern (:func:`piflash.flashing.plan.init_for_read`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ TABLE_BYTES = 1024
 RUN_BYTES = 12
 #: Largest argument + result area per call, bytes: the window's rest may be smaller.
 MAX_IO_BYTES = 4096
+#: xPSR with only the T (Thumb state) bit set, bit 24 (ARMv6-M ARM DDI 0419E B1.4.2; pyOCD's
+#: ``CortexM.XPSR_THUMB``): resuming with it clear would fault at the first instruction.
+_XPSR_THUMB = 1 << 24
 
 
 def binary() -> bytes:
@@ -116,8 +120,10 @@ class FlashCheck:
         if not self._loaded:
             target.write_memory_block8(self.code_address, list(self._code))
             self._loaded = True
-        target.write_core_registers_raw(["pc", "r0", "r1", "r2", "r3", "lr"],
-                                        [self._entries[entry], r0, r1, r2, r3, self.code_address + 1])
+        target.write_core_registers_raw(
+            ["pc", "r0", "r1", "r2", "r3", "sp", "xpsr", "lr"],
+            [self._entries[entry], r0, r1, r2, r3, self.flash.flash_algo["begin_stack"], _XPSR_THUMB,
+             self.code_address + 1])
         target.resume()
         result = self.flash.wait_for_completion(
             timeout=target.session.options.get("flash.timeout.analyzer"))

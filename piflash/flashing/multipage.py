@@ -40,8 +40,8 @@ from importlib import resources
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
-__all__ = ["KNOWN_ALGORITHMS", "MAX_RUN_BYTES", "RUN_BYTES", "STACK_BYTES", "CALLER_BYTES", "Layout", "algorithm_digest",
-           "run_caller",
+__all__ = ["KNOWN_ALGORITHMS", "MEMORY_MAPPED", "MAX_RUN_BYTES", "RUN_BYTES", "STACK_BYTES", "CALLER_BYTES", "Layout", "algorithm_digest",
+           "reads_without_init", "run_caller",
            "free_window", "layout_for", "group_runs", "RunProgrammer"]
 
 #: Flash algorithms whose ProgramPage programs any multiple of the write unit across pages,
@@ -63,6 +63,13 @@ KNOWN_ALGORITHMS = {
     # pages until the count is done (pico-bootrom-rp2040 bootrom/program_flash_generic.c).
     RP2_BOOT_ROM: "pyOCD RP2 boot ROM",
 }
+#: Keys of :data:`KNOWN_ALGORITHMS` whose flash the bus reads whatever the algorithm did: the
+#: nRF5x NVMC's and the STM32F10x FPEC's main flash is always mapped for reading (the nRF52840
+#: Product Specification's NVMC chapter; RM0008, the STM32F10x reference manual, section 3
+#: "Embedded Flash memory"), so reading it needs no call of the algorithm's Init. The RP2 boot
+#: ROM's Init takes the QSPI flash out of XIP, so its reads do need it (and
+#: :func:`piflash.flashing.rp2.enable_xip`).
+MEMORY_MAPPED = frozenset({"43643eff0906aec4", "7e66464399e4fc20"})
 #: Largest run per call, bytes. Longer runs save more calls, but the last run's programming is
 #: not overlapped with any transfer and the first run's transfer with no programming: 8 KiB is
 #: 84 ms of nRF52840 writes (41 us per word) against about 10 round trips saved per call.
@@ -88,6 +95,13 @@ def algorithm_digest(flash_algo: dict) -> str:
     digits of the SHA-256 of its ``instructions`` (32-bit words, little-endian)."""
     words = flash_algo["instructions"]
     return hashlib.sha256(struct.pack("<%dI" % len(words), *words)).hexdigest()[:16]
+
+
+def reads_without_init(flash) -> bool:
+    """Whether ``flash`` (a pyOCD ``Flash``) runs one of the :data:`MEMORY_MAPPED` algorithms:
+    its region reads through the bus with the algorithm not initialised (nor loaded)."""
+    algo = getattr(flash, "flash_algo", None)
+    return bool(algo) and algorithm_digest(algo) in MEMORY_MAPPED
 
 
 def run_caller() -> bytes:

@@ -146,10 +146,25 @@ def compute_crcs(flash, blocks: Sequence[Tuple[int, int]], check=None) -> List[i
     return out
 
 
-def _init_for_read(flash) -> None:
-    """Load the algorithm and make flash readable (what FlashBuilder._enable_read_access does)."""
-    from pyocd.core.exceptions import FlashFailure
+def init_for_read(flash) -> None:
+    """Make ``flash``'s region readable through the bus for piflash's checks (a pyOCD ``Flash``).
 
+    For the algorithms of :data:`piflash.flashing.multipage.MEMORY_MAPPED`, when there is RAM for
+    :class:`~piflash.flashing.flashcheck.FlashCheck` (pyOCD's analyzer, the fallback, runs on the
+    algorithm's initialised stack), that is only a halted core: no load of the algorithm
+    and no call of its Init, which on a CMSIS-DAP probe are about eight USB round trips (the
+    program phase loads it when it needs it). Otherwise load the algorithm and call its Init for
+    VERIFY (ERASE for algorithms that refuse that), as pyOCD's ``FlashBuilder._enable_read_access``
+    does, and put the RP2040's flash back in XIP (:func:`piflash.flashing.rp2.enable_xip`).
+
+    :raises pyocd.core.exceptions.Error: from pyOCD.
+    """
+    from pyocd.core.exceptions import FlashFailure
+    from piflash.flashing.flashcheck import FlashCheck
+
+    if multipage.reads_without_init(flash) and FlashCheck.for_flash(flash) is not None:
+        flash.target.halt()
+        return
     try:
         flash.init(flash.Operation.VERIFY)
     except FlashFailure:    # some algorithms only init for erase/program
@@ -422,7 +437,7 @@ def plan_region(flash, chunks: Sequence[Tuple[int, bytes]], chip_erase: bool = F
         chip_erase = False         # as FlashBuilder: no EraseAll in the algorithm, erase sectors
     sectors = _sectors_for(flash, chunks)
     erased_value = region.erased_byte_value
-    _init_for_read(flash)
+    init_for_read(flash)
 
     def blank(size: int) -> bytes:
         return bytes([erased_value]) * size

@@ -120,7 +120,7 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = Fa
     pages of one :func:`crc_unit` block; return the pages still to read back. With ``quick``,
     the first block whose CRC differs raises VerifyError at once."""
     from piflash.flashing.flashcheck import FlashCheck
-    from piflash.flashing.plan import compute_crcs, crc_unit
+    from piflash.flashing.plan import compute_crcs, crc_unit, init_for_read
 
     todo: List[_Page] = []
     by_flash: Dict[int, Tuple[object, int, Dict[int, List[_Page]]]] = {}
@@ -141,7 +141,7 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = Fa
                 todo.extend(members)
         if not blocks:
             continue
-        _init_for_read(flash)
+        init_for_read(flash)
         try:
             check = FlashCheck.for_flash(flash)
             # quick: the first block alone, then twice as many each call, so a board that does
@@ -166,16 +166,6 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = Fa
         finally:
             flash.cleanup()
     return sorted(todo, key=lambda p: p.address)
-
-
-def _init_for_read(flash) -> None:
-    from piflash.flashing import rp2
-
-    try:
-        flash.init(flash.Operation.VERIFY)
-    except Exception:  # some algorithms only init for erase/program
-        flash.init(flash.Operation.ERASE)
-    rp2.enable_xip(flash)   # RP2040: the algorithm's Init took the flash out of XIP
 
 
 def verify_image(session, image: FirmwareImage, progress: Optional[ProgressSink] = None,
@@ -293,6 +283,7 @@ def blank_check(session, ranges: List[Tuple[int, int]]) -> BlankStats:
     :raises pyocd.core.exceptions.Error: transfer or probe errors (the caller translates them).
     """
     from piflash.flashing.flashcheck import FlashCheck
+    from piflash.flashing.plan import init_for_read
 
     target = session.target
     stats = BlankStats()
@@ -314,7 +305,7 @@ def blank_check(session, ranges: List[Tuple[int, int]]) -> BlankStats:
                     readback.append((baddr, bsize, erased))
             addr = stop
     for flash, erased, blocks in by_flash.values():
-        _init_for_read(flash)
+        init_for_read(flash)
         try:
             check = FlashCheck.for_flash(flash)
             if check is not None:       # piflash's blank check: a cycle per byte, not ~15
