@@ -17,6 +17,8 @@ from piflash.flashing import multipage
 BASE = {"nrf51": 0x0, "nrf52840": 0x0, "stm32f103rc": 0x08000000, "rp2040": 0x10000000}
 PAGE = {"nrf51": 1024, "nrf52840": 4096, "stm32f103rc": 2048, "rp2040": 256}
 RUN = {"nrf51": 6144, "nrf52840": 8192, "stm32f103rc": 8192, "rp2040": 32768}    # RP2: RUN_BYTES
+#: Buffers runs may grow to (multipage.GROW_BYTES, or half the RAM left on the nRF51 and STM32F103RC).
+BUFFER = {"nrf51": 6144, "nrf52840": 32768, "stm32f103rc": 26624, "rp2040": 32768}
 TARGETS = list(BASE)
 
 
@@ -43,7 +45,8 @@ def test_pyocds_algorithms_for_the_targets_are_known(target):
         layout = multipage.layout_for(flash, flash.region.page_size)
     assert layout is not None, multipage.algorithm_digest(flash.flash_algo)
     assert layout.run_size == RUN[target]
-    lo, hi = min(layout.buffers), max(layout.buffers) + layout.run_size
+    assert layout.buffer_size == BUFFER[target]
+    lo, hi = min(layout.buffers), max(layout.buffers) + layout.buffer_size
     algo = flash.flash_algo
     # Nothing the algorithm or its stack uses (pyOCD's analyzer is loaded again by every call).
     assert lo >= max(flash.end_flash_algo, algo["begin_stack"])
@@ -274,3 +277,57 @@ def test_a_call_costs_two_probe_round_trips_on_cmsis_dap():
     assert store.read_flash("trips")[:len(data)] == data
     setup = 4                       # the caller and mailboxes, R4-R6
     assert transfers <= len(data) // 1024 + 2 * runs + setup, transfers
+
+
+def test_runs_double_only_when_the_polls_show_the_link_well_ahead_of_the_flash():
+    """(size, next size, polls still running): the flash 10 polls a KiB, the link 1 or 3 ->
+    double; the link 4.5 (b/a over GROW_RATIO) -> keep; a call with no poll running (the link
+    the slower) -> keep; the ramp's calls alone (1 -> 2 -> 4: one ratio) tell nothing until a
+    call whose ratio differs."""
+    assert multipage.link_outpaces_flash([(4, 8, 40 - 8), (8, 8, 80 - 8)])
+    assert multipage.link_outpaces_flash([(4, 8, 40 - 24), (8, 8, 80 - 24)])
+    assert not multipage.link_outpaces_flash([(4, 8, 40 - 36), (8, 8, 80 - 36)])
+    assert not multipage.link_outpaces_flash([(4, 8, 0), (8, 8, 72)])
+    ramp = [(1, 2, 10 - 2), (2, 4, 20 - 4)]
+    assert not multipage.link_outpaces_flash(ramp)
+    assert multipage.link_outpaces_flash(ramp + [(4, 8, 40 - 8), (8, 8, 80 - 8)])
+
+
+@pytest.mark.parametrize("preset,grows", [("mculink", True), ("daplink", False)])
+def test_runs_grow_on_a_link_that_outpaces_the_flash(preset, grows):
+    """nRF52840, 96 KiB at piflash's 4 MHz SWD through pyOCD's CMSIS-DAP driver and the simulated
+    USB probe: on the MCU-Link (high-speed USB, 1 KiB packets) 8 KiB cross in about a quarter of
+    the 84 ms the flash takes, so calls grow past the 8 KiB runs they were given, up to the
+    32 KiB buffers; on DAPLink (64-byte HID reports) the bytes cross slower than the flash
+    writes them and every call keeps its run. Byte-exact either way. (At pyOCD's 1 MHz the
+    MCU-Link's wire is as slow as the flash, and its runs keep their size too.)"""
+    pytest.importorskip("unicorn")
+    from pyocd.core.helpers import ConnectHelper
+    from piflash.sim import SimStore
+    from piflash.sim.probes import usb as sim_usb
+
+    page, board, calls = PAGE["nrf52840"], f"grow-{preset}", []
+    store = SimStore()
+    store.create(board, "nrf52840", exist_ok=True)
+    device = sim_usb.install(f"{board}@{preset}", store).devices[0]
+    data = _rand(24 * page, 9)
+    try:
+        session = ConnectHelper.session_with_chosen_probe(unique_id=device.serial, blocking=False,
+                                                          target_override="nrf52840", frequency=4_000_000)
+        with session:
+            flash = _boot_flash(session)
+            layout = multipage.layout_for(flash, page)
+            runs = multipage.group_runs([(a, data[a:a + page]) for a in range(0, len(data), page)],
+                                        layout.run_size, first_run=page)
+            flash.init(flash.Operation.PROGRAM)
+            multipage.RunProgrammer(flash, layout).program(runs, calls.append)
+            flash.uninit()
+            flash.cleanup()
+    finally:
+        sim_usb.uninstall()
+    assert store.read_flash(board)[:len(data)] == data
+    assert sum(calls) == len(data)
+    if grows:
+        assert len(calls) < len(runs) and max(calls) == layout.buffer_size, calls
+    else:
+        assert calls == [len(d) for _, d in runs]
