@@ -16,8 +16,9 @@ bytes per call, double buffered in target RAM above the algorithm and its stack
 well under the time the flash takes to program them (:func:`link_outpaces_flash`), later calls
 join runs, doubling up to :data:`GROW_BYTES`: on a slower link a longer run would leave the
 flash idle while it crosses, and programming the last one would follow the last transfer.
-Any other algorithm keeps pyOCD's one page per call: a list, not a guess, because an algorithm written for one page at a time (a page buffer in the controller, a
-per-page command) would silently program only the first page.
+Any other algorithm keeps pyOCD's one page per call: a list, not a guess, because an algorithm
+written for one page at a time (a page buffer in the controller, a per-page command) would
+silently program only the first page.
 
 Each call goes through piflash's run caller (``targetcode/runcall.S``, shipped as
 ``piflash/data/runcall.bin``): a few instructions in the algorithm's stack RAM that take the
@@ -370,7 +371,7 @@ class RunProgrammer:
         """Program ``runs`` ((address, data), each at most ``layout.run_size`` bytes): the next
         run crosses the probe while the target programs the current one.
 
-        When the first two calls show the link moving bytes much faster than the flash programs
+        When the first calls show the link moving bytes much faster than the flash programs
         them (:func:`link_outpaces_flash`), each later call joins the contiguous runs that
         follow into one of up to twice the one before, up to ``layout.buffer_size``: fewer
         calls, each the same bytes in the same order.
