@@ -174,6 +174,53 @@ def test_ssi_xip_reads_in_the_formats_the_flash_answers():
     assert data == b"\xa5" * 64
 
 
+def test_quad_xip_needs_the_continuous_read_mode_and_keeps_the_flash_in_it():
+    """Boot stage 2's quad XIP (pico-sdk boot2_w25q080.S): EBh and the A0h mode bits through DR0
+    put the flash in its continuous read mode, after which the SSI's instruction-less EBh reads
+    return the flash at 28 SCK per 8-byte line. The same XIP set-up without that entry, or with
+    the flash's QE bit clear, returns no flash data; mode bits 00h serve one more read and end
+    the mode; while the flash is in it a serial instruction does nothing; the boot ROM's
+    flash_exit_xip ends it."""
+    b = board(bytes(range(256)))
+    ssi, flash = 0x18000000, b.chip.port.pins.flash
+    cycles = []
+    b.nvm["flash"].observer = lambda op, n: cycles.append(n) if op == "spi_cycles" else None
+    quad = (2 << 21) | (31 << 16) | (3 << 8)                 # quad frames, 32-bit, EEPROM read
+
+    def setup(spi_ctrlr0, ctrlr0=quad):
+        for offset, value in ((0x08, 0), (0x00, ctrlr0), (0x04, 0), (0xF4, spi_ctrlr0), (0x14, 2), (0x08, 1)):
+            b.bus.write(ssi + offset, 4, value)
+
+    def enter():
+        setup((4 << 11) | (2 << 8) | (8 << 2) | 1)           # EBh with instruction, 32-bit address field
+        b.bus.write(ssi + 0x60, 4, 0xEB)
+        b.bus.write(ssi + 0x60, 4, 0xA0)                     # address 0, mode bits A0h
+        b.bus.read(ssi + 0x28, 4)                            # SR: the frame is sent
+
+    def xip(mode=0xA0):
+        setup((mode << 24) | (4 << 11) | (8 << 2) | 2)       # no instruction, mode bits appended
+        b.bus.write(0x14000004, 4, 1)
+        cycles.clear()
+        return b.bus.read_block(0x10000000, 64), sum(cycles)
+
+    assert xip() == (b"\xa5" * 64, 0)                        # not in the continuous read mode
+    enter()
+    assert flash.continuous
+    data, cost = xip()
+    assert data == bytes(range(64)) and cost == 8 * 28 * 2
+    assert flash.command(b"\x9f", 3) == b"\xff" * 3          # a serial instruction is an address now
+    data, _ = xip(mode=0x00)                                 # mode bits 00h: this read, then out
+    assert data == bytes(range(64)) and not flash.continuous
+    assert xip()[0] == b"\xa5" * 64
+    assert flash.command(b"\x9f", 3) == bytes((0xEF, 0x40, 0x15))
+    enter()
+    b.chip.exit_xip()                                        # the ROM's flash_exit_xip
+    assert not flash.continuous and flash.command(b"\x9f", 3) == bytes((0xEF, 0x40, 0x15))
+    flash.sr2 = 0                                            # QE clear: IO2/IO3 are /WP, /HOLD
+    enter()
+    assert not flash.continuous and xip()[0] == b"\xa5" * 64
+
+
 def test_reset_boots_stage2_then_the_firmware_and_a_bad_crc_parks(pyocd_binaries):
     blink = (pyocd_binaries / "rp2040.bin").read_bytes()
     assert crc32_boot2(blink[:252]) == struct.unpack_from("<I", blink, 252)[0]

@@ -85,12 +85,19 @@ class QspiPins:
 
 
 class Ssi(RegisterDevice):
-    """The XIP SSI in serial (standard SPI) mode, enough for a boot stage 2 and a debugger to
-    talk to the flash: bytes written to DR0 are shifted out and their answers queued for DR0
-    reads. With /CS under the SSI's control, the bytes queued since the last status read form
-    one frame (/CS low for all of them, as when the FIFO is filled faster than it drains); a
-    frame in a quad format (SPI_FRF != 0, set up for XIP) is not sent to the flash. SER does not
-    gate /CS: the RP2040's SSI has the one flash (boot stage 2 never writes SER)."""
+    """The XIP SSI, enough for a boot stage 2 and a debugger to talk to the flash.
+
+    In serial (standard SPI) frames, bytes written to DR0 are shifted out and their answers
+    queued for DR0 reads. With /CS under the SSI's control, the frames queued since the last
+    status read form one transfer (/CS low for all of them, as when the FIFO is filled faster
+    than it drains). In quad frames in EEPROM-read mode (CTRLR0 SPI_FRF 2, TMOD 3), the FIFO's
+    entries are an instruction (SPI_CTRLR0.INST_L 8 bits) and a 32-bit address field (ADDR_L 8:
+    the 24-bit address, then 8 mode bits), then CTRLR1.NDF + 1 frames are read: what boot stage
+    2 sends to put the flash in EBh's continuous read mode (pico-sdk
+    ``src/rp2040/boot_stage2/boot2_w25q080.S``: EBh, then A0h as the address field, with
+    WAIT_CYCLES 4); the flash's answer is :meth:`SpiNorFlash.quad_io_read`'s. Any other
+    dual or quad frame is not sent to the flash. SER does not gate /CS: the RP2040's SSI has
+    the one flash (boot stage 2 never writes SER)."""
 
     def __init__(self, pins: QspiPins) -> None:
         self.pins = pins
@@ -120,16 +127,36 @@ class Ssi(RegisterDevice):
         not answer it: in standard and dual SPI frames (CTRLR0.SPI_FRF 0, 1) the instruction
         and 24-bit address on one line (SPI_CTRLR0: INST_L 8 bits, ADDR_L 24 bits, TRANS_TYPE 0),
         XIP_CMD and WAIT_CYCLES as the flash's instruction wants them
-        (``SpiNorFlash.read_cycles``); in quad frames boot stage 2's EBh continuous read, 32
-        address and mode bits and 64 data bits on four lines plus 4 dummy clocks (W25Q16JV
-        datasheet 8.2.12: 28 SCK; its continuous mode is not modelled further)."""
+        (``SpiNorFlash.read_cycles``); in quad frames boot stage 2's EBh continuous read
+        (:meth:`continuous_read`): no instruction, the 24-bit address and the mode bits
+        (XIP_CMD, appended to the address when INST_L is 0: RP2040 datasheet 4.10.13) on four
+        lines, 4 dummy clocks, 64 data bits on four lines (W25Q16JV datasheet 8.2.12: 28 SCK),
+        answered only while the flash is in its continuous read mode."""
         frf = (self.regs.get(CTRLR0, 0) >> 21) & 3
-        if frf == 2:
-            return 12, 16
         spi = self.regs.get(SPI_CTRLR0, SPI_CTRLR0_RESET)
+        if frf == 2:
+            flash = self.pins.flash
+            if self.continuous_read() and flash.continuous and flash.quad_enabled:
+                return 12, 16
+            return None
         if frf == 3 or (spi >> 8) & 3 != 2 or (spi >> 2) & 0xF != 6 or spi & 3:
             return None
         return self.pins.flash.read_cycles(spi >> 24, 1, (spi >> 11) & 0x1F, 2 if frf == 1 else 1)
+
+    def continuous_read(self) -> bool:
+        """Whether SPI_CTRLR0 holds boot stage 2's XIP set-up for EBh's continuous read mode:
+        TRANS_TYPE 2 (address in the frame format), ADDR_L 8 (32 bits: address and mode
+        bits), INST_L 0 (no instruction), WAIT_CYCLES 4 (pico-sdk boot2_w25q080.S)."""
+        spi = self.regs.get(SPI_CTRLR0, SPI_CTRLR0_RESET)
+        return spi & 3 == 2 and (spi >> 2) & 0xF == 8 and (spi >> 8) & 3 == 0 and (spi >> 11) & 0x1F == 4
+
+    def line_filled(self) -> None:
+        """An XIP cache line was read from the flash: in the continuous read set-up its mode
+        bits (XIP_CMD) tell the flash whether to stay in that mode. (One debugger access is
+        told once: a block read across lines with mode bits other than A0h returns every line,
+        where the part would answer only the first; only a one-word read ends the mode here.)"""
+        if (self.regs.get(CTRLR0, 0) >> 21) & 3 == 2 and self.continuous_read():
+            self.pins.flash.quad_io_read(False, self.regs.get(SPI_CTRLR0, 0) >> 24)
 
     def miss_cycles(self, sequential: bool = False) -> int:
         """clk_sys cycles of one XIP cache-line fill (8 bytes): the SCK cycles of
@@ -143,9 +170,14 @@ class Ssi(RegisterDevice):
         if not self.tx:
             return
         data, self.tx = self.tx, []
-        if (self.regs[CTRLR0] >> 21) & 3:           # SPI_FRF: dual/quad frames
+        frf = (self.regs[CTRLR0] >> 21) & 3
+        if frf == 2 and (self.regs[CTRLR0] >> 8) & 3 == 3:
+            self._quad_read(data)
+            return
+        if frf:                                     # other dual/quad frames: not modelled
             self.rx += [0] * len(data)
             return
+        data = [b & 0xFF for b in data]
         flash = self.pins.flash
         self.shifted += len(data)
         if self.pins.override == 2:                 # /CS held low by software
@@ -157,6 +189,29 @@ class Ssi(RegisterDevice):
             self.rx += [flash.exchange(b) for b in data]
             flash.deselect()
         del self.rx[:-16]                           # 16-entry RX FIFO: older entries overrun
+
+    def _quad_read(self, frames: List[int]) -> None:
+        """Quad frames in EEPROM-read mode (see the class docstring): an EBh read with its
+        instruction (INST_L 8 bits) or, in the continuous read mode, without (INST_L 0), a
+        32-bit address field (ADDR_L 8) and 4 wait cycles. The NDF + 1 frames read are the
+        flash's bytes, the first in the top byte, when it answers, else 0."""
+        spi = self.regs.get(SPI_CTRLR0, SPI_CTRLR0_RESET)
+        inst = (spi >> 8) & 3 == 2
+        count = (self.regs.get(CTRLR1, 0) & 0xFFFF) + 1
+        flash = self.pins.flash
+        answered = False
+        if (len(frames) == 1 + inst and (spi >> 2) & 0xF == 8 and (spi >> 11) & 0x1F == 4
+                and (not inst or frames[0] & 0xFF == 0xEB)):
+            field = frames[-1]
+            answered = flash.quad_io_read(inst, field & 0xFF)
+            address = (field >> 8) & 0xFFFFFF
+        self.shifted += len(frames) + 4 * count
+        if answered:
+            data = flash.read(address % flash.nvm.size, 4 * count) or bytes(4 * count)
+            self.rx += [int.from_bytes(data[i:i + 4], "big") for i in range(0, len(data), 4)]
+        else:
+            self.rx += [0] * count
+        del self.rx[:-16]
 
     def read32(self, offset: int) -> int:
         if offset == SR:
@@ -174,8 +229,8 @@ class Ssi(RegisterDevice):
 
     def write32(self, offset: int, value: int) -> None:
         if offset == DR0:
-            if self.regs[SSIENR] & 1:
-                self.tx.append(value & 0xFF)
+            if self.regs[SSIENR] & 1:                # one frame of DFS_32 + 1 bits
+                self.tx.append(value & ((2 << ((self.regs[CTRLR0] >> 16) & 0x1F)) - 1))
             return
         if offset == SSIENR and not value & 1:
             self.tx, self.rx = [], []               # disabling the SSI clears its FIFOs

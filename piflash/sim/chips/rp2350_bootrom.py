@@ -169,6 +169,7 @@ class Rp2350BootRom(BootRom):
         """``flash_exit_xip``: the flash out of any continuous read mode, the QMI left in serial
         03h reads at the default divider, so XIP stays readable (pico-bootrom-rp2350
         ``flash_init_spi`` ends in ``flash_enter_cmd_xip``; datasheet 5.4.8.4)."""
+        self.port.flash_exit_continuous()
         self.xip = True
         self.port.set_read_mode(SPI_CLKDIV_DEFAULT)
 

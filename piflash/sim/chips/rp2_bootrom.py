@@ -84,6 +84,9 @@ class RomPort(Protocol):
     def release_cs(self) -> None:
         """Hand /CS back to the SSI (clears a software override)."""
 
+    def flash_exit_continuous(self) -> None:
+        """The XIP exit sequence: the flash out of a continuous read mode."""
+
     def ssi_write(self, offset: int, value: int) -> None:
         """Write an SSI register (XIP_SSI, RP2040 datasheet 4.10.13)."""
 
@@ -208,7 +211,9 @@ class BootRom:
         self.exit_xip()
 
     def exit_xip(self) -> None:
-        """``flash_exit_xip``: the SSI in serial mode, XIP off."""
+        """``flash_exit_xip``: the flash out of a continuous read mode (the XIP exit sequence,
+        whatever boot stage 2 or a debugger left), the SSI in serial mode, XIP off."""
+        self.port.flash_exit_continuous()
         # flash_init_spi: SSI off, BAUDR 6, standard SPI, 8-bit frames, transmit and receive,
         # SER 1, SSI on (pico-bootrom-rp2040 bootrom/program_flash_generic.c). A debugger may
         # change BAUDR afterwards: the other flash functions leave it as they find it.

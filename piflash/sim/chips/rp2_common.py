@@ -5,7 +5,7 @@ XIP reads are served only while the chip's flash interface is set up for them: t
 in an XIP mode (:meth:`piflash.sim.chips.rp2040.Ssi.xip_ready`), the RP2350's QMI with the flash
 in the read mode its window expects (:class:`piflash.sim.chips.rp2350.Qmi`). The interface
 object (``ssi`` below) offers ``xip_ready()`` and ``miss_cycles()``: the clk_sys cycles of one
-8-byte cache line fill.
+8-byte cache line fill; and optionally ``line_filled()``, told of each fill.
 """
 
 from __future__ import annotations
@@ -89,6 +89,10 @@ class XipTiming:
         if misses > 0 and start == self._line + 1 and self._line >= 0:
             sequential += 1                                          # ... and after the last fill
         self._line = last
+        if misses > 0:
+            filled = getattr(self.ssi, "line_filled", None)
+            if filled is not None:                  # the transfer's mode bits (RP2040 EBh)
+                filled()
         observer = self.nvm.observer
         if misses > 0 and observer is not None:
             cycles = (misses - sequential) * self.ssi.miss_cycles()
@@ -174,6 +178,10 @@ class RomPortBase:
 
     def write(self, addr: int, data: bytes) -> None:
         self.board.bus.write_block(addr, data)
+
+    def flash_exit_continuous(self) -> None:
+        """The XIP exit sequence ``flash_exit_xip`` sends (``SpiNorFlash.exit_continuous``)."""
+        self.pins.flash.exit_continuous()
 
     def flash_command(self, out: bytes, read: int = 0) -> bytes:
         got = self.pins.command(out, read)

@@ -7,8 +7,16 @@ Enable, 04h Write Disable, 05h/35h/15h Read Status Register 1/2/3, 01h/31h Write
 Erase, 9Fh JEDEC ID (EFh 40h 15h), 4Bh Read Unique ID (four dummy bytes, then the 64-bit ID),
 ABh Release Power-down / Device ID, B9h Power-down, 66h/99h Enable Reset / Reset. Program and
 erase need Write Enable first and clear it; they take effect when /CS goes high, as on the part.
-Other commands (the quad modes the boot stage 2 sets up for XIP) are ignored: execute-in-place
-reads are served by the XIP interface straight from the array, not through this command set.
+Other commands are ignored. Execute-in-place reads are served by the XIP interface straight from
+the array, not through this command set; the interface asks :meth:`SpiNorFlash.read_cycles`
+whether the flash answers its read format and what it costs, and tells it of each EBh Fast Read
+Quad I/O (:meth:`SpiNorFlash.quad_io_read`, datasheet 8.2.12), whose mode bits M5-4 = 10b put
+the flash in its continuous read mode: every later transfer is taken as the next read's address
+(no instruction byte) until a read's mode bits say otherwise or the XIP exit sequence
+(:meth:`SpiNorFlash.exit_continuous`: mode bits all ones) ends it. In that mode a serial
+instruction is not executed (its bytes are an address to the flash) and no serial XIP read
+(03h, 0Bh, 3Bh) returns the cells: a tool that leaves the flash in it and then sends commands
+programs nothing.
 
 Operations complete at once in the cells; their datasheet time is charged by the probe's timing
 model through the array's observer, and BUSY reads 1 until that time has passed on the probe's
@@ -68,6 +76,8 @@ class SpiNorFlash:
         self.selected = False
         self._bytes: List[int] = []
         self.powered_down = False
+        #: In the continuous read mode of EBh (datasheet 8.2.12, M5-4 = 10b).
+        self.continuous = False
 
     @property
     def quad_enabled(self) -> bool:
@@ -81,9 +91,32 @@ class SpiNorFlash:
         after it; the 64 data bits), or None when the flash does not answer such a read
         (:data:`READS`; a quad read while QE is clear)."""
         read = READS.get(instruction)
-        if read is None or read[:3] != (addr_lanes, between, data_lanes) or (read[3] and not self.quad_enabled):
+        if (read is None or read[:3] != (addr_lanes, between, data_lanes) or (read[3] and not self.quad_enabled)
+                or self.continuous):
             return None
         return 8 + 24 // addr_lanes + between, 64 // data_lanes
+
+    def quad_io_read(self, instruction: bool, mode: int) -> bool:
+        """An EBh Fast Read Quad I/O transfer (datasheet 8.2.12): with the instruction byte
+        (``instruction``) or, in the continuous read mode, without it; a 24-bit address and the
+        8 ``mode`` bits on four lines, 4 dummy clocks, then data. The mode bits decide whether
+        the next transfer is another such read without instruction (M5-4 = 10b).
+
+        :returns: whether the flash answered with its cells: quad enabled (QE), and the
+            instruction sent to a flash that expects one, or left out in the continuous read
+            mode (there, an instruction byte is taken as address bits). A transfer it does not
+            answer leaves the mode as it was.
+        """
+        if not self.quad_enabled or instruction == self.continuous or self.powered_down:
+            return False
+        self.continuous = (mode & 0x30) == 0x20
+        return True
+
+    def exit_continuous(self) -> None:
+        """The XIP exit sequence (/CS low, mode bits clocked as all ones on the four lines, /CS
+        high; what the RP2040 boot ROM's ``flash_exit_xip`` sends): the continuous read mode
+        ends and the next transfer starts with an instruction."""
+        self.continuous = False
 
     # -- pins ----------------------------------------------------------------------------------
     def select(self) -> None:
@@ -122,6 +155,8 @@ class SpiNorFlash:
 
     def _output(self, seq: List[int]) -> int:
         cmd, n = seq[0], len(seq) - 1       # n: bytes after the instruction, this one included
+        if self.continuous:                 # the bytes are a read's address, not an instruction
+            return 0xFF
         if self.powered_down and cmd != 0xAB:
             return 0xFF
         if n == 0:
@@ -147,6 +182,8 @@ class SpiNorFlash:
 
     # -- writing ---------------------------------------------------------------------------------
     def _finish(self, seq: List[int]) -> None:
+        if self.continuous:                 # taken as a read's address: nothing executes
+            return
         cmd = seq[0]
         if cmd == 0xAB:
             self.powered_down = False
