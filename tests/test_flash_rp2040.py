@@ -63,28 +63,123 @@ def test_protect_says_the_rp2040_has_no_protection(cli, pico):
 def test_faster_spi_runs_the_chip_from_the_pll_and_the_spi_faster(pico):
     """The ROM's flash_exit_xip (run by the algorithm's Init) sets BAUDR 6 at the ring
     oscillator's clock; piflash starts the crystal and PLL_SYS, runs clk_sys at 125 MHz and
-    sets BAUDR 4 (31.25 MHz SCK), which the ROM's later flash functions keep; a page programmed
-    then reads back; another target's algorithm is left alone."""
-    from piflash.flashing.rp2 import faster_spi
+    sets BAUDR 2 (62.5 MHz SCK, RX sample delay 1), which the ROM's later flash functions keep;
+    before the UnInit it sets BAUDR 4, so the 03h XIP reads the UnInit sets up stay within the
+    flash's 50 MHz; a page programmed then reads back; another target's algorithm is left
+    alone."""
+    from piflash.flashing.rp2 import cmd_xip_divider, faster_spi
     from piflash.target.connect import open_session
 
     with open_session("sim:pico", "rp2040") as session:
-        flash = session.target.memory_map.get_boot_memory().flash
+        target = session.target
+        flash = target.memory_map.get_boot_memory().flash
         flash.init(flash.Operation.PROGRAM)
-        assert session.target.read32(0x18000014) == 6
-        assert session.target.read32(0x40008044) == 1                  # CLK_SYS_SELECTED: clk_ref
-        assert faster_spi(flash) and session.target.read32(0x18000014) == 4
-        assert session.target.read32(0x40008044) == 2                  # aux: PLL_SYS
-        assert session.target.read32(0x40028000) & (1 << 31)           # PLL_SYS locked
-        assert faster_spi(flash)                                        # again: nothing to start
-        assert session.target.read32(0x18000008) == 1          # the SSI is enabled again
+        assert target.read32(0x18000014) == 6
+        assert target.read32(0x40008044) == 1                  # CLK_SYS_SELECTED: clk_ref
+        assert faster_spi(flash) and target.read32(0x18000014) == 2 and target.read32(0x180000F0) == 1
+        assert target.read32(0x40008044) == 2                  # aux: PLL_SYS
+        assert target.read32(0x40028000) & (1 << 31)           # PLL_SYS locked
+        assert faster_spi(flash)                                # again: nothing to start
+        assert target.read32(0x18000008) == 1                  # the SSI is enabled again
         flash.program_page(0x10000000, list(range(256)))
+        assert cmd_xip_divider(flash) and target.read32(0x18000014) == 4
         flash.uninit()
+        assert target.read32(0x18000014) == 4 and target.read32(0x180000F4) >> 24 == 0x03
         flash.cleanup()
-        assert session.target.read_memory_block8(0x10000000, 256) == list(range(256))
+        assert target.read_memory_block8(0x10000000, 256) == list(range(256))
     SimStore().create("nrf", "nrf52840")
     with open_session("sim:nrf", "nrf52840") as session:
         assert not faster_spi(session.target.memory_map.get_boot_memory().flash)
+
+
+#: What the boot ROM's flash_enter_cmd_xip leaves in the SSI: SSIENR, CTRLR0, SPI_CTRLR0, and
+#: BAUDR 4 on PLL_SYS (piflash.flashing.rp2.CMD_XIP_BAUDR).
+CMD_XIP = [1, 0x001F0300, 0x03000218]
+
+
+def _ssi(target):
+    return [target.read32(0x18000000 + off) for off in (0x08, 0x00, 0xF4)]
+
+
+@pytest.mark.parametrize("quad", [True, False])
+def test_reads_in_the_continuous_quad_mode_without_the_init_then_as_the_rom_leaves_xip(pico, quad):
+    """After a power-up blink's boot stage 2 has the flash in quad XIP, so a read needs the
+    algorithm's Init (its flash_exit_xip). After the connect's unique-ID read (Init and UnInit:
+    the SSI as flash_enter_cmd_xip leaves it) a read phase needs no call of the algorithm: the
+    SSI is set up from the debugger, with the flash's
+    QE bit set as boot stage 2 does it (EBh, mode bits A0h: the continuous read mode, 28 SCK a
+    line), else for 3Bh dual reads; blink and its CRC read back. The phase's end puts the flash
+    back to taking instructions and the SSI back to the ROM's 03h set-up at BAUDR 4."""
+    import binascii
+
+    from piflash.flashing import plan, rp2
+    from piflash.flashing.flashcheck import FlashCheck
+    from piflash.target.connect import open_session, read_target_uid
+
+    store, _info, blink = pico
+    store.write_flash("pico", blink)
+    with open_session("sim:pico", "rp2040") as session:
+        target = session.target
+        flash = target.memory_map.get_boot_memory().flash
+        chip_flash = session.probe.board.chip.port.pins.flash
+        assert chip_flash.continuous and not rp2.reads_without_init(flash)      # boot stage 2's XIP
+        assert read_target_uid(session, intrusive=True) == _info.target_uid.lower()
+        assert not chip_flash.continuous
+        assert _ssi(target) == CMD_XIP and rp2.reads_without_init(flash)
+        if not quad:
+            chip_flash.sr2 = 0                                  # a flash without QE set
+        inits = []
+        real_init = type(flash).init
+        flash.init = lambda op, *a, **k: (inits.append(op), real_init(flash, op, *a, **k))[1]
+        cycles = []
+        observer = chip_flash.nvm.observer
+        chip_flash.nvm.observer = lambda op, n: (cycles.append(n) if op == "spi_cycles" else None,
+                                                 observer and observer(op, n))
+        with plan.reading(flash):
+            assert chip_flash.continuous is quad
+            assert (target.read32(0x18000000) >> 21) & 3 == (2 if quad else 1)
+            assert target.read32(0x18000014) == 2                       # 62.5 MHz
+            cycles.clear()
+            assert bytes(target.read_memory_block8(0x10000000, 1024)) == blink[:1024]
+            assert sum(cycles) == 128 * (28 if quad else 72) * 2
+            check = FlashCheck.for_flash(flash)
+            assert check.crc32([(0x10000000, 4096)]) == [binascii.crc32(blink[:4096])]
+        assert inits == [] and not chip_flash.continuous
+        assert _ssi(target) == CMD_XIP and target.read32(0x18000014) == 4
+        assert bytes(target.read_memory_block8(0x10000000, 256)) == blink[:256]   # 03h XIP
+        assert rp2.reads_without_init(flash)
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_a_flash_without_reset_leaves_the_rom_xip_and_a_flash_that_takes_instructions(pico, verify):
+    """A whole flash, with and without verify, and no reset: the board is left as the boot ROM
+    leaves it (03h XIP at 31.25 MHz, the flash out of the continuous read mode), so a core resumed without a
+    reset reads its flash, and after the connect's unique-ID read neither the blank check nor
+    the verify called the algorithm's Init (the verify's reads follow the program's UnInit)."""
+    from piflash.firmware.image import image_from_bytes
+    from piflash.flashing.workflow import flash_session
+    from piflash.record.result import OperationResult
+    from piflash.target.connect import open_session, read_target_uid
+
+    _store, _info, blink = pico
+    with open_session("sim:pico", "rp2040") as session:
+        target = session.target
+        flash = target.memory_map.get_boot_memory().flash
+        assert read_target_uid(session, intrusive=True)       # what flash_firmware's connect does
+        inits = []
+        real_init = type(flash).init
+        flash.init = lambda op, *a, **k: (inits.append(op.name), real_init(flash, op, *a, **k))[1]
+        result = OperationResult(operation="flash")
+        flash_session(session, image_from_bytes(blink, 0x10000000), result, verify=verify, reset=False)
+        if verify:      # blink: two whole 4 KiB sectors by a CRC each, a whole page by its own CRC,
+            #             the last page's 24 bytes (8,472 = 33 x 256 + 24) read back
+            assert result.verify.crc_pages == 33 and result.verify.readback_bytes == len(blink) % 256 == 24
+        else:
+            assert result.verify is None
+        assert inits == ["PROGRAM"]                 # neither the blank check nor the verify
+        assert _ssi(target) == CMD_XIP and target.read32(0x18000014) == 4
+        assert not session.probe.board.chip.port.pins.flash.continuous
+        assert bytes(target.read_memory_block8(0x10000000, len(blink))) == blink
 
 
 def test_chip_erase_uses_the_flash_instruction_and_its_real_size(cli, pico, pyocd_binaries):
@@ -140,3 +235,4 @@ def test_serial_and_patch_bytes_into_the_picos_flash(cli, pico, tmp_path):
     assert flash[0x1F000:0x1F004] == (507).to_bytes(4, "little")
     assert flash[0x1F010:0x1F030] == f"PICO-507-{uid}".encode().ljust(32, b"\0")
     assert flash[:len(blink)] == blink
+

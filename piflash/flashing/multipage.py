@@ -71,8 +71,9 @@ KNOWN_ALGORITHMS = {
 #: nRF5x NVMC's and the STM32F10x FPEC's main flash is always mapped for reading (the nRF52840
 #: Product Specification's NVMC chapter; RM0008, the STM32F10x reference manual, section 3
 #: "Embedded Flash memory"), so reading it needs no call of the algorithm's Init. The RP2 boot
-#: ROM's Init takes the QSPI flash out of XIP, so its reads do need it (and
-#: :func:`piflash.flashing.rp2.enable_xip`).
+#: ROM's Init takes the QSPI flash out of XIP, so its reads need :func:`piflash.flashing.rp2.enable_xip`,
+#: and the Init itself unless the SSI shows the flash taking instructions
+#: (:func:`piflash.flashing.rp2.reads_without_init`).
 MEMORY_MAPPED = frozenset({"43643eff0906aec4", "7e66464399e4fc20"})
 #: Largest run per call, bytes. Longer runs save more calls, but the last run's programming is
 #: not overlapped with any transfer and the first run's transfer with no programming: 8 KiB is

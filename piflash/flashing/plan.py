@@ -52,9 +52,10 @@ from __future__ import annotations
 
 import binascii
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from piflash.flashing import multipage, rp2
 
@@ -153,9 +154,13 @@ def init_for_read(flash) -> None:
     :class:`~piflash.flashing.flashcheck.FlashCheck` (pyOCD's analyzer, the fallback, runs on the
     algorithm's initialised stack), that is only a halted core: no load of the algorithm
     and no call of its Init, which on a CMSIS-DAP probe are about eight USB round trips (the
-    program phase loads it when it needs it). Otherwise load the algorithm and call its Init for
-    VERIFY (ERASE for algorithms that refuse that), as pyOCD's ``FlashBuilder._enable_read_access``
-    does, and put the RP2040's flash back in XIP (:func:`piflash.flashing.rp2.enable_xip`).
+    program phase loads it when it needs it). The same on an RP2040 whose flash takes
+    instructions with its SSI in the boot ROM's XIP set-up (:func:`piflash.flashing.rp2.reads_without_init`),
+    where the SSI is then set up for fast reads (:func:`piflash.flashing.rp2.enable_xip`).
+    Otherwise load the algorithm and call its Init for VERIFY (ERASE for algorithms that refuse
+    that), as pyOCD's ``FlashBuilder._enable_read_access`` does, and put the RP2040's flash back
+    in XIP (:func:`piflash.flashing.rp2.enable_xip`). A read phase ends with :func:`end_read`
+    (or runs in :func:`reading`).
 
     :raises pyocd.core.exceptions.Error: from pyOCD.
     """
@@ -165,11 +170,46 @@ def init_for_read(flash) -> None:
     if multipage.reads_without_init(flash) and FlashCheck.for_flash(flash) is not None:
         flash.target.halt()
         return
+    if rp2.reads_without_init(flash) and FlashCheck.for_flash(flash) is not None:
+        flash.target.halt()
+    else:
+        try:
+            flash.init(flash.Operation.VERIFY)
+        except FlashFailure:    # some algorithms only init for erase/program
+            flash.init(flash.Operation.ERASE)
+    rp2.enable_xip(flash)   # RP2040: fast XIP reads (the algorithm's Init took the flash out of XIP)
+
+
+def end_read(flash) -> None:
+    """End a read phase begun with :func:`init_for_read`: the RP2040's flash back to taking
+    instructions, XIP as the boot ROM leaves it (:func:`piflash.flashing.rp2.end_reads`); the
+    algorithm stays as it is (``Flash.cleanup`` or the next ``Flash.init`` follows).
+
+    :raises pyocd.core.exceptions.Error: from pyOCD.
+    """
+    rp2.end_reads(flash)
+
+
+@contextmanager
+def reading(flash) -> Iterator[None]:
+    """:func:`init_for_read`, the body, then :func:`end_read` and ``Flash.cleanup``. When the
+    body raises, its error is the one raised: a failure of :func:`end_read` then is only
+    logged (the algorithm's next Init ends a continuous read mode anyway).
+
+    :raises pyocd.core.exceptions.Error: from pyOCD.
+    """
+    init_for_read(flash)
     try:
-        flash.init(flash.Operation.VERIFY)
-    except FlashFailure:    # some algorithms only init for erase/program
-        flash.init(flash.Operation.ERASE)
-    rp2.enable_xip(flash)   # RP2040: the algorithm's Init took the flash out of XIP
+        yield
+    except BaseException:
+        try:
+            end_read(flash)
+        except Exception:   # noqa: BLE001 - the body's error is the one to report
+            LOG.debug("could not end the read phase", exc_info=True)
+        flash.cleanup()
+        raise
+    end_read(flash)
+    flash.cleanup()
 
 
 class NotApplicable(Exception):
@@ -377,6 +417,7 @@ class RegionPlan:
                     flash.program_page(page.address, list(page.data))
                     done += page.size
                     progress(done / total)
+            rp2.cmd_xip_divider(flash)     # RP2040: 03h XIP within 50 MHz after the UnInit
             flash.uninit()
         flash.cleanup()
         progress(1.0)
@@ -421,7 +462,9 @@ def plan_region(flash, chunks: Sequence[Tuple[int, bytes]], chip_erase: bool = F
 
     Runs on the target: one CRC pass over every page of the sectors the image touches, and reads
     of the pages it cannot classify that must be known (partly written pages; pages kept in a
-    sector to be erased). Leaves the flash algorithm loaded for the erase and program that follow.
+    sector to be erased). The reads end with :func:`end_read`; the algorithm stays as
+    :func:`init_for_read` left it (loaded and initialised for reading, or, where reading needs
+    neither, as it was) for the erase and program that follow.
 
     :param flash: the region's ``pyocd.flash.flash.Flash`` (``region.flash``).
     :param chunks: (address, bytes) of the image, all inside the region, not overlapping.
@@ -505,6 +548,7 @@ def plan_region(flash, chunks: Sequence[Tuple[int, bytes]], chip_erase: bool = F
                     read_back(page)      # outside the image: restored after the erase
                     page.data = page.current
                 page.write = page.data != blank(page.size)
+    end_read(flash)
     return RegionPlan(flash, sectors, chip_erase, len(keys), read_bytes[0])
 
 

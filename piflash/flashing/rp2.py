@@ -11,21 +11,39 @@ its 260 bytes, against the flash's 0.4 ms typical page program time (W25Q16JV da
 
 :func:`faster_spi` first runs the system clock from PLL_SYS at 125 MHz off the board's 12 MHz
 crystal (:func:`pll_clock`, what pico-sdk's clocks_init does; the next reset returns to the ring
-oscillator), then sets BAUDR to 4: 31.25 MHz, within the W25Q16JV's 50 MHz for every instruction
-the ROM and XIP send. A board whose crystal does not start stays on the ring oscillator with
-BAUDR 2, the smallest divider the SSI takes (SCKDV is even, 4.10.13). It is done after each
-initialisation of the algorithm for programming (``flash_exit_xip`` sets 6 again every time),
-and :func:`enable_xip` does the same for reading.
+oscillator), then sets BAUDR to 2: 62.5 MHz, what pico-sdk's boot stage 2 runs the Pico's flash at
+(``PICO_FLASH_SPI_CLKDIV`` 2), within the W25Q16JV's 133 MHz for every instruction the ROM's
+program and erase send and for the fast reads below (datasheet 9.6, F_R), but above the 50 MHz of
+03h Read Data (f_R), the read ``flash_enter_cmd_xip`` sets up. So before the algorithm's UnInit
+(which calls it and keeps BAUDR) piflash puts BAUDR back to 4, 31.25 MHz
+(:func:`cmd_xip_divider`), and a read phase ends the same way (:func:`end_reads`): whatever runs
+from XIP afterwards without a reset reads within the flash's limits. A board whose crystal does
+not start stays on the ring oscillator with BAUDR 2, the smallest divider the SSI takes (SCKDV is
+even, 4.10.13). It is done after each initialisation of the algorithm for programming
+(``flash_exit_xip`` sets 6 again every time), and :func:`enable_xip` does the same for reading.
 
 Reading the flash: the algorithm's Init calls the ROM's ``flash_exit_xip`` for every operation,
 verify included, and only its UnInit calls ``flash_enter_cmd_xip``; between the two the SSI
 serves no XIP, so a debugger read of 0x10000000, or an on-target CRC over it, returns no flash
 data (and after a reset-and-halt XIP is not set up at all: boot stage 2 has not run). pyOCD's
-own page-read analysis reads flash in that state. :func:`enable_xip` puts the SSI in an XIP
-mode, as ``flash_enter_cmd_xip`` does (the same registers, from the debugger) but by 3Bh Fast
-Read Dual Output (72 SCK per 8-byte line against 03h's 96), and flushes the XIP cache, after
-piflash initialises the algorithm for reading; the algorithm's next Init for an erase or program
-takes the flash out of XIP again.
+own page-read analysis reads flash in that state. :func:`enable_xip` puts the SSI in a fast XIP
+mode from the debugger: where the flash's Quad Enable bit is set (status register 2, read once
+per session with 35h; the Pico's W25Q16JV...IQ ships with it set), boot stage 2's own set-up
+(pico-sdk ``src/rp2040/boot_stage2/boot2_w25q080.S``): an EBh Fast Read Quad I/O with the mode
+bits A0h through the SSI's FIFO puts the flash in its continuous read mode, and XIP then reads
+without an instruction, address and mode bits on four lines (28 SCK per 8-byte line against 03h's
+96; W25Q16JV datasheet 8.2.12); otherwise 3Bh Fast Read Dual Output (72 SCK). The XIP cache is
+flushed. :func:`end_reads` ends the continuous read mode (one read with mode bits 00h) and leaves
+what ``flash_enter_cmd_xip`` leaves, at BAUDR 4: the ROM's functions, a reset's boot and pyOCD
+all expect a flash that takes instructions.
+
+:func:`reads_without_init` tells, before a read, whether the algorithm's Init is needed at all:
+when the SSI holds exactly ``flash_enter_cmd_xip``'s serial 03h set-up (after the unique-ID read
+of the connect, a program's UnInit, or :func:`end_reads`), the flash takes instructions and the
+QSPI pins are the SSI's, so :func:`enable_xip` alone makes it readable and the Init and UnInit
+calls (about 9 ms of USB round trips on the Debug Probe) are saved. Anything else (a reset board
+whose SSI is at its reset values, an application's boot stage 2 in quad XIP) goes through the
+Init, whose ``flash_exit_xip`` sends the XIP exit sequence first.
 
 On an RP2350 the same algorithm runs (one blob for both chips), but the flash sits behind the
 QMI and every register above is elsewhere (on an RP2350 0x40028000 is IO_BANK0, 0x18000000 the
@@ -58,26 +76,30 @@ gives it.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 from piflash.flashing import multipage
 from piflash.target.rp2 import QMI_DIRECT_CSR, chip_of
 
-__all__ = ["faster_spi", "enable_xip", "pll_clock", "spi_divider", "qmi_divider", "is_rp2", "erase_chip",
+__all__ = ["faster_spi", "enable_xip", "end_reads", "cmd_xip_divider", "reads_without_init", "quad_enabled",
+           "pll_clock", "spi_divider", "qmi_divider", "is_rp2", "erase_chip",
            "plan_block_erases", "erase_blocks", "RP2_ALGORITHM", "FAST_BAUDR", "PLL_BAUDR", "QMI_CLKDIV",
-           "QMI_PLL_CLKDIV", "QMI_READ_RFMT", "QMI_READ_RCMD", "QMI_READ_TIMING", "ClockRegs", "CLOCK_REGS", "RP2040_CLOCK_REGS", "RP2350_CLOCK_REGS"]
+           "QMI_PLL_CLKDIV", "CMD_XIP_BAUDR", "QMI_READ_RFMT", "QMI_READ_RCMD", "QMI_READ_TIMING", "ClockRegs", "CLOCK_REGS", "RP2040_CLOCK_REGS", "RP2350_CLOCK_REGS"]
 
 #: :func:`piflash.flashing.multipage.algorithm_digest` of pyOCD 0.46's RP2 algorithm.
 RP2_ALGORITHM = multipage.RP2_BOOT_ROM
 #: SSI clock divider piflash programs with on the ring oscillator (RP2040 datasheet 4.10.13
 #: BAUDR.SCKDV: even, >= 2).
 FAST_BAUDR = 2
-#: ... and on PLL_SYS at 125 MHz: 31.25 MHz, within the W25Q16JV's 50 MHz for 03h Read Data and
-#: 133 MHz for the ROM's other instructions and 3Bh (datasheet 9.6, f_R and F_R). A faster SCK
-#: would suit programming and piflash's 3Bh reads, but the algorithm's UnInit
-#: (``flash_enter_cmd_xip``) leaves XIP in 03h at whatever BAUDR it finds, until the next Init or
-#: reset, and a core resumed without a reset would run from it.
-PLL_BAUDR = 4
+#: ... and on PLL_SYS at 125 MHz: 62.5 MHz, pico-sdk's ``PICO_FLASH_SPI_CLKDIV`` (2, boot stage 2's
+#: default), within the W25Q16JV's 133 MHz for the ROM's program and erase instructions and for
+#: EBh and 3Bh reads (datasheet 9.6, F_R), not for 03h (f_R, 50 MHz): see :data:`CMD_XIP_BAUDR`.
+PLL_BAUDR = 2
+#: The divider on PLL_SYS whenever the SSI may serve 03h XIP reads (the algorithm's UnInit,
+#: ``flash_enter_cmd_xip``, leaves them at whatever BAUDR it finds, until the next Init or reset,
+#: and a core resumed without a reset would run from it): 31.25 MHz, within 03h's 50 MHz.
+CMD_XIP_BAUDR = 4
 #: Longest wait for the crystal, the PLL or a clock mux, seconds (XOSC: about 1 ms with pico-sdk's
 #: STARTUP delay; PLL lock: tens of us; RP2040 datasheet 2.16.3, 2.18.2).
 CLOCK_TIMEOUT = 0.1
@@ -130,6 +152,31 @@ _SSI_CTRLR0, _SSI_CTRLR1, _SSI_SSIENR, _SSI_BAUDR, _SSI_RX_SAMPLE_DLY, _SSI_SPI_
 #: the same with standard frames, 03h and no wait: 96 SCK per 8-byte line, against 72 here.
 _DUAL_XIP_CTRLR0 = (1 << 21) | (31 << 16) | (3 << 8)
 _DUAL_XIP_SPI_CTRLR0 = (0x3B << 24) | (8 << 11) | (2 << 8) | (6 << 2)
+#: Boot stage 2's quad set-up (pico-sdk boot2_w25q080.S, RP2040 datasheet 4.10.13): CTRLR0
+#: SPI_FRF quad (2) [22:21], 32-bit frames, EEPROM read. The entry, sent through DR0: SPI_CTRLR0
+#: WAIT_CYCLES 4, INST_L 8 bits, ADDR_L 32 bits (8), TRANS_TYPE 1 (instruction on one line,
+#: address on four); then XIP: XIP_CMD A0h (the mode bits, appended to the address when INST_L is
+#: 0), WAIT_CYCLES 4, INST_L 0, ADDR_L 32 bits, TRANS_TYPE 2 (address on four lines).
+_QUAD_CTRLR0 = (2 << 21) | (31 << 16) | (3 << 8)
+_QUAD_ENTRY_SPI_CTRLR0 = (4 << 11) | (2 << 8) | (8 << 2) | 1
+_QUAD_XIP_SPI_CTRLR0 = (0xA0 << 24) | (4 << 11) | (8 << 2) | 2
+#: EBh Fast Read Quad I/O, and the address field that follows it: address 0, mode bits A0h
+#: (M5-4 = 10b: stay in the continuous read mode; W25Q16JV datasheet 8.2.12).
+_QUAD_READ, _CONTINUOUS_FIELD = 0xEB, 0xA0
+#: What ``flash_enter_cmd_xip`` leaves (pico-bootrom-rp2040 program_flash_generic.c): serial
+#: frames of 32 bits in EEPROM-read mode, XIP_CMD 03h, INST_L 8 bits, ADDR_L 24 bits.
+_CMD_XIP_CTRLR0 = (31 << 16) | (3 << 8)
+_CMD_XIP_SPI_CTRLR0 = (0x03 << 24) | (2 << 8) | (6 << 2)
+_SSI_SR, _SSI_DR0 = 0x18000028, 0x18000060
+_SR_BUSY, _SR_TFE = 1 << 0, 1 << 2
+#: SR reads before an SSI that stays busy is an error: each is a round trip through the probe,
+#: the entry's 28 SCK a fraction of a microsecond.
+_SSI_BUSY_READS = 8
+#: The cached XIP window (RP2040 datasheet 2.6.3).
+_XIP_BASE = 0x10000000
+#: Status register 2's Quad Enable bit (W25Q16JV datasheet 7.1.4), read by 35h.
+_SR2_QE = 0x02
+_QUAD: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 #: RX_SAMPLE_DLY with SCK = clk_sys / 2: data sampled one clk_sys cycle late, as pico-sdk's boot
 #: stage 2 sets it for PICO_FLASH_SPI_CLKDIV 2 (src/rp2040/boot_stage2/boot2_w25q080.S).
 _RX_SAMPLE_DLY = 1
@@ -177,11 +224,7 @@ def faster_spi(flash) -> bool:
     target = flash.target
     if chip_of(target) == "rp2350":
         return qmi_divider(target)
-    divider = spi_divider(pll_clock(target))
-    target.write32(_SSI_SSIENR, 0)
-    target.write32(_SSI_BAUDR, divider)
-    target.write32(_SSI_RX_SAMPLE_DLY, _RX_SAMPLE_DLY if divider == 2 else 0)
-    target.write32(_SSI_SSIENR, 1)
+    _set_divider(target, spi_divider(pll_clock(target)))
     return True
 
 
@@ -222,8 +265,71 @@ def qmi_divider(target) -> bool:
 
 def spi_divider(on_pll: bool) -> int:
     """BAUDR for the system clock: :data:`FAST_BAUDR` (SCK = clk_sys / 2, at most about 6 MHz)
-    on the ring oscillator, :data:`PLL_BAUDR` (125 MHz / 4 = 31.25 MHz) on PLL_SYS."""
+    on the ring oscillator, :data:`PLL_BAUDR` (125 MHz / 2 = 62.5 MHz) on PLL_SYS."""
     return PLL_BAUDR if on_pll else FAST_BAUDR
+
+
+def _on_pll(target) -> bool:
+    """Whether the RP2040's clk_sys runs from PLL_SYS (read, not changed)."""
+    regs = RP2040_CLOCK_REGS
+    selected, ctrl = (r() for r in [target.read_memory(regs.clocks + off, now=False) for off in (0x44, 0x3C)])
+    return selected == 1 << 1 and ctrl & 0xE0 == 0
+
+
+def _set_divider(target, divider: int) -> None:
+    """BAUDR (and the RX sample delay that goes with SCK = clk_sys / 2) with the SSI off."""
+    target.write32(_SSI_SSIENR, 0)
+    target.write32(_SSI_BAUDR, divider)
+    target.write32(_SSI_RX_SAMPLE_DLY, _RX_SAMPLE_DLY if divider == 2 else 0)
+    target.write32(_SSI_SSIENR, 1)
+
+
+def cmd_xip_divider(flash) -> bool:
+    """RP2040 on PLL_SYS: BAUDR :data:`CMD_XIP_BAUDR` before the algorithm's UnInit, whose
+    ``flash_enter_cmd_xip`` keeps it for 03h XIP reads (see the module docstring).
+
+    :returns: whether it wrote BAUDR (False for other chips and algorithms and on the ring
+        oscillator, where every divider is within 03h's 50 MHz).
+    :raises pyocd.core.exceptions.TransferError: a register access failed.
+    """
+    if not is_rp2(flash) or chip_of(flash.target) != "rp2040" or not _on_pll(flash.target):
+        return False
+    _set_divider(flash.target, CMD_XIP_BAUDR)
+    return True
+
+
+def quad_enabled(target) -> bool:
+    """Whether the RP2040's boot flash has its Quad Enable bit set (status register 2 by 35h,
+    W25Q16JV datasheet 7.1.4; read once per target object): IO2 and IO3 are data lines then,
+    not /WP and /HOLD. piflash never writes the bit (a non-volatile status register: boot stage
+    2 does that on boards that need it). The flash must take instructions (see
+    :func:`piflash.target.rp2.flash_command`)."""
+    try:
+        return _QUAD[target]
+    except (KeyError, TypeError):
+        pass
+    from piflash.target.rp2 import flash_command
+
+    quad = bool(flash_command(target, b"\x35", 1)[0] & _SR2_QE)
+    try:
+        _QUAD[target] = quad
+    except TypeError:
+        pass
+    return quad
+
+
+def reads_without_init(flash) -> bool:
+    """Whether ``flash`` (pyOCD's RP2 algorithm on an RP2040) can be read by :func:`enable_xip`
+    without the algorithm's Init: its SSI holds exactly ``flash_enter_cmd_xip``'s serial 03h
+    XIP set-up (one USB round trip for the three registers; see the module docstring).
+
+    :raises pyocd.core.exceptions.TransferError: a register read failed.
+    """
+    if not is_rp2(flash) or chip_of(flash.target) != "rp2040":
+        return False
+    target = flash.target
+    reads = [target.read_memory(a, now=False) for a in (_SSI_SSIENR, _SSI_CTRLR0, _SSI_SPI_CTRLR0)]
+    return [r() for r in reads] == [1, _CMD_XIP_CTRLR0, _CMD_XIP_SPI_CTRLR0]
 
 
 def pll_clock(target, timeout: float = CLOCK_TIMEOUT, regs: ClockRegs = RP2040_CLOCK_REGS) -> bool:
@@ -247,7 +353,8 @@ def pll_clock(target, timeout: float = CLOCK_TIMEOUT, regs: ClockRegs = RP2040_C
     _XOSC_CTRL, _XOSC_STATUS, _XOSC_STARTUP = regs.xosc, regs.xosc + 0x4, regs.xosc + 0xC
     _RESETS_RESET, _RESETS_RESET_DONE, _RESET_PLL_SYS = regs.resets, regs.resets + 0x8, 1 << regs.pll_sys_bit
     _PLL_CS, _PLL_PWR, _PLL_FBDIV_INT, _PLL_PRIM = (regs.pll_sys + off for off in (0x0, 0x4, 0x8, 0xC))
-    if target.read32(_CLK_SYS_SELECTED) == 1 << 1 and target.read32(_CLK_SYS_CTRL) & 0xE0 == 0:
+    selected, ctrl = (r() for r in [target.read_memory(a, now=False) for a in (_CLK_SYS_SELECTED, _CLK_SYS_CTRL)])
+    if selected == 1 << 1 and ctrl & 0xE0 == 0:
         return True
 
     def wait(done) -> bool:
@@ -353,13 +460,67 @@ def enable_xip(flash) -> bool:
     if chip_of(target) == "rp2350":
         return qmi_divider(target)          # its ROM leaves XIP readable: only the divider
     divider = spi_divider(pll_clock(target))
+    quad = quad_enabled(target)
     target.write32(_SSI_SSIENR, 0)
-    target.write32(_SSI_CTRLR0, _DUAL_XIP_CTRLR0)
+    target.write32(_SSI_CTRLR0, _QUAD_CTRLR0 if quad else _DUAL_XIP_CTRLR0)
     target.write32(_SSI_CTRLR1, 0)
-    target.write32(_SSI_SPI_CTRLR0, _DUAL_XIP_SPI_CTRLR0)
+    target.write32(_SSI_SPI_CTRLR0, _QUAD_ENTRY_SPI_CTRLR0 if quad else _DUAL_XIP_SPI_CTRLR0)
     target.write32(_SSI_BAUDR, divider)
     target.write32(_SSI_RX_SAMPLE_DLY, _RX_SAMPLE_DLY if divider == 2 else 0)
     target.write32(_SSI_SSIENR, 1)
+    if quad:                                # boot stage 2's entry into the continuous read mode
+        target.write32(_SSI_DR0, _QUAD_READ)
+        target.write32(_SSI_DR0, _CONTINUOUS_FIELD)
+        _wait_ssi_idle(target)
+        target.write32(_SSI_SSIENR, 0)      # (also empties the RX FIFO of the entry's data)
+        target.write32(_SSI_SPI_CTRLR0, _QUAD_XIP_SPI_CTRLR0)
+        target.write32(_SSI_SSIENR, 1)
     target.write32(_XIP_CTRL_FLUSH, 1)
     target.read32(_XIP_CTRL_FLUSH)
+    return True
+
+
+def _wait_ssi_idle(target) -> None:
+    """Wait until the SSI has sent its FIFO (SR: TFE set, BUSY clear), as boot stage 2's
+    ``wait_ssi_ready`` does.
+
+    :raises pyocd.core.exceptions.TransferError: still busy after :data:`_SSI_BUSY_READS` reads.
+    """
+    from pyocd.core.exceptions import TransferError
+
+    for _ in range(_SSI_BUSY_READS):
+        if target.read32(_SSI_SR) & (_SR_TFE | _SR_BUSY) == _SR_TFE:
+            return
+    raise TransferError("the RP2040's SSI stayed busy (SR) after %d reads" % _SSI_BUSY_READS)
+
+
+def end_reads(flash) -> bool:
+    """After reading through :func:`enable_xip`'s XIP (RP2040): end the flash's continuous read
+    mode, if the SSI set it up, by one read with the mode bits 00h (after a cache flush, so that
+    it is a transfer from the flash), then leave the SSI as ``flash_enter_cmd_xip``
+    does (serial 03h XIP) at :data:`CMD_XIP_BAUDR` on PLL_SYS (see the module docstring). A
+    later read can then skip the algorithm's Init (:func:`reads_without_init`), and its UnInit,
+    a reset's boot and pyOCD find a flash that takes instructions.
+
+    :returns: whether it did (False for other chips and algorithms).
+    :raises pyocd.core.exceptions.TransferError: a register access failed.
+    """
+    if not is_rp2(flash) or chip_of(flash.target) != "rp2040":
+        return False
+    target = flash.target
+    reads = [target.read_memory(a, now=False) for a in (_SSI_CTRLR0, _SSI_SPI_CTRLR0)]
+    ctrlr0, spi_ctrlr0 = (r() for r in reads)
+    if (ctrlr0 >> 21) & 3 == 2 and spi_ctrlr0 & ~(0xFF << 24) == _QUAD_XIP_SPI_CTRLR0 & ~(0xFF << 24):
+        target.write32(_SSI_SSIENR, 0)
+        target.write32(_SSI_SPI_CTRLR0, spi_ctrlr0 & ~(0xFF << 24))     # mode bits 00h
+        target.write32(_SSI_SSIENR, 1)
+        target.write32(_XIP_CTRL_FLUSH, 1)
+        done = [target.read_memory(a, now=False) for a in (_XIP_CTRL_FLUSH, _XIP_BASE)]
+        for read in done:       # the FLUSH read waits for the flush (datasheet 2.6.3.6)
+            read()
+    divider = CMD_XIP_BAUDR if _on_pll(target) else FAST_BAUDR
+    target.write32(_SSI_SSIENR, 0)
+    target.write32(_SSI_CTRLR0, _CMD_XIP_CTRLR0)
+    target.write32(_SSI_SPI_CTRLR0, _CMD_XIP_SPI_CTRLR0)
+    _set_divider(target, divider)
     return True

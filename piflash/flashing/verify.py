@@ -120,7 +120,7 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = Fa
     pages of one :func:`crc_unit` block; return the pages still to read back. With ``quick``,
     the first block whose CRC differs raises VerifyError at once."""
     from piflash.flashing.flashcheck import FlashCheck
-    from piflash.flashing.plan import compute_crcs, crc_unit, init_for_read
+    from piflash.flashing.plan import compute_crcs, crc_unit, reading
 
     todo: List[_Page] = []
     by_flash: Dict[int, Tuple[object, int, Dict[int, List[_Page]]]] = {}
@@ -141,8 +141,7 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = Fa
                 todo.extend(members)
         if not blocks:
             continue
-        init_for_read(flash)
-        try:
+        with reading(flash):
             check = FlashCheck.for_flash(flash)
             # quick: the first block alone, then twice as many each call, so a board that does
             # not carry the image (a fresh one: the station's usual case) costs one short call.
@@ -163,8 +162,6 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = Fa
                             page.crc_failed = True
                         todo.extend(members)
                     advance(unit)
-        finally:
-            flash.cleanup()
     return sorted(todo, key=lambda p: p.address)
 
 
@@ -283,7 +280,7 @@ def blank_check(session, ranges: List[Tuple[int, int]]) -> BlankStats:
     :raises pyocd.core.exceptions.Error: transfer or probe errors (the caller translates them).
     """
     from piflash.flashing.flashcheck import FlashCheck
-    from piflash.flashing.plan import init_for_read
+    from piflash.flashing.plan import reading
 
     target = session.target
     stats = BlankStats()
@@ -305,8 +302,7 @@ def blank_check(session, ranges: List[Tuple[int, int]]) -> BlankStats:
                     readback.append((baddr, bsize, erased))
             addr = stop
     for flash, erased, blocks in by_flash.values():
-        init_for_read(flash)
-        try:
+        with reading(flash):
             check = FlashCheck.for_flash(flash)
             if check is not None:       # piflash's blank check: a cycle per byte, not ~15
                 for (baddr, bsize), blank in zip(blocks, check.blank(blocks, erased)):
@@ -322,8 +318,6 @@ def blank_check(session, ranges: List[Tuple[int, int]]) -> BlankStats:
                         stats.crc_bytes += bsize
                     else:
                         readback.append((baddr, bsize, erased))
-        finally:
-            flash.cleanup()
     for baddr, bsize, erased in sorted(readback):
         for off in range(0, bsize, READBACK_BLOCK):
             n = min(READBACK_BLOCK, bsize - off)
