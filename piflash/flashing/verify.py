@@ -114,6 +114,19 @@ def _differs(page: _Page) -> None:
                       page.address, page.covered)
 
 
+def _crc_group(flash, page: _Page, unit: int) -> int:
+    """Bytes one CRC covers where the image fills them: ``unit`` (:func:`piflash.flashing.plan.crc_unit`)
+    for pyOCD's analyzer, whose blocks are numbered in 16 bits; for piflash's own routine, which
+    takes any (address, size), the page's sector when that is a multiple of ``unit`` (an RP2040's
+    4 KiB sector: one CRC, and one result word to read back, where 256-byte pages would need 16).
+    """
+    if getattr(flash, "use_analyzer", False):
+        return unit
+    sector = flash.get_sector_info(page.address)
+    size = getattr(sector, "size", 0) if sector is not None else 0
+    return size if size > unit and size % unit == 0 else unit
+
+
 def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = False) -> List[_Page]:
     """CRC32 on the target (:func:`piflash.flashing.plan.compute_crcs`) of fully covered pages, in
     CRC blocks of one page or, where a page's index does not fit the analyzer's 16 bits, of the
@@ -128,15 +141,19 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = Fa
         flash = getattr(page.region, "flash", None)
         unit = crc_unit(flash, page.region, page.size) if flash is not None else None
         if unit is not None and page.covered == page.size:
+            group = _crc_group(flash, page, unit)
             entry = by_flash.setdefault(id(flash), (flash, unit, {}))
-            entry[2].setdefault(page.address - page.address % unit, []).append(page)
+            entry[2].setdefault(page.address - page.address % group, []).append(page)
         else:
             todo.append(page)
     for flash, unit, groups in by_flash.values():
-        blocks = []
+        blocks: List[Tuple[int, int, List[_Page]]] = []
         for start, members in sorted(groups.items()):
-            if sum(p.size for p in members) == unit:      # the image fills the whole block
-                blocks.append((start, members))
+            size = sum(p.size for p in members)
+            if size == _crc_group(flash, members[0], unit):     # the image fills the whole block
+                blocks.append((start, size, members))
+            elif unit == members[0].size:       # piflash's routine: each whole page on its own
+                blocks.extend((p.address, p.size, [p]) for p in members)
             else:
                 todo.extend(members)
         if not blocks:
@@ -149,19 +166,19 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = Fa
             while done < len(blocks):
                 part = blocks[done:done + size]
                 done, size = done + len(part), 2 * size
-                crcs = compute_crcs(flash, [(start, unit) for start, _ in part], check)
-                for (start, members), crc in zip(part, crcs):
+                crcs = compute_crcs(flash, [(start, nbytes) for start, nbytes, _ in part], check)
+                for (start, nbytes, members), crc in zip(part, crcs):
                     expected = binascii.crc32(b"".join(p.expected() for p in members)) & 0xFFFFFFFF
                     if crc == expected:
                         stats.crc_pages += len(members)
-                        stats.verified_bytes += unit
+                        stats.verified_bytes += nbytes
                     elif quick:
                         _differs(members[0])
                     else:
                         for page in members:
                             page.crc_failed = True
                         todo.extend(members)
-                    advance(unit)
+                    advance(nbytes)
     return sorted(todo, key=lambda p: p.address)
 
 
