@@ -236,3 +236,35 @@ def test_serial_and_patch_bytes_into_the_picos_flash(cli, pico, tmp_path):
     assert flash[0x1F010:0x1F030] == f"PICO-507-{uid}".encode().ljust(32, b"\0")
     assert flash[:len(blink)] == blink
 
+
+def test_the_plan_proves_whole_sectors_by_one_crc_and_goes_by_page_where_one_differs(pico):
+    """An RP2040's 4 KiB sectors of 256-byte pages: a sector that holds the image is proven by
+    one CRC (not 16); a sector with a page of other data beside the image's pages is learnt page
+    by page and kept, with nothing erased or written; a sector wholly the image's whose bytes
+    differ is erased without a CRC per page; the flash then holds exactly what it should."""
+    import random
+
+    from piflash.flashing import plan as flashplan
+    from piflash.target.connect import open_session
+
+    store, _info, _blink = pico
+    rnd = random.Random(21)
+    image = rnd.randbytes(3 * 4096 - 256)               # sector 2's last page is not the image's
+    other = rnd.randbytes(256)
+    old = bytearray(image + other + rnd.randbytes(4096))  # sector 3: not the image's at all
+    old[4096 + 100] ^= 0xFF                              # sector 1 differs from the image
+    store.write_flash("pico", bytes(old))
+    with open_session("sim:pico", "rp2040") as session:
+        flash = session.target.memory_map.get_boot_memory().flash
+        plan = flashplan.plan_region(flash, [(0x10000000, image)])
+        flash.cleanup()
+        s0, s1, s2 = plan.sectors
+        assert [p.evidence for p in s0.pages] == ["crc"] * 16 and not s0.erase
+        assert [p.evidence for p in s1.pages] == [None] * 16 and s1.erase
+        assert [p.evidence for p in s2.pages] == ["crc"] * 15 + [None] and not s2.erase
+        assert not any(p.write for p in s0.pages + s2.pages)
+        assert plan.crc_blocks == 3 + 16                 # three sectors, then sector 2 by page
+        plan.erase()
+        plan.program()
+        want = image + other + bytes(old[3 * 4096:])
+        assert bytes(session.target.read_memory_block8(0x10000000, len(want))) == want

@@ -457,6 +457,40 @@ def _sectors_for(flash, chunks: Sequence[Tuple[int, bytes]]) -> List[SectorPlan]
     return [sectors[a] for a in sorted(sectors)]
 
 
+def _sector_crcs(flash, sectors: Sequence[SectorPlan], keys: List[int], unit: int,
+                 check) -> Tuple[List[int], int]:
+    """The plan's CRC pass by whole sectors first, with piflash's own routine (``check``), which
+    takes any (address, size): one CRC per sector whose every block is in ``keys`` (not blank),
+    where an RP2040's 4 KiB sector of 256-byte blocks would need 16 CRCs and 16 result words.
+    A sector that holds the image over blank has all its pages known (evidence ``"crc"``). A
+    sector that does not, and is wholly the image's (each page whole, no piece missing), must
+    be erased whatever its pages hold (none is blank), so its blocks are left unknown; the
+    blocks of the other sectors that differ go on to the CRC per block (a page of other data
+    kept beside the image's pages).
+
+    :param keys: addresses of the ``unit``-byte blocks to learn (not blank), in order.
+    :returns: (the blocks still to learn by their own CRC, in order; the sector CRCs computed).
+    """
+    todo = set(keys)
+    whole: List[Tuple[SectorPlan, List[int]]] = []
+    for sector in sectors:
+        starts = list(range(sector.address, sector.address + sector.size, unit))
+        if sector.size > unit and sector.size % unit == 0 and all(a in todo for a in starts):
+            whole.append((sector, starts))
+    if not whole:
+        return keys, 0
+    crcs = compute_crcs(flash, [(sector.address, sector.size) for sector, _ in whole], check)
+    for (sector, starts), crc in zip(whole, crcs):
+        expect = [p.overlay(bytes([flash.region.erased_byte_value]) * p.size) for p in sector.pages]
+        if crc == binascii.crc32(b"".join(expect)) & 0xFFFFFFFF:
+            for page, data in zip(sector.pages, expect):
+                page.current, page.evidence = data, "crc"
+            todo -= set(starts)
+        elif all(p.covered == p.size for p in sector.pages):
+            todo -= set(starts)
+    return [a for a in keys if a in todo], len(whole)
+
+
 def plan_region(flash, chunks: Sequence[Tuple[int, bytes]], chip_erase: bool = False) -> RegionPlan:
     """Decide what to erase and program in ``flash``'s region for the image's ``chunks``.
 
@@ -504,12 +538,14 @@ def plan_region(flash, chunks: Sequence[Tuple[int, bytes]], chip_erase: bool = F
     from piflash.flashing.flashcheck import FlashCheck
 
     check = FlashCheck.for_flash(flash) if keys else None
+    sector_crcs = 0
     if check is not None:
         is_blank = check.blank([(a, unit) for a in keys], erased_value)
         for start in (a for a, b in zip(keys, is_blank) if b):
             for page in blocks[start]:
                 page.current, page.evidence = blank(page.size), "blank"
         keys = [a for a, b in zip(keys, is_blank) if not b]
+        keys, sector_crcs = _sector_crcs(flash, sectors, keys, unit, check)
     crcs = compute_crcs(flash, [(a, unit) for a in keys], check) if keys else []
     for start, crc in zip(keys, crcs):
         members = blocks[start]
@@ -549,7 +585,7 @@ def plan_region(flash, chunks: Sequence[Tuple[int, bytes]], chip_erase: bool = F
                     page.data = page.current
                 page.write = page.data != blank(page.size)
     end_read(flash)
-    return RegionPlan(flash, sectors, chip_erase, len(keys), read_bytes[0])
+    return RegionPlan(flash, sectors, chip_erase, sector_crcs + len(keys), read_bytes[0])
 
 
 class EngineRegion:
