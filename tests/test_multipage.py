@@ -16,7 +16,7 @@ from piflash.flashing import multipage
 
 BASE = {"nrf51": 0x0, "nrf52840": 0x0, "stm32f103rc": 0x08000000, "rp2040": 0x10000000}
 PAGE = {"nrf51": 1024, "nrf52840": 4096, "stm32f103rc": 2048, "rp2040": 256}
-RUN = {"nrf51": 6144, "nrf52840": 8192, "stm32f103rc": 8192, "rp2040": 32768}    # RP2: RUN_BYTES
+RUN = {"nrf51": 6144, "nrf52840": 8192, "stm32f103rc": 8192, "rp2040": 16384}    # RP2: RUN_BYTES
 #: Buffers runs may grow to (multipage.GROW_BYTES, or half the RAM left on the nRF51 and STM32F103RC).
 BUFFER = {"nrf51": 6144, "nrf52840": 32768, "stm32f103rc": 26624, "rp2040": 32768}
 TARGETS = list(BASE)

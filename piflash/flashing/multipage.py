@@ -81,9 +81,17 @@ MEMORY_MAPPED = frozenset({"43643eff0906aec4", "7e66464399e4fc20"})
 MAX_RUN_BYTES = 8 * 1024
 #: Longer runs for algorithms whose flash programs much faster than that, bytes by algorithm key.
 #: The RP2 boot ROM's serial flash takes 0.4 ms per 256-byte page (W25Q16JV datasheet 9.6, t_PP
-#: typical): 8 KiB is 12.8 ms of programming against about 1 ms of a call's start and end, while
-#: 32 KiB makes those 3% (RP2040 and RP2350 have 264 and 520 KiB of SRAM for the two buffers).
-RUN_BYTES = {RP2_BOOT_ROM: 32 * 1024}
+#: typical) plus the page's SPI time: 16 KiB is about 28 ms of programming against about 1 ms of a
+#: call's start and end. Longer runs save calls but lengthen the ramp (group_runs): a doubled run
+#: crosses while one of half its size programs, and on a link about as fast as the flash (the
+#: Debug Probe on the x86 host preset: 32 KiB cross in 54 ms and program in 55 ms at 62.5 MHz
+#: SCK) the flash waits about one run's programming in all. 16 KiB against 32 KiB, 400 KiB fresh
+#: on an RP2040 through the Debug Probe (``benchmarks/real_probe.py``, predictions): x86 1.005
+#: against 1.024 s at a 31.25 MHz request, 1.084 against 1.097 s at 25 MHz; RP2350 1 MiB 2.186
+#: against 2.194 s; zero2w, where the host's CPU is far slower than the flash and each call's
+#: polls cost it, 5.087 against 5.069 s (0.35 % slower). Runs still grow to the buffer's 32 KiB
+#: on a link that outpaces the flash (:func:`link_outpaces_flash`).
+RUN_BYTES = {RP2_BOOT_ROM: 16 * 1024}
 #: Largest run per call once the probe has shown that it moves a run's bytes in well under the
 #: time the flash takes to program them (:func:`link_outpaces_flash`), bytes: each buffer is this
 #: long where the RAM allows. On such a link every call saved is a halt-to-start gap of the
