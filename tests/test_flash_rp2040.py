@@ -101,14 +101,15 @@ def _ssi(target):
     return [target.read32(0x18000000 + off) for off in (0x08, 0x00, 0xF4)]
 
 
-@pytest.mark.parametrize("quad", [True, False])
-def test_reads_in_the_continuous_quad_mode_without_the_init_then_as_the_rom_leaves_xip(pico, quad):
+@pytest.mark.parametrize("flash_kind", ["w25q16jv", "qe-clear", "macronix"])
+def test_reads_in_the_continuous_quad_mode_without_the_init_then_as_the_rom_leaves_xip(pico, flash_kind):
     """After a power-up blink's boot stage 2 has the flash in quad XIP, so a read needs the
     algorithm's Init (its flash_exit_xip). After the connect's unique-ID read (Init and UnInit:
     the SSI as flash_enter_cmd_xip leaves it) a read phase needs no call of the algorithm: the
     SSI is set up from the debugger, with the flash's
     QE bit set as boot stage 2 does it (EBh, mode bits A0h: the continuous read mode, 28 SCK a
-    line), else for 3Bh dual reads; blink and its CRC read back. The phase's end puts the flash
+    line), else (QE clear, or a flash that is no Winbond W25Q) for 3Bh dual reads; blink and its
+    CRC read back. The phase's end puts the flash
     back to taking instructions and the SSI back to the ROM's 03h set-up at BAUDR 4."""
     import binascii
 
@@ -126,8 +127,11 @@ def test_reads_in_the_continuous_quad_mode_without_the_init_then_as_the_rom_leav
         assert read_target_uid(session, intrusive=True) == _info.target_uid.lower()
         assert not chip_flash.continuous
         assert _ssi(target) == CMD_XIP and rp2.reads_without_init(flash)
-        if not quad:
+        quad = flash_kind == "w25q16jv"
+        if flash_kind == "qe-clear":
             chip_flash.sr2 = 0                                  # a flash without QE set
+        elif flash_kind == "macronix":
+            chip_flash.jedec = bytes((0xC2, 0x20, 0x15))        # MX25L1606E: no 35h status read
         inits = []
         real_init = type(flash).init
         flash.init = lambda op, *a, **k: (inits.append(op), real_init(flash, op, *a, **k))[1]

@@ -27,12 +27,13 @@ verify included, and only its UnInit calls ``flash_enter_cmd_xip``; between the 
 serves no XIP, so a debugger read of 0x10000000, or an on-target CRC over it, returns no flash
 data (and after a reset-and-halt XIP is not set up at all: boot stage 2 has not run). pyOCD's
 own page-read analysis reads flash in that state. :func:`enable_xip` puts the SSI in a fast XIP
-mode from the debugger: where the flash's Quad Enable bit is set (status register 2, read once
-per session with 35h; the Pico's W25Q16JV...IQ ships with it set), boot stage 2's own set-up
+mode from the debugger: on a Winbond W25Q whose Quad Enable bit is set (JEDEC ID and status
+register 2, read once per session: :func:`quad_enabled`; the Pico's W25Q16JV...IQ ships with it
+set), boot stage 2's own set-up
 (pico-sdk ``src/rp2040/boot_stage2/boot2_w25q080.S``): an EBh Fast Read Quad I/O with the mode
 bits A0h through the SSI's FIFO puts the flash in its continuous read mode, and XIP then reads
 without an instruction, address and mode bits on four lines (28 SCK per 8-byte line against 03h's
-96; W25Q16JV datasheet 8.2.12); otherwise 3Bh Fast Read Dual Output (72 SCK). The XIP cache is
+96; W25Q16JV datasheet 8.2.12); on any other flash 3Bh Fast Read Dual Output (72 SCK). The XIP cache is
 flushed. :func:`end_reads` ends the continuous read mode (one read with mode bits 00h) and leaves
 what ``flash_enter_cmd_xip`` leaves, at BAUDR 4: the ROM's functions, a reset's boot and pyOCD
 all expect a flash that takes instructions.
@@ -176,6 +177,9 @@ _SSI_BUSY_READS = 8
 _XIP_BASE = 0x10000000
 #: Status register 2's Quad Enable bit (W25Q16JV datasheet 7.1.4), read by 35h.
 _SR2_QE = 0x02
+#: The first two bytes of a Winbond W25Q's JEDEC ID (9Fh): manufacturer EFh, memory type 40h
+#: (W25Q16JV datasheet table 8.1.1; the W25Q080's and W25Q32/64/128JV's the same).
+_W25Q_JEDEC = bytes((0xEF, 0x40))
 _QUAD: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 #: RX_SAMPLE_DLY with SCK = clk_sys / 2: data sampled one clk_sys cycle late, as pico-sdk's boot
 #: stage 2 sets it for PICO_FLASH_SPI_CLKDIV 2 (src/rp2040/boot_stage2/boot2_w25q080.S).
@@ -299,18 +303,28 @@ def cmd_xip_divider(flash) -> bool:
 
 
 def quad_enabled(target) -> bool:
-    """Whether the RP2040's boot flash has its Quad Enable bit set (status register 2 by 35h,
-    W25Q16JV datasheet 7.1.4; read once per target object): IO2 and IO3 are data lines then,
-    not /WP and /HOLD. piflash never writes the bit (a non-volatile status register: boot stage
-    2 does that on boards that need it). The flash must take instructions (see
-    :func:`piflash.target.rp2.flash_command`)."""
+    """Whether piflash reads the RP2040's boot flash in boot stage 2's quad mode: a Winbond
+    W25Q serial flash (JEDEC ID by 9Fh: manufacturer EFh, memory type 40h; the W25Q16JV of the
+    Pico, the W25Q080 and their larger siblings, whose EBh has the continuous read mode
+    boot2_w25q080.S relies on: W25Q16JV datasheet 8.2.12) with its Quad Enable bit set (status
+    register 2 by 35h, 7.1.4: IO2 and IO3 are data lines, not /WP and /HOLD). Read once per
+    target object. Another maker's flash is read by 3Bh: 35h is not a status read everywhere
+    (ISSI's IS25LP and Macronix's MX25L take it as "enter QPI"), and some quad flashes have no
+    continuous read mode (pico-sdk ships other boot stage 2s for them). piflash never writes QE
+    (a non-volatile bit: boot stage 2 sets it on boards that need it). The flash must take
+    instructions (see :func:`piflash.target.rp2.flash_command`).
+
+    :raises pyocd.core.exceptions.TransferError: a transfer failed.
+    :raises ValueError: the SSI returned no byte for one sent.
+    """
     try:
         return _QUAD[target]
     except (KeyError, TypeError):
         pass
     from piflash.target.rp2 import flash_command
 
-    quad = bool(flash_command(target, b"\x35", 1)[0] & _SR2_QE)
+    quad = (flash_command(target, b"\x9f", 2) == _W25Q_JEDEC
+            and bool(flash_command(target, b"\x35", 1)[0] & _SR2_QE))
     try:
         _QUAD[target] = quad
     except TypeError:
