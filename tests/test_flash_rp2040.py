@@ -76,7 +76,10 @@ def test_faster_spi_runs_the_chip_from_the_pll_and_the_spi_faster(pico):
         flash.init(flash.Operation.PROGRAM)
         assert target.read32(0x18000014) == 6
         assert target.read32(0x40008044) == 1                  # CLK_SYS_SELECTED: clk_ref
+        assert [target.read32(0x40020000 + o) for o in (0x04, 0x08, 0x14)] == [0x56, 0x52, 0x52]
         assert faster_spi(flash) and target.read32(0x18000014) == 2 and target.read32(0x180000F0) == 1
+        # the pads as boot stage 2 sets them for clk_sys / 2: SCLK 8 mA fast slew, no Schmitt
+        assert [target.read32(0x40020000 + o) for o in (0x04, 0x08, 0x0C, 0x10, 0x14)] == [0x21] + [0x50] * 4
         assert target.read32(0x40008044) == 2                  # aux: PLL_SYS
         assert target.read32(0x40028000) & (1 << 31)           # PLL_SYS locked
         assert faster_spi(flash)                                # again: nothing to start
@@ -85,6 +88,9 @@ def test_faster_spi_runs_the_chip_from_the_pll_and_the_spi_faster(pico):
         assert cmd_xip_divider(flash) and target.read32(0x18000014) == 4
         flash.uninit()
         assert target.read32(0x18000014) == 4 and target.read32(0x180000F4) >> 24 == 0x03
+        flash.init(flash.Operation.PROGRAM)                     # the ROM's connect_internal_flash
+        assert target.read32(0x40020004) == 0x56                # resets the pads
+        flash.uninit()
         flash.cleanup()
         assert target.read_memory_block8(0x10000000, 256) == list(range(256))
     SimStore().create("nrf", "nrf52840")
@@ -157,7 +163,8 @@ def test_reads_in_the_continuous_quad_mode_without_the_init_then_as_the_rom_leav
 @pytest.mark.parametrize("verify", [True, False])
 def test_a_flash_without_reset_leaves_the_rom_xip_and_a_flash_that_takes_instructions(pico, verify):
     """A whole flash, with and without verify, and no reset: the board is left as the boot ROM
-    leaves it (03h XIP at 31.25 MHz, the flash out of the continuous read mode), so a core resumed without a
+    leaves it (03h XIP at 31.25 MHz, the flash out of the continuous read mode), every transfer
+    at 62.5 MHz ran on pads set up for it, so a core resumed without a
     reset reads its flash, and after the connect's unique-ID read neither the blank check nor
     the verify called the algorithm's Init (the verify's reads follow the program's UnInit)."""
     from piflash.firmware.image import image_from_bytes
@@ -182,7 +189,9 @@ def test_a_flash_without_reset_leaves_the_rom_xip_and_a_flash_that_takes_instruc
             assert result.verify is None
         assert inits == ["PROGRAM"]                 # neither the blank check nor the verify
         assert _ssi(target) == CMD_XIP and target.read32(0x18000014) == 4
-        assert not session.probe.board.chip.port.pins.flash.continuous
+        pins = session.probe.board.chip.port.pins
+        assert not pins.flash.continuous
+        assert pins.untuned_transfers == 0          # nothing above 31.25 MHz on untuned pads
         assert bytes(target.read_memory_block8(0x10000000, len(blink))) == blink
 
 
@@ -272,3 +281,70 @@ def test_the_plan_proves_whole_sectors_by_one_crc_and_goes_by_page_where_one_dif
         plan.program()
         want = image + other + bytes(old[3 * 4096:])
         assert bytes(session.target.read_memory_block8(0x10000000, len(want))) == want
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_a_differing_byte_is_found_by_page_within_the_sector(pico, quick):
+    """A sector whose one CRC differs is searched by its pages' CRCs: the quick verify names the
+    page that differs, not the sector's first; the full verify reads back that page alone and
+    gives the byte."""
+    from piflash.errors import VerifyError
+    from piflash.firmware.image import image_from_bytes
+    from piflash.flashing.verify import verify_image
+    from piflash.target.connect import open_session, read_target_uid
+
+    store, _info, blink = pico
+    bad = bytearray(blink)
+    bad[0x520] ^= 0xFF
+    store.write_flash("pico", bytes(bad))
+    with open_session("sim:pico", "rp2040") as session:
+        target = session.target
+        read_target_uid(session, intrusive=True)
+        read_back = []
+        real_read = target.read_memory_block8
+        target.read_memory_block8 = lambda addr, n: (read_back.append(n), real_read(addr, n))[1]
+        with pytest.raises(VerifyError) as err:
+            verify_image(session, image_from_bytes(blink, 0x10000000), quick=quick)
+    if quick:
+        assert err.value.first_address == 0x10000500 and read_back == []
+    else:
+        assert err.value.first_address == 0x10000520 and err.value.differing_bytes == 1
+        assert sum(read_back) == 256 + len(blink) % 256      # the page, and the partial last page
+
+
+def test_a_read_phase_that_fails_leaves_the_next_one_reading_right(pico, monkeypatch):
+    """The body of a read phase raises and so does the end of the reads: the error is the
+    body's, and the next read phase, finding the ROM's 03h set-up at the divider the failed
+    phase left (2), calls the algorithm's Init (whose flash_exit_xip ends the flash's continuous
+    read mode) instead of trusting the SSI; blink reads back."""
+    from pyocd.core.exceptions import TransferError
+
+    from piflash.flashing import plan, rp2
+    from piflash.target.connect import open_session, read_target_uid
+
+    store, _info, blink = pico
+    store.write_flash("pico", blink)
+    with open_session("sim:pico", "rp2040") as session:
+        target = session.target
+        flash = target.memory_map.get_boot_memory().flash
+        chip_flash = session.probe.board.chip.port.pins.flash
+        read_target_uid(session, intrusive=True)
+        flash.init(flash.Operation.VERIFY)          # a read phase through the Init...
+
+        def broken(_flash):
+            raise TransferError("probe gone")
+        monkeypatch.setattr(rp2, "end_reads", broken)
+        monkeypatch.setattr(plan, "init_for_read", lambda f: rp2.enable_xip(f))
+        with pytest.raises(RuntimeError, match="the body's"):
+            with plan.reading(flash):
+                assert chip_flash.continuous
+                raise RuntimeError("the body's")
+        monkeypatch.undo()
+        assert chip_flash.continuous and _ssi(target) == CMD_XIP      # the UnInit's 03h...
+        assert target.read32(0x18000014) == 2 and not rp2.reads_without_init(flash)   # ...at 62.5 MHz
+        inits = []
+        real_init = type(flash).init
+        flash.init = lambda op, *a, **k: (inits.append(op.name), real_init(flash, op, *a, **k))[1]
+        with plan.reading(flash):
+            assert bytes(target.read_memory_block8(0x10000000, len(blink))) == blink
+        assert inits == ["VERIFY"] and not chip_flash.continuous

@@ -191,25 +191,41 @@ def end_read(flash) -> None:
 
 
 @contextmanager
+def _read_phase(flash) -> Iterator[None]:
+    """:func:`init_for_read`, the body, :func:`end_read`; when either of the first two raises,
+    :func:`end_read` is still tried (a failure of it only logged) and their error raised."""
+    try:
+        init_for_read(flash)
+        yield
+    except BaseException:
+        _end_read_quietly(flash)
+        raise
+    end_read(flash)
+
+
+@contextmanager
 def reading(flash) -> Iterator[None]:
-    """:func:`init_for_read`, the body, then :func:`end_read` and ``Flash.cleanup``. When the
-    body raises, its error is the one raised: a failure of :func:`end_read` then is only
-    logged (the algorithm's next Init ends a continuous read mode anyway).
+    """:func:`init_for_read`, the body, then :func:`end_read` and ``Flash.cleanup``. When either
+    of the first two raises, its error is the one raised: :func:`end_read` is still tried, and a
+    failure of it only logged.
 
     :raises pyocd.core.exceptions.Error: from pyOCD.
     """
-    init_for_read(flash)
     try:
-        yield
-    except BaseException:
-        try:
-            end_read(flash)
-        except Exception:   # noqa: BLE001 - the body's error is the one to report
-            LOG.debug("could not end the read phase", exc_info=True)
+        with _read_phase(flash):
+            yield
+    finally:
         flash.cleanup()
-        raise
-    end_read(flash)
-    flash.cleanup()
+
+
+def _end_read_quietly(flash) -> None:
+    """:func:`end_read` after another error, whose report this one must not replace: a failure
+    is logged. (A read phase left unended is caught before the next read: see
+    :func:`piflash.flashing.rp2.reads_without_init`.)"""
+    try:
+        end_read(flash)
+    except Exception:   # noqa: BLE001 - the caller's error is the one to report
+        LOG.debug("could not end the read phase", exc_info=True)
 
 
 class NotApplicable(Exception):
@@ -282,7 +298,8 @@ class RegionPlan:
 
     :ivar sectors: the :class:`SectorPlan` list, in address order.
     :ivar chip_erase: erase with the algorithm's EraseAll instead of sectors.
-    :ivar crc_blocks: blocks the plan's CRC pass covered; :ivar read_bytes: bytes read back.
+    :ivar crc_blocks: CRCs the plan's pass computed (a sector checked whole, then page by page,
+        counts once for the sector and once for each page); :ivar read_bytes: bytes read back.
     """
 
     def __init__(self, flash, sectors: List[SectorPlan], chip_erase: bool, crc_blocks: int, read_bytes: int):
@@ -513,8 +530,14 @@ def plan_region(flash, chunks: Sequence[Tuple[int, bytes]], chip_erase: bool = F
     if chip_erase and not flash.is_erase_all_supported and not rp2.is_rp2(flash):
         chip_erase = False         # as FlashBuilder: no EraseAll in the algorithm, erase sectors
     sectors = _sectors_for(flash, chunks)
+    with _read_phase(flash):
+        return _plan_pages(flash, sectors, chip_erase)
+
+
+def _plan_pages(flash, sectors: List[SectorPlan], chip_erase: bool) -> RegionPlan:
+    """:func:`plan_region`'s reads and decisions, the region readable (:func:`init_for_read`)."""
+    region = flash.region
     erased_value = region.erased_byte_value
-    init_for_read(flash)
 
     def blank(size: int) -> bytes:
         return bytes([erased_value]) * size
@@ -584,7 +607,6 @@ def plan_region(flash, chunks: Sequence[Tuple[int, bytes]], chip_erase: bool = F
                     read_back(page)      # outside the image: restored after the erase
                     page.data = page.current
                 page.write = page.data != blank(page.size)
-    end_read(flash)
     return RegionPlan(flash, sectors, chip_erase, sector_crcs + len(keys), read_bytes[0])
 
 

@@ -12,9 +12,11 @@ its 260 bytes, against the flash's 0.4 ms typical page program time (W25Q16JV da
 :func:`faster_spi` first runs the system clock from PLL_SYS at 125 MHz off the board's 12 MHz
 crystal (:func:`pll_clock`, what pico-sdk's clocks_init does; the next reset returns to the ring
 oscillator), then sets BAUDR to 2: 62.5 MHz, what pico-sdk's boot stage 2 runs the Pico's flash at
-(``PICO_FLASH_SPI_CLKDIV`` 2), within the W25Q16JV's 133 MHz for every instruction the ROM's
-program and erase send and for the fast reads below (datasheet 9.6, F_R), but above the 50 MHz of
-03h Read Data (f_R), the read ``flash_enter_cmd_xip`` sets up. So before the algorithm's UnInit
+(``PICO_FLASH_SPI_CLKDIV`` 2 in the Pico's board header), with the QSPI pads as boot stage 2 sets
+them for that speed (SCLK at 8 mA with fast slew, the data lines' Schmitt triggers off; the ROM's
+``connect_internal_flash``, in every Init, resets them); within the W25Q16JV's 133 MHz for every
+instruction the ROM's program sends and for the fast reads below (datasheet 9.6, F_R), but above
+the 50 MHz of 03h Read Data (f_R), the read ``flash_enter_cmd_xip`` sets up. So before the algorithm's UnInit
 (which calls it and keeps BAUDR) piflash puts BAUDR back to 4, 31.25 MHz
 (:func:`cmd_xip_divider`), and a read phase ends the same way (:func:`end_reads`): whatever runs
 from XIP afterwards without a reset reads within the flash's limits. A board whose crystal does
@@ -93,9 +95,11 @@ RP2_ALGORITHM = multipage.RP2_BOOT_ROM
 #: SSI clock divider piflash programs with on the ring oscillator (RP2040 datasheet 4.10.13
 #: BAUDR.SCKDV: even, >= 2).
 FAST_BAUDR = 2
-#: ... and on PLL_SYS at 125 MHz: 62.5 MHz, pico-sdk's ``PICO_FLASH_SPI_CLKDIV`` (2, boot stage 2's
-#: default), within the W25Q16JV's 133 MHz for the ROM's program and erase instructions and for
+#: ... and on PLL_SYS at 125 MHz: 62.5 MHz, what the Pico's board header gives boot stage 2
+#: (pico-sdk ``src/boards/include/boards/pico.h``: ``PICO_FLASH_SPI_CLKDIV`` 2; boot2_w25q080.S's
+#: own default is 4), within the W25Q16JV's 133 MHz for the ROM's program instructions and for
 #: EBh and 3Bh reads (datasheet 9.6, F_R), not for 03h (f_R, 50 MHz): see :data:`CMD_XIP_BAUDR`.
+#: The QSPI pads are set as boot stage 2 sets them for it (:func:`_tune_pads`).
 PLL_BAUDR = 2
 #: The divider on PLL_SYS whenever the SSI may serve 03h XIP reads (the algorithm's UnInit,
 #: ``flash_enter_cmd_xip``, leaves them at whatever BAUDR it finds, until the next Init or reset,
@@ -173,8 +177,12 @@ _SR_BUSY, _SR_TFE = 1 << 0, 1 << 2
 #: SR reads before an SSI that stays busy is an error: each is a round trip through the probe,
 #: the entry's 28 SCK a fraction of a microsecond.
 _SSI_BUSY_READS = 8
-#: The cached XIP window (RP2040 datasheet 2.6.3).
-_XIP_BASE = 0x10000000
+#: The XIP window that bypasses the cache and allocates nothing (RP2040 datasheet 2.6.3.1): a read
+#: there is always a transfer from the flash, whatever the cache holds.
+_XIP_NOCACHE_NOALLOC = 0x13000000
+#: PADS_QSPI (RP2040 datasheet 2.19.6.4): GPIO_QSPI_SCLK DRIVE 8 mA [5:4] = 2 and SLEWFAST [0];
+#: SCHMITT [1] of each pad.
+_PADS_QSPI, _SCLK_8MA_FAST, _PAD_SCHMITT = 0x40020000, (2 << 4) | 1, 1 << 1
 #: Status register 2's Quad Enable bit (W25Q16JV datasheet 7.1.4), read by 35h.
 _SR2_QE = 0x02
 #: The first two bytes of a Winbond W25Q's JEDEC ID (9Fh): manufacturer EFh, memory type 40h
@@ -281,11 +289,24 @@ def _on_pll(target) -> bool:
 
 
 def _set_divider(target, divider: int) -> None:
-    """BAUDR (and the RX sample delay that goes with SCK = clk_sys / 2) with the SSI off."""
+    """BAUDR (and the RX sample delay and QSPI pads that go with SCK = clk_sys / 2:
+    :func:`_tune_pads`) with the SSI off."""
+    if divider == 2:
+        _tune_pads(target)
     target.write32(_SSI_SSIENR, 0)
     target.write32(_SSI_BAUDR, divider)
     target.write32(_SSI_RX_SAMPLE_DLY, _RX_SAMPLE_DLY if divider == 2 else 0)
     target.write32(_SSI_SSIENR, 1)
+
+
+def _tune_pads(target) -> None:
+    """The QSPI pads as boot stage 2 sets them before it runs the flash at clk_sys / 2 (pico-sdk
+    boot2_w25q080.S; RP2040 datasheet 2.19.6.4): SCLK at 8 mA with fast slew (GPIO_QSPI_SCLK =
+    0x21), the Schmitt triggers of SD0-SD3 off (through the atomic clear alias, 2.1.2). The
+    algorithm's Init undoes it: the ROM's ``connect_internal_flash`` resets PADS_QSPI."""
+    target.write32(_PADS_QSPI + 0x04, _SCLK_8MA_FAST)
+    for offset in (0x08, 0x0C, 0x10, 0x14):
+        target.write32(_PADS_QSPI + _CLR + offset, _PAD_SCHMITT)
 
 
 def cmd_xip_divider(flash) -> bool:
@@ -335,15 +356,20 @@ def quad_enabled(target) -> bool:
 def reads_without_init(flash) -> bool:
     """Whether ``flash`` (pyOCD's RP2 algorithm on an RP2040) can be read by :func:`enable_xip`
     without the algorithm's Init: its SSI holds exactly ``flash_enter_cmd_xip``'s serial 03h
-    XIP set-up (one USB round trip for the three registers; see the module docstring).
+    XIP set-up at a divider of 4 or more (one USB round trip for the four registers; see the
+    module docstring). A divider of 2 is what a read phase that failed before :func:`end_reads`
+    leaves after the UnInit, with the flash maybe still in its continuous read mode: the Init's
+    exit sequence is needed then (on the ring oscillator, where :func:`end_reads` leaves 2 too,
+    the Init runs as well).
 
     :raises pyocd.core.exceptions.TransferError: a register read failed.
     """
     if not is_rp2(flash) or chip_of(flash.target) != "rp2040":
         return False
     target = flash.target
-    reads = [target.read_memory(a, now=False) for a in (_SSI_SSIENR, _SSI_CTRLR0, _SSI_SPI_CTRLR0)]
-    return [r() for r in reads] == [1, _CMD_XIP_CTRLR0, _CMD_XIP_SPI_CTRLR0]
+    reads = [target.read_memory(a, now=False) for a in (_SSI_SSIENR, _SSI_CTRLR0, _SSI_SPI_CTRLR0, _SSI_BAUDR)]
+    enabled, ctrlr0, spi_ctrlr0, baudr = (r() for r in reads)
+    return [enabled, ctrlr0, spi_ctrlr0] == [1, _CMD_XIP_CTRLR0, _CMD_XIP_SPI_CTRLR0] and baudr >= CMD_XIP_BAUDR
 
 
 def pll_clock(target, timeout: float = CLOCK_TIMEOUT, regs: ClockRegs = RP2040_CLOCK_REGS) -> bool:
@@ -460,13 +486,17 @@ def erase_blocks(flash, blocks) -> None:
 
 
 def enable_xip(flash) -> bool:
-    """Make the flash readable through XIP while pyOCD's RP2 algorithm is initialised (see the
-    module docstring): the SSI in 3Bh dual-output XIP mode at :func:`spi_divider`'s divider
-    (RP2350: :func:`qmi_divider`), then the XIP cache flushed (it may hold lines from before an
-    erase or program).
+    """Make the flash readable through XIP, fast, once it takes instructions (after the
+    algorithm's Init, or where :func:`reads_without_init` says so; see the module docstring):
+    clk_sys from PLL_SYS, the SSI at :func:`spi_divider`'s divider (the QSPI pads tuned for
+    clk_sys / 2), in boot stage 2's quad continuous read mode where :func:`quad_enabled`, else
+    in 3Bh dual-output XIP mode (RP2350: :func:`qmi_divider`); then the XIP cache flushed (it
+    may hold lines from before an erase or program). End the reads with :func:`end_reads`.
 
     :returns: whether it did (False for every other algorithm).
-    :raises pyocd.core.exceptions.TransferError: a register access failed.
+    :raises pyocd.core.exceptions.TransferError: a register access failed, or the SSI stayed
+        busy after the quad mode's entry.
+    :raises ValueError: the SSI returned no byte for one sent (:func:`quad_enabled`).
     """
     if not is_rp2(flash):
         return False
@@ -475,6 +505,8 @@ def enable_xip(flash) -> bool:
         return qmi_divider(target)          # its ROM leaves XIP readable: only the divider
     divider = spi_divider(pll_clock(target))
     quad = quad_enabled(target)
+    if divider == 2:
+        _tune_pads(target)
     target.write32(_SSI_SSIENR, 0)
     target.write32(_SSI_CTRLR0, _QUAD_CTRLR0 if quad else _DUAL_XIP_CTRLR0)
     target.write32(_SSI_CTRLR1, 0)
@@ -510,8 +542,8 @@ def _wait_ssi_idle(target) -> None:
 
 def end_reads(flash) -> bool:
     """After reading through :func:`enable_xip`'s XIP (RP2040): end the flash's continuous read
-    mode, if the SSI set it up, by one read with the mode bits 00h (after a cache flush, so that
-    it is a transfer from the flash), then leave the SSI as ``flash_enter_cmd_xip``
+    mode, if the SSI set it up, by one read with the mode bits 00h (through the window that
+    bypasses the cache, so that it is a transfer from the flash), then leave the SSI as ``flash_enter_cmd_xip``
     does (serial 03h XIP) at :data:`CMD_XIP_BAUDR` on PLL_SYS (see the module docstring). A
     later read can then skip the algorithm's Init (:func:`reads_without_init`), and its UnInit,
     a reset's boot and pyOCD find a flash that takes instructions.
@@ -528,10 +560,7 @@ def end_reads(flash) -> bool:
         target.write32(_SSI_SSIENR, 0)
         target.write32(_SSI_SPI_CTRLR0, spi_ctrlr0 & ~(0xFF << 24))     # mode bits 00h
         target.write32(_SSI_SSIENR, 1)
-        target.write32(_XIP_CTRL_FLUSH, 1)
-        done = [target.read_memory(a, now=False) for a in (_XIP_CTRL_FLUSH, _XIP_BASE)]
-        for read in done:       # the FLUSH read waits for the flush (datasheet 2.6.3.6)
-            read()
+        target.read32(_XIP_NOCACHE_NOALLOC)
     divider = CMD_XIP_BAUDR if _on_pll(target) else FAST_BAUDR
     target.write32(_SSI_SSIENR, 0)
     target.write32(_SSI_CTRLR0, _CMD_XIP_CTRLR0)

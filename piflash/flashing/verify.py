@@ -127,6 +127,27 @@ def _crc_group(flash, page: _Page, unit: int) -> int:
     return size if size > unit and size % unit == 0 else unit
 
 
+def _page_crcs(flash, check, pages: List[_Page], stats: VerifyStats, todo: List[_Page], quick: bool) -> None:
+    """The pages of sectors whose one CRC differed, each by its own CRC (piflash's routine
+    ``check``): those that match are verified, the others go to ``todo`` to be read back (with
+    ``quick``, the first raises VerifyError naming it), so a differing byte costs a page's read
+    back, not a sector's."""
+    from piflash.flashing.plan import compute_crcs
+
+    crcs = compute_crcs(flash, [(p.address, p.size) for p in pages], check)
+    for page, crc in zip(pages, crcs):
+        if crc == binascii.crc32(page.expected()) & 0xFFFFFFFF:
+            stats.crc_pages += 1
+            stats.verified_bytes += page.size
+        elif quick:
+            _differs(page)
+        else:
+            page.crc_failed = True
+            todo.append(page)
+    if quick:       # the sector's CRC differed but none of its pages' did: name its first page
+        _differs(pages[0])
+
+
 def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = False) -> List[_Page]:
     """CRC32 on the target (:func:`piflash.flashing.plan.compute_crcs`) of fully covered pages, in
     CRC blocks of one page or, where a page's index does not fit the analyzer's 16 bits, of the
@@ -167,11 +188,16 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = Fa
                 part = blocks[done:done + size]
                 done, size = done + len(part), 2 * size
                 crcs = compute_crcs(flash, [(start, nbytes) for start, nbytes, _ in part], check)
+                differ: List[_Page] = []
                 for (start, nbytes, members), crc in zip(part, crcs):
                     expected = binascii.crc32(b"".join(p.expected() for p in members)) & 0xFFFFFFFF
                     if crc == expected:
                         stats.crc_pages += len(members)
                         stats.verified_bytes += nbytes
+                    elif check is not None and len(members) > 1:
+                        differ.extend(members)      # a sector: which of its pages, by their CRCs
+                        if quick:
+                            break
                     elif quick:
                         _differs(members[0])
                     else:
@@ -179,6 +205,8 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = Fa
                             page.crc_failed = True
                         todo.extend(members)
                     advance(nbytes)
+                if differ:
+                    _page_crcs(flash, check, differ, stats, todo, quick)
     return sorted(todo, key=lambda p: p.address)
 
 

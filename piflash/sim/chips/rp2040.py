@@ -31,7 +31,8 @@ from piflash.sim.memory.bus import DeviceRegion, RegisterDevice
 from piflash.sim.memory.spiflash import SpiNorFlash
 
 __all__ = ["attach", "TARGETSEL_CORE0", "TARGETSEL_CORE1", "TARGETSEL_RESCUE", "TARGETID",
-           "XIP_SSI_BASE", "IO_QSPI_BASE", "SIO_BASE", "SYSINFO_BASE", "Ssi", "IoQspi"]
+           "XIP_SSI_BASE", "IO_QSPI_BASE", "PADS_QSPI_BASE", "SIO_BASE", "SYSINFO_BASE", "Ssi", "IoQspi",
+           "PadsQspi", "FAST_SCK_HZ"]
 
 #: TARGETID: TREVISION 0 [31:28], TPARTNO 0x1002 [27:12], TDESIGNER 0x493 [11:1] (JEP106
 #: Raspberry Pi), bit 0 set (2.3.4.2); TARGETSEL carries the DP's instance in [31:28] instead.
@@ -42,6 +43,7 @@ XIP_CTRL_BASE = 0x14000000
 #: XIP windows: cached, no-allocate, no-cache, no-cache no-allocate (2.6.3), 16 MiB each.
 XIP_WINDOWS, XIP_WINDOW_SIZE = (0x10000000, 0x11000000, 0x12000000, 0x13000000), 0x1000000
 IO_QSPI_BASE = 0x40018000
+PADS_QSPI_BASE = 0x40020000
 SYSINFO_BASE = 0x40000000
 SIO_BASE = 0xD0000000
 #: SYSINFO CHIP_ID of an RP2040-B2: REVISION 2 [31:28], PART 0x0002 [27:12], MANUFACTURER
@@ -58,6 +60,16 @@ CTRLR0, CTRLR1, SSIENR, SER, BAUDR, TXFLR, RXFLR, SR, DR0 = 0x00, 0x04, 0x08, 0x
 #: bits), ADDR_L [5:2] (in 4 bits), TRANS_TYPE [1:0] (0: instruction and address on one line).
 SPI_CTRLR0, SPI_CTRLR0_RESET = 0xF4, 0x03000000
 SR_TFNF, SR_TFE, SR_RFNE = 0x02, 0x04, 0x08
+#: PADS_QSPI registers and reset values (RP2040 datasheet 2.19.6.4; pico-sdk
+#: hardware_regs/pads_qspi.h): VOLTAGE_SELECT 0x00, GPIO_QSPI_SCLK 0x04 (0x56: input enabled,
+#: 4 mA, pull-down, Schmitt trigger, slow slew), SD0-SD3 0x08-0x14 (0x52), SS 0x18 (0x5A).
+PADS_RESET = {0x00: 0x00, 0x04: 0x56, 0x08: 0x52, 0x0C: 0x52, 0x10: 0x52, 0x14: 0x52, 0x18: 0x5A}
+#: The fastest SCK, Hz, the model takes the QSPI pads at their reset values to carry: the 31.25 MHz
+#: piflash ran the flash at with them (an assumption: no datasheet figure). Above it, a transfer
+#: counts in ``QspiPins.untuned_transfers`` unless the pads are as boot stage 2 sets them before
+#: it runs the flash at clk_sys / 2 (pico-sdk boot2_w25q080.S: SCLK 8 mA with fast slew, the
+#: data lines' Schmitt triggers off "to reduce delay").
+FAST_SCK_HZ = 31.25e6
 
 
 class QspiPins:
@@ -69,6 +81,18 @@ class QspiPins:
     def __init__(self, flash: SpiNorFlash) -> None:
         self.flash = flash
         self.override = 0           # OUTOVER of GPIO_QSPI_SS_CTRL
+        #: The pads (:class:`PadsQspi`), once attached; the chip's clock (a callable, Hz).
+        self.pads: "PadsQspi | None" = None
+        self.clock_hz = None
+        #: Transfers made at an SCK above :data:`FAST_SCK_HZ` on pads not set up for it.
+        self.untuned_transfers = 0
+
+    def note_transfer(self, divider: int) -> None:
+        """A transfer at SCK = clk_sys / ``divider``: counted in :attr:`untuned_transfers`
+        when that is above :data:`FAST_SCK_HZ` and the pads are not set up for it."""
+        if self.clock_hz is not None and self.pads is not None and self.clock_hz() / divider > FAST_SCK_HZ \
+                and not self.pads.tuned():
+            self.untuned_transfers += 1
 
     def set_override(self, outover: int) -> None:
         """A write of OUTOVER: 2 holds /CS low, 3 high; 0/1 hand it back to the SSI."""
@@ -155,8 +179,13 @@ class Ssi(RegisterDevice):
         bits (XIP_CMD) tell the flash whether to stay in that mode. (One debugger access is
         told once: a block read across lines with mode bits other than A0h returns every line,
         where the part would answer only the first; only a one-word read ends the mode here.)"""
+        self.pins.note_transfer(self.divider())
         if (self.regs.get(CTRLR0, 0) >> 21) & 3 == 2 and self.continuous_read():
             self.pins.flash.quad_io_read(False, self.regs.get(SPI_CTRLR0, 0) >> 24)
+
+    def divider(self) -> int:
+        """clk_sys cycles per SCK: BAUDR.SCKDV (even, at least 2; 4.10.13)."""
+        return max(2, self.regs.get(BAUDR, 0) & 0xFFFE)
 
     def miss_cycles(self, sequential: bool = False) -> int:
         """clk_sys cycles of one XIP cache-line fill (8 bytes): the SCK cycles of
@@ -164,12 +193,13 @@ class Ssi(RegisterDevice):
         transfer of its own, ``sequential`` or not (the SSI keeps no chip select between them),
         one SCK per BAUDR clk_sys cycles (4.10.13)."""
         phases = self.read_phases() or (32, 64)
-        return sum(phases) * max(2, self.regs.get(BAUDR, 0) & 0xFFFE)
+        return sum(phases) * self.divider()
 
     def _flush(self) -> None:
         if not self.tx:
             return
         data, self.tx = self.tx, []
+        self.pins.note_transfer(self.divider())
         frf = (self.regs[CTRLR0] >> 21) & 3
         if frf == 2 and (self.regs[CTRLR0] >> 8) & 3 == 3:
             self._quad_read(data)
@@ -200,8 +230,10 @@ class Ssi(RegisterDevice):
         count = (self.regs.get(CTRLR1, 0) & 0xFFFF) + 1
         flash = self.pins.flash
         answered = False
+        # TRANS_TYPE: 1 sends the instruction on one line and the address on four (EBh's
+        # form), 2 both on four (no instruction then); anything else is not an EBh the flash takes.
         if (len(frames) == 1 + inst and (spi >> 2) & 0xF == 8 and (spi >> 11) & 0x1F == 4
-                and (not inst or frames[0] & 0xFF == 0xEB)):
+                and spi & 3 == (1 if inst else 2) and (not inst or frames[0] & 0xFF == 0xEB)):
             field = frames[-1]
             answered = flash.quad_io_read(inst, field & 0xFF)
             address = (field >> 8) & 0xFFFFFF
@@ -257,6 +289,33 @@ class IoQspi(RegisterDevice):
             self.pins.set_override((new >> 8) & 3)
 
 
+class PadsQspi(RegisterDevice):
+    """PADS_QSPI (datasheet 2.19.6.4), with the APB atomic aliases: registers that read back
+    what was written, reset by a chip reset and by the boot ROM's ``connect_internal_flash``
+    (which resets IO_QSPI and PADS_QSPI: pico-bootrom-rp2040 program_flash_generic.c)."""
+
+    def __init__(self) -> None:
+        self.regs: Dict[int, int] = dict(PADS_RESET)
+
+    def reset(self) -> None:
+        """The reset values (:data:`PADS_RESET`)."""
+        self.regs = dict(PADS_RESET)
+
+    def tuned(self) -> bool:
+        """Whether the pads are as boot stage 2 sets them for clk_sys / 2: SCLK's drive 8 mA or
+        more with fast slew, no data line's Schmitt trigger on (boot2_w25q080.S)."""
+        sclk = self.regs.get(0x04, 0)
+        return (sclk >> 4) & 3 >= 2 and sclk & 1 and not any(self.regs.get(o, 0) & 2 for o in (0x08, 0x0C, 0x10, 0x14))
+
+    def read32(self, offset: int) -> int:
+        return self.regs.get(offset & 0xFFF, 0)
+
+    def write32(self, offset: int, value: int) -> None:
+        reg, alias = offset & 0xFFF, (offset >> 12) & 3
+        old = self.regs.get(reg, 0)
+        self.regs[reg] = (value, old ^ value, old | value, old & ~value)[alias] & 0xFF
+
+
 class _Port(RomPortBase):
     """The RP2040 as the boot ROM's native functions see it: the SSI's BAUDR times the SPI
     (SCKDV, 4.10.13: even, at least 2)."""
@@ -267,6 +326,10 @@ class _Port(RomPortBase):
 
     def sck_divider(self) -> int:
         return max(2, self.ssi.regs.get(BAUDR, 0) & 0xFFFE)
+
+    def reset_qspi_pads(self) -> None:
+        if self.pins.pads is not None:
+            self.pins.pads.reset()
 
     def ssi_write(self, offset: int, value: int) -> None:
         self.ssi.write32(offset, value)
@@ -286,7 +349,7 @@ def attach(board: ChipBoard) -> None:
 
     # The no-allocate / no-cache aliases at 0x11, 0x12, 0x13 << 24 (RP2040 datasheet 2.6.3) repeat
     # the 2 MiB as the window does (W25Q16JV: A23-A21 ignored): 0x10FFD000 reads 0x1FD000.
-    xip = attach_rom_and_xip(board, rom, ssi, XIP_WINDOWS, XIP_WINDOW_SIZE)
+    xip = attach_rom_and_xip(board, rom, ssi, XIP_WINDOWS, XIP_WINDOW_SIZE, uncached=(0x12, 0x13))
 
     board.add_reset_hook(ssi.reset)             # XIP is set up again by boot stage 2
     board.bus.add(DeviceRegion(XIP_SSI_BASE, 0x1000, ssi, "xip-ssi"))
@@ -294,11 +357,16 @@ def attach(board: ChipBoard) -> None:
     board.cpu.map_mmio(XIP_CTRL_BASE, 0x1000)
     board.cpu.map_mmio(XIP_SSI_BASE, 0x1000)
     board.bus.add(DeviceRegion(IO_QSPI_BASE, 0x4000, IoQspi(pins), "io-qspi"))
+    pads = PadsQspi()
+    pins.pads = pads
+    board.bus.add(DeviceRegion(PADS_QSPI_BASE, 0x4000, pads, "pads-qspi"))
+    board.add_reset_hook(pads.reset)
     clocks = Clocks(RP2040_CLOCKS)
     for base, device, name in clocks.devices():
         board.bus.add(DeviceRegion(base, 0x4000, device, name))
     board.add_reset_hook(clocks.reset)          # the model resets them with every system reset
     board.clock_hz = clocks.sys_hz
+    pins.clock_hz = clocks.sys_hz
     board.bus.add(DeviceRegion(SYSINFO_BASE, 0x1000, ValueRegisters({0x00: CHIP_ID, 0x04: 0x2}), "sysinfo"))
     board.bus.add(DeviceRegion(SIO_BASE, 0x1000, ValueRegisters({0x00: 0}), "sio"))   # CPUID: core 0
     board.cpu.map_mmio(SIO_BASE, 0x1000)

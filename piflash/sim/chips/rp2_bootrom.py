@@ -87,6 +87,9 @@ class RomPort(Protocol):
     def flash_exit_continuous(self) -> None:
         """The XIP exit sequence: the flash out of a continuous read mode."""
 
+    def reset_qspi_pads(self) -> None:
+        """The QSPI pads back at their reset values (``connect_internal_flash``)."""
+
     def ssi_write(self, offset: int, value: int) -> None:
         """Write an SSI register (XIP_SSI, RP2040 datasheet 4.10.13)."""
 
@@ -205,7 +208,9 @@ class BootRom:
             self.port.write(dest, self.port.read(src, n))
 
     def _connect_internal_flash(self) -> None:
-        """Selects the SSI on the QSPI pins (2.8.3.1.3): nothing the model keeps apart."""
+        """Selects the SSI on the QSPI pins (2.8.3.1.3) after resetting IO_QSPI and PADS_QSPI
+        (pico-bootrom-rp2040 program_flash_generic.c): the pads back at their reset values."""
+        self.port.reset_qspi_pads()
 
     def _flash_exit_xip(self) -> None:
         self.exit_xip()

@@ -60,12 +60,16 @@ class XipTiming:
 
     :param nvm: the flash array (its observer charges the time).
     :param ssi: the flash interface (``xip_ready()``, ``miss_cycles()``).
+    :param uncached: the top address bytes of the windows that bypass the cache (RP2040
+        datasheet 2.6.3.1: 0x12 XIP_NOCACHE, 0x13 XIP_NOCACHE_NOALLOC): every read there is a
+        transfer from the flash, and leaves the cache as it was.
     """
 
     LINE = 8
 
-    def __init__(self, nvm, ssi) -> None:
+    def __init__(self, nvm, ssi, uncached=()) -> None:
         self.nvm, self.ssi = nvm, ssi
+        self.uncached = frozenset(uncached)
         self._line = -1
 
     def flush(self) -> None:
@@ -83,12 +87,14 @@ class XipTiming:
     def charge(self, addr: int, size: int) -> None:
         """Charge the misses of a read of ``size`` bytes at ``addr`` (any XIP alias)."""
         first, last = (addr & 0xFFFFFF) // self.LINE, ((addr & 0xFFFFFF) + max(size, 1) - 1) // self.LINE
-        start = first + 1 if first == self._line else first         # the line read last: a hit
+        bypass = (addr >> 24) in self.uncached
+        start = first + 1 if first == self._line and not bypass else first   # the line read last: a hit
         misses = last - start + 1
         sequential = misses - 1 if misses > 0 else 0                 # each after the one before
         if misses > 0 and start == self._line + 1 and self._line >= 0:
             sequential += 1                                          # ... and after the last fill
-        self._line = last
+        if not bypass:
+            self._line = last
         if misses > 0:
             filled = getattr(self.ssi, "line_filled", None)
             if filled is not None:                  # the transfer's mode bits (RP2040 EBh)
@@ -183,7 +189,13 @@ class RomPortBase:
         """The XIP exit sequence ``flash_exit_xip`` sends (``SpiNorFlash.exit_continuous``)."""
         self.pins.flash.exit_continuous()
 
+    def reset_qspi_pads(self) -> None:
+        """``connect_internal_flash`` resets the QSPI pads: on chips whose pads the model keeps."""
+
     def flash_command(self, out: bytes, read: int = 0) -> bytes:
+        note = getattr(self.pins, "note_transfer", None)
+        if note is not None:
+            note(self.sck_divider())
         got = self.pins.command(out, read)
         observer = self.pins.flash.nvm.observer
         if observer is not None:
@@ -191,13 +203,14 @@ class RomPortBase:
         return got
 
 
-def attach_rom_and_xip(board, rom, interface, windows, window_size: int) -> XipTiming:
+def attach_rom_and_xip(board, rom, interface, windows, window_size: int, uncached=()) -> XipTiming:
     """Put ``rom`` (a boot ROM model: ``image``, ``stub_range``, ``call``, ``on_flush``) at 0 for
     the debugger and the core, and the main flash behind XIP: the debugger's view (reads served
     while ``interface.xip_ready()``), the core's reads charged, and the flash repeated through
     each window of ``windows`` (``window_size`` bytes each): the flash sees 24 address bits and
     ignores those above its size, so a 2 or 4 MiB part repeats through a 16 MiB window.
 
+    :param uncached: the windows that bypass the cache (:class:`XipTiming`).
     :returns: the XIP timing model (its ``flush`` is the ROM's cache flush).
     """
     flash_nvm = board.nvm["flash"]
@@ -205,7 +218,7 @@ def attach_rom_and_xip(board, rom, interface, windows, window_size: int) -> XipT
     board.cpu.map_flash(0, len(rom.image), lambda addr, size, value: None)(0, rom.image)
     board.cpu.add_native_code(rom.stub_range[0], rom.stub_range[1], rom.call)
     stores = IgnoreStores()
-    xip = XipTiming(flash_nvm, interface)
+    xip = XipTiming(flash_nvm, interface, uncached)
     rom.on_flush = xip.flush
     board.set_flash_controller(flash_nvm, stores, bus_region=XipRegion(flash_nvm, stores, xip))
     board.cpu.add_read_watch(flash_nvm.start, flash_nvm.start + flash_nvm.size - 1, xip.read)

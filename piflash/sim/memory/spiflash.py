@@ -104,9 +104,13 @@ class SpiNorFlash:
 
         :returns: whether the flash answered with its cells: quad enabled (QE), and the
             instruction sent to a flash that expects one, or left out in the continuous read
-            mode (there, an instruction byte is taken as address bits). A transfer it does not
-            answer leaves the mode as it was.
+            mode. An instruction sent in that mode is taken as address bits and the mode bits
+            are then others: the model ends the mode (the transfer is not answered). Any other
+            transfer it does not answer leaves the mode as it was.
         """
+        if instruction and self.continuous:
+            self.continuous = False
+            return False
         if not self.quad_enabled or instruction == self.continuous or self.powered_down:
             return False
         self.continuous = (mode & 0x30) == 0x20
