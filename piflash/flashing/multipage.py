@@ -86,11 +86,11 @@ MAX_RUN_BYTES = 8 * 1024
 #: crosses while one of half its size programs, and on a link about as fast as the flash (the
 #: Debug Probe on the x86 host preset: 32 KiB cross in 54 ms and program in 55 ms at 62.5 MHz
 #: SCK) the flash waits about one run's programming in all. 16 KiB against 32 KiB, 400 KiB fresh
-#: on an RP2040 through the Debug Probe (``benchmarks/real_probe.py``, predictions): x86 1.005
-#: against 1.024 s at a 31.25 MHz request, 1.084 against 1.097 s at 25 MHz; RP2350 1 MiB 2.186
-#: against 2.194 s; zero2w, where the host's CPU is far slower than the flash and each call's
-#: polls cost it, 5.087 against 5.069 s (0.35 % slower). Runs still grow to the buffer's 32 KiB
-#: on a link that outpaces the flash (:func:`link_outpaces_flash`).
+#: on an RP2040 through the Debug Probe (``benchmarks/real_probe.py`` at 260dee8, predictions):
+#: x86 1.005 against 1.024 s at a 31.25 MHz request, 1.084 against 1.097 s at 25 MHz; RP2350
+#: 1 MiB 2.186 against 2.194 s; zero2w, where the host's CPU is far slower than the flash and
+#: each call's polls cost it, 5.087 against 5.069 s (0.35 % slower). Runs still grow to the
+#: buffer's 32 KiB on a link that outpaces the flash (:func:`link_outpaces_flash`).
 RUN_BYTES = {RP2_BOOT_ROM: 16 * 1024}
 #: Largest run per call once the probe has shown that it moves a run's bytes in well under the
 #: time the flash takes to program them (:func:`link_outpaces_flash`), bytes: each buffer is this
