@@ -4,6 +4,8 @@ board's, the unchanged re-flash, the history, and ``protect`` telling the truth 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 
 pytest.importorskip("unicorn")
@@ -103,6 +105,27 @@ def test_faster_spi_runs_the_chip_from_the_pll_and_the_spi_faster(pico):
 CMD_XIP = [1, 0x001F0300, 0x03000218]
 
 
+def _spy_inits(flash) -> list:
+    """The names of the operations ``flash.init`` is called for from now on (passed through)."""
+    inits = []
+    real_init = type(flash).init
+    flash.init = lambda op, *a, **k: (inits.append(op.name), real_init(flash, op, *a, **k))[1]
+    return inits
+
+
+@contextmanager
+def _blink_session(store, blink):
+    """A session on the simulated Pico holding ``blink``: (session, target, its boot flash's
+    pyOCD ``Flash``, the simulated serial flash)."""
+    from piflash.target.connect import open_session
+
+    store.write_flash("pico", blink)
+    with open_session("sim:pico", "rp2040") as session:
+        target = session.target
+        yield (session, target, target.memory_map.get_boot_memory().flash,
+               session.probe.board.chip.port.pins.flash)
+
+
 def _ssi(target):
     return [target.read32(0x18000000 + off) for off in (0x08, 0x00, 0xF4)]
 
@@ -121,14 +144,10 @@ def test_reads_in_the_continuous_quad_mode_without_the_init_then_as_the_rom_leav
 
     from piflash.flashing import plan, rp2
     from piflash.flashing.flashcheck import FlashCheck
-    from piflash.target.connect import open_session, read_target_uid
+    from piflash.target.connect import read_target_uid
 
     store, _info, blink = pico
-    store.write_flash("pico", blink)
-    with open_session("sim:pico", "rp2040") as session:
-        target = session.target
-        flash = target.memory_map.get_boot_memory().flash
-        chip_flash = session.probe.board.chip.port.pins.flash
+    with _blink_session(store, blink) as (session, target, flash, chip_flash):
         assert chip_flash.continuous and not rp2.reads_without_init(flash)      # boot stage 2's XIP
         assert read_target_uid(session, intrusive=True) == _info.target_uid.lower()
         assert not chip_flash.continuous
@@ -138,9 +157,7 @@ def test_reads_in_the_continuous_quad_mode_without_the_init_then_as_the_rom_leav
             chip_flash.sr2 = 0                                  # a flash without QE set
         elif flash_kind == "macronix":
             chip_flash.jedec = bytes((0xC2, 0x20, 0x15))        # MX25L1606E: no 35h status read
-        inits = []
-        real_init = type(flash).init
-        flash.init = lambda op, *a, **k: (inits.append(op), real_init(flash, op, *a, **k))[1]
+        inits = _spy_inits(flash)
         cycles = []
         observer = chip_flash.nvm.observer
         chip_flash.nvm.observer = lambda op, n: (cycles.append(n) if op == "spi_cycles" else None,
@@ -177,9 +194,7 @@ def test_a_flash_without_reset_leaves_the_rom_xip_and_a_flash_that_takes_instruc
         target = session.target
         flash = target.memory_map.get_boot_memory().flash
         assert read_target_uid(session, intrusive=True)       # what flash_firmware's connect does
-        inits = []
-        real_init = type(flash).init
-        flash.init = lambda op, *a, **k: (inits.append(op.name), real_init(flash, op, *a, **k))[1]
+        inits = _spy_inits(flash)
         result = OperationResult(operation="flash")
         flash_session(session, image_from_bytes(blink, 0x10000000), result, verify=verify, reset=False)
         if verify:      # blink: two whole 4 KiB sectors by a CRC each, a whole page by its own CRC,
@@ -320,14 +335,10 @@ def test_a_read_phase_that_fails_leaves_the_next_one_reading_right(pico, monkeyp
     from pyocd.core.exceptions import TransferError
 
     from piflash.flashing import plan, rp2
-    from piflash.target.connect import open_session, read_target_uid
+    from piflash.target.connect import read_target_uid
 
     store, _info, blink = pico
-    store.write_flash("pico", blink)
-    with open_session("sim:pico", "rp2040") as session:
-        target = session.target
-        flash = target.memory_map.get_boot_memory().flash
-        chip_flash = session.probe.board.chip.port.pins.flash
+    with _blink_session(store, blink) as (session, target, flash, chip_flash):
         read_target_uid(session, intrusive=True)
         flash.init(flash.Operation.VERIFY)          # a read phase through the Init...
 
@@ -342,9 +353,7 @@ def test_a_read_phase_that_fails_leaves_the_next_one_reading_right(pico, monkeyp
         monkeypatch.undo()
         assert chip_flash.continuous and _ssi(target) == CMD_XIP      # the UnInit's 03h...
         assert target.read32(0x18000014) == 2 and not rp2.reads_without_init(flash)   # ...at 62.5 MHz
-        inits = []
-        real_init = type(flash).init
-        flash.init = lambda op, *a, **k: (inits.append(op.name), real_init(flash, op, *a, **k))[1]
+        inits = _spy_inits(flash)
         with plan.reading(flash):
             assert bytes(target.read_memory_block8(0x10000000, len(blink))) == blink
         assert inits == ["VERIFY"] and not chip_flash.continuous
