@@ -67,12 +67,12 @@ KNOWN_ALGORITHMS = {
     # pages until the count is done (pico-bootrom-rp2040 bootrom/program_flash_generic.c).
     RP2_BOOT_ROM: "pyOCD RP2 boot ROM",
 }
-#: Keys of :data:`KNOWN_ALGORITHMS` whose flash the bus reads whatever the algorithm did: the
-#: nRF5x NVMC's and the STM32F10x FPEC's main flash is always mapped for reading (the nRF52840
-#: Product Specification's NVMC chapter; RM0008, the STM32F10x reference manual, section 3
-#: "Embedded Flash memory"), so reading it needs no call of the algorithm's Init. The RP2 boot
-#: ROM's Init takes the QSPI flash out of XIP, so its reads need :func:`piflash.flashing.rp2.enable_xip`,
-#: and the Init itself unless the SSI shows the flash taking instructions
+#: Keys of :data:`KNOWN_ALGORITHMS` whose flash the bus reads whatever the algorithm did: the nRF5x
+#: NVMC's and the STM32F10x FPEC's main flash is always mapped for reading (the nRF52840 Product
+#: Specification's NVMC chapter; RM0008, the STM32F10x reference manual, section 3 "Embedded Flash
+#: memory"), so reading it needs no call of the algorithm's Init. The RP2 boot ROM's Init takes the
+#: QSPI flash out of XIP, so its reads need :func:`piflash.flashing.rp2.enable_xip`, and the Init
+#: itself unless the SSI shows the flash taking instructions
 #: (:func:`piflash.flashing.rp2.reads_without_init`).
 MEMORY_MAPPED = frozenset({"43643eff0906aec4", "7e66464399e4fc20"})
 #: Largest run per call, bytes. Longer runs save more calls, but the last run's programming is
@@ -83,13 +83,13 @@ MAX_RUN_BYTES = 8 * 1024
 #: The RP2 boot ROM's serial flash takes 0.4 ms per 256-byte page (W25Q16JV datasheet 9.6, t_PP
 #: typical) plus the page's SPI time: 16 KiB is about 28 ms of programming against about 1 ms of a
 #: call's start and end. Longer runs save calls but lengthen the ramp (group_runs): a doubled run
-#: crosses while one of half its size programs, and on a link about as fast as the flash (the
-#: Debug Probe on the x86 host preset: 32 KiB cross in 54 ms and program in 55 ms at 62.5 MHz
-#: SCK) the flash waits about one run's programming in all. 16 KiB against 32 KiB, 400 KiB fresh
-#: on an RP2040 through the Debug Probe (``benchmarks/real_probe.py`` at 260dee8, predictions):
-#: x86 1.005 against 1.024 s at a 31.25 MHz request, 1.084 against 1.097 s at 25 MHz; RP2350
-#: 1 MiB 2.186 against 2.194 s; zero2w, where the host's CPU is far slower than the flash and
-#: each call's polls cost it, 5.087 against 5.069 s (0.35 % slower). Runs still grow to the
+#: crosses while one of half its size programs, and on a link about as fast as the flash (the Debug
+#: Probe on the x86 host preset at 62.5 MHz SCK: 400 KiB's program phase 0.75 s against the flash's
+#: own 0.69 s) the flash waits about one run's programming in all. 16 KiB against 32 KiB, 400 KiB
+#: fresh on an RP2040 through the Debug Probe (``benchmarks/real_probe.py`` at 260dee8,
+#: predictions): x86 1.005 against 1.024 s at a 31.25 MHz request, 1.084 against 1.097 s at 25 MHz;
+#: RP2350 1 MiB 2.186 against 2.194 s; zero2w, where the host's CPU is far slower than the flash
+#: and each call's polls cost it, 5.087 against 5.069 s (0.35 % slower). Runs still grow to the
 #: buffer's 32 KiB on a link that outpaces the flash (:func:`link_outpaces_flash`).
 RUN_BYTES = {RP2_BOOT_ROM: 16 * 1024}
 #: Largest run per call once the probe has shown that it moves a run's bytes in well under the
