@@ -36,6 +36,7 @@ target). Never anything of piflash outside ``piflash.sim``.
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 from piflash.sim.probes.usb.spec import BOOTSEL, ENV_VAR, attached_boards, enabled, parse_spec
 
@@ -78,7 +79,7 @@ def install(spec: Optional[str] = None, store=None):
         _installing = False
     store = store if store is not None else SimStore()
     devices = []
-    for address, (board, preset, denied) in enumerate(entries, start=2):
+    for address, (board, preset, denied, serial) in enumerate(entries, start=2):
         if preset in (BOOTSEL, "app", "app-noreset"):
             from piflash.sim.probes.usb import picoboot_rp2350  # noqa: F401  (registers the RP2350's)
         if preset == BOOTSEL:
@@ -88,7 +89,7 @@ def install(spec: Optional[str] = None, store=None):
             from piflash.sim.probes.usb.picoboot import SimAppDevice
             device = SimAppDevice(board, store, address, reset_interface=preset == "app")
         else:
-            device = SimUsbDevice(get_preset(preset), board, store, address)
+            device = SimUsbDevice(get_preset(preset), board, store, address, serial=serial)
         device.access_denied = denied
         devices.append(device)
     return install_backend(SimUsbBackend(devices))

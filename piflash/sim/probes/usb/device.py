@@ -128,6 +128,7 @@ class SimUsbDevice:
     :param board_name: The simulated board behind it (in ``store``).
     :param store: Board store.
     :param address: USB device address on bus 1.
+    :param serial: its USB serial number (str), or None for :func:`serial_for`'s.
 
     Attributes: ``serial`` (str), ``clock`` (:class:`VirtualClock`), ``firmware``,
     ``unplugged`` (bool; set by :meth:`unplug`), ``access_denied`` (bool: opening fails with
@@ -140,7 +141,8 @@ class SimUsbDevice:
     :mod:`piflash.sim.probes.usb.replay` plays back).
     """
 
-    def __init__(self, preset: ProbePreset, board_name: str, store: SimStore, address: int) -> None:
+    def __init__(self, preset: ProbePreset, board_name: str, store: SimStore, address: int,
+                 serial: Optional[str] = None) -> None:
         self.preset = preset
         self.board_name = board_name
         self.address = address
@@ -148,7 +150,7 @@ class SimUsbDevice:
             target = store.get(board_name).target
         except Exception:       # not created yet: the serial then has no board ID
             target = ""
-        self.serial = serial_for(preset, board_name, target)
+        self.serial = serial or serial_for(preset, board_name, target)
         self.clock = VirtualClock()
         self.link = Link(preset, self.clock)
         self.firmware = DapFirmware(preset, board_name, store, self.serial, self.clock)

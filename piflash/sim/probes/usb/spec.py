@@ -7,7 +7,7 @@ out boards that are listed as USB probes instead.
 from __future__ import annotations
 
 import os
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 __all__ = ["ENV_VAR", "enabled", "parse_spec", "attached_boards"]
 
@@ -26,10 +26,15 @@ def enabled() -> bool:
     return bool(os.environ.get(ENV_VAR, "").strip())
 
 
-def parse_spec(text: str) -> List[Tuple[str, str, bool]]:
-    """Parse ``PIFLASH_SIM_USB``: a list of ``(board, preset, access_denied)``.
+def parse_spec(text: str) -> List[Tuple[str, str, bool, Optional[str]]]:
+    """Parse ``PIFLASH_SIM_USB``: a list of ``(board, preset, access_denied, serial)``.
 
-    :raises ValueError: An unknown preset or an empty board name.
+    An entry is ``BOARD[@PRESET][#SERIAL][!noaccess]``. ``#SERIAL`` gives the probe the USB
+    serial number SERIAL (letters and digits, at most 126: a string descriptor's limit) instead
+    of the one derived from the preset and board name, as a probe vendor's tool sets a serial
+    number on hardware; serial is None without it.
+
+    :raises ValueError: An unknown preset, an empty board name or a malformed serial number.
     """
     from piflash.sim.probes.usb.presets import PRESETS
     out = []
@@ -37,12 +42,17 @@ def parse_spec(text: str) -> List[Tuple[str, str, bool]]:
         if not item:
             continue
         item, _, flag = item.partition("!")
+        item, has_serial, serial = item.partition("#")
         board, _, preset = item.partition("@")
-        preset = preset or "debugprobe"
+        preset = preset.strip() or "debugprobe"
         if not board or (preset not in PRESETS and preset not in PICO_MODES):
-            raise ValueError("%s: bad entry %r (BOARD[@%s][!noaccess])"
+            raise ValueError("%s: bad entry %r (BOARD[@%s][#SERIAL][!noaccess])"
                              % (ENV_VAR, item, "|".join(list(PRESETS) + list(PICO_MODES))))
-        out.append((board.strip().lower(), preset, flag.strip() == "noaccess"))
+        serial = serial.strip()
+        if has_serial and not (serial.isascii() and serial.isalnum() and len(serial) <= 126):
+            raise ValueError("%s: bad serial number %r in %r (letters and digits, at most 126)"
+                             % (ENV_VAR, serial, item))
+        out.append((board.strip().lower(), preset, flag.strip() == "noaccess", serial if has_serial else None))
     return out
 
 
@@ -52,6 +62,6 @@ def attached_boards() -> List[str]:
     if not enabled():
         return []
     try:
-        return [board for board, _, _ in parse_spec(os.environ[ENV_VAR])]
+        return [board for board, _, _, _ in parse_spec(os.environ[ENV_VAR])]
     except ValueError:
         return []
