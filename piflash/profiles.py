@@ -4,7 +4,7 @@ A profile is a small YAML mapping (``docs/profiles.md`` has the full story)::
 
     # piflash profile
     target: nrf52840            # pyOCD target type (required)
-    probe: "0240000032044e45"   # probe unique ID (optional; any pyOCD unique ID)
+    probe: "0240000032044e45"   # probe unique ID (optional; the whole ID, or a prefix written 0240*)
     frequency: 4MHz             # SWD clock in Hz: an int, or "4MHz", "400kHz", "1000000"
     erase: auto                 # auto | sector | chip (default auto)
     firmware: build/app.hex     # required; relative to this file's directory
@@ -374,6 +374,13 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
 
     pfile = Path(src).resolve()
     target, probe, description = text("target"), text("probe"), text("description", blank_ok=True)
+    if probe is not None:
+        from piflash.probe.selector import ProbeSelector
+
+        try:
+            probe = str(ProbeSelector.parse(probe))
+        except PiflashError as e:
+            fail("probe", e.message, e.hint)
     pack = None
     if "pack" in values:
         raw = values["pack"]

@@ -26,6 +26,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "piflash"
 #: Each entry: (room, module prefixes). ``piflash`` alone is the package's own ``__init__``.
 PRODUCT_ROOMS = (
     ("shared", ("piflash", "piflash.errors", "piflash.progress")),
+    ("probe", ("piflash.probe",)),
     ("firmware", ("piflash.firmware",)),
     ("host", ("piflash.host",)),
     ("record", ("piflash.record",)),
@@ -52,7 +53,7 @@ SIM_ROOMS = (
 #: Product rooms that may use the simulator (host lists simulated USB probes; the CLI drives it).
 SIM_USERS = ("host", "cli")
 #: The rooms of piflash's API: usable without the CLI, free of click and rich.
-CORE = ("shared", "firmware", "record", "target", "production", "flashing", "profiles")
+CORE = ("shared", "probe", "firmware", "record", "target", "production", "flashing", "profiles")
 FRONT_END = ("click", "rich", "piflash.cli")
 
 

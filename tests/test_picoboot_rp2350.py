@@ -98,9 +98,12 @@ def test_unchanged_reflash_by_serial_and_another_family_refused(cli, pico2, tmp_
     store, info, blink = pico2
     uf2 = tmp_path / "blink.uf2"
     uf2.write_bytes(to_uf2(blink, BASE, RP2350_ARM_S_FAMILY))
-    first = cli.json("flash", uf2, "-u", f"picoboot:{info.target_uid[-6:]}", "--no-reset")
+    # The whole serial number (the chip's unique ID), in another case; its tail names nothing.
+    tail = cli.json("flash", uf2, "-u", f"picoboot:{info.target_uid[-6:]}", "--no-reset", check=7)
+    assert f"(ATTACHED: PICOBOOT:1-2, PICOBOOT:{info.target_uid.upper()})" in tail["error"]["message"].upper()
+    first = cli.json("flash", uf2, "-u", f"picoboot:{info.target_uid.lower()}", "--no-reset")
     assert first["ok"] and first["program"]["programmed_bytes"] > 0
-    second = cli.json("flash", uf2, "-u", f"picoboot:{info.target_uid[-6:]}", "--no-reset")
+    second = cli.json("flash", uf2, "-u", f"picoboot:{info.target_uid}", "--no-reset")
     assert second["program"]["programmed_bytes"] == 0 and second["program"]["erased_bytes"] == 0
     other = tmp_path / "pico.uf2"
     other.write_bytes(to_uf2(b"\x55" * 512, BASE, RP2040_FAMILY))

@@ -163,7 +163,9 @@ def test_doctor_passes_when_every_probe_opens(bench):
 
 @pytest.mark.parametrize("probe_arg, code", [
     ((), ExitCode.PERMISSION),                        # the pyOCD #1719 trap: not "no probe"
-    (("-u", DAPLINK_SERIAL[:10]), ExitCode.PERMISSION),
+    (("-u", DAPLINK_SERIAL), ExitCode.PERMISSION),
+    (("-u", DAPLINK_SERIAL[:10].lower() + "*"), ExitCode.PERMISSION),   # a prefix written as one
+    (("-u", DAPLINK_SERIAL[:10]), ExitCode.NO_PROBE),                 # a part of a serial names nothing
     (("-u", "nosuchprobe"), ExitCode.NO_PROBE),
 ])
 def test_connect_says_permission_not_no_probe(bench, probe_arg, code):

@@ -131,6 +131,18 @@ def _frequency(ctx, param, value):
         raise click.BadParameter(exc.message.replace("key 'frequency': ", ""))
 
 
+def _probe(ctx, param, value):
+    """``--probe``: parsed as a probe selector (:mod:`piflash.probe.selector`), passed on as written
+    (the API parses it again, with the same result); a malformed one is a usage error."""
+    if value is None:
+        return None
+    from piflash.probe.selector import ProbeSelector
+    try:
+        return str(ProbeSelector.parse(value))
+    except PiflashError as exc:
+        raise click.BadParameter(exc.message + (f" ({exc.hint})" if exc.hint else ""))
+
+
 def _pyocd_options(ctx, param, values):
     out = {}
     for item in values:
@@ -163,9 +175,10 @@ def probe_options(func):
                         help="SWD clock, e.g. 4000000 or 4MHz.")(func)
     func = click.option("--target", "-t", metavar="TYPE",
                         help="pyOCD target type, e.g. nrf52840, stm32f103rc ('piflash targets').")(func)
-    func = click.option("--probe", "-u", metavar="UID",
-                        help="Probe unique ID (or part of one), e.g. a serial number, "
-                             "sim:nrf52840, remote:HOST:PORT.")(func)
+    func = click.option("--probe", "-u", metavar="UID", callback=_probe,
+                        help="Probe unique ID, matched whole (any case): a serial number, "
+                             "sim:nrf52840, remote:HOST:PORT, picoboot[:SERIAL|:BUS-PORT]; "
+                             "0240* for a prefix that matches one probe.")(func)
     return func
 
 

@@ -297,13 +297,18 @@ def scan_simulated_usb() -> List[UsbProbe]:
     return found
 
 
-def blocked_probes(unique_id: Optional[str] = None) -> List[UsbProbe]:
+def blocked_probes(unique_id=None) -> List[UsbProbe]:
     """Probes attached now that this process may not open (roots from the environment).
 
-    :param unique_id: keep only probes whose USB serial contains this (case-insensitive),
-        as pyOCD matches unique IDs; None keeps all.
+    :param unique_id: a probe selector (str or :class:`piflash.probe.ProbeSelector`): keep only the
+        probes whose USB serial number it matches (the whole number, any case, or a written
+        ``0240*`` prefix; :meth:`~piflash.probe.ProbeSelector.matches`); None keeps all.
+    :raises ProbeSyntaxError: a selector that cannot be one.
     """
+    from piflash.probe.selector import parse_selector
+
+    selector = parse_selector(unique_id)
     out = [p for p in scan(**roots_from_env()) + scan_simulated_usb() if not p.accessible]
-    if unique_id:
-        out = [p for p in out if p.serial and unique_id.lower() in p.serial.lower()]
+    if selector is not None:
+        out = [p for p in out if selector.matches(p.serial)]
     return out

@@ -112,6 +112,34 @@ class StationConfig:
         return default_path()
 
 
+def _exact_probes(probes: Tuple[str, ...], fail) -> Tuple[str, ...]:
+    """The station's ``probes:``, each parsed as a :class:`~piflash.probe.ProbeSelector` and
+    written as parsed: a station serves exactly the probes it names, so a prefix (``0240*``, a
+    bare ``picoboot``) is refused, and so is a probe named twice (in any case).
+
+    :param fail: the loader's ``fail(key, message, hint)``, which raises ProfileError (exit 5).
+    """
+    from piflash.errors import PiflashError
+    from piflash.probe.selector import ProbeSelector
+
+    out = []
+    for text in probes:
+        try:
+            selector = ProbeSelector.parse(text)
+        except PiflashError as exc:
+            fail("probes", exc.message, exc.hint)
+        if selector.prefix:
+            example = "picoboot:1-1.2" if selector.kind.bare else f"{selector.text}..."
+            fail("probes", f"'{text}' is not one probe: a station matches each probe exactly",
+                 hint=f"write each probe's whole unique ID ('piflash probes' lists them), e.g. {example}")
+        out.append(selector.text)
+    lowered = [p.lower() for p in out]
+    twice = sorted({p for p in out if lowered.count(p.lower()) > 1})
+    if twice:
+        fail("probes", f"a probe is listed twice: {', '.join(twice)}")
+    return tuple(out)
+
+
 def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> StationConfig:
     """Read and validate a station config and the profile it names.
 
@@ -151,12 +179,12 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
     elif isinstance(probes, str):
         probes = (probes,)
     elif isinstance(probes, list) and probes and all(isinstance(p, str) and p.strip() for p in probes):
-        if len(set(probes)) != len(probes):
-            fail("probes", "a probe is listed twice")
         probes = tuple(probes)
     else:
         fail("probes", f"expected 'any' or a list of probe unique IDs (quoted strings), got {probes!r}",
              hint='e.g. probes: ["0240000032044e45", "sim:bay-2"]')
+    if probes is not None:
+        probes = _exact_probes(probes, fail)
 
     same = values.get("on_same_firmware", "skip")
     if same not in ON_SAME_FIRMWARE:

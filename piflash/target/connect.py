@@ -1,9 +1,10 @@
 """Find debug probes and open a pyOCD session on a target, with errors that say what to do.
 
-pyOCD is imported inside the functions. A probe is named by its pyOCD unique ID
-(a USB serial number, ``sim:<board>`` for a simulated board, or
-``remote:HOST:PORT`` for pyOCD's remote probe protocol); as in pyOCD, a partial
-unique ID matches every probe whose ID contains it.
+pyOCD is imported inside the functions. A probe is named by a probe selector
+(:mod:`piflash.probe.selector`: a USB serial number, ``sim:<board>`` for a simulated board,
+``remote:HOST:PORT`` for pyOCD's remote probe protocol), which matches a whole unique ID or a
+prefix written as one (``0240*``); unlike pyOCD's ``--uid``, never a part of an ID. pyOCD's
+``Session`` is handed the chosen probe object, never the ID string.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional
 
 from piflash.errors import (ConnectError, FlashError, NoProbeError, PiflashError, ProbeBusyError,
-                            ProbeLostError, ProbePermissionError, SeveralProbesError, TargetRequiredError,
+                            ProbeLostError, ProbePermissionError, ProbeSyntaxError, TargetRequiredError,
                             UnknownOptionError, extra_available, extra_for_module, extra_missing)
+from piflash.probe.selector import (PROBE_KINDS, ProbeSelector, no_probe_error, parse_selector,
+                                    several_probes_error)
 
 LOG = logging.getLogger(__name__)
 
@@ -70,63 +73,102 @@ def probe_target(probe) -> Optional[str]:
 _probe_target = probe_target
 
 
-def _find_probes(unique_id: Optional[str]) -> list:
-    """pyOCD's probes matching ``unique_id``; a ``remote:`` one is piflash's bounded-wait client.
-
-    :raises ProbeSyntaxError: a malformed ``remote:HOST:PORT``.
-    :raises ExtraMissingError: a ``sim:`` unique ID without the simulator installed.
-    """
-    from piflash.target import remote
-
-    if remote.is_remote(unique_id):
-        return [remote.remote_probe(unique_id)]
-    if unique_id and unique_id.lower().startswith("sim:") and not extra_available("sim"):
-        raise extra_missing("sim")
+def _all_probes() -> list:
+    """Every probe pyOCD's plugins list now (no ID given to pyOCD, so no substring match)."""
     from pyocd.core.helpers import ConnectHelper
 
     try:
-        return ConnectHelper.get_all_connected_probes(blocking=False, unique_id=unique_id,
-                                                      print_wait_message=False)
+        return ConnectHelper.get_all_connected_probes(blocking=False, print_wait_message=False)
     except Exception as exc:  # pyOCD lets USB and socket errors through from enumeration
         raise translate_error(exc, "list probes") from exc
 
 
-def list_probes(unique_id: Optional[str] = None) -> List[ProbeInfo]:
-    """Probes pyOCD can see now, sorted by description and unique ID.
+def _find_probes(selector: Optional[ProbeSelector]) -> list:
+    """pyOCD's probes that ``selector`` matches exactly (every probe for None); a ``remote:`` one
+    is piflash's bounded-wait client.
 
-    :param unique_id: keep only probes whose unique ID contains this (str), or all.
+    A whole ID is first asked of each probe plugin (pyOCD's ``DebugProbeAggregator.get_probe_with_id``:
+    one USB look-up, and the simulator's way of creating ``sim:NAME`` boards), and the probe it
+    returns is taken only when its ID is the one asked for; otherwise, and for a prefix, every probe
+    is listed and kept by :meth:`ProbeSelector.matches`. pyOCD is never given the ID to filter
+    by: its aggregator keeps every probe whose ID contains it.
+
+    :raises ProbeSyntaxError: a selector for another transport (``picoboot``).
+    :raises ExtraMissingError: a ``sim:`` selector without the simulator installed.
+    """
+    from piflash.target import remote
+
+    if selector is None:
+        return _all_probes()
+    if selector.transport != "pyocd":
+        raise ProbeSyntaxError(f"{selector} is not a debug probe: it is {selector.kind.description}",
+                               hint="this command needs a debug probe; 'piflash probes' lists them")
+    if remote.is_remote(selector):
+        return [remote.remote_probe(selector.text)]
+    if selector.kind is PROBE_KINDS["sim"] and not extra_available("sim"):
+        raise extra_missing("sim")
+    whole = selector.lookup_id
+    # A USB serial with a ':' would be read by pyOCD as TYPE:ID ("unknown debug probe type").
+    if whole is not None and (selector.kind.tag is not None or ":" not in whole):
+        from pyocd.probe.aggregator import DebugProbeAggregator
+
+        try:
+            probe = DebugProbeAggregator.get_probe_with_id(whole)
+        except Exception as exc:
+            raise translate_error(exc, "list probes") from exc
+        if probe is not None and selector.matches(probe.unique_id):
+            return [probe]
+    return [p for p in _all_probes() if selector.matches(p.unique_id)]
+
+
+def list_probes(unique_id=None) -> List[ProbeInfo]:
+    """Probes pyOCD can see now.
+
+    :param unique_id: a probe selector (str or :class:`ProbeSelector`): keep only the probes it
+        matches (exactly, or by a written ``*`` prefix); None for all.
+    :raises ProbeSyntaxError: a selector that cannot be one.
     :raises ConnectError: when a remote probe named by ``unique_id`` does not answer.
     """
     return [ProbeInfo(p.unique_id, p.description, _probe_target(p), _probe_vid_pid(p))
-            for p in _find_probes(unique_id)]
+            for p in _find_probes(parse_selector(unique_id))]
 
 
-def select_probe(unique_id: Optional[str] = None):
-    """Return the one pyOCD ``DebugProbe`` the unique ID (or the lack of one) designates.
+def select_probe(unique_id=None):
+    """Return the one pyOCD ``DebugProbe`` a probe selector (or the lack of one) designates.
 
-    :raises NoProbeError: nothing matches.
-    :raises SeveralProbesError: several match and ``unique_id`` does not pick one.
+    :param unique_id: a probe selector (str or :class:`ProbeSelector`, see
+        :mod:`piflash.probe.selector`): a whole unique ID matches only that probe (any case), a
+        written ``*`` prefix the one probe whose ID begins with it; None: the only probe attached.
+    :raises ProbeSyntaxError: (exit 2) a selector that cannot be one.
+    :raises NoProbeError: (exit 7) nothing matches; the message names the probes attached and the
+        near matches. No other probe is opened.
+    :raises SeveralProbesError: (exit 8) several match (a prefix, or no selector).
+    :raises ProbePermissionError: (exit 9) the probe is attached but may not be opened.
     """
-    probes = _find_probes(unique_id)
+    selector = parse_selector(unique_id)
+    probes = _find_probes(selector)
     if not probes:
-        _raise_if_blocked(unique_id)
-        if unique_id:
-            raise NoProbeError(f"no debug probe with unique ID '{unique_id}' found",
-                               hint="'piflash probes' lists the probes piflash can see")
+        _raise_if_blocked(selector)
+        if selector is not None:
+            try:
+                seen = [p.unique_id for p in _all_probes()]
+            except PiflashError:
+                seen = []
+            raise no_probe_error(selector, seen)
         raise NoProbeError("no debug probe found",
                            hint="plug in a probe; 'piflash probes' lists what pyOCD can see, and "
                                 "'piflash doctor' checks USB, udev rules and permissions")
     if len(probes) > 1:
-        exact = [p for p in probes if unique_id and p.unique_id.lower() == unique_id.lower()]
-        if len(exact) == 1:
-            return exact[0]
         ids = [p.unique_id for p in probes]
-        raise SeveralProbesError(f"{len(probes)} debug probes found: {', '.join(ids)}", ids,
-                                 hint="choose one with --probe UNIQUE_ID (or 'probe:' in the profile)")
+        hint = None
+        if selector is not None and not selector.prefix:     # one ID on two probes
+            hint = ("these probes report the same serial number; unplug all but one (a probe's "
+                    "serial number can often be set with its vendor's tool)")
+        raise several_probes_error(selector, ids, hint=hint)
     return probes[0]
 
 
-def _raise_if_blocked(unique_id: Optional[str]) -> None:
+def _raise_if_blocked(selector: Optional[ProbeSelector]) -> None:
     """pyOCD found nothing: if a probe is attached but may not be opened, say so (pyOCD #1719).
 
     :raises ProbePermissionError: with the USB scan's reason and fix.
@@ -134,7 +176,7 @@ def _raise_if_blocked(unique_id: Optional[str]) -> None:
     from piflash.host.usbscan import blocked_probes
 
     try:
-        blocked = blocked_probes(unique_id)
+        blocked = blocked_probes(selector)
     except OSError:  # an unreadable sysfs must not hide the real "no probe" answer
         LOG.debug("USB scan failed", exc_info=True)
         return
@@ -387,7 +429,8 @@ def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
 
     The session is closed (probe released) when the ``with`` block ends, whatever happens.
 
-    :param unique_id: probe unique ID or part of one (str), or None for the only probe.
+    :param unique_id: probe selector (str or :class:`ProbeSelector`: a whole unique ID, or a
+        prefix written ``0240*``), or None for the only probe.
     :param target: pyOCD target type (str); None uses what the probe reports, which
         only works for probes that know their board (DAPLink, simulated boards).
     :param frequency: SWD clock in Hz (int); None: ``options["frequency"]`` if given, else

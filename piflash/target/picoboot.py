@@ -89,9 +89,17 @@ def _ops_code() -> bytes:
     return resources.files("piflash.data").joinpath("picoboot_ops.bin").read_bytes()
 
 
-def is_picoboot(probe: Optional[str]) -> bool:
-    """Whether a probe ID names a BOOTSEL device (``picoboot`` or ``picoboot:...``)."""
-    return bool(probe) and (probe == "picoboot" or probe.startswith(PREFIX))
+def is_picoboot(probe) -> bool:
+    """Whether a probe selector (str, :class:`~piflash.probe.ProbeSelector` or None) names a
+    BOOTSEL device (``picoboot`` or ``picoboot:...``, any case). Does not check the rest."""
+    from piflash.probe.selector import PROBE_KINDS, kind_of
+
+    if not probe:
+        return False
+    if hasattr(probe, "kind"):
+        return probe.kind is PROBE_KINDS["picoboot"]
+    text = str(probe).strip().lower()
+    return text == "picoboot" or kind_of(text) is PROBE_KINDS["picoboot"]
 
 
 def command_timeout(erase_bytes: int = 0, program_bytes: int = 0, data_bytes: int = 0) -> float:
@@ -287,48 +295,70 @@ def reboot_to_bootsel(pico: RunningPico, wait_s: float = BOOTSEL_APPEAR_S) -> Bo
         time.sleep(0.2)
 
 
-def device_named(device: BootselDevice, probe: Optional[str]) -> bool:
-    """Whether the probe ID ``probe`` (``picoboot``, ``picoboot:TEXT``) names ``device``: no TEXT
-    names every device, else TEXT is in its port path or (any case) in its serial number."""
-    text = (probe or "")[len(PREFIX):] if probe and probe.startswith(PREFIX) else ""
-    return (not text or text in device.port_path
-            or (device.serial is not None and text.lower() in device.serial.lower()))
+def _selector(probe):
+    """The :class:`~piflash.probe.ProbeSelector` of ``probe`` (str, selector or None: ``picoboot``).
+
+    :raises ProbeSyntaxError: it cannot be a selector, or it names another kind of probe.
+    """
+    from piflash.errors import ProbeSyntaxError
+    from piflash.probe.selector import ProbeSelector
+
+    selector = ProbeSelector.parse(probe or "picoboot")
+    if selector.transport != "picoboot":
+        raise ProbeSyntaxError(f"{selector} is not a Pico in BOOTSEL mode: use picoboot, picoboot:SERIAL "
+                               "or picoboot:BUS-PORT")
+    return selector
 
 
-def select_device(probe: Optional[str], reboot_running: bool = True) -> BootselDevice:
-    """The BOOTSEL device ``probe`` names (``picoboot``, ``picoboot:TEXT``; see the module). With
-    ``reboot_running``, when none is in BOOTSEL mode but one running Pico matches (its port, its
-    product or serial string), it is rebooted into BOOTSEL through its reset interface first.
+def device_named(device: BootselDevice, probe) -> bool:
+    """Whether the probe selector ``probe`` (``picoboot``, ``picoboot:TEXT``, ``picoboot:TEXT*``;
+    str or :class:`~piflash.probe.ProbeSelector`) names ``device``: ``picoboot`` alone names every
+    device, else TEXT is its whole port path or its whole USB serial number (any case), or, written
+    with ``*``, the start of one of them.
 
+    :raises ProbeSyntaxError: ``probe`` is not a BOOTSEL selector.
+    """
+    return _selector(probe).matches(device.probe_id, PREFIX + device.serial if device.serial else None)
+
+
+def select_device(probe, reboot_running: bool = True) -> BootselDevice:
+    """The BOOTSEL device ``probe`` names (``picoboot``, ``picoboot:TEXT``; see :func:`device_named`).
+    With ``reboot_running``, when none is in BOOTSEL mode but one running Pico matches (its whole
+    port path or its whole USB serial number), it is rebooted into BOOTSEL through its reset
+    interface first.
+
+    :raises ProbeSyntaxError: ``probe`` is not a BOOTSEL selector (exit 2).
     :raises NoProbeError: none matches, or the one that matches cannot be rebooted (exit 7).
     :raises SeveralProbesError: several match (exit 8).
     :raises ProbePermissionError: it matches but this user may not open it (exit 9).
     :raises ProbeTimeoutError: a rebooted Pico did not come back in BOOTSEL mode (exit 23).
     """
-    text = (probe or "")[len(PREFIX):] if probe and probe.startswith(PREFIX) else ""
+    from piflash.probe.selector import no_probe_error
+
+    selector = _selector(probe)
     devices = list_devices()
-    matches = [d for d in devices if device_named(d, probe)]
+    matches = [d for d in devices if device_named(d, selector)]
     if not matches and reboot_running:
-        running = [r for r in list_running() if not text or text in r.port_path
-                   or any(v and text.lower() in v.lower() for v in (r.serial, r.product))]
+        running = [r for r in list_running()
+                   if selector.matches(r.probe_id, PREFIX + r.serial if r.serial else None)]
         if len(running) > 1:
             names = ", ".join(f"{r.probe_id} ({r.vid_pid} {r.product or ''})" for r in running)
-            raise SeveralProbesError(f"{len(running)} running Picos match {probe or 'picoboot'}: {names}",
-                                     hint="name one by its port: -u picoboot:PORT-PATH")
+            raise SeveralProbesError(f"{len(running)} running Picos match {selector}: {names}",
+                                     [r.probe_id for r in running], hint="name one by its port: -u picoboot:PORT-PATH")
         if running:
             return reboot_to_bootsel(running[0])
     if not matches:
-        seen = ", ".join(f"{d.probe_id} ({d.chip}, serial {d.serial})" for d in devices) or "none"
-        raise NoProbeError(f"no Pico in BOOTSEL mode matches {probe or 'picoboot'} (BOOTSEL devices: {seen})",
-                           hint="hold BOOTSEL while plugging the board in (or while pressing RUN/reset); "
-                                "'piflash probes' lists what is attached")
-    exact = [d for d in matches if d.port_path == text]
-    if len(matches) > 1 and len(exact) != 1:
+        seen = [d.probe_id for d in devices] + [PREFIX + d.serial for d in devices if d.serial]
+        raise no_probe_error(selector, seen,
+                             hint="hold BOOTSEL while plugging the board in (or while pressing RUN/reset); "
+                                  "'piflash probes' lists what is attached")
+    if len(matches) > 1:
         names = ", ".join(d.probe_id for d in matches)
-        raise SeveralProbesError(f"{len(matches)} Picos in BOOTSEL mode match {probe or 'picoboot'}: {names}",
+        raise SeveralProbesError(f"{len(matches)} Picos in BOOTSEL mode match {selector}: {names}",
+                                 [d.probe_id for d in matches],
                                  hint="name one by its port: -u picoboot:PORT-PATH (an RP2040's serial "
                                       "is its ROM version, the same on every board)")
-    chosen = exact[0] if exact else matches[0]
+    chosen = matches[0]
     if not chosen.accessible:
         raise ProbePermissionError(f"{chosen.probe_id}: this user may not open the BOOTSEL device",
                                    hint=_permission_fix())

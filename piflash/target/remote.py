@@ -21,11 +21,11 @@ import time
 from typing import Optional, Tuple
 
 from piflash.errors import ProbeSyntaxError, ProbeTimeoutError
+from piflash.probe.selector import PROBE_KINDS, kind_of, parse_remote_address
+from piflash.probe.selector import REMOTE_DEFAULT_PORT as DEFAULT_PORT  # noqa: F401  (pyOCD's default)
 
 #: Prefix of a remote probe's unique ID (pyOCD's ``TCPClientProbePlugin`` name).
 PREFIX = "remote:"
-#: pyOCD's default port when the unique ID has none (``TCPClientProbe.DEFAULT_PORT``).
-DEFAULT_PORT = 5555
 #: Requests of pyOCD's remote probe protocol (``pyocd/probe/tcp_probe_server.py``) that drive the
 #: SWD wire or the target's reset line: a reply to one of them means the server reached the board.
 #: The others (``hello``, ``readprop``, ``open``, ``lock``, ``set_clock``...) only talk to the
@@ -45,30 +45,22 @@ TIMEOUT_ENV = "PIFLASH_PROBE_TIMEOUT"
 _REQUEST_NAME = re.compile(rb'"request": "([a-z0-9_]+)"')
 
 
-def is_remote(unique_id: Optional[str]) -> bool:
-    """Whether ``unique_id`` (str or None) names a remote probe (``remote:...``)."""
-    return bool(unique_id) and unique_id.lower().startswith(PREFIX)
+def is_remote(unique_id) -> bool:
+    """Whether ``unique_id`` (str, a :class:`~piflash.probe.ProbeSelector`, or None) names a
+    remote probe (``remote:...``)."""
+    if not unique_id:
+        return False
+    kind = unique_id.kind if hasattr(unique_id, "kind") else kind_of(str(unique_id))
+    return kind is PROBE_KINDS["remote"]
 
 
-def parse_remote(unique_id: str) -> Tuple[str, int]:
-    """Split ``remote:HOST[:PORT]`` into (host, port), as pyOCD will read it.
+def parse_remote(unique_id) -> Tuple[str, int]:
+    """Split ``remote:HOST[:PORT]`` (str or selector) into (host, port), as pyOCD will read it
+    (:func:`piflash.probe.selector.parse_remote_address`).
 
     :raises ProbeSyntaxError: (exit 2) no host, or a port that is not a number in 1..65535.
     """
-    rest = unique_id[len(PREFIX):]
-    host, sep, port_text = rest.partition(":")
-    if not host:
-        raise ProbeSyntaxError(f"'{unique_id}' names no host: use remote:HOST:PORT, e.g. remote:127.0.0.1:5555")
-    if not sep:
-        return host, DEFAULT_PORT
-    try:
-        port = int(port_text, 10)
-    except ValueError:
-        port = -1
-    if not 1 <= port <= 65535:
-        raise ProbeSyntaxError(f"'{unique_id}': the port '{port_text}' is not a TCP port number (1-65535)",
-                               hint="use remote:HOST:PORT, e.g. remote:127.0.0.1:5555")
-    return host, port
+    return parse_remote_address(str(unique_id))
 
 
 def reply_timeout() -> float:
