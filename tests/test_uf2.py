@@ -160,3 +160,27 @@ def test_profile_with_a_uf2_and_a_serial(nrf_uf2, cli, tmp_path):
     res = cli.json("flash", "-p", "u", "-u", "sim:p", "--serial", "500")
     assert res["serial"] == "500" and res["firmware_format"] == "uf2"
     assert SimStore().read_nvm("p", "uicr")[0x80:0x84] == struct.pack("<I", 500)
+
+
+def test_a_block_count_of_four_billion_costs_what_the_file_does(nrf_uf2, tmp_path):
+    """Issue 38: a total of 0xFFFFFFFF in every block drove the missing-block report to 23 GB and
+    the OOM killer. The report is made from the blocks present: the CLI, under a 512 MiB
+    address-space cap, refuses the file as incomplete (exit 3) naming the first missing blocks."""
+    import resource
+
+    bs = blocks(nrf_uf2)
+    for b in bs:
+        struct.pack_into("<I", b, 24, 0xFFFFFFFF)
+    path = write_blocks(tmp_path / "bomb.uf2", bs)
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (512 << 20, 512 << 20))
+
+    proc = subprocess.run([sys.executable, "-m", "piflash", "flash", str(path), "-t", "nrf52840"],
+                          capture_output=True, text=True, timeout=60, preexec_fn=cap)
+    assert proc.returncode == ExitCode.FIRMWARE, proc.stderr
+    assert f"has {len(bs)} of its 4294967295 blocks: block(s) {len(bs)}, {len(bs) + 1}, " in proc.stderr
+    assert "Traceback" not in proc.stderr
+    from piflash.firmware.uf2 import _first_missing
+
+    assert _first_missing({0, 2, 5}, 7, 5) == [1, 3, 4, 6] and _first_missing(set(), 2**32, 2) == [0, 1]

@@ -158,6 +158,21 @@ def is_uf2(head: bytes) -> bool:
     return len(head) >= 8 and struct.unpack_from("<2I", head) == (MAGIC_START0, MAGIC_START1)
 
 
+def _first_missing(present: "set[int]", total: int, count: int) -> List[int]:
+    """The first ``count`` numbers of ``range(total)`` not in ``present`` (ints), in order, in time
+    and memory bounded by ``len(present)`` and ``count``, whatever ``total`` is."""
+    out: List[int] = []
+    expect = 0
+    for number in sorted(present) + [total]:
+        while expect < number and len(out) < count:
+            out.append(expect)
+            expect += 1
+        if len(out) >= count:
+            break
+        expect = number + 1
+    return out
+
+
 def parse_uf2(path: Path, raw: bytes) -> Uf2Contents:
     """Read and check a UF2 file's blocks (the module docstring has the layout).
 
@@ -211,8 +226,11 @@ def parse_uf2(path: Path, raw: bytes) -> Uf2Contents:
         chunks.append((addr, block[32:32 + size]))
     for image in images:
         if image["seen"] != image["total"]:
-            missing = sorted(set(range(image["total"])) - image["numbers"])
-            shown = ", ".join(str(n) for n in missing[:5]) + (" ..." if len(missing) > 5 else "")
+            # The numbers missing are found from those present (at most the file's blocks): a
+            # block count of 0xFFFFFFFF must cost no more than the file does (issue 38).
+            missing = _first_missing(image["numbers"], image["total"], 5)
+            more = image["total"] - image["seen"] > len(missing)
+            shown = ", ".join(str(n) for n in missing) + (" ..." if more else "")
             raise FirmwareError(f"{path}: UF2 image starting at block {image['first']} has {image['seen']} of "
                                 f"its {image['total']} blocks: block(s) {shown} missing",
                                 hint="the file is incomplete: build or fetch it again")
