@@ -72,6 +72,15 @@ REQUIRED_KEYS = ("target", "firmware")
 _SHA256_RE = re.compile(r"[0-9a-fA-F]{64}")
 _FREQ_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([km]?)(?:hz)?", re.IGNORECASE)
 _CHUNK = 1 << 20  # bytes read at a time when hashing firmware
+#: Bytes a profile or station config may have. The largest in the docs and tests is under 4 KiB; a
+#: profile with a few hundred patch entries stays far below this. Checked before the file is read.
+MAX_YAML_BYTES = 1 << 20
+#: Values (scalars, lists, mappings) a profile or station config may hold once YAML's aliases are
+#: expanded. An alias repeats a node without copying it, so nine aliases of nine lists make a
+#: billion values from a few hundred bytes (the "billion laughs"); every piflash key is read
+#: and printed expanded. Counted on the composed nodes, each alias once per use, before any
+#: value is built.
+MAX_YAML_VALUES = 50_000
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -240,6 +249,60 @@ def parse_frequency(value: Any, path: Optional[str] = None, line: Optional[int] 
     return int(hz)
 
 
+def read_bounded(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of ``path``, refused before reading when it has more than ``limit`` bytes.
+
+    Reads at most ``limit + 1`` bytes whatever the file claims (a FIFO or a file that grows).
+
+    :raises ProfileError: (exit 5) unreadable, not a regular file, or too large.
+    """
+    import stat
+
+    try:
+        # Opened without blocking: opening a FIFO for reading would wait for a writer for ever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ProfileError(f"cannot read {what}: not a regular file", path=str(path))
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise ProfileError(f"cannot read {what}: {e.strerror or e}", path=str(path)) from None
+    if len(data) > limit:
+        raise ProfileError(f"{what} is larger than {limit:,} bytes: not a piflash {what}", path=str(path))
+    return data
+
+
+def expanded_size(node, limit: int) -> int:
+    """How many values (scalars, sequences, mappings: keys and values) the composed YAML ``node``
+    holds with every alias expanded, counted up to just past ``limit`` (int) and no further:
+    the time is bounded by the distinct nodes and ``limit``, not by the expansion."""
+    import yaml
+
+    memo: dict = {}
+
+    def size(n, depth: int) -> int:
+        key = id(n)
+        if key in memo:
+            return memo[key]
+        if depth > 200:                      # a self-referencing alias, or absurd nesting
+            return limit + 1
+        total = 1
+        if isinstance(n, yaml.SequenceNode):
+            for child in n.value:
+                total += size(child, depth + 1)
+                if total > limit:
+                    break
+        elif isinstance(n, yaml.MappingNode):
+            for k, v in n.value:
+                total += size(k, depth + 1) + size(v, depth + 1)
+                if total > limit:
+                    break
+        memo[key] = min(total, limit + 1)
+        return memo[key]
+
+    return size(node, 0)
+
+
 def read_yaml_mapping(src: str, allowed_keys: Tuple[str, ...], what: str = "profile",
                       text_keys: Tuple[str, ...] = (), empty: Optional[str] = None
                       ) -> Tuple[dict, dict, int]:
@@ -261,10 +324,9 @@ def read_yaml_mapping(src: str, allowed_keys: Tuple[str, ...], what: str = "prof
     import yaml
 
     try:
-        text = Path(src).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise ProfileError(f"cannot read {what}: {reason}", path=src) from None
+        text = read_bounded(Path(src), MAX_YAML_BYTES, what).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ProfileError(f"cannot read {what}: {e}", path=src) from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as e:
@@ -278,6 +340,11 @@ def read_yaml_mapping(src: str, allowed_keys: Tuple[str, ...], what: str = "prof
         raise ProfileError(f"YAML error: {e}", path=src) from None
     if root is None or root.tag == "tag:yaml.org,2002:null":
         raise ProfileError(empty or f"{what} is empty", path=src)
+    values_held = expanded_size(root, MAX_YAML_VALUES)
+    if values_held > MAX_YAML_VALUES:
+        raise ProfileError(f"{what} holds more than {MAX_YAML_VALUES:,} values once its YAML aliases "
+                           "(*name) are expanded: refused before reading them", path=src,
+                           hint="write the values out, or use fewer aliases; piflash's keys need few values")
     if not isinstance(root, yaml.MappingNode):
         raise ProfileError(f"top level must be a mapping of keys to values, not a "
                            f"{'list' if isinstance(root, yaml.SequenceNode) else 'single value'}",

@@ -459,3 +459,53 @@ def test_docs_error_examples_are_current(tmp_path, monkeypatch):
         shown = proc.stderr.replace(str(tmp_path.resolve()), "/tmp/station")
         assert proc.returncode == 5
         assert shown == f"error: /tmp/station/{message}\n" + (f"hint: {hint}\n" if hint else ""), shown
+
+
+# --- hostile files (issue 38) ----------------------------------------------------------------
+
+def _alias_bomb(levels: int = 9) -> str:
+    """The billion laughs: each list is nine aliases of the one before (9 ** levels values)."""
+    lines = ['a0: &a0 ["lol"]']
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("key", ["pack", "description", "serial", "patch"])
+def test_an_alias_bomb_under_any_key_is_refused_before_it_is_expanded(tmp_path, key):
+    import resource
+    import time
+
+    bomb = _alias_bomb()
+    body = "\n".join("  " + line for line in bomb.splitlines())
+    text = f"target: nrf52840\nfirmware: a.hex\n{key}:\n  bomb:\n{body.replace('  a', '    a')}\n"
+    path = write(tmp_path, "bomb.yaml", text)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.process_time()
+    err = error_of(path)
+    assert time.process_time() - start < 2.0
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 * 1024      # KiB: < 64 MiB more
+    assert "more than 50,000 values once its YAML aliases" in err.message and len(str(err)) < 400
+
+
+def test_a_file_too_large_or_not_a_file_is_refused_without_reading_it(tmp_path):
+    big = write(tmp_path, "big.yaml", "target: nrf52840\nfirmware: a.hex\n# " + "x" * (1 << 20) + "\n")
+    assert "larger than 1,048,576 bytes" in error_of(big).message
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    assert error_of(fifo).message.endswith("not a regular file")
+
+
+def test_aliases_that_stay_small_still_load(tmp_path):
+    text = ('target: nrf52840\nfirmware: a.hex\ndescription: &d "Blue pill"\n'
+            'pack: [&p /tmp/a.pack]\n')
+    assert load_profile(write(tmp_path, "ok.yaml", text)).description == "Blue pill"
+
+
+def test_an_alias_bomb_in_a_station_config_is_refused_too(tmp_path):
+    from piflash.station.config import load_config
+
+    body = "\n".join("  " + line for line in _alias_bomb().splitlines())
+    path = write(tmp_path, "station.yaml", f"station: s\nprofile: p.yaml\ngpio:\n{body}\n")
+    with pytest.raises(ProfileError) as info:
+        load_config(path)
+    assert "more than 50,000 values" in info.value.message

@@ -182,11 +182,9 @@ def running_executable_or(default: str) -> str:
 
 def _check_config(config: Path) -> bytes:
     """The config file's bytes, after checking it is a YAML mapping (not the whole schema)."""
-    try:
-        data = config.read_bytes()
-    except OSError as exc:
-        raise ProfileError(f"cannot read the station config: {exc.strerror or exc}",
-                           path=str(config)) from None
+    from piflash.profiles import MAX_YAML_BYTES, read_bounded
+
+    data = read_bounded(config, MAX_YAML_BYTES, "the station config")
     import yaml
 
     try:
