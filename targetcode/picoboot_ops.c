@@ -20,6 +20,9 @@
  *   OP_UNIQUE_ID  the flash's 64-bit unique ID into CRCS[0..1]: 4Bh, four dummy bytes, eight
  *                 bytes of ID (Winbond W25Q16JV 8.2.38 Read Unique ID Number), as pico-sdk's
  *                 flash_get_unique_id sends it.
+ *   OP_JEDEC_ID   the flash's JEDEC ID into CRCS[0]: 9Fh, then manufacturer, memory type and
+ *                 capacity bytes (W25Q16JV 8.2.29 Read JEDEC ID): the host takes the flash's
+ *                 size from the capacity byte and refuses an image past it.
  *
  * Cortex-M0+ instructions only; position independent (no data, no absolute code addresses).
  */
@@ -36,7 +39,7 @@
 #define OUTOVER_LOW (2u << 8)
 #define OUTOVER_HIGH (3u << 8)
 
-enum { OP_FAST_SPI = 1, OP_CRC_PAGES = 2, OP_ERASE = 3, OP_UNIQUE_ID = 4 };
+enum { OP_FAST_SPI = 1, OP_CRC_PAGES = 2, OP_ERASE = 3, OP_UNIQUE_ID = 4, OP_JEDEC_ID = 5 };
 
 struct params {
     uint32_t magic;     /* "PBOP", written by the host: nothing runs on a stale request */
@@ -88,17 +91,20 @@ void ops_entry(void)
         lookup_fn lookup = (lookup_fn)rom_hword(0x18);
         erase_fn erase = (erase_fn)lookup((uint16_t *)rom_hword(0x14), 'R' | ('E' << 8));
         erase(p->address, p->count, 65536u, 0xd8u);
-    } else if (p->op == OP_UNIQUE_ID) {
+    } else if (p->op == OP_UNIQUE_ID || p->op == OP_JEDEC_ID) {
+        /* 4Bh: four dummy bytes, then eight of ID; 9Fh: three bytes of ID at once. */
+        uint32_t jedec = p->op == OP_JEDEC_ID;
+        uint32_t skip = jedec ? 1u : 5u, total = jedec ? 4u : 13u;
         volatile uint8_t *out = (volatile uint8_t *)CRCS;
         uint32_t ss = SS_CTRL & ~OUTOVER_MASK;
         SS_CTRL = ss | OUTOVER_LOW;
-        for (uint32_t i = 0; i < 13; i++) {
-            SSI_DR0 = i == 0 ? 0x4bu : 0;
+        for (uint32_t i = 0; i < total; i++) {
+            SSI_DR0 = i == 0 ? (jedec ? 0x9fu : 0x4bu) : 0;
             while (!(SSI_SR & SR_RFNE))
                 ;
             uint32_t b = SSI_DR0;
-            if (i >= 5)
-                out[i - 5] = (uint8_t)b;
+            if (i >= skip)
+                out[i - skip] = (uint8_t)b;
         }
         SS_CTRL = ss | OUTOVER_HIGH;
     } else {

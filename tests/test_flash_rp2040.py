@@ -357,3 +357,32 @@ def test_a_read_phase_that_fails_leaves_the_next_one_reading_right(pico, monkeyp
         with plan.reading(flash):
             assert bytes(target.read_memory_block8(0x10000000, len(blink))) == blink
         assert inits == ["VERIFY"] and not chip_flash.continuous
+
+
+def test_a_block_past_the_flash_it_reports_is_refused_before_anything_is_erased(cli, pico, tmp_path):
+    """Issue 38: the Pico's W25Q16JV is 2 MiB and ignores the address bits above; pyOCD's map gives
+    the 16 MiB XIP window. A UF2 block at 0x10201000 ran 30 s into exit 11 (or, by PICOBOOT, was
+    written at 0x1000); an image 2.07 MiB long "crc32 timed out". Both are exit 4 at connect,
+    naming the block and the size the flash's JEDEC ID gives, and the board is untouched."""
+    store, info, blink = pico
+    first = tmp_path / "first.uf2"
+    first.write_bytes(to_uf2(blink, 0x10000000, RP2040_FAMILY))
+    cli.json("flash", first, "--probe", "sim:pico", "-t", "rp2040")
+    before = store.read_flash("pico")
+    stats = dict(store.get("pico").stats)
+    past = tmp_path / "past.uf2"
+    past.write_bytes(to_uf2(blink[:512], 0x10201000, RP2040_FAMILY))
+    long_ = tmp_path / "long.bin"
+    long_.write_bytes(blink + b"\x5a" * (0x212000 - len(blink)))
+    for command in (("flash", past), ("verify", past), ("flash", long_, "-a", "0x10000000"),
+                    ("verify", long_, "-a", "0x10000000")):
+        out = cli.json(*command, "--probe", "sim:pico", "-t", "rp2040", check=4)
+        message = out["error"]["message"]
+        assert "is outside the flash of rp2040" in message, message
+        assert "2 MiB as the flash's JEDEC ID EF 40 15 says" in message, message
+        assert out["phase"] == "connect" and out["program"]["erased_bytes"] == 0
+    assert "image data at 0x10201000-0x102011ff" in cli.json("flash", past, "--probe", "sim:pico", "-t", "rp2040",
+                                                             check=4)["error"]["message"]
+    assert store.read_flash("pico") == before
+    after = store.get("pico").stats
+    assert (after["erase_ops"], after["program_ops"]) == (stats["erase_ops"], stats["program_ops"])

@@ -288,3 +288,29 @@ def test_verify_and_reset_over_bootsel_and_what_needs_a_probe(cli, pico, tmp_pat
     for argv in (("info",), ("erase", "--chip", "--yes"), ("protect", "status", "-t", "rp2040"), ("rtt",)):
         proc = cli(*argv, "-u", "picoboot", check=2)
         assert "needs a debug probe" in proc.stderr, argv
+
+
+def test_a_block_past_the_flash_is_refused_not_written_at_its_start(cli, pico, tmp_path):
+    """Issue 38: a block at 0x10201000 (the Pico's flash is 2 MiB, and ignores the address bits
+    above) was written at 0x1000 and read back from there as verified. The helper reads the
+    flash's JEDEC ID; the block is exit 4, naming it and the size, and nothing is written."""
+    store, info, blink = pico
+    first = tmp_path / "first.uf2"
+    first.write_bytes(to_uf2(blink, BASE, RP2040_FAMILY))
+    cli.json("flash", first, "-u", "picoboot", "--no-reset")
+    before = store.read_flash("pico")
+    past = tmp_path / "past.uf2"
+    past.write_bytes(to_uf2(b"\x5a" * 256, 0x10201000, RP2040_FAMILY))
+    for command in ("flash", "verify"):
+        out = cli.json(command, past, "-u", "picoboot", "--no-reset", check=4)
+        message = out["error"]["message"]
+        assert "image data at 0x10201000-0x102010ff (256 bytes) is outside the flash of rp2040" in message
+        assert "2 MiB as the flash's JEDEC ID EF 40 15 says" in message
+        assert out["program"]["erased_bytes"] == out["program"]["programmed_bytes"] == 0
+    assert store.read_flash("pico") == before
+    # Inside the flash, the same block is written where it says.
+    inside = tmp_path / "inside.uf2"
+    inside.write_bytes(to_uf2(b"\x5a" * 256, 0x101FF000, RP2040_FAMILY))
+    cli.json("flash", inside, "-u", "picoboot", "--no-reset")
+    assert store.read_flash("pico")[0x1FF000:0x1FF100] == b"\x5a" * 256
+    assert store.read_flash("pico")[:0x1000] == before[:0x1000]

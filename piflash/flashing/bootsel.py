@@ -208,6 +208,8 @@ def bootsel_session(probe: Optional[str], result: OperationResult, sink: Progres
                 conn.exclusive()
                 conn.prepare()
                 result.target_uid = conn.board_id().hex()
+                if image is not None:
+                    _check_reported(conn, image, result.target)
             except BaseException:
                 conn.__exit__(None, None, None)
                 raise
@@ -230,6 +232,21 @@ def bootsel_image(result: OperationResult, image: FirmwareImage, plan, serial: O
     result.serial = str(serial) if serial is not None else None
     _prepare(patched, result.target, None)
     return patched
+
+
+def _check_reported(conn: picoboot.PicobootConnection, image: FirmwareImage, target: str) -> None:
+    """Check ``image`` against the flash the board reports (an RP2040's JEDEC ID, through the
+    helper): a QSPI flash ignores the address bits above its size, so a block past it would be
+    written at the start of the flash, and read back from there as verified (issue 38).
+
+    :raises ImageRangeError: (exit 4) naming the first address outside and the flash's size.
+    """
+    from piflash.firmware.image import check_fits
+    from piflash.target.catalog import resolve_target
+
+    regions = resolve_target(target).flash_regions
+    if regions is not None:
+        check_fits(image, conn.flash_regions(regions), target)
 
 
 def flash_bootsel(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
@@ -363,8 +380,11 @@ def flash_bootsel_session(conn: picoboot.PicobootConnection, image: FirmwareImag
     connection (:func:`bootsel_session`), each timed into ``result``; ``result.program`` and
     ``result.verify`` are filled. The caller wraps it in :func:`piflash.flashing.workflow.tracking`.
 
+    :raises ImageRangeError: ``image`` (patched or not) reaches past the flash the board reports.
     :raises PicobootError, VerifyError, ProbeLostError, ProbeTimeoutError, OperationInterrupted:
     """
+    if result.target:
+        _check_reported(conn, image, result.target)
     stats = result.program
     stats.erase_mode = "sector"
     with phase(result, sink, Phase.ERASE):

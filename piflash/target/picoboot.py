@@ -80,7 +80,7 @@ BASE_TIMEOUT_S, SECTOR_MAX_S, PAGE_MAX_S, BYTES_PER_S = 2.0, 0.8, 0.006, 200_000
 
 #: piflash's helper run by EXEC (targetcode/picoboot_ops.c): its request block, its results.
 OPS_PARAMS, OPS_RESULTS, OPS_MAGIC = 0x20001000, 0x20001100, 0x504F4250
-OP_FAST_SPI, OP_CRC_PAGES, OP_ERASE, OP_UNIQUE_ID = 1, 2, 3, 4
+OP_FAST_SPI, OP_CRC_PAGES, OP_ERASE, OP_UNIQUE_ID, OP_JEDEC_ID = 1, 2, 3, 4, 5
 #: Pages one OP_CRC_PAGES request covers (256 KiB: a bounded EXEC, about 0.1 s; 4 KiB of results).
 CRC_PAGES_PER_EXEC = 1024
 
@@ -383,6 +383,7 @@ class PicobootConnection:
         self.interface = None
         self.ep_out = self.ep_in = None
         self.touched = False          #: a command that changes the board was sent
+        self._jedec: Optional[bytes] = None
 
     def __enter__(self) -> "PicobootConnection":
         usb = _usb()
@@ -573,6 +574,30 @@ class PicobootConnection:
     def flash_unique_id(self) -> bytes:
         """The boot flash's 8-byte unique ID, as the flash sends it (W25Q 4Bh)."""
         return self._op(OP_UNIQUE_ID, results=8)
+
+    def flash_jedec_id(self) -> bytes:
+        """The boot flash's 3-byte JEDEC ID (9Fh: manufacturer, memory type, capacity), read by
+        the helper (RP2040 only: the RP2350's boot ROM runs no code for the host).
+
+        :raises PicobootError: on an RP2350, or the helper refused."""
+        if self.info.chip == "rp2350":
+            raise PicobootError("EXEC", 0, "UNSUPPORTED", f"{self.info.probe_id}: an RP2350 in BOOTSEL mode "
+                                "runs no code for the host, so its flash's JEDEC ID cannot be read")
+        return self._op(OP_JEDEC_ID, results=4)[:3]
+
+    def flash_regions(self, regions):
+        """``regions`` (the target type's (start, end_exclusive, name) triples) with the boot
+        flash cut to the size its JEDEC ID gives (RP2040, :meth:`flash_jedec_id`); unchanged on an
+        RP2350, or when the ID names no size (:func:`piflash.target.rp2.size_of_jedec`).
+        Read once per connection."""
+        from piflash.target.rp2 import regions_of_size, size_of_jedec
+
+        if self.info.chip == "rp2350":
+            return list(regions)
+        if self._jedec is None:
+            self._jedec = self.flash_jedec_id()
+        size = size_of_jedec(self._jedec)
+        return regions_of_size(regions, size, self._jedec) if size else list(regions)
 
     def page_crcs(self, address: int, pages: int) -> List[int]:
         """CRC-32 (``binascii.crc32``'s) of each 256-byte flash page from ``address`` (XIP

@@ -37,7 +37,9 @@ import logging
 import weakref
 from typing import Optional
 
-__all__ = ["read_flash_unique_id", "flash_command", "flash_size", "chip_erase", "erase_block",
+__all__ = ["read_flash_unique_id", "flash_command", "flash_size", "size_of_jedec", "reported_flash_regions",
+           "regions_of_size",
+           "chip_erase", "erase_block",
            "BLOCK_ERASES", "RP2040_TARGETS", "CHIP_ERASE_TIMEOUT", "chip_of", "QMI_DIRECT_CSR"]
 
 LOG = logging.getLogger(__name__)
@@ -106,9 +108,71 @@ def read_flash_unique_id(session) -> bytes:
     flash.init(flash.Operation.VERIFY)
     try:
         got = flash_command(target, bytes([_READ_UNIQUE_ID]) + bytes(_DUMMY_BYTES), _ID_BYTES)
+        # While the flash takes instructions: its size, for the image's check (issue 38).
+        _remember_size(target, flash_command(target, b"\x9f", 3))
     finally:
         flash.uninit()
     return got
+
+
+#: The boot flash's size by pyOCD target object, as its JEDEC ID gave it (see :func:`size_of_jedec`).
+_SIZES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+#: The XIP window's base, where the boot flash starts (RP2040 datasheet 2.6.3; RP2350 4.4).
+XIP_BASE = 0x10000000
+
+
+def size_of_jedec(jedec: bytes) -> Optional[int]:
+    """The flash's size in bytes from its 3-byte JEDEC ID (9Fh: manufacturer, memory type,
+    capacity; the capacity byte is log2 of the size in bytes on Winbond, Macronix, GigaDevice and
+    ISSI parts: 15h = 2 MiB on the Pico's W25Q16JV, 16h = 4 MiB on the Pico 2's W25Q32RV), or
+    None when the byte is outside 64 KiB-16 MiB (one chip select's XIP window: 10h-18h), as an
+    absent flash (FFh, 00h) gives."""
+    if len(jedec) < 3:
+        return None
+    return 1 << jedec[2] if 16 <= jedec[2] <= 24 else None
+
+
+def _remember_size(target, jedec: bytes) -> None:
+    size = size_of_jedec(jedec)
+    try:
+        if size is None:
+            _SIZES.pop(target, None)
+        else:
+            _SIZES[target] = (size, bytes(jedec[:3]))
+    except TypeError:
+        pass
+
+
+def reported_flash_regions(target, regions):
+    """``regions`` ((start, end_exclusive, name) triples from the memory map) with the boot
+    flash's region cut to the size the flash itself reported (its JEDEC ID, read with the board's
+    unique ID by :func:`read_flash_unique_id`): the memory map gives the 16 MiB XIP window, a
+    Pico has 2 MiB, and a QSPI flash ignores the address bits above its size, so an image past it
+    would land at the start of the flash. Unchanged when no size was read for ``target``.
+
+    :param target: the connected pyOCD target.
+    """
+    try:
+        known = _SIZES.get(target)
+    except TypeError:
+        known = None
+    if known is None:
+        return list(regions)
+    return regions_of_size(regions, *known)
+
+
+def regions_of_size(regions, size: int, jedec: bytes):
+    """``regions`` ((start, end_exclusive, name) triples) with the one that starts at
+    :data:`XIP_BASE` cut to ``size`` bytes (int), named with the size and the ``jedec`` ID (bytes)
+    it came from, for the error that names them."""
+    out = []
+    for start, end, name in regions:
+        if start == XIP_BASE and end - start > size:
+            label = f"{size // 1024:,} KiB" if size < 1 << 20 else f"{size >> 20} MiB"
+            name = f"{name}: {label} as the flash's JEDEC ID {jedec.hex(' ').upper()} says"
+            end = start + size
+        out.append((start, end, name))
+    return out
 
 
 def flash_command(target, out: bytes, read: int = 0) -> bytes:
@@ -167,8 +231,9 @@ def flash_size(target) -> Optional[int]:
     Pico's W25Q16JV, 16h = 4 MiB on the Pico 2's W25Q32RV), or None when the byte is outside
     64 KiB-16 MiB (one chip select's XIP window). On an RP2040 the SSI must be in serial mode
     (see :func:`flash_command`)."""
-    capacity = flash_command(target, b"\x9f", 3)[2]
-    return 1 << capacity if 16 <= capacity <= 24 else None
+    jedec = flash_command(target, b"\x9f", 3)
+    _remember_size(target, jedec)
+    return size_of_jedec(jedec)
 
 
 def chip_erase(target, timeout: float = CHIP_ERASE_TIMEOUT) -> None:
