@@ -314,3 +314,17 @@ def test_a_block_past_the_flash_is_refused_not_written_at_its_start(cli, pico, t
     cli.json("flash", inside, "-u", "picoboot", "--no-reset")
     assert store.read_flash("pico")[0x1FF000:0x1FF100] == b"\x5a" * 256
     assert store.read_flash("pico")[:0x1000] == before[:0x1000]
+
+
+@pytest.mark.parametrize("target", ["rp2350", "nrf52840"])
+def test_another_target_for_a_bootsel_pico_is_exit_10_naming_the_chip(cli, pico, tmp_path, target):
+    """Issue 38: -t rp2350 (or -t nrf52840) on an RP2040 in BOOTSEL mode was exit 1, a TypeError
+    in WrongTargetError.__init__()."""
+    store, info, blink = pico
+    uf2 = tmp_path / "blink.uf2"
+    uf2.write_bytes(to_uf2(blink, BASE, RP2040_FAMILY))
+    out = cli.json("flash", uf2, "-u", "picoboot", "-t", target, check=10)
+    assert (out["error"]["kind"], out["error"]["exit_code"]) == ("WrongTargetError", 10)
+    assert f"picoboot:1-2 is an RP2040 in BOOTSEL mode, not {target}" in out["error"]["message"]
+    assert "--target rp2040" in out["error"]["hint"]
+    assert store.read_flash("pico") == b"\xff" * len(store.read_flash("pico"))

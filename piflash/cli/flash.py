@@ -11,7 +11,8 @@ import click
 from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, Settings, confirm_mass_erase, emit_json,
                                  firmware_options, handles_errors, memory_guarded, output_options, refuse_picoboot,
                                  probe_options, reset_option, resolve, session_options, sigterm_as_interrupt,
-                                 yes_option)
+                                 yes_option, Seconds)
+from piflash.limits import BOOT_TIMEOUT_MAX_S
 from piflash.errors import PiflashError
 from piflash.flashing.program import ERASE_MODES
 
@@ -160,8 +161,8 @@ def _report(result, json_mode: bool, quiet: bool, line: str) -> None:
               help="After the reset, prove the firmware starts: 'rtt:REGEX' (RTT channel 0 text), "
                    "'semihost:STATUS' (semihosting exit status) or 'word:ADDR=VALUE' (ADDR a number or "
                    "an ELF symbol); 'off' skips the profile's. A failed check is exit 26.")
-@click.option("--boot-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-              help="Seconds the boot check waits [default: the profile's, else 3].")
+@click.option("--boot-timeout", type=Seconds(BOOT_TIMEOUT_MAX_S), metavar="SECONDS",
+              help="Seconds the boot check waits, at most 3600 [default: the profile's, else 3].")
 @click.option("--ledger", "ledger", metavar="URL",
               help="Copy the history row to the central ledger, postgresql://... [default: $PIFLASH_LEDGER] "
                    "(docs/ledger.md).")

@@ -113,12 +113,17 @@ def sigterm_as_interrupt() -> None:
 
 
 def _int_auto(ctx, param, value):
+    """An address option: a number in any base Python reads (``0x08000000``, ``134217728``) that is
+    a 32-bit address, 0 to 0xFFFFFFFF (Cortex-M addresses are 32 bits); else a usage error."""
     if value is None:
         return None
     try:
-        return int(str(value), 0)
+        number = int(str(value).strip(), 0)
     except ValueError:
-        raise click.BadParameter(f"'{value}' is not a number (use 0x08000000 or 134217728)")
+        raise click.BadParameter(f"'{value:.40}' is not a number (use 0x08000000 or 134217728)")
+    if not 0 <= number <= 0xFFFFFFFF:
+        raise click.BadParameter(f"'{value:.40}' is not a 32-bit address (0 to 0xFFFFFFFF)")
+    return number
 
 
 def _frequency(ctx, param, value):
@@ -129,6 +134,24 @@ def _frequency(ctx, param, value):
         return parse_frequency(value)
     except PiflashError as exc:
         raise click.BadParameter(exc.message.replace("key 'frequency': ", ""))
+
+
+class Seconds(click.ParamType):
+    """A length of time in seconds, checked by :func:`piflash.limits.seconds`: finite, more than
+    ``minimum`` (or at least it, without ``min_open``), at most ``maximum``; ``inf`` and ``nan``
+    are usage errors (exit 2), not waits."""
+
+    name = "seconds"
+
+    def __init__(self, maximum: float, minimum: float = 0.0, min_open: bool = True) -> None:
+        self.maximum, self.minimum, self.min_open = maximum, minimum, min_open
+
+    def convert(self, value, param, ctx):
+        from piflash.limits import seconds
+        try:
+            return seconds(value, "the value", self.maximum, self.minimum, self.min_open)
+        except ValueError as exc:
+            self.fail(str(exc).replace("the value must be", "must be"), param, ctx)
 
 
 def _probe(ctx, param, value):

@@ -7,7 +7,8 @@ import click
 
 from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, confirm_mass_erase, emit_json, handles_errors,
                                  output_options, probe_options, refuse_picoboot, resolve, sigterm_as_interrupt,
-                                 yes_option)
+                                 yes_option, Seconds)
+from piflash.limits import RECOVER_TIMEOUT_MAX_S
 
 
 @click.group(context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
@@ -128,8 +129,8 @@ def lock(probe, target, frequency, profile, pyocd_options, quiet, json_mode):
 
 @protect.command()
 @probe_options
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=None, metavar="SECONDS",
-              help="How long the mass erase may take [default: 15].")
+@click.option("--timeout", type=Seconds(RECOVER_TIMEOUT_MAX_S, minimum=0.1, min_open=False), default=None,
+              metavar="SECONDS", help="How long the mass erase may take, 0.1 to 3600 [default: 15].")
 @yes_option
 @output_options
 @handles_errors

@@ -7,7 +7,8 @@ import sys
 import click
 
 from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, _int_auto, handles_errors, probe_options, resolve,
-                                 refuse_picoboot, session_options, sigterm_as_interrupt)
+                                 refuse_picoboot, session_options, sigterm_as_interrupt, Seconds)
+from piflash.limits import RTT_DURATION_MAX_S, RTT_FIND_TIMEOUT_MAX_S
 
 
 @click.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
@@ -17,10 +18,10 @@ from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, _int_auto, handles_
               help="The RTT control block's address [default: FIRMWARE's _SEGGER_RTT symbol, else RAM "
                    "is searched].")
 @click.option("--reset", is_flag=True, help="Reset the target first and show what it prints from its start.")
-@click.option("--find-timeout", type=click.FloatRange(min=0, min_open=True), default=5.0, show_default=True,
-              metavar="SECONDS", help="How long to look for the control block.")
-@click.option("--duration", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-              help="Stop after this many seconds [default: run until Ctrl-C].")
+@click.option("--find-timeout", type=Seconds(RTT_FIND_TIMEOUT_MAX_S), default=5.0, show_default=True,
+              metavar="SECONDS", help="How long to look for the control block (at most 600).")
+@click.option("--duration", type=Seconds(RTT_DURATION_MAX_S), metavar="SECONDS",
+              help="Stop after this many seconds, at most a week [default: run until Ctrl-C].")
 @handles_errors
 def rtt(firmware, probe, target, frequency, profile, pyocd_options, address, reset, find_timeout, duration):
     """Print what the board writes to RTT channel 0 until Ctrl-C.

@@ -173,7 +173,7 @@ def wants_bootsel(probe: Optional[str]) -> bool:
 def _check_chip(device: picoboot.BootselDevice, target: Optional[str]) -> str:
     if target and target != device.chip:
         raise WrongTargetError(f"{device.probe_id} is an {device.chip.upper()} in BOOTSEL mode, not {target}",
-                               hint=f"use --target {device.chip}, or leave --target out")
+                               device.chip.upper(), device.chip, hint=f"use --target {device.chip}, or leave --target out")
     return device.chip
 
 

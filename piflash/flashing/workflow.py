@@ -466,6 +466,16 @@ def monitor_rtt(probe: Optional[str] = None, target: Optional[str] = None, frequ
         address = elf_symbol(firmware_path, RTT_SYMBOL)
 
     def body(session, result, sink):
+        if address is not None:
+            from piflash.target.catalog import describe_regions, region_holding
+
+            memory_map = session.target.get_memory_map()
+            # SEGGER_RTT_CB: 16 ID bytes and two channel counts, then the channel descriptors.
+            if region_holding(memory_map, address, 24, ram=True) is None:
+                raise RttError(f"no RTT control block can be at 0x{address:08x}: it is not in the target's RAM "
+                               f"({describe_regions(memory_map, ram=True)})",
+                               hint="give the _SEGGER_RTT symbol's address (or the ELF file), or leave "
+                                    "--address out to search RAM")
         channel = RttUpChannel(session.target, address)
         if reset:
             with phase(result, sink, Phase.RESET):

@@ -151,15 +151,17 @@ def parse_boot_check(text: str, timeout: Optional[float] = None) -> BootCheck:
         raise ValueError(f"'{text}' is not a boot check: use rtt:REGEX, semihost:STATUS or word:ADDR=VALUE")
     if timeout is None:
         timeout = DEFAULT_TIMEOUT
-    if not timeout > 0:
-        raise ValueError(f"the boot check's timeout must be more than 0 seconds, not {timeout}")
+    from piflash.limits import BOOT_TIMEOUT_MAX_S, seconds
+
+    timeout = seconds(timeout, "the boot check's timeout", BOOT_TIMEOUT_MAX_S)
     if kind == "rtt":
         if not arg:
             raise ValueError("rtt: needs a regular expression to wait for, e.g. rtt:'self-test: PASS'")
         try:
             re.compile(arg)
-        except re.error as exc:
-            raise ValueError(f"rtt:{arg} is not a valid regular expression ({exc})") from None
+        except (re.error, OverflowError, RecursionError) as exc:
+            # OverflowError: a repeat count past the engine's limit (a{99999999999}), issue 38.
+            raise ValueError(f"rtt:{arg:.80} is not a valid regular expression ({exc})") from None
         return BootCheck("rtt", pattern=arg, timeout=float(timeout))
     if kind == "semihost":
         return BootCheck("semihost", status=_number(arg or "0", "semihost: status"), timeout=float(timeout))
@@ -172,6 +174,8 @@ def parse_boot_check(text: str, timeout: Optional[float] = None) -> BootCheck:
         address = addr_text                         # a symbol, resolved from the ELF
     else:
         address = _number(addr_text, "word: address")
+        if not 0 <= address <= 0xFFFFFFFC:
+            raise ValueError(f"word: address {addr_text} is not a 32-bit address")
         if address % 4:
             raise ValueError(f"word: address 0x{address:x} is not word aligned")
     value = _number(value_text, "word: value")
@@ -243,6 +247,14 @@ class _Watch:
                 self._word_addr = addr
             else:
                 self._word_addr = check.address
+            from piflash.target.catalog import describe_regions, region_holding
+
+            memory_map = self.target.get_memory_map()
+            if region_holding(memory_map, self._word_addr) is None:
+                raise BootCheckError(
+                    f"boot check {check.spec}: the word at 0x{self._word_addr:08x} is in none of the target's "
+                    f"memory ({describe_regions(memory_map)}): reading it would fault", self.result,
+                    hint="give the address of a variable in RAM (or its ELF symbol)")
 
     # -- one look at the target --------------------------------------------------------------
     def look(self) -> bool:

@@ -323,6 +323,24 @@ def flash_regions(memory_map) -> List[Tuple[int, int, str]]:
     return [(r.start, r.end + 1, r.name or "flash") for r in memory_map.regions if r.is_flash]
 
 
+def region_holding(memory_map, address: int, size: int = 4, ram: bool = False):
+    """The region of a pyOCD ``MemoryMap`` that holds all of ``[address, address + size)``
+    (``ram``: a RAM region only), or None: an address past a region's end, above 32 bits or in no
+    region at all is one the probe would fault on (pyOCD's TransferFaultError)."""
+    if address < 0 or address + size > 1 << 32:
+        return None
+    region = memory_map.get_region_for_address(address)
+    if region is None or address + size - 1 > region.end or (ram and not region.is_ram):
+        return None
+    return region
+
+
+def describe_regions(memory_map, ram: bool = False) -> str:
+    """The map's regions (``ram``: RAM only) as ``"name 0x20000000-0x2003ffff, ..."`` for messages."""
+    return ", ".join(f"{r.name or r.type.name.lower()} {r.start:#010x}-{r.end:#010x}" for r in memory_map.regions
+                     if r.is_ram or not ram) or "none"
+
+
 def builtin_flash_regions(target_type: str) -> Optional[List[Tuple[int, int, str]]]:
     """Flash regions of a builtin target type, read from its class's MEMORY_MAP without connecting.
 

@@ -71,13 +71,12 @@ def reply_timeout() -> float:
     raw = os.environ.get(TIMEOUT_ENV)
     if not raw:
         return REPLY_TIMEOUT
+    from piflash.limits import PROBE_TIMEOUT_MAX_S, seconds
+
     try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise ProbeSyntaxError(f"{TIMEOUT_ENV}={raw!r} is not a positive number of seconds")
-    return value
+        return seconds(raw, f"{TIMEOUT_ENV}={raw!r:.40}", PROBE_TIMEOUT_MAX_S)
+    except ValueError as exc:
+        raise ProbeSyntaxError(str(exc).replace(f", not {raw!r:.40}", "")) from None
 
 
 def _socket_class():

@@ -1,0 +1,53 @@
+"""The bounds of every length of time a user gives piflash, and the one check they go through.
+
+A wait a user sets (an option, a profile key, a variable) must be a finite number of seconds
+inside its documented range: ``inf``, ``1e308`` and ``nan`` are refused where they are given,
+never waited out (issue 38). The limits are far above any real need and low enough that a
+mistyped value ends within the hour. Standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+__all__ = ["BOOT_TIMEOUT_MAX_S", "RTT_FIND_TIMEOUT_MAX_S", "RTT_DURATION_MAX_S", "RECOVER_TIMEOUT_MAX_S",
+           "PROBE_TIMEOUT_MAX_S", "seconds"]
+
+#: ``--boot-timeout`` and a profile's ``boot_check: timeout:``: firmware that has not shown it
+#: started after an hour has not started.
+BOOT_TIMEOUT_MAX_S = 3600.0
+#: ``piflash rtt --find-timeout``: the control block is in RAM within seconds of the firmware's start.
+RTT_FIND_TIMEOUT_MAX_S = 600.0
+#: ``piflash rtt --duration``: a week of watching; without ``--duration`` it runs until Ctrl-C.
+RTT_DURATION_MAX_S = 7 * 86400.0
+#: ``piflash protect recover --timeout``: a mass erase takes seconds (nRF52840 PS 4.3.10
+#: t_ERASEALL 169 ms; STM32F10x RM0008 mass erase 40 ms max per page count); an hour is plenty.
+RECOVER_TIMEOUT_MAX_S = 3600.0
+#: ``$PIFLASH_PROBE_TIMEOUT``, one reply of a remote probe server.
+PROBE_TIMEOUT_MAX_S = 3600.0
+
+
+def seconds(value: object, what: str, maximum: float, minimum: float = 0.0,
+            min_open: bool = True) -> float:
+    """``value`` as a number of seconds (float), checked: a real number (an int or float, not a
+    bool; text that reads as one), finite, above ``minimum`` (or at it, without ``min_open``) and
+    at most ``maximum``.
+
+    :param what: how the user wrote it, for the message (``"--boot-timeout"``).
+    :raises ValueError: one sentence naming ``what``, the value and the range.
+    """
+    number: Optional[float] = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+    bound = f"{'more than' if min_open else 'at least'} {minimum:g} and at most {maximum:g} seconds"
+    if number is None:
+        raise ValueError(f"{what} must be a number of seconds ({bound}), not {value!r:.40}")
+    if not math.isfinite(number) or number > maximum or number < minimum or (min_open and number == minimum):
+        raise ValueError(f"{what} must be {bound}, not {value!r:.40}")
+    return number
