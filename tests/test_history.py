@@ -166,3 +166,11 @@ def test_kill_9_mid_write_leaves_a_sound_database(tmp_path):
             assert (r["connect_s"], r["program_s"], r["verify_s"]) == (0.1, 0.3, 0.1)
         report = h.verify_chain()
         assert report.ok and report.sealed == len(h.query()) and report.open_rows == []
+
+
+def test_a_row_that_does_not_exist_is_a_usage_error_not_a_broken_history(cli):
+    """Issue 38: 'history show 999999' was exit 18, the code of a history that cannot be opened."""
+    cli("history", check=0)
+    for args in (("history", "show", "999999"), ("history", "show", "999999", "--json")):
+        proc = cli(*args, check=ExitCode.USAGE)
+        assert "history row #999999 does not exist in " in proc.stdout + proc.stderr

@@ -166,7 +166,12 @@ def show(row_id, json_mode, path):
       piflash history show 42
     """
     with _open_db(path) as db:
-        row = db.row(row_id)
+        row = db.find_row(row_id)
+        where = db.path
+    if row is None:
+        # The history is fine; the row asked for is not in it: a usage error, not exit 18.
+        raise click.UsageError(f"history row #{row_id} does not exist in {where} "
+                               "('piflash history' lists the rows and their numbers)")
     out = exported_json(row)
     if json_mode:
         emit_json({"row": out})

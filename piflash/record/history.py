@@ -381,6 +381,19 @@ class History:
         with self._lock:
             return self._row(row_id)
 
+    def find_row(self, row_id: int) -> Optional[Dict[str, object]]:
+        """Row ``row_id`` as {column: stored value}, or None when the history has no such row.
+
+        :raises HistoryError: (exit 18) the database cannot be read.
+        """
+        try:
+            with self._lock:
+                values = self._db.execute(f"SELECT {', '.join(COLUMN_NAMES)} FROM operations WHERE id = ?",
+                                          (row_id,)).fetchone()
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path, exc)) from exc
+        return dict(zip(COLUMN_NAMES, values)) if values is not None else None
+
     def sealed_after(self, seq: int, limit: int = 500) -> List[Dict[str, object]]:
         """Sealed rows with a ``seq`` above ``seq``, in ``seq`` order, at most ``limit``: what a
         central ledger whose head for this history is ``seq`` has not got yet.
