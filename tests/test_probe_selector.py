@@ -261,3 +261,25 @@ def test_a_profile_probe_is_checked_as_a_selector(tmp_path, firmware):
         assert words in err.value.message and err.value.key == "probe" and err.value.line == 3
     path.write_text(f'target: nrf52840\nfirmware: {firmware}\nprobe: "0240*"\n')
     assert load_profile(path).probe == "0240*"
+
+
+def test_a_missing_probe_costs_one_listing_of_the_probes(store, monkeypatch):
+    """A station slot waiting for its probe asks at every poll: the miss lists the probes once,
+    and the error names them from that listing."""
+    from pyocd.core.helpers import ConnectHelper
+
+    from piflash.target.connect import select_probe
+
+    store.create("bay10", "nrf52840")
+    calls = []
+    real = ConnectHelper.get_all_connected_probes
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("unique_id"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ConnectHelper, "get_all_connected_probes", staticmethod(counting))
+    with pytest.raises(NoProbeError) as err:
+        select_probe("sim:bay1")
+    assert calls == [None]                              # one listing, and no ID handed to pyOCD
+    assert "did you mean sim:bay10?" in err.value.message and "(attached: sim:bay10)" in err.value.message

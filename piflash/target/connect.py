@@ -83,9 +83,12 @@ def _all_probes() -> list:
         raise translate_error(exc, "list probes") from exc
 
 
-def _find_probes(selector: Optional[ProbeSelector]) -> list:
+def _find_probes(selector: Optional[ProbeSelector], listed: Optional[list] = None) -> list:
     """pyOCD's probes that ``selector`` matches exactly (every probe for None); a ``remote:`` one
     is piflash's bounded-wait client.
+
+    :param listed: if given (a list), every probe listed on the way is appended to it, so that
+        the caller can name what is attached without listing the probes a second time.
 
     A whole ID is first asked of each probe plugin (pyOCD's ``DebugProbeAggregator.get_probe_with_id``:
     one USB look-up, and the simulator's way of creating ``sim:NAME`` boards), and the probe it
@@ -118,7 +121,10 @@ def _find_probes(selector: Optional[ProbeSelector]) -> list:
             raise translate_error(exc, "list probes") from exc
         if probe is not None and selector.matches(probe.unique_id):
             return [probe]
-    return [p for p in _all_probes() if selector.matches(p.unique_id)]
+    everything = _all_probes()
+    if listed is not None:
+        listed.extend(everything)
+    return [p for p in everything if selector.matches(p.unique_id)]
 
 
 def list_probes(unique_id=None) -> List[ProbeInfo]:
@@ -146,15 +152,14 @@ def select_probe(unique_id=None):
     :raises ProbePermissionError: (exit 9) the probe is attached but may not be opened.
     """
     selector = parse_selector(unique_id)
-    probes = _find_probes(selector)
+    listed: list = []
+    probes = _find_probes(selector, listed)
     if not probes:
         _raise_if_blocked(selector)
         if selector is not None:
-            try:
-                seen = [p.unique_id for p in _all_probes()]
-            except PiflashError:
-                seen = []
-            raise no_probe_error(selector, seen)
+            # The probes listed while looking: a station slot waiting for its probe asks at every
+            # poll, and a second USB enumeration per miss is a cost the Zero 2W pays for nothing.
+            raise no_probe_error(selector, [p.unique_id for p in listed])
         raise NoProbeError("no debug probe found",
                            hint="plug in a probe; 'piflash probes' lists what pyOCD can see, and "
                                 "'piflash doctor' checks USB, udev rules and permissions")
