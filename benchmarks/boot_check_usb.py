@@ -44,7 +44,7 @@ def bench(presets, targets, host_name: str = "x86") -> list:
     os.environ.setdefault("PIFLASH_SIM_DIR", tempfile.mkdtemp(prefix="boot_check-"))
     os.environ["PIFLASH_HISTORY"] = "off"
     from piflash.firmware.image import load_image
-    from piflash.flashing.workflow import flash_firmware
+    from piflash.jobs.workflow import flash_firmware
     from piflash.production.bootcheck import parse_boot_check
     from piflash.sim.probes import usb as sim_usb
     from piflash.sim.probes.usb.timing import get_host

@@ -53,6 +53,7 @@ PUBLISHED_2017 = {"ram_write_kBps": (44.281,), "ram_read_kBps": (43.230,)}
 def measure(preset: str) -> dict:
     os.environ.setdefault("PIFLASH_SIM_DIR", tempfile.mkdtemp(prefix="calibrate-"))
     from pyocd.core.helpers import ConnectHelper
+
     from piflash.sim import SimStore
     from piflash.sim.probes import usb as sim_usb
     store = SimStore()
@@ -100,6 +101,7 @@ def measure_rp2040(preset: str, host_name: str = "x86") -> float:
     os.environ.setdefault("PIFLASH_SIM_DIR", tempfile.mkdtemp(prefix="calibrate-"))
     from pyocd.core.helpers import ConnectHelper
     from pyocd.flash.file_programmer import FileProgrammer
+
     from piflash.sim import SimStore
     from piflash.sim.probes import usb as sim_usb
     from piflash.sim.probes.usb.timing import get_host

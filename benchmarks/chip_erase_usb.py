@@ -3,7 +3,7 @@
 For each probe preset and target, a board whose whole flash holds data, erased in-process through
 pyOCD's own USB CMSIS-DAP driver on the simulated probe's virtual clock:
 
-* ``piflash_s`` -- ``piflash.flashing.workflow.erase_target(mode="chip")``: connect, the chip erase, the
+* ``piflash_s`` -- ``piflash.jobs.workflow.erase_target(mode="chip")``: connect, the chip erase, the
   blank check that proves every flash region erased, reset;
 * ``pyocd_s`` -- what ``pyocd erase --chip`` does: connect, ``FlashEraser`` in chip mode (one
   ``EraseAll`` per flash region, no check);
@@ -26,7 +26,7 @@ from real_probe import bench_rows
 
 
 def run_piflash(device, target: str) -> None:
-    from piflash.flashing.workflow import erase_target
+    from piflash.jobs.workflow import erase_target
     erase_target(probe=device.serial, target=target, mode="chip")
 
 

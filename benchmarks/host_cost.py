@@ -25,7 +25,7 @@ Per transfer = CPU from the session's opening to its close (image parse excluded
 the DAP packets sent and received (each OUT and each IN; one IN per OUT packet), which is what
 the timing model charges per packet (``piflash/sim/probes/usb/timing.py``,
 ``HostPreset.transfer_s``). piflash sends several packets per USB transfer to the Debug Probe
-(``piflash/target/batched_dap.py``); the case ``piflash-unbatched`` (``PIFLASH_DAP_BATCH=0``)
+(``piflash/probe/batched_dap.py``); the case ``piflash-unbatched`` (``PIFLASH_DAP_BATCH=0``)
 runs interleaved with ``piflash``, and ``batching`` gives the per-packet CPU ratio of the two.
 
     python benchmarks/host_cost.py [--json] [--repeats 5] [--targets nrf51,nrf52840,stm32f103rc]
@@ -45,7 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from piflash.target.batched_dap import BATCH_ENV
+from piflash.probe.batched_dap import BATCH_ENV
 
 HERE = Path(__file__).resolve().parent
 TOOLS = ("piflash", "pyocd")
@@ -63,6 +63,7 @@ def record_all(targets, preset: str, work: Path) -> dict:
     import logging
     logging.disable(logging.WARNING)
     from real_probe import make_image, run_piflash, run_pyocd
+
     from piflash.sim import SimStore
     from piflash.sim.probes import usb as sim_usb
     from piflash.sim.probes.usb.replay import Recording
@@ -175,7 +176,7 @@ def replay_once(case: str, recording_path: Path, image: Path, target: str) -> di
     parse = None
     if case in ("piflash", UNBATCHED):
         from piflash.firmware.image import load_image
-        from piflash.flashing.workflow import flash_firmware
+        from piflash.jobs.workflow import flash_firmware
         t0 = time.process_time()
         img = load_image(str(image), base_address=base)
         parse = time.process_time() - t0

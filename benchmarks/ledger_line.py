@@ -63,12 +63,19 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     os.environ.setdefault("PIFLASH_SIM_DIR", tempfile.mkdtemp(prefix="piflash-line-sim-"))
-    from piflash.record.ledger import Ledger
-    from piflash.sim import SimStore
     from support.line import Feeder, finished_by_slot
     from support.pgserver import PgServer
-    from support.stationkit import StationProcess, rows, wait_for, write_config, write_profile
+    from support.stationkit import (
+        StationProcess,
+        rows,
+        wait_for,
+        write_config,
+        write_profile,
+    )
     from support.tcpproxy import TcpProxy
+
+    from piflash.record.ledger import Ledger
+    from piflash.sim import SimStore
 
     work = Path(tempfile.mkdtemp(prefix="piflash-line-"))
     pg = PgServer()

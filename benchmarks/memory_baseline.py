@@ -37,7 +37,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from piflash.sim.probes.spawn import ServedBoard  # no pyOCD, no unicorn: keeps this process small
+from piflash.sim.probes.spawn import (
+    ServedBoard,  # no pyOCD, no unicorn: keeps this process small
+)
 
 BIN = Path(sys.executable).parent
 MIB = 1024 * 1024

@@ -2,7 +2,7 @@
 
 A ~400 KiB image (400 KiB of pseudo-random bytes, fixed seed: the size of the published RP2040
 figures of rgrr/yapicoprobe ``doc/benchmarks.adoc``, where a UF2 copy to the BOOTSEL drive took
-4.1 s) is flashed with ``piflash.flashing.bootsel.flash_bootsel`` into the simulated boot ROM
+4.1 s) is flashed with ``piflash.jobs.bootsel.flash_bootsel`` into the simulated boot ROM
 device (piflash/sim/probes/usb/picoboot.py), verify on, in three cases:
 
 * ``fresh`` -- an erased board;
@@ -58,7 +58,11 @@ def floor_s(pages: int, erased: int, chip: str = "rp2040") -> float:
     typical page program time, added up (the ROM's one 256-byte buffer serialises them); 64 KiB
     block erases where whole blocks go (RP2040), 4 KiB sector erases for the rest, typical times."""
     from piflash.sim.probes.usb import picoboot as sim
-    from piflash.sim.probes.usb.timing import FULL_SPEED_BPS, PACKET_OVERHEAD_BYTES, TARGET_TIMING
+    from piflash.sim.probes.usb.timing import (
+        FULL_SPEED_BPS,
+        PACKET_OVERHEAD_BYTES,
+        TARGET_TIMING,
+    )
     t = TARGET_TIMING[chip]
     divider, unit = FASTEST[chip]
     wire = (256 + 4 * PACKET_OVERHEAD_BYTES) * 8 / FULL_SPEED_BPS
@@ -70,7 +74,7 @@ def floor_s(pages: int, erased: int, chip: str = "rp2040") -> float:
 
 def run_case(case: str, host: str, chip: str = "rp2040") -> dict:
     from piflash.firmware.image import load_image
-    from piflash.flashing.bootsel import flash_bootsel
+    from piflash.jobs.bootsel import flash_bootsel
     from piflash.progress import ProgressSink
     from piflash.sim import SimStore
     from piflash.sim.probes import usb as sim_usb

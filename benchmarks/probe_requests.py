@@ -72,8 +72,8 @@ def make_image(tmp: Path, target: str) -> tuple:
 
 
 def run_piflash(path: Path, base, target: str, board: str) -> None:
-    from piflash.flashing.workflow import flash_firmware
     from piflash.firmware.image import load_image
+    from piflash.jobs.workflow import flash_firmware
 
     flash_firmware(load_image(path, base), probe=f"sim:{board}", target=target)
 

@@ -3,7 +3,7 @@
 For each probe preset (piflash.sim.probes.usb.presets) and target, a fresh blank board and a re-flash of
 the same image, run in-process through pyOCD's own USB CMSIS-DAP driver on the virtual clock:
 
-* ``piflash_s`` -- ``piflash.flashing.workflow.flash_firmware`` (erase auto, program, read-back verify, reset);
+* ``piflash_s`` -- ``piflash.jobs.workflow.flash_firmware`` (erase auto, program, read-back verify, reset);
 * ``pyocd_s`` -- what ``pyocd flash`` does: connect, ``FileProgrammer.program``, reset (no verify);
 * ``floor_s`` -- max(datasheet erase + write time of what must change, time for the bytes that
   must cross the link at its best packet rate) + the connect and reset time of the piflash run;
@@ -40,7 +40,7 @@ published RP2040 figures; pseudo-random bytes, fixed seed).
   ``pyocd flash`` without ``-f`` does.
 
 piflash sends several DAP packets per USB transfer to probes whose firmware frames commands by
-packet (the Debug Probe; ``piflash/target/batched_dap.py``); ``PIFLASH_DAP_BATCH=0`` in the
+packet (the Debug Probe; ``piflash/probe/batched_dap.py``); ``PIFLASH_DAP_BATCH=0`` in the
 environment gives one packet per transfer, as pyOCD sends them.
 
     python benchmarks/real_probe.py [--json] [--host zero2w] [--presets debugprobe,daplink] [--targets nrf52840]
@@ -55,8 +55,8 @@ import os
 import random
 import sys
 import tempfile
-from typing import Optional
 from pathlib import Path
+from typing import Optional
 
 MICROPYTHON_HEX = Path("/usr/share/firmware-microbit-micropython/firmware.hex")
 SIZES = {"nrf52840": 256 * 1024, "stm32f103rc": 64 * 1024, "rp2040": 400 * 1024, "rp2350": 1024 * 1024}
@@ -95,8 +95,8 @@ class _PhaseSink:
 
 
 def run_piflash(device, target: str, image: Path, frequency: Optional[int] = None) -> dict:
-    from piflash.flashing.workflow import flash_firmware
     from piflash.firmware.image import load_image
+    from piflash.jobs.workflow import flash_firmware
     from piflash.sim.specs import TARGETS
     base = TARGETS[target].flash.start if image.suffix == ".bin" else None
     clock = device.clock
@@ -110,6 +110,7 @@ def run_piflash(device, target: str, image: Path, frequency: Optional[int] = Non
 def run_pyocd(device, target: str, image: Path) -> dict:
     from pyocd.core.helpers import ConnectHelper
     from pyocd.flash.file_programmer import FileProgrammer
+
     from piflash.sim.specs import TARGETS
     clock = device.clock
     start = clock.snapshot()
@@ -149,8 +150,8 @@ def floor_seconds(preset, target: str, image: Path, case: str, piflash: dict,
                   framed: bool = False) -> float:
     """The physics floor: see the module docstring (``framed``: ``floor_framed_s``)."""
     from piflash.firmware.image import load_image
-    from piflash.sim.specs import TARGETS
     from piflash.sim.probes.usb.timing import TARGET_TIMING, Link
+    from piflash.sim.specs import TARGETS
     fixed = sum(piflash["phases"].get(p, 0.0) for p in ("connect", "reset"))
     if case == "reflash":
         return fixed                # nothing must change and nothing must cross

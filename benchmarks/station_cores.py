@@ -73,11 +73,12 @@ def board_image(target: str) -> Path:
 
 def one_board(preset: str, target: str, host) -> dict:
     """Flash one fresh board through the simulated probe; the clock's per-board figures."""
+    from real_probe import usb_device  # benchmarks/, the script's own folder
+
     from piflash.firmware.image import load_image
-    from piflash.flashing.workflow import flash_firmware
+    from piflash.jobs.workflow import flash_firmware
     from piflash.sim.probes import usb as sim_usb
     from piflash.sim.specs import TARGETS
-    from real_probe import usb_device          # benchmarks/, the script's own folder
 
     spec = TARGETS[target]
     image = board_image(target)
@@ -89,7 +90,7 @@ def one_board(preset: str, target: str, host) -> dict:
     sim_usb.uninstall()
     req = {k: end["requests"].get(k, 0) - start["requests"].get(k, 0) for k in end["requests"]}
     # DAP packets each way (one IN response per packet; several packets may share one OUT
-    # transfer on the Debug Probe, piflash/target/batched_dap.py): what the host's CPU is charged by.
+    # transfer on the Debug Probe, piflash/probe/batched_dap.py): what the host's CPU is charged by.
     transfers = 2 * req.get("usb_in", 0)
     nbytes = req.get("bytes_out", 0) + req.get("bytes_in", 0)
     packets = sum(math.ceil(req.get(f"bytes_{d}", 0) / PACKET) or 0 for d in ("out", "in"))
@@ -106,8 +107,9 @@ def shell_board(preset: str, target: str, host, image: Path) -> dict:
     (real_probe.add_host_costs) on top of its flash on the virtual clock (erase, program, no
     verify, reset). ``board_s`` the board's time, ``host_s`` its CPU (start-up, parse and the
     preset's time per transfer), ``bus_s`` as for the station."""
-    from piflash.sim.probes import usb as sim_usb
     from real_probe import add_host_costs, run_pyocd, usb_device
+
+    from piflash.sim.probes import usb as sim_usb
 
     device = usb_device(f"shell-{preset}-{target}", target, preset, host, tool="pyocd")
     result = add_host_costs(run_pyocd(device, target, image), host, "pyocd", image)

@@ -4,7 +4,7 @@ Every failure a user can cause or meet (bad firmware, a broken profile, no
 probe, a flash that fails) is a :class:`PiflashError` subclass carrying an
 :class:`ExitCode` and, where one exists, a hint that says what to do next.
 All of them are defined here; the modules that raise them import them.
-Standard library only: :mod:`piflash.host.permissions` runs before piflash is
+Standard library only: :mod:`piflash.probe.permissions` runs before piflash is
 installed and imports this module.
 The CLI prints ``message`` and ``hint`` and exits with ``exit_code``; the
 Python API raises these exceptions unchanged.
@@ -220,7 +220,7 @@ class FlashError(PiflashError):
 
 
 class PicobootError(FlashError):
-    """A Pico's boot ROM refused a PICOBOOT command (:mod:`piflash.target.picoboot`).
+    """A Pico's boot ROM refused a PICOBOOT command (:mod:`piflash.probe.picoboot`).
 
     :ivar command: the command's name (str, e.g. ``"FLASH_ERASE"``).
     :ivar status: the ROM's status code (int; RP2040 datasheet 2.8.5.5).
@@ -383,7 +383,7 @@ class ExtraMissingError(PiflashError):
 
 
 class SetupError(PiflashError):
-    """The permissions setup (:mod:`piflash.host.permissions`) cannot run or a system tool failed."""
+    """The permissions setup (:mod:`piflash.probe.permissions`) cannot run or a system tool failed."""
 
     exit_code = ExitCode.INTERNAL
 

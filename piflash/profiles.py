@@ -43,10 +43,16 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, List, NoReturn, Optional, Tuple, Union
 
-from piflash.errors import ChecksumError, FirmwareError, PackError, PiflashError, ProfileError
+from piflash.errors import (
+    ChecksumError,
+    FirmwareError,
+    PackError,
+    PiflashError,
+    ProfileError,
+)
 from piflash.firmware.image import ALL_SUFFIXES, format_for_name, open_firmware
 from piflash.firmware.patch import PatchPlan, parse_plan
-from piflash.flashing.program import ERASE_MODES
+from piflash.jobs.options import ERASE_MODES
 from piflash.production.bootcheck import BootCheck, boot_check_from_mapping
 
 if TYPE_CHECKING:
@@ -166,7 +172,7 @@ class Profile:
             (exit 2; :func:`load_profile` with ``check_target`` reports them at their line).
         """
         from piflash.firmware.image import check_fits, load_image
-        from piflash.target.catalog import resolve_target
+        from piflash.targets.catalog import resolve_target
 
         image = load_image(self.firmware, self.base_address)
         self.check_digest(image.sha256)
@@ -400,7 +406,7 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
 
     :param path: the YAML file (str or path-like).
     :param check_target: optional validator of the target type (e.g.
-        :func:`piflash.target.catalog.check_target`, which imports pyOCD): returns the normalised name
+        :func:`piflash.targets.catalog.check_target`, which imports pyOCD): returns the normalised name
         or raises a PiflashError, reported at the 'target' key's line. When the profile names
         a ``pack``, it is called as ``check_target(target, packs)`` and a
         :class:`~piflash.errors.PackError` is reported at the 'pack' key's line.

@@ -11,4 +11,4 @@
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export PIFLASH_SETUP_SCRIPT=$0  # named in the "needs root" hint
-PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" exec python3 -m piflash.host.permissions "$@"
+PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" exec python3 -m piflash.probe.permissions "$@"

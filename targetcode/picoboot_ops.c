@@ -2,7 +2,7 @@
  * piflash's helper for an RP2040 in USB BOOTSEL mode, run by PICOBOOT EXEC (RP2040 datasheet
  * 2.8.5.4.9): the boot ROM calls the code at the start of this image as void (*)(void), so the
  * host writes its request to PARAMS first, and reads the answer there and at CRCS afterwards
- * (piflash/flashing/bootsel.py; piflash/target/picoboot.py loads it at 0x20000000).
+ * (piflash/jobs/bootsel.py; piflash/probe/picoboot.py loads it at 0x20000000).
  *
  * The ROM's EXIT_XIP (run first) leaves the SSI in standard SPI mode, 8-bit frames, transmit and
  * receive, SCK = clk_sys / 6 (pico-bootrom-rp2040 bootrom/program_flash_generic.c

@@ -11,11 +11,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-
 from support.simserver import SimServer
 
 REPO = Path(__file__).resolve().parent.parent

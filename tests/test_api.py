@@ -8,8 +8,8 @@ import os
 import pytest
 
 from piflash.errors import FlashError, NoProbeError, VerifyError
-from piflash.flashing.workflow import flash_firmware, verify_firmware
 from piflash.firmware.image import image_from_bytes, load_image
+from piflash.jobs.workflow import flash_firmware, verify_firmware
 from piflash.progress import ProgressSink
 
 
@@ -128,8 +128,8 @@ def test_stm32_pages_are_verified_by_crc_blocks_and_a_flipped_bit_is_caught(offs
     (None, {"frequency": 2_000_000}, 2_000_000),      # so does -O frequency=
 ])
 def test_swd_clock_asked_for(frequency, options, expected):
-    from piflash.target.connect import open_session
     from piflash.sim.store import SimStore
+    from piflash.targets.connect import open_session
 
     SimStore().create("clk", "nrf52840")
     with open_session("sim:clk", "nrf52840", frequency, options) as session:

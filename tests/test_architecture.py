@@ -27,12 +27,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "piflash"
 PRODUCT_ROOMS = (
     ("shared", ("piflash", "piflash.errors", "piflash.progress", "piflash.limits")),
     ("probe", ("piflash.probe",)),
-    ("firmware", ("piflash.firmware",)),
     ("host", ("piflash.host",)),
+    ("targets", ("piflash.targets",)),
+    ("firmware", ("piflash.firmware",)),
     ("record", ("piflash.record",)),
-    ("target", ("piflash.target",)),
-    ("production", ("piflash.production",)),
     ("flashing", ("piflash.flashing",)),
+    ("production", ("piflash.production",)),
+    ("jobs", ("piflash.jobs",)),
     ("profiles", ("piflash.profiles",)),
     ("station", ("piflash.station",)),
     ("cli", ("piflash.cli", "piflash.__main__")),
@@ -50,10 +51,11 @@ SIM_ROOMS = (
     ("sim.board", ("piflash.sim.board",)),
     ("sim.probes", ("piflash.sim.probes",)),
 )
-#: Product rooms that may use the simulator (host lists simulated USB probes; the CLI drives it).
-SIM_USERS = ("host", "cli")
+#: Product rooms that may use the simulator: the CLI drives it. The simulated USB bus is found
+#: through the entry point group ``piflash.usb_backend``, not imported.
+SIM_USERS = ("cli",)
 #: The rooms of piflash's API: usable without the CLI, free of click and rich.
-CORE = ("shared", "probe", "firmware", "record", "target", "production", "flashing", "profiles")
+CORE = ("shared", "probe", "targets", "firmware", "record", "flashing", "production", "jobs", "profiles")
 FRONT_END = ("click", "rich", "piflash.cli")
 
 

@@ -1,4 +1,4 @@
-"""Several DAP packets per USB transfer (piflash.target.batched_dap) on the simulated Raspberry Pi
+"""Several DAP packets per USB transfer (piflash.probe.batched_dap) on the simulated Raspberry Pi
 Debug Probe, whose firmware executes each 64-byte packet as one command: the flash is byte-exact,
 most transfers carry several packets, the virtual clock shows the saved waits; probes whose
 firmware reads a byte stream keep one packet per transfer; the simulated probe refuses a batch its
@@ -16,10 +16,10 @@ pytest.importorskip("unicorn")
 import usb.core  # noqa: E402
 
 from piflash.firmware.image import load_image  # noqa: E402
-from piflash.flashing.workflow import flash_firmware  # noqa: E402
+from piflash.jobs.workflow import flash_firmware  # noqa: E402
+from piflash.probe.batched_dap import BATCH_ENV, frames_by_packet  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
 from piflash.sim.probes import usb as sim_usb  # noqa: E402
-from piflash.target.batched_dap import BATCH_ENV, frames_by_packet  # noqa: E402
 
 XIP = 0x10000000
 
@@ -133,7 +133,8 @@ def test_a_failed_batch_wakes_the_host_waiting_for_its_response(monkeypatch):
     next write raises it too."""
     import threading
     import time
-    from piflash.target.batched_dap import _interface_class, _usb_device
+
+    from piflash.probe.batched_dap import _interface_class, _usb_device
     store = SimStore()
     store.create("pico", "rp2040")
     monkeypatch.setenv(sim_usb.ENV_VAR, "pico@yapicoprobe")

@@ -226,7 +226,13 @@ def test_a_schema_2_history_gains_the_column_and_keeps_its_chain(board, boot_fw,
 def test_the_station_counts_a_board_only_when_its_boot_check_passes(tmp_path, boot_fw):
     """Station: each board's boot result in its row; a board that does not start fails (exit 26)
     and is not locked (protect: lock comes after the boot check)."""
-    from support.stationkit import StationProcess, rows, wait_rows, write_config, write_profile
+    from support.stationkit import (
+        StationProcess,
+        rows,
+        wait_rows,
+        write_config,
+        write_profile,
+    )
 
     store = SimStore()
     history = tmp_path / "station-history.sqlite3"

@@ -9,9 +9,10 @@ import shutil
 import sys
 
 import pytest
-
-from piflash.host import doctor, probetable
 from support.usbfake import make_fake_system
+
+from piflash.host import doctor
+from piflash.probe import probetable
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ the real pyOCD stack on a simulated board, checking the message, the hint and th
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -239,7 +238,9 @@ def test_silent_server_times_out(cli, tmp_path, sim_server, monkeypatch, answers
     image.write_bytes(os.urandom(256 * 1024))  # far more than 1500 requests to flash
     server = sim_server("nrf52840", "nrf52840") if answers else None
     if answers == 1500:  # old data on the board, so that there is an erase to be in the middle of
-        from piflash.sim.store import SimStore  # (a blank board is programmed without one)
+        from piflash.sim.store import (
+            SimStore,  # (a blank board is programmed without one)
+        )
 
         SimStore().write_flash("nrf52840", b"\x00" * 256 * 1024)
     proxy = SilentAfter(int(server.uid.rsplit(":", 1)[1]) if server else None, answers)
@@ -316,7 +317,7 @@ def test_wrong_target_type_on_a_probe_that_does_not_know_its_board(cli, sim_serv
                                  TypeError("unsupported operand")])
 @pytest.mark.parametrize("phase", ["connect", "erase", "program", "verify", "reset"])
 def test_no_raw_python_exception_text(exc, phase):
-    from piflash.target.connect import translate_error
+    from piflash.probe.pyocd_errors import translate_error
 
     err = translate_error(exc, phase)
     text = f"{err.message} {err.hint}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import expected_flash, firmware_for
 
 #: (target, flash base, flash size in bytes) of the simulated parts (main flash only).

@@ -10,8 +10,9 @@ import pytest
 
 pytest.importorskip("unicorn")
 
-from piflash.sim import SimStore  # noqa: E402
 from support.uf2kit import RP2040_FAMILY, RP2350_ARM_S_FAMILY, to_uf2  # noqa: E402
+
+from piflash.sim import SimStore  # noqa: E402
 
 
 @pytest.fixture
@@ -70,7 +71,7 @@ def test_faster_spi_runs_the_chip_from_the_pll_and_the_spi_faster(pico):
     flash's 50 MHz; a page programmed then reads back; another target's algorithm is left
     alone."""
     from piflash.flashing.rp2 import cmd_xip_divider, faster_spi
-    from piflash.target.connect import open_session
+    from piflash.targets.connect import open_session
 
     with open_session("sim:pico", "rp2040") as session:
         target = session.target
@@ -117,7 +118,7 @@ def _spy_inits(flash) -> list:
 def _blink_session(store, blink):
     """A session on the simulated Pico holding ``blink``: (session, target, its boot flash's
     pyOCD ``Flash``, the simulated serial flash)."""
-    from piflash.target.connect import open_session
+    from piflash.targets.connect import open_session
 
     store.write_flash("pico", blink)
     with open_session("sim:pico", "rp2040") as session:
@@ -144,7 +145,7 @@ def test_reads_in_the_continuous_quad_mode_without_the_init_then_as_the_rom_leav
 
     from piflash.flashing import plan, rp2
     from piflash.flashing.flashcheck import FlashCheck
-    from piflash.target.connect import read_target_uid
+    from piflash.targets.connect import read_target_uid
 
     store, _info, blink = pico
     with _blink_session(store, blink) as (session, target, flash, chip_flash):
@@ -185,9 +186,9 @@ def test_a_flash_without_reset_leaves_the_rom_xip_and_a_flash_that_takes_instruc
     reset reads its flash, and after the connect's unique-ID read neither the blank check nor
     the verify called the algorithm's Init (the verify's reads follow the program's UnInit)."""
     from piflash.firmware.image import image_from_bytes
-    from piflash.flashing.workflow import flash_session
+    from piflash.jobs.workflow import flash_session
     from piflash.record.result import OperationResult
-    from piflash.target.connect import open_session, read_target_uid
+    from piflash.targets.connect import open_session, read_target_uid
 
     _store, _info, blink = pico
     with open_session("sim:pico", "rp2040") as session:
@@ -273,7 +274,7 @@ def test_the_plan_proves_whole_sectors_by_one_crc_and_goes_by_page_where_one_dif
     import random
 
     from piflash.flashing import plan as flashplan
-    from piflash.target.connect import open_session
+    from piflash.targets.connect import open_session
 
     store, _info, _blink = pico
     rnd = random.Random(21)
@@ -306,7 +307,7 @@ def test_a_differing_byte_is_found_by_page_within_the_sector(pico, quick):
     from piflash.errors import VerifyError
     from piflash.firmware.image import image_from_bytes
     from piflash.flashing.verify import verify_image
-    from piflash.target.connect import open_session, read_target_uid
+    from piflash.targets.connect import open_session, read_target_uid
 
     store, _info, blink = pico
     bad = bytearray(blink)
@@ -335,7 +336,7 @@ def test_a_read_phase_that_fails_leaves_the_next_one_reading_right(pico, monkeyp
     from pyocd.core.exceptions import TransferError
 
     from piflash.flashing import plan, rp2
-    from piflash.target.connect import read_target_uid
+    from piflash.targets.connect import read_target_uid
 
     store, _info, blink = pico
     with _blink_session(store, blink) as (session, target, flash, chip_flash):

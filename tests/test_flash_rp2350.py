@@ -9,8 +9,9 @@ import pytest
 
 pytest.importorskip("unicorn")
 
-from piflash.sim import SimStore  # noqa: E402
 from support.uf2kit import RP2040_FAMILY, RP2350_ARM_S_FAMILY, to_uf2  # noqa: E402
+
+from piflash.sim import SimStore  # noqa: E402
 
 
 @pytest.fixture
@@ -57,8 +58,8 @@ def test_the_rp2350_gets_its_own_pll_and_qmi_registers(pico2):
     divider; none of the RP2040's SSI or clock registers is written (on an RP2350 0x40028000 is
     IO_BANK0)."""
     from piflash.flashing import rp2
-    from piflash.target.connect import open_session
-    from piflash.target.rp2 import chip_of
+    from piflash.targets.connect import open_session
+    from piflash.targets.rp2 import chip_of
 
     with open_session("sim:pico2", "rp2350") as session:
         target = session.target

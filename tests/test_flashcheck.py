@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from piflash.flashing import flashcheck, plan as flashplan
+from piflash.flashing import flashcheck
+from piflash.flashing import plan as flashplan
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = {"nrf51": 0x0, "nrf52840": 0x0, "stm32f103rc": 0x08000000}
@@ -23,7 +24,7 @@ TARGETS = list(BASE)
 
 
 def _session(target: str, board: str):
-    from piflash.target.connect import open_session
+    from piflash.targets.connect import open_session
 
     return open_session(f"sim:{board}", target)
 
@@ -51,11 +52,15 @@ def test_the_committed_binaries_are_built_from_their_source(tmp_path):
     subprocess.run(["make", "-s", "-C", str(ROOT / "targetcode"), f"OUT={tmp_path}"], check=True)
     built = (tmp_path / "flashcheck.bin").read_bytes()
     assert built == flashcheck.binary(), "run `make -C targetcode` and commit piflash/data/flashcheck.bin"
-    from piflash.flashing import multipage  # the run caller (targetcode/runcall.S) is built alongside
+    from piflash.flashing import (
+        multipage,  # the run caller (targetcode/runcall.S) is built alongside
+    )
 
     assert (tmp_path / "runcall.bin").read_bytes() == multipage.run_caller(), \
         "run `make -C targetcode` and commit piflash/data/runcall.bin"
-    from piflash.target import picoboot  # the PICOBOOT helper (targetcode/picoboot_ops.c) too
+    from piflash.probe import (
+        picoboot,  # the PICOBOOT helper (targetcode/picoboot_ops.c) too
+    )
 
     assert (tmp_path / "picoboot_ops.bin").read_bytes() == picoboot._ops_code(), \
         "run `make -C targetcode` and commit piflash/data/picoboot_ops.bin"

@@ -11,8 +11,8 @@ import random
 
 import pytest
 
-from piflash.flashing.workflow import flash_firmware
 from piflash.firmware.image import FirmwareImage, Segment, image_from_bytes, load_image
+from piflash.jobs.workflow import flash_firmware
 from piflash.progress import ProgressSink
 
 FLASH_BASE = {"nrf52840": 0x0, "nrf51": 0x0, "stm32f103rc": 0x08000000}
@@ -161,8 +161,8 @@ def test_image_with_gaps_and_two_segments_in_one_sector():
 def test_blank_check_tells_blank_from_written():
     # The one blank check (verify.blank_check, used after every erase): CRC proves the blank
     # blocks; the written one is read back and its first non-blank byte named.
-    from piflash.target.connect import open_session
     from piflash.flashing.verify import blank_check
+    from piflash.targets.connect import open_session
 
     _flash(image_from_bytes(b"\x00" * 16, 0x1010), "nrf52840")
     with open_session("sim:nrf52840", "nrf52840") as session:
@@ -192,7 +192,11 @@ def test_regions_with_unreadable_erased_sectors_go_to_flash_builder():
     from pyocd.core.memory_map import FlashRegion
     from pyocd.flash.flash import Flash
 
-    from piflash.flashing.plan import BuilderRegion, EngineRegion, make_region_programmer
+    from piflash.flashing.plan import (
+        BuilderRegion,
+        EngineRegion,
+        make_region_programmer,
+    )
 
     algo = {"load_address": 0x20000000, "instructions": [0] * 64, "pc_init": 0x20000001,
             "pc_erase_sector": 0x20000011, "pc_program_page": 0x20000021, "page_buffers": [0x20001000],
@@ -247,8 +251,8 @@ def test_chip_erase_runs_one_eraseall_when_it_clears_every_region():
     """nRF52840: NVMC ERASEALL clears the code flash and the UICR. pyOCD's chip erase runs
     EraseAll for each of the two regions (four NVM erases in the simulator: each ERASEALL
     clears both arrays); piflash runs it once and proves both regions blank."""
-    from piflash.target.connect import open_session
     from piflash.flashing.program import erase_flash
+    from piflash.targets.connect import open_session
 
     store = _store()
     store.create("chip1", "nrf52840")
@@ -265,7 +269,7 @@ def test_chip_erase_runs_one_eraseall_when_it_clears_every_region():
 def test_chip_erase_runs_eraseall_per_region_for_an_algorithm_not_listed(monkeypatch):
     """An algorithm not known to erase the whole chip gets pyOCD's EraseAll for every region."""
     from piflash.flashing import program
-    from piflash.target.connect import open_session
+    from piflash.targets.connect import open_session
 
     monkeypatch.setattr(program, "CHIP_WIDE_ERASE_ALL", {})
     store = _store()

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from piflash.errors import ExitCode
 from piflash.cli.history import export_columns
+from piflash.errors import ExitCode
 from piflash.record.history import History, summarize
 from piflash.record.result import OperationResult
 

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from piflash.errors import ExitCode
-from piflash.record.history import SCHEMA_VERSION, V1_COLUMNS, History
 from piflash.record.chain import GENESIS, row_hash
+from piflash.record.history import SCHEMA_VERSION, V1_COLUMNS, History
 from piflash.record.result import OperationResult
 
 NRF = ["-t", "nrf52840", "-u", "sim:nrf52840"]

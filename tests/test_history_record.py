@@ -18,8 +18,8 @@ from datetime import datetime
 import pytest
 
 from piflash.errors import ExitCode
-from piflash.record.history import DIED, History, process_alive, process_identity
 from piflash.progress import ProgressSink
+from piflash.record.history import DIED, History, process_alive, process_identity
 from piflash.record.result import OperationResult
 
 NRF = ["-t", "nrf52840", "-u", "sim:nrf52840"]
@@ -196,8 +196,8 @@ class _PhaseLog(ProgressSink):
 
 def test_on_touch_is_called_once_after_the_connect_and_before_the_erase(firmware_dir):
     from piflash.errors import NoProbeError
-    from piflash.flashing.workflow import flash_firmware
     from piflash.firmware.image import load_image
+    from piflash.jobs.workflow import flash_firmware
 
     image = load_image(firmware_dir / "nrf52840" / "firmware.hex")
     log = []

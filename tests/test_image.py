@@ -5,7 +5,7 @@ from intelhex import IntelHex
 
 from piflash.errors import ExitCode, FirmwareError, ImageRangeError
 from piflash.firmware.image import check_fits, load_image, merge_segments
-from piflash.target.catalog import builtin_flash_regions
+from piflash.targets.catalog import builtin_flash_regions
 
 
 def write_hex(path, chunks):

@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from support import unprivileged
 
 REPO = Path(__file__).resolve().parent.parent

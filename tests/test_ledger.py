@@ -14,11 +14,19 @@ import pytest
 pytest.importorskip("unicorn")
 pytest.importorskip("psycopg")
 
+from support.pgserver import PgServer  # noqa: E402
+from support.stationkit import (  # noqa: E402
+    StationProcess,
+    rows,
+    wait_for,
+    wait_rows,
+    write_config,
+    write_profile,
+)
+from test_station_metrics import samples  # noqa: E402
+
 from piflash.errors import ExitCode  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
-from support.pgserver import PgServer  # noqa: E402
-from test_station_metrics import samples  # noqa: E402
-from support.stationkit import StationProcess, rows, wait_for, wait_rows, write_config, write_profile  # noqa: E402
 
 
 @pytest.fixture

@@ -16,11 +16,18 @@ import pytest
 pytest.importorskip("unicorn")
 pytest.importorskip("psycopg")
 
-from piflash.sim import SimStore  # noqa: E402
-from support.pgserver import PgServer  # noqa: E402
-from support.stationkit import StationProcess, rows, wait_for, write_config, write_profile  # noqa: E402
 from support.line import Feeder  # noqa: E402
+from support.pgserver import PgServer  # noqa: E402
+from support.stationkit import (  # noqa: E402
+    StationProcess,
+    rows,
+    wait_for,
+    write_config,
+    write_profile,
+)
 from support.tcpproxy import TcpProxy  # noqa: E402
+
+from piflash.sim import SimStore  # noqa: E402
 
 #: (station, worker mode, its bays)
 LINE = (("line-1", "threads", ("l1a", "l1b")), ("line-2", "processes", ("l2a", "l2b")),

@@ -10,13 +10,21 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import expected_flash
+
+from piflash.errors import ExitCode, MemoryGuardError
 from piflash.host import memguard
 from piflash.host.machine import MachineFacts, parse_meminfo, read_machine
-from piflash.errors import ExitCode, MemoryGuardError
-from piflash.host.memguard import (BASELINE, IMAGE_SLOPE, MARGIN, MIB, GuardConfigError, assess_memory,
-                                   check_memory, pack_description_bytes)
+from piflash.host.memguard import (
+    BASELINE,
+    IMAGE_SLOPE,
+    MARGIN,
+    MIB,
+    GuardConfigError,
+    assess_memory,
+    check_memory,
+    pack_description_bytes,
+)
 from piflash.profiles import check_job
 
 KIB = 1024

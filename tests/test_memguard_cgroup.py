@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.simserver import SimServer
 
 from piflash.host.memguard import MARGIN, MIB, estimate_need
-from support.simserver import SimServer
 
 REPO = Path(__file__).resolve().parent.parent
 CAPPED_RUN = REPO / "scripts" / "capped-run.py"

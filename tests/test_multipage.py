@@ -23,8 +23,8 @@ TARGETS = list(BASE)
 
 
 def _session(target: str, board: str):
-    from piflash.target.connect import open_session
     from piflash.sim.store import SimStore
+    from piflash.targets.connect import open_session
 
     SimStore().create(board, target, exist_ok=True)
     return open_session(f"sim:{board}", target)
@@ -80,8 +80,8 @@ def test_one_call_programs_several_pages(target):
 
 @pytest.mark.parametrize("target", ["nrf51", "stm32f103rc", "rp2040"])
 def test_flash_firmware_uses_fewer_calls_and_is_byte_exact(target, caplog):
-    from piflash.flashing.workflow import flash_firmware
     from piflash.firmware.image import image_from_bytes
+    from piflash.jobs.workflow import flash_firmware
     from piflash.sim.store import SimStore
 
     data = _rand(11 * PAGE[target] + 100, 3)      # a partial last page
@@ -114,6 +114,7 @@ def test_a_failed_run_names_the_page_that_failed():
     half-word): the error names that page, not the run's first (issue 19 item 18), and the pages
     before the protected one are written."""
     from pyocd.core.exceptions import FlashProgramFailure
+
     from piflash.sim.store import SimStore
 
     board, base, page = "wp", BASE["stm32f103rc"], PAGE["stm32f103rc"]
@@ -216,7 +217,7 @@ def test_a_call_that_halts_without_returning_is_a_failure(monkeypatch):
                            match="the core halted before the flash algorithm returned") as err:
             _program(session, [(page, _rand(2 * page, 7))])
     assert err.value.address == page
-    from piflash.target.connect import translate_error
+    from piflash.probe.pyocd_errors import translate_error
 
     error = translate_error(err.value, "program")
     assert "did not run the flash algorithm to its end" in error.hint and "write-protected" not in error.hint
@@ -227,6 +228,7 @@ def test_a_call_that_faults_is_a_lockup_not_a_timeout(monkeypatch):
     HardFault with no handler does: reported at once as the core's failure, not after
     flash.timeout.program as a stuck flash controller."""
     import time
+
     from pyocd.core.exceptions import FlashProgramFailure
 
     monkeypatch.setattr(multipage, "run_caller", lambda: b"\x00\xde")     # UDF #0
@@ -248,6 +250,7 @@ def test_a_call_costs_two_probe_round_trips_on_cmsis_dap():
     after the last transfer) are counted apart."""
     pytest.importorskip("unicorn")
     from pyocd.core.helpers import ConnectHelper
+
     from piflash.sim import SimStore
     from piflash.sim.probes import usb as sim_usb
 
@@ -303,6 +306,7 @@ def test_runs_grow_on_a_link_that_outpaces_the_flash(preset, grows):
     MCU-Link's wire is as slow as the flash, and its runs keep their size too.)"""
     pytest.importorskip("unicorn")
     from pyocd.core.helpers import ConnectHelper
+
     from piflash.sim import SimStore
     from piflash.sim.probes import usb as sim_usb
 

@@ -10,7 +10,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, expected_flash
 
 pytest.importorskip("unicorn")
@@ -77,7 +76,7 @@ def test_pyocd_loads_our_flm(flm):
 
 def test_resolve_target_from_the_pack(pack):
     from piflash.errors import ExitCode, PackError
-    from piflash.target.catalog import UnknownTargetError, check_target, resolve_target
+    from piflash.targets.catalog import UnknownTargetError, check_target, resolve_target
 
     found = resolve_target(PART, str(pack))
     assert (found.name, found.part_number, found.pack) == (TARGET, PART, str(pack))
@@ -106,7 +105,7 @@ def test_parts_of_installed_packs_are_known(pack, monkeypatch):
     from pyocd.target.pack.cmsis_pack import CmsisPack
     from pyocd.target.pack.pack_target import ManagedPacks
 
-    from piflash.target.catalog import UnknownTargetError, resolve_target
+    from piflash.targets.catalog import UnknownTargetError, resolve_target
 
     with pytest.raises(UnknownTargetError):
         resolve_target(PART)
@@ -126,7 +125,7 @@ def test_targets_lists_the_packs_parts(cli, pack):
 
 
 def test_unpacked_pack_directory(tmp_path, flm):
-    from piflash.target.catalog import resolve_target
+    from piflash.targets.catalog import resolve_target
 
     unpacked = tmp_path / "unpacked"
     (unpacked / "Flash").mkdir(parents=True)
@@ -163,9 +162,10 @@ def test_flash_erase_through_pack_target(cli, pack, firmware, tmp_path):
 def test_pyocd_runs_the_packs_algorithm(pack, firmware, sim_dir):
     """The session's flash region carries the FLM's algorithm (loaded into the simulated RAM),
     not pyOCD's builtin nRF52840 one."""
-    from piflash.target.connect import open_session
-    from piflash.sim import SimStore
     from pyocd.target.pack.flash_algo import PackFlashAlgo
+
+    from piflash.sim import SimStore
+    from piflash.targets.connect import open_session
 
     SimStore().create("api", "nrf52840")
     with open_session("sim:api", PART, options={"pack": str(pack)}) as session:
@@ -237,8 +237,15 @@ def test_profile_pack_key(cli, pack, firmware, tmp_path):
 
 
 def test_station_flashes_a_pack_target(tmp_path, pack, firmware, sim_dir, cli):
+    from support.stationkit import (
+        StationProcess,
+        rows,
+        wait_rows,
+        write_config,
+        write_profile,
+    )
+
     from piflash.sim import SimStore
-    from support.stationkit import StationProcess, rows, wait_rows, write_config, write_profile
 
     SimStore().create("bay", "nrf52840")
     history = tmp_path / "station.sqlite3"

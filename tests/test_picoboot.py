@@ -1,6 +1,6 @@
 """A Pico in USB BOOTSEL mode, no probe: the simulated boot ROM device below pyusb
 (piflash/sim/probes/usb/picoboot.py) and ``piflash flash`` over PICOBOOT
-(piflash/target/picoboot.py, piflash/flashing/bootsel.py).
+(piflash/probe/picoboot.py, piflash/jobs/bootsel.py).
 
 Firmware: pico-examples blink (pyOCD's test/data/binaries/rp2040.bin, not ours), as .bin and as
 UF2. What BOOTSEL writes is checked through SWD (``-u sim:pico``) and in the board's flash."""
@@ -14,8 +14,9 @@ import pytest
 
 pytest.importorskip("unicorn")
 
-from piflash.sim import SimStore  # noqa: E402
 from support.uf2kit import RP2040_FAMILY, RP2350_ARM_S_FAMILY, to_uf2  # noqa: E402
+
+from piflash.sim import SimStore  # noqa: E402
 
 BASE = 0x10000000
 
@@ -90,7 +91,7 @@ def test_refused_commands_stall_and_say_why_then_reset(bus):
 
 
 def test_the_flash_unique_id_is_read_by_the_core_through_exec(pico, bus):
-    from piflash.target import picoboot
+    from piflash.probe import picoboot
     store, info, _ = pico
     device = picoboot.select_device("picoboot")
     with picoboot.PicobootConnection(device) as conn:

@@ -1,6 +1,6 @@
 """A Pico 2 (RP2350) in USB BOOTSEL mode: the simulated boot ROM device below pyusb
 (piflash/sim/probes/usb/picoboot_rp2350.py) and piflash flashing through it
-(piflash/target/picoboot.py, piflash/flashing/bootsel.py): the RP2350's descriptors and
+(piflash/probe/picoboot.py, piflash/jobs/bootsel.py): the RP2350's descriptors and
 serial number (its chip ID), the commands it refuses (EXEC, REBOOT) and the ones it adds
 (REBOOT2, GET_INFO), a write beyond its flash device refused NOT_PERMITTED, and pico-examples
 blink flashed as UF2 without a probe, then checked through SWD."""
@@ -14,8 +14,9 @@ import pytest
 
 pytest.importorskip("unicorn")
 
-from piflash.sim import SimStore  # noqa: E402
 from support.uf2kit import RP2040_FAMILY, RP2350_ARM_S_FAMILY, to_uf2  # noqa: E402
+
+from piflash.sim import SimStore  # noqa: E402
 
 BASE = 0x10000000
 

@@ -13,8 +13,16 @@ import time
 import pytest
 
 from piflash.errors import ExitCode, NoProbeError, ProbeSyntaxError, SeveralProbesError
-from piflash.probe.selector import (MAX_SELECTOR_LENGTH, PROBE_KINDS, ProbeSelector, kind_of, near_matches,
-                                    no_probe_error, parse_selector, several_probes_error)
+from piflash.probe.selector import (
+    MAX_SELECTOR_LENGTH,
+    PROBE_KINDS,
+    ProbeSelector,
+    kind_of,
+    near_matches,
+    no_probe_error,
+    parse_selector,
+    several_probes_error,
+)
 
 
 # -- the parser ------------------------------------------------------------------------------------
@@ -188,7 +196,14 @@ def test_a_malformed_probe_is_a_usage_error_before_anything_opens(store, firmwar
 
 @pytest.mark.parametrize("probes", [["sim:bay1"], ["sim:bay1", "sim:bay10"]], ids=["alone", "beside-bay10"])
 def test_a_station_slot_whose_probe_is_gone_never_flashes_another(tmp_path, store, firmware, probes):
-    from support.stationkit import StationProcess, rows, wait_for, wait_rows, write_config, write_profile
+    from support.stationkit import (
+        StationProcess,
+        rows,
+        wait_for,
+        wait_rows,
+        write_config,
+        write_profile,
+    )
 
     store.create("bay1", "nrf52840")
     bay10 = store.create("bay10", "nrf52840")
@@ -268,7 +283,7 @@ def test_a_missing_probe_costs_one_listing_of_the_probes(store, monkeypatch):
     and the error names them from that listing."""
     from pyocd.core.helpers import ConnectHelper
 
-    from piflash.target.connect import select_probe
+    from piflash.probe.discovery import select_probe
 
     store.create("bay10", "nrf52840")
     calls = []

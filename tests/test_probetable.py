@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from piflash.host import probetable
 from support.udevrules import RulesSyntaxError, evaluate, parse_rules, usb_device
+
+from piflash.probe import probetable
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGED = REPO / "piflash" / "data" / probetable.RULES_NAME
@@ -55,13 +55,13 @@ def test_pyocd_plugins_are_all_known():
 
 def test_committed_rules_are_generated_from_the_table():
     assert PACKAGED.read_text() == probetable.render_rules(), \
-        "run: python -m piflash.host.probetable --write"
+        "run: python -m piflash.probe.probetable --write"
     link = REPO / "udev" / probetable.RULES_NAME
     assert link.resolve() == PACKAGED.resolve()
-    proc = subprocess.run([sys.executable, "-m", "piflash.host.probetable", "--check"],
+    proc = subprocess.run([sys.executable, "-m", "piflash.probe.probetable", "--check"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    printed = subprocess.run([sys.executable, "-m", "piflash.host.probetable"], capture_output=True,
+    printed = subprocess.run([sys.executable, "-m", "piflash.probe.probetable"], capture_output=True,
                              text=True, check=True).stdout
     assert printed == PACKAGED.read_text()
 
@@ -112,7 +112,7 @@ def test_every_pyocd_probe_is_covered_by_the_rules():
     assert len(ids) > 25  # the CMSIS-DAP list alone has 22 entries in pyOCD 0.46
     table = set(probetable.all_ids())
     for vid, pid in ids:
-        assert (vid, pid) in table, f"{vid:04x}:{pid:04x} missing from piflash/host/probetable.py"
+        assert (vid, pid) in table, f"{vid:04x}:{pid:04x} missing from piflash/probe/probetable.py"
         events = usb_device(vid, pid, product="Some Probe")
         for node in ("usb", "hidraw"):
             out = evaluate(rules, events[node])
@@ -179,7 +179,7 @@ def test_udevadm_verify():
 def test_setup_modules_need_only_the_standard_library():
     """scripts/setup-probe-permissions.sh runs these with the system python3, piflash not installed."""
     code = ("import sys; sys.path.insert(0, sys.argv[1]); "
-            "import piflash.host.permissions, piflash.host.usbscan, piflash.host.probetable, piflash.host.doctor; "
+            "import piflash.probe.permissions, piflash.probe.usbscan, piflash.probe.probetable, piflash.host.doctor; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & "
             "{'click', 'rich', 'yaml', 'pyocd', 'usb', 'libusb_package'}))")
     proc = subprocess.run([sys.executable, "-I", "-c", code, str(REPO)], capture_output=True, text=True)

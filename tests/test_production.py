@@ -13,8 +13,8 @@ import pytest
 from piflash.errors import ExitCode, ProfileError, SerialError
 from piflash.firmware.image import image_from_bytes
 from piflash.firmware.patch import CounterSpec
-from piflash.profiles import load_profile
 from piflash.production.serials import SerialAllocator
+from piflash.profiles import load_profile
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -156,7 +156,7 @@ def store(sim_dir):
 
 def _nrf_profile(tmp_path, firmware_dir, extra=""):
     fw = firmware_dir / "nrf52840" / "firmware.hex"
-    return _profile(tmp_path, f"""\
+    return _profile(tmp_path, """\
         serial:
           uicr_customer: 0
           encoding: u32
@@ -166,7 +166,7 @@ def _nrf_profile(tmp_path, firmware_dir, extra=""):
             address: 0x000FF000
             encoding: ascii
             length: 16
-            template: "SN-{{n:06d}}"
+            template: "SN-{n:06d}"
         """ + extra).read_text().replace("fw.hex", str(fw))
 
 

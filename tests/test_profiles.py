@@ -10,8 +10,15 @@ import pytest
 
 from piflash import profiles
 from piflash.errors import ChecksumError, ExitCode, FirmwareError, ProfileError
-from piflash.profiles import (Profile, find_profile, list_profiles, load_profile, parse_frequency,
-                              profile_dirs, profile_to_dict)
+from piflash.profiles import (
+    Profile,
+    find_profile,
+    list_profiles,
+    load_profile,
+    parse_frequency,
+    profile_dirs,
+    profile_to_dict,
+)
 
 GOOD = """\
 # piflash profile

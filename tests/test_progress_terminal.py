@@ -11,8 +11,9 @@ import pytest
 
 pytest.importorskip("unicorn")
 
-from piflash.sim import SimStore  # noqa: E402
 from support.tmuxscreen import Screen  # noqa: E402
+
+from piflash.sim import SimStore  # noqa: E402
 
 FINAL = re.compile(r"^Flashed [\d,]+ bytes to nrf51 \(sim:mb\): [\d,]+ programmed, [\d,]+ unchanged, "
                    r"verified, in [\d.]+ s$")

@@ -18,8 +18,9 @@ from piflash.errors import ExitCode
 
 pytest.importorskip("unicorn")
 
-from piflash.sim import SimStore  # noqa: E402
 from support.stationkit import StationProcess, rows, wait_rows, write_config  # noqa: E402
+
+from piflash.sim import SimStore  # noqa: E402
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ real in tests/test_station_systemd.py.
 from __future__ import annotations
 
 import os
+
 import pytest
 
 from piflash.errors import ExitCode
@@ -110,8 +111,8 @@ def test_uninstall_takes_no_install_options(cli, root, config):
 
 
 def test_needs_root_on_the_real_system(monkeypatch, capsys):
-    from piflash.station import service
     from piflash.errors import ServiceError
+    from piflash.station import service
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(ServiceError) as err:

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from piflash.host import permissions, probetable
+from piflash.probe import permissions, probetable
 
 
 @pytest.fixture

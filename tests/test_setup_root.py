@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support import unprivileged
 
-from piflash.host import probetable
 from piflash.errors import ExitCode
+from piflash.probe import probetable
 
 #: Heavy: debootstrap of a Debian root (cached after the first run). Deselect with -m "not slow".
 #: One worker runs the whole module (pytest-xdist --dist loadgroup): its fixture is built once.

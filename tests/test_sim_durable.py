@@ -15,8 +15,16 @@ import pytest
 pytest.importorskip("unicorn")
 
 from conftest import expected_flash  # noqa: E402
+from support.stationkit import (  # noqa: E402
+    StationProcess,
+    rows,
+    wait_for,
+    wait_rows,
+    write_config,
+    write_profile,
+)
+
 from piflash.sim import SimStore  # noqa: E402
-from support.stationkit import StationProcess, rows, wait_for, wait_rows, write_config, write_profile  # noqa: E402
 
 NRF52840_FLASH = 1024 * 1024
 

@@ -15,9 +15,9 @@ pytest.importorskip("unicorn")
 
 from pyocd.core import exceptions  # noqa: E402
 
-from piflash.target.connect import open_session, read_target_uid  # noqa: E402
 from piflash.errors import ConnectError  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
+from piflash.targets.connect import open_session, read_target_uid  # noqa: E402
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from pyocd.core.exceptions import TransferError  # noqa: E402
 from pyocd.core.helpers import ConnectHelper  # noqa: E402
 from pyocd.flash.file_programmer import FileProgrammer  # noqa: E402
 from pyocd.utility import mask  # noqa: E402
+from support.swdwire import sender  # noqa: E402
 
 from piflash.sim import SimStore  # noqa: E402
 from piflash.sim.board import SimBoard  # noqa: E402
@@ -22,7 +23,6 @@ from piflash.sim.chips.rp2_bootrom import BOOT2_SRAM, crc32_boot2  # noqa: E402
 from piflash.sim.faults import Faults  # noqa: E402
 from piflash.sim.probes import usb as sim_usb  # noqa: E402
 from piflash.sim.specs import get_target  # noqa: E402
-from support.swdwire import sender  # noqa: E402
 
 SPEC = get_target("rp2040")
 UID = bytes.fromhex("e66038b7134f4d2c")

@@ -17,18 +17,18 @@ from pyocd.core.exceptions import TransferError, TransferFaultError  # noqa: E40
 from pyocd.core.helpers import ConnectHelper  # noqa: E402
 from pyocd.core.target import Target  # noqa: E402
 from pyocd.flash.file_programmer import FileProgrammer  # noqa: E402
+from support.swdwire import sender  # noqa: E402
 
 from piflash.sim import SimStore  # noqa: E402
 from piflash.sim.board import SimBoard  # noqa: E402
 from piflash.sim.chips import rp2350 as chip  # noqa: E402
-from piflash.sim.chips.rp2350_bootrom import find_image_def  # noqa: E402
 from piflash.sim.chips.rp2_bootrom import table_code  # noqa: E402
+from piflash.sim.chips.rp2350_bootrom import find_image_def  # noqa: E402
 from piflash.sim.cpu import StopReason  # noqa: E402
 from piflash.sim.faults import Faults  # noqa: E402
 from piflash.sim.memory.bus import BusError  # noqa: E402
 from piflash.sim.probes import usb as sim_usb  # noqa: E402
 from piflash.sim.specs import get_target  # noqa: E402
-from support.swdwire import sender  # noqa: E402
 
 SPEC = get_target("rp2350")
 UID = bytes.fromhex("d48ff4e70c412683")

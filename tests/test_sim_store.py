@@ -8,8 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from piflash.sim import (SIM_TARGETS, BoardExistsError, SimStore, UnknownBoardError,
-                         auto_target_for_name, default_root, valid_board_name)
+from piflash.sim import (
+    SIM_TARGETS,
+    BoardExistsError,
+    SimStore,
+    UnknownBoardError,
+    auto_target_for_name,
+    default_root,
+    valid_board_name,
+)
 from piflash.sim.faults import Faults
 from piflash.sim.specs import TARGETS
 

@@ -17,12 +17,12 @@ from pyocd.flash.file_programmer import FileProgrammer  # noqa: E402
 from pyocd.probe.cmsis_dap_probe import CMSISDAPProbe  # noqa: E402
 from pyocd.probe.pydapaccess.dap_access_cmsis_dap import DAPAccessCMSISDAP  # noqa: E402
 
-from piflash.host import probetable  # noqa: E402
+from piflash.probe import probetable  # noqa: E402
 from piflash.sim import SimStore
 from piflash.sim.probes import usb as sim_usb  # noqa: E402
-from piflash.sim.specs import TARGETS  # noqa: E402
 from piflash.sim.probes.usb.presets import PRESETS  # noqa: E402
 from piflash.sim.probes.usb.timing import TARGET_TIMING  # noqa: E402
+from piflash.sim.specs import TARGETS  # noqa: E402
 
 IMAGE = 16 * 1024
 

@@ -7,7 +7,12 @@ from __future__ import annotations
 import pytest
 
 from piflash.sim.probes.usb import timing
-from piflash.sim.probes.usb.timing import HOST_PRESETS, TARGET_TIMING, X86_MEASURED, get_host
+from piflash.sim.probes.usb.timing import (
+    HOST_PRESETS,
+    TARGET_TIMING,
+    X86_MEASURED,
+    get_host,
+)
 
 
 def test_x86_is_the_measurement_and_the_pis_are_it_scaled():

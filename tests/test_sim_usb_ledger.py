@@ -20,7 +20,6 @@ from pyocd.core.helpers import ConnectHelper  # noqa: E402
 from pyocd.flash.file_programmer import FileProgrammer  # noqa: E402
 
 from piflash.sim import SimStore
-
 from piflash.sim.probes import usb as sim_usb  # noqa: E402
 from piflash.sim.probes.usb.ledger import LEDGER_ENV_VAR, read_ledger  # noqa: E402
 from piflash.sim.probes.usb.timing import TARGET_TIMING  # noqa: E402

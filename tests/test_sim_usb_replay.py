@@ -12,8 +12,12 @@ from pyocd.core.helpers import ConnectHelper  # noqa: E402
 
 from piflash.sim import SimStore  # noqa: E402
 from piflash.sim.probes import usb as sim_usb  # noqa: E402
-from piflash.sim.probes.usb.replay import (Recording, ReplayDevice, ReplayMismatch,  # noqa: E402
-                                           replay_backend)
+from piflash.sim.probes.usb.replay import (  # noqa: E402
+    Recording,
+    ReplayDevice,
+    ReplayMismatch,
+    replay_backend,
+)
 
 RAM = 0x20000000
 

@@ -15,10 +15,17 @@ import pytest
 
 pytest.importorskip("unicorn")
 
+from support.stationkit import (  # noqa: E402
+    MID_PROGRAM_TRANSFERS,
+    StationProcess,
+    rows,
+    wait_rows,
+    write_config,
+    write_profile,
+)
+
 from piflash.sim import SimStore  # noqa: E402
 from piflash.station.loop import REPEAT_WINDOW  # noqa: E402
-from support.stationkit import (MID_PROGRAM_TRANSFERS, StationProcess, rows, wait_for, wait_rows,  # noqa: E402
-                        write_config, write_profile)
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -9,10 +9,10 @@ import shutil
 import subprocess
 
 import pytest
+from support.stationkit import write_config, write_profile
 
 from piflash.errors import ExitCode
 from piflash.record.history import History
-from support.stationkit import write_config, write_profile
 
 
 def _config(tmp_path, firmware_dir, history):

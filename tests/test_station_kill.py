@@ -20,9 +20,10 @@ import pytest
 
 pytest.importorskip("unicorn")
 
+from support.stationkit import StationProcess, rows, write_config, write_profile  # noqa: E402
+
 from piflash.record.history import History  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
-from support.stationkit import StationProcess, rows, write_config, write_profile  # noqa: E402
 
 ROUNDS = 16
 

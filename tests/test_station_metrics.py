@@ -13,9 +13,16 @@ import pytest
 pytest.importorskip("unicorn")
 pytest.importorskip("prometheus_client")
 
+from support.stationkit import (  # noqa: E402
+    StationProcess,
+    wait_for,
+    wait_rows,
+    write_config,
+    write_profile,
+)
+
 from piflash.errors import ExitCode  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
-from support.stationkit import StationProcess, wait_for, wait_rows, write_config, write_profile  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -81,8 +81,14 @@ def test_notifier_without_systemd_and_watchdog_env(tmp_path):
 
 def test_station_notify_protocol(tmp_path, listener, firmware_dir, sim_dir):
     pytest.importorskip("unicorn")
+    from support.stationkit import (
+        StationProcess,
+        wait_rows,
+        write_config,
+        write_profile,
+    )
+
     from piflash.sim import SimStore
-    from support.stationkit import StationProcess, wait_rows, write_config, write_profile
 
     sock, path = listener
     history = tmp_path / "history.sqlite3"

@@ -12,8 +12,9 @@ import pytest
 
 pytest.importorskip("unicorn")
 
-from piflash.sim import SimStore  # noqa: E402
 from support.stationkit import StationProcess, rows, wait_for, wait_rows, write_config  # noqa: E402
+
+from piflash.sim import SimStore  # noqa: E402
 
 START = 7000
 

@@ -13,9 +13,17 @@ import pytest
 
 pytest.importorskip("unicorn")
 
+from support.stationkit import (  # noqa: E402
+    StationProcess,
+    rows,
+    wait_for,
+    wait_rows,
+    write_config,
+    write_profile,
+)
+
 from piflash.errors import ExitCode  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
-from support.stationkit import StationProcess, rows, wait_for, wait_rows, write_config, write_profile  # noqa: E402
 
 
 def _children(pid: int):

@@ -10,9 +10,16 @@ import pytest
 
 pytest.importorskip("unicorn")
 
-from piflash.sim import SimStore  # noqa: E402
-from support.stationkit import StationProcess, rows, wait_rows, write_config, write_profile  # noqa: E402
+from support.stationkit import (  # noqa: E402
+    StationProcess,
+    rows,
+    wait_rows,
+    write_config,
+    write_profile,
+)
 from support.uf2kit import to_uf2  # noqa: E402
+
+from piflash.sim import SimStore  # noqa: E402
 
 
 @pytest.mark.parametrize("chip", ["rp2040", "rp2350"])

@@ -13,9 +13,10 @@ import pytest
 
 pytest.importorskip("unicorn")
 
+from support.stationkit import StationProcess, rows, wait_for, wait_rows, write_config  # noqa: E402
+
 from piflash.production.serials import KILL_POINTS  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
-from support.stationkit import StationProcess, rows, wait_for, wait_rows, write_config  # noqa: E402
 
 LABEL = 0x000FF000
 

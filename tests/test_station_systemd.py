@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 from support.nspawn import BootError, Container
 

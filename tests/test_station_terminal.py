@@ -11,9 +11,10 @@ import pytest
 
 pytest.importorskip("unicorn")
 
-from piflash.sim import SimStore  # noqa: E402
 from support.stationkit import rows, wait_rows, write_config, write_profile  # noqa: E402
 from support.tmuxscreen import Screen  # noqa: E402
+
+from piflash.sim import SimStore  # noqa: E402
 
 
 @pytest.fixture

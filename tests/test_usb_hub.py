@@ -82,7 +82,7 @@ def test_a_picoboot_flash_records_its_bus_and_host_time(pico, tmp_path):
     import random
 
     from piflash.firmware.image import load_image
-    from piflash.flashing.bootsel import flash_bootsel
+    from piflash.jobs.bootsel import flash_bootsel
     from piflash.sim.probes import usb as sim_usb
 
     data = random.Random("hub").randbytes(64 * 1024)

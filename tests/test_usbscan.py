@@ -14,10 +14,10 @@ import os
 import shutil
 
 import pytest
-
-from piflash.host import usbscan
-from piflash.errors import ExitCode
 from support.usbfake import NOBODY, make_fake_system, plugdev_gid
+
+from piflash.errors import ExitCode
+from piflash.probe import usbscan
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
                                 reason="needs root and setpriv (util-linux) to act as another user")

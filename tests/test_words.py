@@ -96,8 +96,8 @@ def test_doctor_mentions_the_simulator(cli):
 
 
 def test_setup_permissions_is_proposed_only_when_it_has_something_to_change(tmp_path):
-    from piflash.host import probetable, usbscan
-    from piflash.host.permissions import RULES_DIR
+    from piflash.probe import probetable, usbscan
+    from piflash.probe.permissions import RULES_DIR
 
     root = tmp_path / "root"
     (root / "etc").mkdir(parents=True)

@@ -1,5 +1,5 @@
 """A wrong target is never read as read-out protection (issue 19, items 1 and 2): before any
-protection verdict the chip's ID registers prove it is the one named (piflash.target.identify); a mismatch
+protection verdict the chip's ID registers prove it is the one named (piflash.targets.identify); a mismatch
 is exit 10 naming the chip found and the target type to use, nothing is erased or programmed, and a
 locked nRF52840 is exit 20 with or without --target. Through the real CLI and pyOCD, on the
 ``sim:`` probe and behind a simulated USB CMSIS-DAP probe (piflash.sim.probes.usb)."""
@@ -12,13 +12,14 @@ import pytest
 
 pytest.importorskip("unicorn")
 
+from support.stationkit import rows  # noqa: E402
+
 from piflash.errors import ExitCode  # noqa: E402
-from piflash.target.identify import expected_parts  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
 from piflash.sim.probes import usb as sim_usb  # noqa: E402
 from piflash.sim.probes.usb.device import serial_for  # noqa: E402
 from piflash.sim.probes.usb.presets import get_preset  # noqa: E402
-from support.stationkit import rows  # noqa: E402
+from piflash.targets.identify import expected_parts  # noqa: E402
 
 CONNECT, PROTECTED = int(ExitCode.CONNECT), int(ExitCode.PROTECTED)
 UNTOUCHED = "nothing was read as protection, erased or programmed"

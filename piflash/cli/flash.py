@@ -1,5 +1,5 @@
 """``piflash flash``, ``verify``, ``erase`` and ``reset``: the commands that open a probe and act
-on the target, each a thin layer over :mod:`piflash.flashing.workflow` that records its result in the
+on the target, each a thin layer over :mod:`piflash.jobs.workflow` that records its result in the
 history."""
 
 from __future__ import annotations
@@ -8,13 +8,28 @@ from typing import Optional
 
 import click
 
-from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, Settings, confirm_mass_erase, emit_json,
-                                 firmware_options, handles_errors, memory_guarded, output_options, refuse_picoboot,
-                                 probe_options, reset_option, resolve, session_options, sigterm_as_interrupt,
-                                 yes_option, Seconds)
-from piflash.limits import BOOT_TIMEOUT_MAX_S
+from piflash.cli.options import (
+    CONTEXT,
+    EXIT_CODES_EPILOG,
+    Seconds,
+    Settings,
+    confirm_mass_erase,
+    emit_json,
+    firmware_options,
+    handles_errors,
+    memory_guarded,
+    output_options,
+    probe_options,
+    refuse_picoboot,
+    reset_option,
+    resolve,
+    session_options,
+    sigterm_as_interrupt,
+    yes_option,
+)
 from piflash.errors import PiflashError
 from piflash.flashing.program import ERASE_MODES
+from piflash.limits import BOOT_TIMEOUT_MAX_S
 
 
 def _load(settings: Settings):
@@ -40,7 +55,7 @@ def _run_with_progress(settings: Settings, quiet: bool, json_mode: bool, call):
 
 class _Recorder:
     """The history row of one CLI operation: opened when the workflow first reaches the board
-    (:mod:`piflash.flashing.workflow`'s ``on_touch``), completed at the end, passed or failed. A history
+    (:mod:`piflash.jobs.workflow`'s ``on_touch``), completed at the end, passed or failed. A history
     that cannot be written warns once on stderr and never fails the job.
 
     The row takes ``settings["serial"]`` (str) and ``settings["patch"]`` (dict) when set, and the
@@ -179,7 +194,7 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
     passed verify and the lock is read back. With --boot-check (or the profile's 'boot_check:')
     the board counts as flashed only once its firmware shows it started (docs/boot-check.md).
     """
-    from piflash.flashing.workflow import flash_firmware
+    from piflash.jobs.workflow import flash_firmware
 
     sigterm_as_interrupt()
     s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
@@ -207,7 +222,7 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
     if serial is not None:
         s["serial"] = str(serial)                   # in the history row from the first touch on
         one_off = _one_off(prof, plan, serial, force_serial)
-    from piflash.flashing.bootsel import wants_bootsel
+    from piflash.jobs.bootsel import wants_bootsel
     bootsel = wants_bootsel(s["probe"])
     if bootsel:
         _refuse_over_picoboot(s, protect, check, pyocd_options)
@@ -219,7 +234,7 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
             if one_off is not None:                 # committed before the board is programmed
                 one_off.take(result.target_uid)
         if bootsel:
-            from piflash.flashing.bootsel import flash_bootsel
+            from piflash.jobs.bootsel import flash_bootsel
             return flash_bootsel(image, probe=s["probe"], target=s["target"], verify=s["verify"],
                                  reset=s["reset"], progress=display, on_touch=touch, plan=plan, serial=serial)
         return flash_firmware(
@@ -345,15 +360,15 @@ def _one_off(prof, plan, serial: int, force: bool):
 def verify(firmware, probe, target, frequency, profile, pyocd_options, base_address, reset, quiet,
            json_mode):
     """Compare the target's flash with FIRMWARE without writing anything."""
-    from piflash.flashing.workflow import verify_firmware
+    from piflash.jobs.workflow import verify_firmware
 
     sigterm_as_interrupt()
     s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
                 base_address=base_address, reset=reset)
     image = _load(s)
-    from piflash.target.picoboot import is_picoboot
+    from piflash.probe.picoboot import is_picoboot
     if is_picoboot(s["probe"]):
-        from piflash.flashing.bootsel import verify_bootsel
+        from piflash.jobs.bootsel import verify_bootsel
         result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: verify_bootsel(
             image, s["probe"], s["target"], reset=s["reset"], progress=display, on_touch=on_touch))
         _report(result, json_mode, quiet, f"Verified: all {image.size:,} bytes match on {result.target} "
@@ -401,7 +416,7 @@ CHIP_ERASE_LOSES = "all of its flash and, on an nRF, the UICR (serial numbers, p
 def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, yes, quiet, json_mode):
     """Erase the whole chip (--chip) or the sectors covering the given ranges (--sector): one of
     the two must be given, as with 'pyocd erase'."""
-    from piflash.flashing.workflow import erase_target
+    from piflash.jobs.workflow import erase_target
 
     sigterm_as_interrupt()
     if mode == "chip" and sectors:
@@ -428,15 +443,15 @@ def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, yes, 
 @memory_guarded("reset")
 def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mode):
     """Reset the target."""
-    from piflash.flashing.workflow import reset_board
+    from piflash.jobs.workflow import reset_board
 
     sigterm_as_interrupt()
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
-    from piflash.target.picoboot import is_picoboot
+    from piflash.probe.picoboot import is_picoboot
     if is_picoboot(s["probe"]):
         if halt:
             raise click.UsageError("a Pico in BOOTSEL mode cannot be reset halted: --halt needs a debug probe")
-        from piflash.flashing.bootsel import reset_bootsel
+        from piflash.jobs.bootsel import reset_bootsel
         result = _recorded(s, lambda on_touch: reset_bootsel(s["probe"], on_touch=on_touch))
         _report(result, json_mode, quiet, f"Rebooted {result.target} ({result.probe_id}) into its flash")
         return

@@ -239,7 +239,7 @@ def resolve(profile: Optional[str], **cli_values) -> Settings:
     """
     from piflash import profiles
     from piflash.errors import ProfileError
-    from piflash.target.catalog import check_target
+    from piflash.targets.catalog import check_target
 
     given = {k: v for k, v in cli_values.items() if v is not None}
     out = Settings(profile=None, firmware=None, sha256=None, target=None, probe=None,
@@ -298,7 +298,7 @@ def memory_guarded(operation: str):
 def refuse_picoboot(probe: Optional[str], command: str, instead: str = "") -> None:
     """A usage error (exit 2) for a command that needs a debug probe, given ``-u picoboot...``
     (a Pico in BOOTSEL mode is flashed, verified and rebooted, nothing else)."""
-    from piflash.target.picoboot import is_picoboot
+    from piflash.probe.picoboot import is_picoboot
     if is_picoboot(probe):
         raise click.UsageError(f"'piflash {command}' needs a debug probe: a Pico in BOOTSEL mode (-u picoboot) "
                                "takes flash, verify and reset only" + (f"; {instead}" if instead else ""))

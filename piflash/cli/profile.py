@@ -55,7 +55,7 @@ def show(name, json_mode):
 def check(name):
     """Validate NAME: its keys and types, the firmware file, its SHA-256 and its place in flash."""
     from piflash.profiles import find_profile, load_profile
-    from piflash.target.catalog import check_target
+    from piflash.targets.catalog import check_target
 
     prof = load_profile(find_profile(name), check_target=check_target)
     image = prof.load_image()   # a digest mismatch names the actual SHA-256 in its message

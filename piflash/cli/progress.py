@@ -87,8 +87,15 @@ class RichProgress(ProgressSink):
 
     def __init__(self, stream: TextIO = sys.stdout, console=None) -> None:
         from rich.console import Console, Group
-        from rich.progress import (BarColumn, DownloadColumn, Progress, ProgressColumn, SpinnerColumn,
-                                   TextColumn, TimeElapsedColumn)
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            ProgressColumn,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
         from rich.table import Column, Table
         from rich.text import Text
 

@@ -5,9 +5,20 @@ from __future__ import annotations
 
 import click
 
-from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, confirm_mass_erase, emit_json, handles_errors,
-                                 output_options, probe_options, refuse_picoboot, resolve, sigterm_as_interrupt,
-                                 yes_option, Seconds)
+from piflash.cli.options import (
+    CONTEXT,
+    EXIT_CODES_EPILOG,
+    Seconds,
+    confirm_mass_erase,
+    emit_json,
+    handles_errors,
+    output_options,
+    probe_options,
+    refuse_picoboot,
+    resolve,
+    sigterm_as_interrupt,
+    yes_option,
+)
 from piflash.limits import RECOVER_TIMEOUT_MAX_S
 
 
@@ -24,7 +35,7 @@ def protect():
 
 def _run(operation: str, profile, probe, target, frequency, action):
     from piflash.cli.flash import _recorded
-    from piflash.flashing.workflow import tracking
+    from piflash.jobs.workflow import tracking
     from piflash.production.protect import open_port
     from piflash.record.result import OperationResult
 
@@ -50,8 +61,8 @@ def _run(operation: str, profile, probe, target, frequency, action):
                 raise OperationInterrupted(f"interrupted during {operation}: run "
                                            "'piflash protect status' to see the state") from None
             except Exception as exc:
-                from piflash.target.connect import translate_error
                 from piflash.errors import PiflashError
+                from piflash.probe.pyocd_errors import translate_error
 
                 if isinstance(exc, PiflashError):
                     raise
@@ -63,7 +74,7 @@ def _run(operation: str, profile, probe, target, frequency, action):
 
 def _target_uid(port, target: str):
     """The chip's unique ID (hex) if the debugger may read it now, else None."""
-    from piflash.target.catalog import uid_location
+    from piflash.targets.catalog import uid_location
 
     loc = uid_location(target)
     if loc is None:

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import click
 
-from piflash.cli.options import (CONTEXT, emit_json, handles_errors, probe_options, refuse_picoboot, resolve,
-                                 session_options)
-from piflash.cli.options import memory_guarded
+from piflash.cli.options import (
+    CONTEXT,
+    emit_json,
+    handles_errors,
+    memory_guarded,
+    probe_options,
+    refuse_picoboot,
+    resolve,
+    session_options,
+)
 
 
 @click.command(context_settings=CONTEXT)
@@ -16,7 +23,7 @@ from piflash.cli.options import memory_guarded
 @memory_guarded("info")
 def info(probe, target, frequency, profile, pyocd_options, json_mode):
     """Connect and show the target: type, unique ID, probe, flash regions."""
-    from piflash.target.info import target_info
+    from piflash.targets.info import target_info
 
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
     refuse_picoboot(s["probe"], "info", "'piflash probes' shows its chip and port")
@@ -41,13 +48,12 @@ def probes(json_mode):
     """List the debug probes pyOCD can see (simulated ones included), the Picos in USB BOOTSEL
     mode (flashed with -u picoboot:PORT, no probe), and the USB probes attached that cannot be
     opened, each with the reason and the fix."""
-    from piflash.target.connect import list_probes
-    from piflash.host.usbscan import blocked_probes
-
     import getpass
 
-    from piflash.host.permissions import fix_text
-    from piflash.target.picoboot import CHIPS, VID, list_devices, list_running
+    from piflash.probe.discovery import list_probes
+    from piflash.probe.permissions import fix_text
+    from piflash.probe.picoboot import CHIPS, VID, list_devices, list_running
+    from piflash.probe.usbscan import blocked_probes
 
     found = list_probes()
     bootsel = list_devices()
@@ -95,7 +101,7 @@ def _running_text(r) -> str:
 
 
 def _pid(chip: str) -> int:
-    from piflash.target.picoboot import CHIPS
+    from piflash.probe.picoboot import CHIPS
     return next(pid for pid, name in CHIPS.items() if name == chip)
 
 
@@ -113,7 +119,7 @@ BOARD_TARGETS = {"pico": ("rp2040", "rp2350"), "micro:bit": ("nrf51", "nrf52833"
 @handles_errors
 def targets(pattern, packs, json_mode):
     """List the target types pyOCD knows (PATTERN filters by substring)."""
-    from piflash.target.info import list_targets
+    from piflash.targets.info import list_targets
 
     rows = list_targets(pattern, list(packs) or None)
     if json_mode:

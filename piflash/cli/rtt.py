@@ -6,8 +6,18 @@ import sys
 
 import click
 
-from piflash.cli.options import (CONTEXT, EXIT_CODES_EPILOG, _int_auto, handles_errors, probe_options, resolve,
-                                 refuse_picoboot, session_options, sigterm_as_interrupt, Seconds)
+from piflash.cli.options import (
+    CONTEXT,
+    EXIT_CODES_EPILOG,
+    Seconds,
+    _int_auto,
+    handles_errors,
+    probe_options,
+    refuse_picoboot,
+    resolve,
+    session_options,
+    sigterm_as_interrupt,
+)
 from piflash.limits import RTT_DURATION_MAX_S, RTT_FIND_TIMEOUT_MAX_S
 
 
@@ -34,7 +44,7 @@ def rtt(firmware, probe, target, frequency, profile, pyocd_options, address, res
       piflash rtt build/app.elf -t nrf52840 --reset
       piflash rtt -u 0240000032044e45 -t nrf52840 --address 0x20000400
     """
-    from piflash.flashing.workflow import monitor_rtt
+    from piflash.jobs.workflow import monitor_rtt
 
     sigterm_as_interrupt()
     s = resolve(profile, probe=probe, target=target, frequency=frequency)

@@ -1,4 +1,4 @@
-"""``piflash setup permissions``: the click layer over :mod:`piflash.host.permissions`."""
+"""``piflash setup permissions``: the click layer over :mod:`piflash.probe.permissions`."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def permissions(user, dry_run, uninstall, root):
     (/etc/udev/rules.d/60-piflash-probes.rules) and reloads udev. Idempotent. The user
     must log in again afterwards; 'piflash doctor' checks the result.
     """
-    from piflash.host.permissions import setup_permissions, uninstall_permissions
+    from piflash.probe.permissions import setup_permissions, uninstall_permissions
 
     if uninstall:
         if user:

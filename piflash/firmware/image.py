@@ -290,7 +290,9 @@ def load_image(path: os.PathLike | str, base_address: Optional[int] = None,
 
         def parse() -> Tuple[List[Tuple[int, bytes]], Tuple[int, ...]]:
             if fmt == "uf2":
-                from piflash.firmware.uf2 import parse_uf2     # only for a UF2: kept off the start-up path
+                from piflash.firmware.uf2 import (
+                    parse_uf2,  # only for a UF2: kept off the start-up path
+                )
 
                 contents = parse_uf2(path, raw)
                 return list(contents.chunks), contents.families
@@ -322,7 +324,7 @@ def check_fits(image: FirmwareImage, flash_regions: Sequence[Tuple[int, int, str
     """Check that every byte of the image lies inside one of the flash regions.
 
     :param flash_regions: (start, end_exclusive, name) triples, e.g. from
-        :func:`piflash.target.catalog.flash_regions`.
+        :func:`piflash.targets.catalog.flash_regions`.
     :raises ImageRangeError: naming the first address outside flash and the regions there are;
         or a UF2 whose familyID is another chip's (:func:`piflash.firmware.uf2.check_family`),
         when ``target`` names one.

@@ -5,11 +5,10 @@ Owns the plan (one on-target CRC pass decides which sectors to erase and which p
 (:mod:`~piflash.flashing.multipage`), piflash's own on-target blank check and CRC-32
 (:mod:`~piflash.flashing.flashcheck`), the session-level erase/program/reset pieces
 (:mod:`~piflash.flashing.program`), read-back verify (:mod:`~piflash.flashing.verify`) and the
-whole jobs users call, ``flash_firmware``, ``verify_firmware``, ``erase_target``, ``reset_board``
-(:mod:`~piflash.flashing.workflow`); the same phases for a Pico in BOOTSEL mode, planned from the
-chip's page CRCs (:mod:`~piflash.flashing.bootsel`).
+RP2040/RP2350 flash speed-ups (:mod:`~piflash.flashing.rp2`). The jobs that put these together
+are :mod:`piflash.jobs`.
 
 May import: :mod:`piflash.errors`, :mod:`piflash.progress`, :mod:`piflash.firmware`,
-:mod:`piflash.target`, :mod:`piflash.record`, :mod:`piflash.production`, pyOCD (lazily). Never
-profiles, the station or the CLI.
+:mod:`piflash.probe`, :mod:`piflash.targets`, :mod:`piflash.record`, pyOCD (lazily). Never
+production, the jobs, profiles, the station or the CLI.
 """

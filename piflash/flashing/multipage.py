@@ -40,8 +40,8 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from importlib import resources
 from dataclasses import dataclass
+from importlib import resources
 from typing import Callable, List, Optional, Sequence, Tuple
 
 __all__ = ["KNOWN_ALGORITHMS", "MEMORY_MAPPED", "MAX_RUN_BYTES", "GROW_BYTES", "GROW_RATIO", "RUN_BYTES", "STACK_BYTES", "CALLER_BYTES", "Layout", "algorithm_digest",
@@ -329,12 +329,12 @@ class RunProgrammer:
             fault: nothing sets a vector catch, so a fault never halts it); or ``timeout``
             seconds passed. The core is halted again on the last three.
         """
-        from pyocd.coresight.cortex_m import CortexM
         from pyocd.core.exceptions import FlashProgramFailure
+        from pyocd.coresight.cortex_m import CortexM
         from pyocd.utility.timeout import Timeout
 
         target = self.flash.target
-        # "flash program failed: the core ..." is what piflash.target.connect.translate_error gives
+        # "flash program failed: the core ..." is what piflash.probe.pyocd_errors.translate_error gives
         # the hint of a core that did not run the algorithm to its end.
         size = len(data)
         what = f"({size} bytes from {address:#010x} in one call)"

@@ -165,6 +165,7 @@ def init_for_read(flash) -> None:
     :raises pyocd.core.exceptions.Error: from pyOCD.
     """
     from pyocd.core.exceptions import FlashFailure
+
     from piflash.flashing.flashcheck import FlashCheck
 
     if multipage.reads_without_init(flash) and FlashCheck.for_flash(flash) is not None:

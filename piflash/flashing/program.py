@@ -1,8 +1,8 @@
 """Session-level building blocks: program an image, erase, reset.
 
-Each works on an open pyOCD ``Session`` (from :func:`piflash.target.connect.open_session`) and raises
+Each works on an open pyOCD ``Session`` (from :func:`piflash.targets.connect.open_session`) and raises
 pyOCD's own exceptions, which the caller translates with
-:func:`piflash.target.connect.translate_error`. :mod:`piflash.flashing.workflow` strings them into whole jobs;
+:func:`piflash.probe.pyocd_errors.translate_error`. :mod:`piflash.jobs.workflow` strings them into whole jobs;
 a long-running caller such as the station can use them directly.
 """
 
@@ -13,11 +13,11 @@ import time
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from piflash.errors import FlashError, ImageRangeError
-from piflash.flashing import rp2
 from piflash.firmware.image import FirmwareImage
+from piflash.flashing import rp2
 from piflash.progress import Phase, ProgressSink, fraction_callback
 from piflash.record.result import ProgramStats
-from piflash.target.catalog import flash_regions
+from piflash.targets.catalog import flash_regions
 
 #: Accepted values of the erase mode: pyOCD's ``chip_erase`` option (pyocd/core/options.py).
 ERASE_MODES = ("auto", "sector", "chip")
@@ -254,6 +254,7 @@ def _chip_erase(session) -> List[Tuple[int, int]]:
     """
     from pyocd.core.memory_map import MemoryType
     from pyocd.flash.eraser import FlashEraser
+
     from piflash.flashing.multipage import algorithm_digest
 
     regions = [r for r in session.target.memory_map.iter_matching_regions(

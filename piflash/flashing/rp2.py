@@ -50,7 +50,7 @@ Init, whose ``flash_exit_xip`` sends the XIP exit sequence first.
 
 On an RP2350 the same algorithm runs (one blob for both chips), but the flash sits behind the
 QMI and every register above is elsewhere (on an RP2350 0x40028000 is IO_BANK0, 0x18000000 the
-XIP maintenance window): :func:`piflash.target.rp2.chip_of` tells the chips apart by the boot
+XIP maintenance window): :func:`piflash.targets.rp2.chip_of` tells the chips apart by the boot
 ROM's header and only the RP2040 gets those writes. The RP2350's ``flash_exit_xip`` leaves XIP
 readable (serial 03h reads at the QMI divider 12, pico-bootrom-rp2350 ``flash_init_spi``;
 datasheet 5.4.8.4), so there is nothing to re-enable; :func:`qmi_divider` sets the divider the
@@ -66,7 +66,7 @@ A chip erase: pyOCD's RP2 algorithm has no EraseAll (its ``pc_eraseAll``, 0x1200
 outside the algorithm, so ``Flash.is_erase_all_supported`` is False and pyOCD erases the whole
 16 MiB ``xip`` region by 4,096 sector erases: about 3 minutes at the W25Q16JV's 45 ms each, over
 a 2 MiB flash that repeats through the window). :func:`erase_chip` erases the flash with its own
-Chip Erase instruction instead (:func:`piflash.target.rp2.chip_erase`; 5 s typical) and reports
+Chip Erase instruction instead (:func:`piflash.targets.rp2.chip_erase`; 5 s typical) and reports
 the flash's real size.
 
 Sector erases: the algorithm's EraseSector erases 4 KiB (45 ms typical, 400 ms maximum on the
@@ -83,7 +83,7 @@ import weakref
 from dataclasses import dataclass
 
 from piflash.flashing import multipage
-from piflash.target.rp2 import QMI_DIRECT_CSR, chip_of
+from piflash.targets.rp2 import QMI_DIRECT_CSR, chip_of
 
 __all__ = ["faster_spi", "enable_xip", "end_reads", "cmd_xip_divider", "reads_without_init", "quad_enabled",
            "pll_clock", "spi_divider", "qmi_divider", "is_rp2", "erase_chip",
@@ -333,7 +333,7 @@ def quad_enabled(target) -> bool:
     (ISSI's IS25LP and Macronix's MX25L take it as "enter QPI"), and some quad flashes have no
     continuous read mode (pico-sdk ships other boot stage 2s for them). piflash never writes QE
     (a non-volatile bit: boot stage 2 sets it on boards that need it). The flash must take
-    instructions (see :func:`piflash.target.rp2.flash_command`).
+    instructions (see :func:`piflash.targets.rp2.flash_command`).
 
     :raises pyocd.core.exceptions.TransferError: a transfer failed.
     :raises ValueError: the SSI returned no byte for one sent.
@@ -342,7 +342,7 @@ def quad_enabled(target) -> bool:
         return _QUAD[target]
     except (KeyError, TypeError):
         pass
-    from piflash.target.rp2 import flash_command
+    from piflash.targets.rp2 import flash_command
 
     quad = (flash_command(target, b"\x9f", 2) == _W25Q_JEDEC
             and bool(flash_command(target, b"\x35", 1)[0] & _SR2_QE))
@@ -445,7 +445,7 @@ def erase_chip(flash) -> int:
     :raises pyocd.core.exceptions.FlashEraseFailure: the erase did not finish in time.
     :raises pyocd.core.exceptions.TransferError: a transfer failed.
     """
-    from piflash.target.rp2 import chip_erase, flash_size
+    from piflash.targets.rp2 import chip_erase, flash_size
 
     size = flash_size(flash.target) or flash.region.length
     chip_erase(flash.target)
@@ -478,7 +478,7 @@ def erase_blocks(flash, blocks) -> None:
 
     :raises pyocd.core.exceptions.FlashEraseFailure: an erase did not finish in time.
     """
-    from piflash.target.rp2 import erase_block
+    from piflash.targets.rp2 import erase_block
 
     base = flash.region.start
     for address, size in blocks:

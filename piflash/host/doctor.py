@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
-from piflash.host import permissions, probetable, usbscan
+from piflash.probe import permissions, probetable, usbscan
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -282,8 +282,8 @@ def check_group(ctx: Context) -> Check:
 
 
 def check_probes(ctx: Context) -> List[Check]:
-    """Each attached USB probe openable (:func:`piflash.host.usbscan.scan`, plus the simulated
-    bus of ``PIFLASH_SIM_USB``: :func:`piflash.host.usbscan.scan_simulated_usb`)."""
+    """Each attached USB probe openable (:func:`piflash.probe.usbscan.scan`, plus the simulated
+    bus of ``PIFLASH_SIM_USB``: :func:`piflash.probe.usbscan.scan_simulated_usb`)."""
     simulated = usbscan.scan_simulated_usb()
     if not simulated and not Path(ctx.sysfs_root, "bus", "usb", "devices").is_dir():
         return [Check("USB probes", OK, f"no USB devices in {ctx.sysfs_root} (no USB here)")]

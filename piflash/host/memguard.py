@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Union
 
-from piflash.host.machine import MachineFacts, read_machine, read_self_rss
 from piflash.errors import GuardConfigError, MemoryGuardError  # noqa: F401  (raised here)
+from piflash.host.machine import MachineFacts, read_machine, read_self_rss
 
 MIB = 1024 * 1024
 

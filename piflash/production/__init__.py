@@ -5,6 +5,6 @@ read-out protection: status, lock, recover on nRF51, nRF52 and STM32F1
 (:mod:`~piflash.production.protect`).
 
 May import: :mod:`piflash.errors`, :mod:`piflash.progress`, :mod:`piflash.firmware`,
-:mod:`piflash.record`, :mod:`piflash.target`, pyOCD (lazily). Never the programming engine,
+:mod:`piflash.record`, :mod:`piflash.targets`, pyOCD (lazily). Never the programming engine,
 profiles, the station or the CLI.
 """

@@ -36,7 +36,7 @@ from typing import Callable, Dict, Optional, Union
 
 from piflash.errors import BootCheckError
 from piflash.firmware.symbols import elf_symbol
-from piflash.target.rtt import RTT_SYMBOL, RttUpChannel
+from piflash.targets.rtt import RTT_SYMBOL, RttUpChannel
 
 __all__ = ["BootCheck", "BootResult", "parse_boot_check", "boot_check_from_mapping", "arm_boot_check",
            "run_boot_check",
@@ -247,7 +247,7 @@ class _Watch:
                 self._word_addr = addr
             else:
                 self._word_addr = check.address
-            from piflash.target.catalog import describe_regions, region_holding
+            from piflash.targets.catalog import describe_regions, region_holding
 
             memory_map = self.target.get_memory_map()
             if region_holding(memory_map, self._word_addr) is None:

@@ -26,7 +26,7 @@ What each family does (the register values are the vendors'):
 
 Safety rules (pyOCD issue #1766 is the counter-example: a misread APPROTECT wiped boards):
 :func:`read_status` first proves that the chip is the one the target type names
-(:func:`piflash.target.identify.confirm`: a wrong ``--target`` is exit 10 naming the chip found, never
+(:func:`piflash.targets.identify.confirm`: a wrong ``--target`` is exit 10 naming the chip found, never
 "locked", issue 19), so a verdict only comes from a register that exists on that chip; it never
 writes anything that erases; :func:`recover` reads the state first and erases only an identified
 chip that reads locked; :func:`lock` reads the state back after the reset and raises
@@ -47,7 +47,7 @@ import time
 from typing import Callable, Iterator, Optional
 
 from piflash.errors import PiflashError, ProtectedError, ProtectError
-from piflash.target.identify import family_of
+from piflash.targets.identify import family_of
 
 #: How long a recover's erase may take, seconds (pyOCD's nRF52 MASS_ERASE_TIMEOUT is 15 s; an
 #: STM32F1 mass erase takes at most 40 ms per the datasheet, the option erase a few more).
@@ -102,7 +102,7 @@ _RP2350_TARGETS = ("rp2350",)
 
 
 def _family(target: Optional[str]) -> str:
-    from piflash.target.rp2 import RP2040_TARGETS
+    from piflash.targets.rp2 import RP2040_TARGETS
 
     if (target or "").lower() in RP2040_TARGETS:
         return "rp2040"
@@ -127,7 +127,7 @@ class ProtectionStatus:
         could not be read (a locked nRF52 hides its UICR). ``configured and not locked``: the
         setting is written but not (yet) in effect.
     :ivar detail: the registers read, e.g. "CTRL-AP APPROTECTSTATUS = 0x0".
-    :ivar chip: what the chip's ID registers say it is (see :mod:`piflash.target.identify`), e.g.
+    :ivar chip: what the chip's ID registers say it is (see :mod:`piflash.targets.identify`), e.g.
         "nRF52840"; None when not identified.
     """
 
@@ -181,25 +181,26 @@ def open_port(unique_id: Optional[str], target: str, frequency: Optional[int] = 
     :param frequency: SWD clock in Hz.
     :raises NoProbeError, SeveralProbesError, ProbePermissionError, ConnectError, ProbeLostError:
     """
+    from pyocd.core.session import Session
     from pyocd.coresight.ap import AccessPort, APv1Address
     from pyocd.coresight.dap import DebugPort
-    from pyocd.core.session import Session
 
-    from piflash.target.connect import BASE_SESSION_OPTIONS, select_probe, translate_error
-
-    from piflash.target.rp2 import RP2040_TARGETS
+    from piflash.probe.discovery import select_probe
+    from piflash.probe.pyocd_errors import translate_error
+    from piflash.targets.connect import BASE_SESSION_OPTIONS
+    from piflash.targets.rp2 import RP2040_TARGETS
 
     if target.lower() in RP2040_TARGETS + _RP2350_TARGETS:
         # A multi-drop part is only reached through its target's TARGETSEL sequence (pyOCD's
         # rp2040 init), an ADIv6 one through its root ROM table (pyOCD's rp2350 init): they open
         # as a pyOCD session does.
-        from piflash.target.connect import open_session
+        from piflash.targets.connect import open_session
 
         with open_session(unique_id, target, frequency) as session:
             yield session_port(session)
         return
     probe = select_probe(unique_id)
-    from piflash.target.corrected import pyocd_name
+    from piflash.targets.corrected import pyocd_name
 
     opts = dict(BASE_SESSION_OPTIONS, target_override=pyocd_name(target))
     if frequency:
@@ -241,11 +242,11 @@ def read_status(port: Port, target: str, named_by: Optional[str] = None) -> Prot
 
     :param named_by: who named ``target``, for the mismatch message (default ``--target``).
     :raises ProtectError: the target is not one piflash can protect.
-    :raises WrongTargetError: the chip is another one (exit 10; see :func:`piflash.target.identify.confirm`).
+    :raises WrongTargetError: the chip is another one (exit 10; see :func:`piflash.targets.identify.confirm`).
     :raises pyocd.core.exceptions.TransferError: the chip does not answer at all, or (STM32F1)
         FLASH_OBR cannot be read.
     """
-    from piflash.target.identify import confirm
+    from piflash.targets.identify import confirm
 
     fam = _family(target)
     if fam == "rp2040":
@@ -365,12 +366,12 @@ def explain_connect_error(unique_id: Optional[str], target: Optional[str],
     initialise it). Without ``target`` the type the probe reports is used (a DAPLink's board ID,
     a ``sim:`` board, issue 19). Returns None when nothing better is known; never raises.
     """
-    from piflash.target.identify import identify, wrong_target_error
+    from piflash.targets.identify import identify, wrong_target_error
 
     named_by = "--target"
     try:
         if not target:
-            from piflash.target.connect import probe_target, select_probe
+            from piflash.probe.discovery import probe_target, select_probe
 
             target, named_by = probe_target(select_probe(unique_id)), "the probe's board type"
             if not target:

@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Union
 
 from piflash.errors import HistoryError
-from piflash.record.chain import GENESIS, ChainReport, row_hash, verify_chain
 from piflash.progress import Phase
+from piflash.record.chain import GENESIS, ChainReport, row_hash, verify_chain
 
 #: The operations' phases (:class:`piflash.progress.Phase`'s text) that get a duration column
 #: each (seconds).

@@ -1,4 +1,4 @@
-"""Result objects returned by the workflow in :mod:`piflash.flashing.workflow` (and recorded by the station),
+"""Result objects returned by the workflow in :mod:`piflash.jobs.workflow` (and recorded by the station),
 and the conventions every ``--json`` output shares (docs/result.md, docs/result.schema.json).
 """
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional
 
 from piflash.sim.chips import attach as attach_chip
-from piflash.sim.debug.coresight import Dwt, Fpb, RomTable
 from piflash.sim.cpu import Cpu, CpuMemoryRegion
+from piflash.sim.debug.coresight import Dwt, Fpb, RomTable
 from piflash.sim.debug.dap import AccessPortModel, MemAp, SwDp
+from piflash.sim.debug.scs import CORES, SCS_BASE, V8M_DEVARCH, Scs
 from piflash.sim.faults import Faults
 from piflash.sim.memory.bus import Bus, DeviceRegion, ZeroRegion
 from piflash.sim.memory.nvm import NvmArray, NvmController, NvmRegion
-from piflash.sim.debug.scs import CORES, SCS_BASE, V8M_DEVARCH, Scs
 from piflash.sim.specs import TargetSpec
 
 __all__ = ["SimBoard", "ROM_TABLE_BASE", "DWT_BASE", "FPB_BASE"]

@@ -25,17 +25,28 @@ peripheral at ADDR") so that firmware waiting on a register the simulator lacks 
 from __future__ import annotations
 
 import enum
+import logging
 import signal
 import struct
 import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
-from unicorn import (UC_ARCH_ARM, UC_HOOK_CODE, UC_HOOK_INTR, UC_HOOK_MEM_READ, UC_HOOK_MEM_WRITE_PROT, UC_MODE_MCLASS, UC_MODE_THUMB,
-                     UC_PROT_ALL, UC_PROT_EXEC, UC_PROT_READ, Uc, UcError)
+from unicorn import (
+    UC_ARCH_ARM,
+    UC_HOOK_CODE,
+    UC_HOOK_INTR,
+    UC_HOOK_MEM_READ,
+    UC_HOOK_MEM_WRITE_PROT,
+    UC_MODE_MCLASS,
+    UC_MODE_THUMB,
+    UC_PROT_ALL,
+    UC_PROT_EXEC,
+    UC_PROT_READ,
+    Uc,
+    UcError,
+)
 from unicorn import arm_const as A
-
-import logging
 
 from piflash.sim.memory.bus import BusError, Region, ZeroRegion
 

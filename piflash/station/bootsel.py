@@ -1,14 +1,14 @@
 """A station slot that flashes Picos in USB BOOTSEL mode, no probe (``probes: ["picoboot:1-1.2"]``).
 
 A slot is a USB port (a hub port with pogo pins on a Pico's USB and BOOTSEL pads): its probe ID is
-``picoboot:PORT-PATH`` (:mod:`piflash.target.picoboot`). :class:`BootselWorker` runs the loop of
+``picoboot:PORT-PATH`` (:mod:`piflash.probe.picoboot`). :class:`BootselWorker` runs the loop of
 :class:`~piflash.station.worker.ProbeWorker` with the PICOBOOT way in:
 
 1. **wait for a board**: every ``poll_interval`` seconds look for a BOOTSEL device on the port;
-2. **flash**: open it (:func:`piflash.flashing.bootsel.bootsel_session`: its flash's unique ID
+2. **flash**: open it (:func:`piflash.jobs.bootsel.bootsel_session`: its flash's unique ID
    read by piflash's helper on the chip), open the history row, take a serial number when the
    profile numbers its boards (committed before anything is written), lay the patch bytes in,
-   then :func:`~piflash.flashing.bootsel.flash_bootsel_session` (erase what must change, program,
+   then :func:`~piflash.jobs.bootsel.flash_bootsel_session` (erase what must change, program,
    verify by CRC, reboot into the firmware). With ``on_same_firmware: skip`` a board that
    already holds the image (nothing to erase or write) is recorded as ``skip``;
 3. **record** it as the probe workers do (the same history calls, PASS / SKIP / FAIL);
@@ -27,13 +27,18 @@ import logging
 from typing import Optional
 
 from piflash.errors import PiflashError, ProbeLostError, SerialError
-from piflash.flashing.bootsel import bootsel_image, bootsel_session, flash_bootsel_session, reached_board
-from piflash.flashing.workflow import tracking
+from piflash.jobs.bootsel import (
+    bootsel_image,
+    bootsel_session,
+    flash_bootsel_session,
+    reached_board,
+)
+from piflash.jobs.workflow import tracking
+from piflash.probe import picoboot
 from piflash.production.serials import checkpoint
 from piflash.progress import ProgressSink
 from piflash.record.result import OperationResult
 from piflash.station.worker import ProbeWorker, StationSink, serial_allocator
-from piflash.target import picoboot
 
 LOG = logging.getLogger(__name__)
 

@@ -280,7 +280,7 @@ def load_station(path: Union[str, "os.PathLike[str]"]) -> LoadedStation:
 
     :raises ProfileError: (exit 5), FirmwareError (3), ChecksumError (6), ImageRangeError (4).
     """
-    from piflash.target.catalog import check_target
+    from piflash.targets.catalog import check_target
 
     config = load_config(path, check_target=check_target)
     return LoadedStation(config, config.profile.load_image())

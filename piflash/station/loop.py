@@ -298,10 +298,9 @@ class Station:
         self._retired = [w for w in self._retired if w.is_alive()]
 
     def _listed_probes(self):
-        from piflash.target.connect import list_probes
         from piflash.errors import PiflashError
-
-        from piflash.target.picoboot import list_devices
+        from piflash.probe.discovery import list_probes
+        from piflash.probe.picoboot import list_devices
 
         try:
             found = [p.unique_id for p in list_probes()]

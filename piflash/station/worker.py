@@ -3,14 +3,14 @@
 The loop of :class:`ProbeWorker`, for probe ``P`` and the station's current config:
 
 1. **wait for a board**: every ``poll_interval`` seconds open a pyOCD session on ``P``
-   (:func:`piflash.target.connect.open_session`). No probe: "waiting for probe". The probe answers but
+   (:func:`piflash.targets.connect.open_session`). No probe: "waiting for probe". The probe answers but
    the target does not (connect error): "waiting for board". A session opens: a board is there;
    the connect phase is timed into its result and its target unique ID read.
 2. **flash**: with ``on_same_firmware: skip`` a quick verify first (on-target CRC32, stopping at
    the first page that differs); if the board already carries the image it is recorded as
    ``skip``. Otherwise, if the profile numbers its boards, a serial number is taken from the
    counter (committed before anything is written, :mod:`piflash.production.serials`) and laid into the
-   image with the other ``patch:`` bytes; :func:`piflash.flashing.workflow.flash_session` erases,
+   image with the other ``patch:`` bytes; :func:`piflash.jobs.workflow.flash_session` erases,
    programs, verifies and resets that patched image per the profile (the same code path as
    ``piflash flash``), and locks the chip after the verify when the config says so. The number
    is then marked pass or fail: a failed board keeps its number.
@@ -38,14 +38,30 @@ import threading
 import time
 from typing import Optional, Tuple
 
-from piflash.target.connect import open_session, read_target_uid
-from piflash.errors import (ConnectError, ImageRangeError, NoProbeError, OperationInterrupted,
-                            PiflashError, ProbeLostError, ProbePermissionError, SerialError,
-                            SeveralProbesError, VerifyError)
-from piflash.flashing.workflow import describe_session, flash_session, patched_image, phase, tracking, verify_session
+from piflash.errors import (
+    ConnectError,
+    ImageRangeError,
+    NoProbeError,
+    OperationInterrupted,
+    PiflashError,
+    ProbeLostError,
+    ProbePermissionError,
+    SerialError,
+    SeveralProbesError,
+    VerifyError,
+)
+from piflash.jobs.workflow import (
+    describe_session,
+    flash_session,
+    patched_image,
+    phase,
+    tracking,
+    verify_session,
+)
+from piflash.production.serials import SerialAllocator, checkpoint
 from piflash.progress import Phase, ProgressSink
 from piflash.record.result import OperationResult
-from piflash.production.serials import SerialAllocator, checkpoint
+from piflash.targets.connect import open_session, read_target_uid
 
 LOG = logging.getLogger(__name__)
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 import hashlib
 from typing import Callable, Dict
 
+from piflash.sim.chips.base import ChipBoard
 from piflash.sim.debug.dap import AccessPortModel
 from piflash.sim.memory.bus import DeviceRegion, Region, RegisterDevice
 from piflash.sim.memory.nvmc import NVMC_BASE, Nvmc
-from piflash.sim.chips.base import ChipBoard
-
 
 __all__ = ["Ficr", "CtrlAp", "NrfProtection", "attach", "FICR_BASE", "CTRL_AP_IDR"]
 

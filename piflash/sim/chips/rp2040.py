@@ -22,9 +22,14 @@ from __future__ import annotations
 from typing import Dict, List
 
 from piflash.sim.chips.base import ChipBoard
-from piflash.sim.chips.rp2_clocks import RP2040_CLOCKS, Clocks
 from piflash.sim.chips.rp2_bootrom import BootRom
-from piflash.sim.chips.rp2_common import RomPortBase, ValueRegisters, XipCtrl, attach_rom_and_xip
+from piflash.sim.chips.rp2_clocks import RP2040_CLOCKS, Clocks
+from piflash.sim.chips.rp2_common import (
+    RomPortBase,
+    ValueRegisters,
+    XipCtrl,
+    attach_rom_and_xip,
+)
 from piflash.sim.debug.dap import AccessPortModel, SwDp
 from piflash.sim.debug.multidrop import MultidropDp, MultidropWire
 from piflash.sim.memory.bus import DeviceRegion, RegisterDevice

@@ -35,10 +35,15 @@ from types import SimpleNamespace
 from typing import Dict
 
 from piflash.sim.chips.base import ChipBoard
-from piflash.sim.chips.rp2040 import QspiPins
 from piflash.sim.chips.rp2_clocks import RP2350_CLOCKS, Clocks
+from piflash.sim.chips.rp2_common import (
+    RomPortBase,
+    ValueRegisters,
+    XipTiming,
+    attach_rom_and_xip,
+)
+from piflash.sim.chips.rp2040 import QspiPins
 from piflash.sim.chips.rp2350_bootrom import Rp2350BootRom
-from piflash.sim.chips.rp2_common import RomPortBase, ValueRegisters, XipTiming, attach_rom_and_xip
 from piflash.sim.debug.adiv6 import ApV2, RootRomTable, SwDpV3
 from piflash.sim.debug.dap import AccessPortModel
 from piflash.sim.debug.multidrop import MultidropWire

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Optional
 
+from piflash.sim.chips.base import ChipBoard
 from piflash.sim.faults import Faults
 from piflash.sim.memory.bus import DeviceRegion, RegisterDevice, ZeroRegion
 from piflash.sim.memory.nvm import NvmArray
-from piflash.sim.chips.base import ChipBoard
-
 
 __all__ = ["Fpec", "Dbgmcu", "SystemMemory", "attach", "FLASH_IF_BASE", "KEY1", "KEY2", "OPTION_BASE",
            "RDP_UNPROTECTED"]

@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict
 
-from piflash.sim.debug.coresight import CLASS_GENERIC_IP, id_registers
 from piflash.sim.cpu import Cpu, StopReason
+from piflash.sim.debug.coresight import CLASS_GENERIC_IP, id_registers
 from piflash.sim.memory.bus import BusError, RegisterDevice
 
 __all__ = ["CoreInfo", "CORES", "Scs", "SCS_BASE"]

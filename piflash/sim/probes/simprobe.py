@@ -40,8 +40,14 @@ try:
 finally:
     _loading.probe_module_importing = False
 
-from piflash.sim.store import BoardBusyError, SimStore, UnknownBoardError, auto_target_for_name, valid_board_name
 from piflash.sim.specs import SIM_TARGETS, get_target
+from piflash.sim.store import (
+    BoardBusyError,
+    SimStore,
+    UnknownBoardError,
+    auto_target_for_name,
+    valid_board_name,
+)
 
 __all__ = ["SimProbe", "PLUGIN_NAME"]
 
@@ -283,7 +289,9 @@ class SimProbe(DebugProbe):
                     raise exceptions.ProbeDisconnected("simulated board %r is not present" % self._name)
                 # An empty fixture opens at once: no emulator is built for a board that is not there.
                 if info.seated:
-                    from piflash.sim.board import SimBoard      # the emulator is only needed from here on
+                    from piflash.sim.board import (
+                        SimBoard,  # the emulator is only needed from here on
+                    )
 
                     self._board = SimBoard(info.spec, bytes.fromhex(info.target_uid), images, info.faults)
                 else:

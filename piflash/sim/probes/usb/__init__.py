@@ -38,7 +38,13 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from piflash.sim.probes.usb.spec import BOOTSEL, ENV_VAR, attached_boards, enabled, parse_spec
+from piflash.sim.probes.usb.spec import (
+    BOOTSEL,
+    ENV_VAR,
+    attached_boards,
+    enabled,
+    parse_spec,
+)
 
 _backend = None
 _saved_get_backend = None
@@ -71,10 +77,10 @@ def install(spec: Optional[str] = None, store=None):
         return None
     _installing = True
     try:
-        from piflash.sim.store import SimStore
         from piflash.sim.probes.usb.backend import SimUsbBackend
         from piflash.sim.probes.usb.device import SimUsbDevice
         from piflash.sim.probes.usb.presets import get_preset
+        from piflash.sim.store import SimStore
     finally:
         _installing = False
     store = store if store is not None else SimStore()
@@ -132,6 +138,17 @@ def _clear_libusb_package_cache() -> None:
     clear = getattr(getattr(libusb_package, "get_libusb1_backend", None), "cache_clear", None)
     if clear is not None:
         clear()
+
+
+def usb_backend():
+    """The simulated bus as a pyusb backend, installed from ``PIFLASH_SIM_USB`` if need be
+    (:func:`install_from_env`); None when the variable is unset or empty.
+
+    Registered under the entry point group ``piflash.usb_backend`` (pyproject.toml), through
+    which piflash's USB code finds it without importing the simulator by name.
+    """
+    install_from_env()
+    return active_backend()
 
 
 def install_from_env() -> None:

@@ -41,11 +41,11 @@ import time
 from collections import deque
 from typing import Deque, List, Optional, Tuple
 
-from piflash.sim.store import SimStore
 from piflash.sim.probes.usb.firmware import DapFirmware, Unplugged
 from piflash.sim.probes.usb.ledger import ledger_from_env
 from piflash.sim.probes.usb.presets import ProbePreset
 from piflash.sim.probes.usb.timing import HOST_TRANSFER_S, Link, VirtualClock
+from piflash.sim.store import SimStore
 
 __all__ = ["SimUsbDevice", "serial_for", "describe", "string_descriptor"]
 

@@ -28,10 +28,15 @@ from typing import Optional, Tuple
 from pyocd.core import exceptions
 
 from piflash.sim.probes.simprobe import SimProbe
-from piflash.sim.store import SimStore, UnknownBoardError
 from piflash.sim.probes.usb.presets import ProbePreset
-from piflash.sim.probes.usb.timing import (CYCLES_PER_HALFWORD, TARGET_TIMING, VirtualClock, swd_transfer_bits,
-                                           swd_wait_bits)
+from piflash.sim.probes.usb.timing import (
+    CYCLES_PER_HALFWORD,
+    TARGET_TIMING,
+    VirtualClock,
+    swd_transfer_bits,
+    swd_wait_bits,
+)
+from piflash.sim.store import SimStore, UnknownBoardError
 
 __all__ = ["DapFirmware", "Unplugged", "COMMAND_NAMES"]
 

@@ -49,9 +49,15 @@ import struct
 from types import SimpleNamespace
 from typing import Dict, Optional, Tuple
 
-from piflash.sim.store import SimStore
 from piflash.sim.probes.usb.device import _Desc, string_descriptor
-from piflash.sim.probes.usb.timing import BULK_LATENCY_S, HOST_TRANSFER_S, TARGET_TIMING, Link, VirtualClock
+from piflash.sim.probes.usb.timing import (
+    BULK_LATENCY_S,
+    HOST_TRANSFER_S,
+    TARGET_TIMING,
+    Link,
+    VirtualClock,
+)
+from piflash.sim.store import SimStore
 
 __all__ = ["SimBootselDevice", "SimAppDevice", "PICOBOOT_MAGIC", "STATUS_NAMES", "BOOTSEL_PIDS", "rom_serial",
            "bootsel_device"]
@@ -240,6 +246,7 @@ class SimBootselDevice(_PicoOnUsb):
         """
         import usb.core
         from pyocd.core import exceptions
+
         from piflash.sim.probes.simprobe import SimProbe
         from piflash.sim.store import UnknownBoardError
 
@@ -639,6 +646,7 @@ class SimBootselDevice(_PicoOnUsb):
         (the FIFOs decouple them): the longer counts; the boot ROM flash functions it calls add
         their flash time."""
         from unicorn import UC_HOOK_BLOCK
+
         from piflash.sim.cpu import StopReason
         from piflash.sim.probes.usb.timing import CYCLES_PER_HALFWORD
         board = self.board

@@ -35,8 +35,19 @@ from __future__ import annotations
 import struct
 from typing import Optional
 
-from piflash.sim.probes.usb.picoboot import (BAD_ALIGNMENT, BOOTSEL_DEVICES, COMMANDS, INVALID_ADDRESS, PAGE,
-                                            SECTOR, STATUS_NAMES, UNKNOWN_CMD, XIP_BASE, SimBootselDevice, _Stall)
+from piflash.sim.probes.usb.picoboot import (
+    BAD_ALIGNMENT,
+    BOOTSEL_DEVICES,
+    COMMANDS,
+    INVALID_ADDRESS,
+    PAGE,
+    SECTOR,
+    STATUS_NAMES,
+    UNKNOWN_CMD,
+    XIP_BASE,
+    SimBootselDevice,
+    _Stall,
+)
 
 __all__ = ["SimBootselRp2350", "RP2350_COMMANDS", "NOT_PERMITTED", "INVALID_ARG", "SYS_INFO_FLAGS"]
 

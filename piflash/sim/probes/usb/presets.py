@@ -3,7 +3,7 @@
 A preset is what a real probe model fixes: its USB descriptors (VID:PID, strings, class,
 endpoints), what its firmware reports through DAP_Info (packet size and count), which USB link it
 uses and how long its firmware takes per command. The VID:PIDs are in piflash's probe table
-(``piflash/host/probetable.py``; a test keeps the two in step) and in pyOCD's
+(``piflash/probe/probetable.py``; a test keeps the two in step) and in pyOCD's
 ``probe/pydapaccess/interface/common.py``.
 
 Timing parameters are the model's assumptions; each names its source or says that it is a fitted

@@ -37,9 +37,16 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import List, Optional
 
-from piflash.errors import (NoProbeError, PicobootError, ProbeBusyError, ProbeLostError, ProbePermissionError,
-                            ProbeTimeoutError, SeveralProbesError)
-from piflash.host import probetable
+from piflash.errors import (
+    NoProbeError,
+    PicobootError,
+    ProbeBusyError,
+    ProbeLostError,
+    ProbePermissionError,
+    ProbeTimeoutError,
+    SeveralProbesError,
+)
+from piflash.probe import probetable
 
 __all__ = ["PREFIX", "BootselDevice", "PicobootConnection", "PicobootError", "is_picoboot", "list_devices",
            "select_device", "RunningPico", "list_running", "reboot_to_bootsel", "command_timeout", "STATUS_NAMES",
@@ -138,10 +145,11 @@ class BootselDevice:
 
 def _usb():
     """pyusb, imported on first use; with ``PIFLASH_SIM_USB`` set, on the simulated bus
-    (:func:`piflash.host.usbscan.install_simulated_bus`)."""
+    (:func:`piflash.probe.usbscan.install_simulated_bus`)."""
     import usb.core
     import usb.util
-    from piflash.host.usbscan import install_simulated_bus
+
+    from piflash.probe.usbscan import install_simulated_bus
     install_simulated_bus()
     return usb
 
@@ -214,7 +222,8 @@ BOOTSEL_APPEAR_S = 10.0
 def _permission_fix() -> str:
     """The fix for a device this user may not open (piflash's udev rules and group)."""
     import getpass
-    from piflash.host.permissions import fix_text
+
+    from piflash.probe.permissions import fix_text
     return "install piflash's udev rules and group: " + fix_text(getpass.getuser())
 
 
@@ -380,10 +389,10 @@ class PicobootConnection:
         self.info = device
         self.dev = device.device
         self._token = 0
+        self._jedec: Optional[bytes] = None
         self.interface = None
         self.ep_out = self.ep_in = None
         self.touched = False          #: a command that changes the board was sent
-        self._jedec: Optional[bytes] = None
 
     def __enter__(self) -> "PicobootConnection":
         usb = _usb()
@@ -575,29 +584,17 @@ class PicobootConnection:
         """The boot flash's 8-byte unique ID, as the flash sends it (W25Q 4Bh)."""
         return self._op(OP_UNIQUE_ID, results=8)
 
-    def flash_jedec_id(self) -> bytes:
+    def flash_jedec_id(self) -> Optional[bytes]:
         """The boot flash's 3-byte JEDEC ID (9Fh: manufacturer, memory type, capacity), read by
-        the helper (RP2040 only: the RP2350's boot ROM runs no code for the host).
+        the helper once per connection; None on an RP2350, whose boot ROM runs no code for the
+        host.
 
-        :raises PicobootError: on an RP2350, or the helper refused."""
+        :raises PicobootError: the helper refused."""
         if self.info.chip == "rp2350":
-            raise PicobootError("EXEC", 0, "UNSUPPORTED", f"{self.info.probe_id}: an RP2350 in BOOTSEL mode "
-                                "runs no code for the host, so its flash's JEDEC ID cannot be read")
-        return self._op(OP_JEDEC_ID, results=4)[:3]
-
-    def flash_regions(self, regions):
-        """``regions`` (the target type's (start, end_exclusive, name) triples) with the boot
-        flash cut to the size its JEDEC ID gives (RP2040, :meth:`flash_jedec_id`); unchanged on an
-        RP2350, or when the ID names no size (:func:`piflash.target.rp2.size_of_jedec`).
-        Read once per connection."""
-        from piflash.target.rp2 import regions_of_size, size_of_jedec
-
-        if self.info.chip == "rp2350":
-            return list(regions)
+            return None
         if self._jedec is None:
-            self._jedec = self.flash_jedec_id()
-        size = size_of_jedec(self._jedec)
-        return regions_of_size(regions, size, self._jedec) if size else list(regions)
+            self._jedec = self._op(OP_JEDEC_ID, results=4)[:3]
+        return self._jedec
 
     def page_crcs(self, address: int, pages: int) -> List[int]:
         """CRC-32 (``binascii.crc32``'s) of each 256-byte flash page from ``address`` (XIP

@@ -1,10 +1,10 @@
 """Flash a Pico in USB BOOTSEL mode, no debug probe: the same phases and result as over SWD.
 
 :func:`flash_bootsel` runs connect, erase, program, verify and reset through the boot ROM's
-PICOBOOT interface (:mod:`piflash.target.picoboot`), and returns the
+PICOBOOT interface (:mod:`piflash.probe.picoboot`), and returns the
 :class:`~piflash.record.result.OperationResult` the SWD path returns, with the probe ID
 ``picoboot:PORT-PATH`` and the flash's unique ID as ``target_uid`` (as over SWD:
-:mod:`piflash.target.rp2`).
+:mod:`piflash.targets.rp2`).
 
 The plan. The boot ROM erases by 4 KiB sectors and programs 256-byte pages (RP2040 datasheet
 2.8.5.4.3-5) and has no checksum command, so piflash runs a helper of its own on the chip by
@@ -40,14 +40,21 @@ import binascii
 import contextlib
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from piflash.errors import PicobootError, PiflashError, ProbeLostError, ProbeTimeoutError, VerifyError, WrongTargetError
+from piflash.errors import (
+    PicobootError,
+    PiflashError,
+    ProbeLostError,
+    ProbeTimeoutError,
+    VerifyError,
+    WrongTargetError,
+)
 from piflash.firmware.image import FirmwareImage
 from piflash.flashing.verify import VerifyStats
-from piflash.flashing.workflow import _prepare, phase, tracking
+from piflash.jobs.workflow import _prepare, phase, tracking
+from piflash.probe import picoboot
+from piflash.probe.picoboot import PAGE, SECTOR
 from piflash.progress import Phase, ProgressSink
 from piflash.record.result import OperationResult
-from piflash.target import picoboot
-from piflash.target.picoboot import PAGE, SECTOR
 
 __all__ = ["flash_bootsel", "verify_bootsel", "reset_bootsel", "bootsel_session", "flash_bootsel_session", "bootsel_image", "plan_sectors", "SectorPlan",
            "WRITE_CHUNK", "reached_board", "wants_bootsel"]
@@ -166,7 +173,7 @@ def wants_bootsel(probe: Optional[str]) -> bool:
         return True
     if probe or not picoboot.list_devices():
         return False
-    from piflash.target.connect import list_probes
+    from piflash.probe.discovery import list_probes
     return not list_probes()
 
 
@@ -224,7 +231,7 @@ def bootsel_session(probe: Optional[str], result: OperationResult, sink: Progres
 def bootsel_image(result: OperationResult, image: FirmwareImage, plan, serial: Optional[int]) -> FirmwareImage:
     """``image`` with the board's serial / patch bytes (``plan``) laid over it, checked against
     the chip's flash; the values go into ``result.serial`` / ``result.patch`` (as
-    :func:`piflash.flashing.workflow.patched_image` does over SWD).
+    :func:`piflash.jobs.workflow.patched_image` does over SWD).
 
     :raises SerialError, ImageRangeError:
     """
@@ -242,18 +249,22 @@ def _check_reported(conn: picoboot.PicobootConnection, image: FirmwareImage, tar
     :raises ImageRangeError: (exit 4) naming the first address outside and the flash's size.
     """
     from piflash.firmware.image import check_fits
-    from piflash.target.catalog import resolve_target
+    from piflash.targets.catalog import resolve_target
+    from piflash.targets.rp2 import regions_of_size, size_of_jedec
 
     regions = resolve_target(target).flash_regions
-    if regions is not None:
-        check_fits(image, conn.flash_regions(regions), target)
+    if regions is None:
+        return
+    jedec = conn.flash_jedec_id()
+    size = size_of_jedec(jedec) if jedec is not None else None
+    check_fits(image, regions_of_size(regions, size, jedec) if size else regions, target)
 
 
 def flash_bootsel(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
                   verify: bool = True, reset: bool = True, progress: Optional[ProgressSink] = None,
                   on_touch=None, plan=None, serial: Optional[int] = None) -> OperationResult:
     """Flash ``image`` into the Pico in BOOTSEL mode that ``probe`` names (see
-    :func:`piflash.target.picoboot.select_device`).
+    :func:`piflash.probe.picoboot.select_device`).
 
     :param image: from :func:`piflash.firmware.image.load_image` (a UF2's family was checked there).
     :param target: if given, must be the chip the device reports (``rp2040``, ``rp2350``).
@@ -378,7 +389,7 @@ def flash_bootsel_session(conn: picoboot.PicobootConnection, image: FirmwareImag
                           sink: ProgressSink, verify: bool = True, reset: bool = True) -> None:
     """The erase, program, verify and reset phases of :func:`flash_bootsel` on an open
     connection (:func:`bootsel_session`), each timed into ``result``; ``result.program`` and
-    ``result.verify`` are filled. The caller wraps it in :func:`piflash.flashing.workflow.tracking`.
+    ``result.verify`` are filled. The caller wraps it in :func:`piflash.jobs.workflow.tracking`.
 
     :raises ImageRangeError: ``image`` (patched or not) reaches past the flash the board reports.
     :raises PicobootError, VerifyError, ProbeLostError, ProbeTimeoutError, OperationInterrupted:

@@ -6,7 +6,7 @@ What :func:`setup_permissions` does, on ``/`` or on another root file system
 1. creates the ``plugdev`` group when it is missing (``groupadd --system --root``);
 2. adds the user to it (``gpasswd --add --root``);
 3. installs piflash's udev rules (``etc/udev/rules.d/60-piflash-probes.rules``,
-   the packaged copy generated from :mod:`piflash.host.probetable`);
+   the packaged copy generated from :mod:`piflash.probe.probetable`);
 4. reloads and triggers udev, only when ``root`` is ``/`` and udev is running.
 
 What it changed is recorded in ``<root>/var/lib/piflash/permissions.json`` so that
@@ -14,7 +14,7 @@ What it changed is recorded in ``<root>/var/lib/piflash/permissions.json`` so th
 changes nothing. Every change is printed; with ``dry_run`` it is only printed.
 
 Standard library only, so ``scripts/setup-probe-permissions.sh`` runs it with the
-system ``python3`` (``python3 -m piflash.host.permissions``) before piflash is installed;
+system ``python3`` (``python3 -m piflash.probe.permissions``) before piflash is installed;
 ``piflash setup permissions`` calls the same functions.
 """
 
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from piflash.errors import NeedsRootError, PiflashError, SetupError, UnknownUserError
-from piflash.host.probetable import GROUP, RULES_NAME, packaged_rules_path
+from piflash.probe.probetable import GROUP, RULES_NAME, packaged_rules_path
 
 #: Where the rules go, relative to the root (udev(7): local administration rules).
 RULES_DIR = "etc/udev/rules.d"
@@ -329,7 +329,7 @@ def uninstall_permissions(root: str = "/", dry_run: bool = False, echo: Echo = p
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m piflash.host.permissions`` (what scripts/setup-probe-permissions.sh runs)."""
+    """``python -m piflash.probe.permissions`` (what scripts/setup-probe-permissions.sh runs)."""
     parser = argparse.ArgumentParser(
         prog="setup-probe-permissions.sh",
         description="Let a user open USB debug probes without root: the plugdev group and "
@@ -346,7 +346,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         else:
             setup_permissions(args.root, args.user, args.dry_run)
     except NeedsRootError as exc:
-        script = os.environ.get("PIFLASH_SETUP_SCRIPT", "python3 -m piflash.host.permissions")
+        script = os.environ.get("PIFLASH_SETUP_SCRIPT", "python3 -m piflash.probe.permissions")
         again = " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
         print(f"error: {exc.message}", file=sys.stderr)
         print(f"hint: run it with sudo: sudo {script} {again}".rstrip(), file=sys.stderr)

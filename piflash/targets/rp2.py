@@ -23,7 +23,7 @@ flash interfaces at different addresses: :func:`chip_of` tells them apart by the
 header, and :func:`flash_command` goes through the RP2040's SSI or the RP2350's QMI direct mode
 (RP2350 datasheet 4.4.4, DIRECT_CSR/DIRECT_TX/DIRECT_RX at 0x400D0000; pico-sdk
 ``hardware_regs/qmi.h``). An RP2350 keeps its unique ID in OTP, not in its flash
-(:data:`piflash.target.catalog.TARGET_UID_LOCATIONS`).
+(:data:`piflash.targets.catalog.TARGET_UID_LOCATIONS`).
 
 Reading the ID stops the core and uses the RAM where pyOCD loads its algorithm, so it is only done where
 piflash reprograms or checks the board anyway (flash, verify, erase), never by ``info`` or the

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from piflash.target.catalog import builtin_flash_regions, check_target, known_targets, pack_parts
+from piflash.targets.catalog import (
+    builtin_flash_regions,
+    check_target,
+    known_targets,
+    pack_parts,
+)
 
 
 def list_targets(pattern: Optional[str] = None, packs=None) -> List[dict]:
@@ -40,9 +45,14 @@ def target_info(probe: Optional[str] = None, target: Optional[str] = None,
         ``probe_description``, and ``regions``: a list of dicts ``name``, ``type``
         (flash/ram/rom/device), ``start``, ``end`` (inclusive), ``size`` (bytes) and, for flash,
         ``sector_size`` and ``page_size`` (bytes) at the region start.
-    :raises: the connect errors of :func:`piflash.target.connect.open_session`.
+    :raises: the connect errors of :func:`piflash.targets.connect.open_session`.
     """
-    from piflash.target.connect import check_session_options, open_session, read_target_uid, translate_error
+    from piflash.probe.pyocd_errors import translate_error
+    from piflash.targets.connect import (
+        check_session_options,
+        open_session,
+        read_target_uid,
+    )
 
     if target:
         check_session_options(options or {})  # first: check_target reads the 'pack' option
@@ -57,7 +67,7 @@ def target_info(probe: Optional[str] = None, target: Optional[str] = None,
                     row["sector_size"] = r.flash.get_sector_info(r.start).size
                     row["page_size"] = r.flash.get_page_info(r.start).size
                 regions.append(row)
-            from piflash.target.corrected import user_name
+            from piflash.targets.corrected import user_name
 
             return {"target": user_name(session.options.get("target_override") or session.target.part_number),
                     "target_uid": read_target_uid(session), "probe_id": session.probe.unique_id,

@@ -28,18 +28,34 @@ import contextlib
 import time
 from typing import Callable, Iterator, Optional, Sequence, Tuple
 
-from piflash.target.connect import check_session_options, open_session, read_target_uid, translate_error
-from piflash.errors import (BootCheckError, ConnectError, ExitCode, NoProbeError, OperationInterrupted, PiflashError,
-                            ProbePermissionError, ProbeTimeoutError, ProtectedError, ProtectError,
-                            SeveralProbesError)
+from piflash.errors import (
+    BootCheckError,
+    ConnectError,
+    ExitCode,
+    NoProbeError,
+    OperationInterrupted,
+    PiflashError,
+    ProbePermissionError,
+    ProbeTimeoutError,
+    ProtectedError,
+    ProtectError,
+    SeveralProbesError,
+)
 from piflash.firmware.image import FirmwareImage, check_fits
+from piflash.flashing.program import (
+    ERASE_MODES,
+    ImageProgrammer,
+    erase_flash,
+    reset_target,
+)
+from piflash.flashing.verify import verify_image
+from piflash.probe.pyocd_errors import translate_error
 from piflash.production.bootcheck import arm_boot_check, run_boot_check
 from piflash.production.serials import checkpoint
-from piflash.flashing.program import ERASE_MODES, ImageProgrammer, erase_flash, reset_target
 from piflash.progress import Phase, ProgressSink
 from piflash.record.result import OperationResult
-from piflash.target.catalog import flash_regions, resolve_target
-from piflash.flashing.verify import verify_image
+from piflash.targets.catalog import flash_regions, resolve_target
+from piflash.targets.connect import check_session_options, open_session, read_target_uid
 
 #: The post-verify lock's phase name (not a progress.Phase: it has no progress and no duration
 #: column of its own in the history).
@@ -69,7 +85,7 @@ def phase(result: OperationResult, sink: ProgressSink, name: Phase) -> Iterator[
     :raises OperationInterrupted: on KeyboardInterrupt inside the phase, saying what state the
         board is left in.
     :raises PiflashError: any other failure, pyOCD's translated by
-        :func:`piflash.target.connect.translate_error`.
+        :func:`piflash.probe.pyocd_errors.translate_error`.
     """
     start = time.monotonic()
     result.phase = name
@@ -120,12 +136,12 @@ def describe_session(session, result: OperationResult, image: Optional[FirmwareI
     :raises ImageRangeError: part of the image is outside the target's flash regions.
     """
     result.probe_id = session.probe.unique_id
-    from piflash.target.corrected import user_name
+    from piflash.targets.corrected import user_name
 
     result.target = user_name(session.options.get("target_override") or session.target.part_number)
     result.target_uid = read_target_uid(session, intrusive=True)   # the board is reprogrammed or checked next
     if image is not None:
-        from piflash.target.rp2 import reported_flash_regions
+        from piflash.targets.rp2 import reported_flash_regions
 
         # The memory map's regions, cut to the size the flash reports where it was read (an
         # RP2040's JEDEC ID, read with its unique ID): nothing is erased past the real flash.
@@ -138,7 +154,7 @@ TouchHook = Optional[Callable[[OperationResult], None]]
 
 
 def _reached_board(exc: BaseException) -> bool:
-    """Whether a failure of :func:`~piflash.target.connect.open_session` came after the probe was opened
+    """Whether a failure of :func:`~piflash.targets.connect.open_session` came after the probe was opened
     and the connect began talking to the target (not a refusal before it)."""
     if isinstance(exc, (NoProbeError, SeveralProbesError, ProbePermissionError)):
         return False
@@ -190,7 +206,7 @@ def _explain_connect_error(probe, target, frequency, result: OperationResult) ->
 
 
 def check_protection(session, result: OperationResult) -> None:
-    """Before touching flash: prove the chip is the one named (:mod:`piflash.target.identify`), then read
+    """Before touching flash: prove the chip is the one named (:mod:`piflash.targets.identify`), then read
     its read-out protection into ``result.protection``.
 
     :raises WrongTargetError: the chip is another one (exit code 10, naming it).
@@ -460,14 +476,14 @@ def monitor_rtt(probe: Optional[str] = None, target: Optional[str] = None, frequ
     """
     from piflash.errors import RttError
     from piflash.firmware.symbols import elf_symbol
-    from piflash.target.rtt import RTT_SYMBOL, RttUpChannel
+    from piflash.targets.rtt import RTT_SYMBOL, RttUpChannel
 
     if address is None:
         address = elf_symbol(firmware_path, RTT_SYMBOL)
 
     def body(session, result, sink):
         if address is not None:
-            from piflash.target.catalog import describe_regions, region_holding
+            from piflash.targets.catalog import describe_regions, region_holding
 
             memory_map = session.target.get_memory_map()
             # SEGGER_RTT_CB: 16 ID bytes and two channel counts, then the channel descriptors.

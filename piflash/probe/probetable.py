@@ -2,12 +2,12 @@
 
 This table is the one source of truth: ``piflash/data/60-piflash-probes.rules``
 (also ``udev/60-piflash-probes.rules``) is generated from it with
-``python -m piflash.host.probetable --write``, :mod:`piflash.host.usbscan` matches
+``python -m piflash.probe.probetable --write``, :mod:`piflash.probe.usbscan` matches
 ``/sys/bus/usb/devices`` against it, and a test checks that the committed rules
 equal what :func:`render_rules` produces and that every VID:PID the installed
 pyOCD recognises as a probe is covered.
 
-Standard library only: :mod:`piflash.host.permissions` imports this module and must
+Standard library only: :mod:`piflash.probe.permissions` imports this module and must
 run with the system ``python3`` when piflash is not installed.
 
 Sources cited per entry: pyOCD paths are relative to the installed ``pyocd`` package
@@ -160,7 +160,7 @@ def render_rules() -> str:
     """
     out = [
         f"# {RULES_NAME}: let the {GROUP} group (and the logged-in seat user) open USB debug probes.",
-        "# GENERATED from piflash/host/probetable.py by `python -m piflash.host.probetable --write`; do not edit.",
+        "# GENERATED from piflash/probe/probetable.py by `python -m piflash.probe.probetable --write`; do not edit.",
         "# Installed by `sudo \"$(command -v piflash)\" setup permissions` (or scripts/setup-probe-permissions.sh).",
         f"# Mode {MODE}: never world-writable. See docs/permissions.md.",
         "",
@@ -197,9 +197,9 @@ def packaged_rules_path() -> Path:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m piflash.host.probetable``: print the rules, ``--write`` the packaged copy,
+    """``python -m piflash.probe.probetable``: print the rules, ``--write`` the packaged copy,
     or ``--check`` that it is current (exit 1 when not)."""
-    parser = argparse.ArgumentParser(prog="python -m piflash.host.probetable", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m piflash.probe.probetable", description=main.__doc__)
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--write", action="store_true", help=f"regenerate {packaged_rules_path()}")
     group.add_argument("--check", action="store_true", help="exit 1 if the packaged rules are stale")
@@ -213,7 +213,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     elif args.check:
         current = path.read_text() if path.exists() else ""
         if current != text:
-            print(f"{path} is stale: run python -m piflash.host.probetable --write", file=sys.stderr)
+            print(f"{path} is stale: run python -m piflash.probe.probetable --write", file=sys.stderr)
             return 1
     else:
         sys.stdout.write(text)

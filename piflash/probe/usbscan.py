@@ -2,7 +2,7 @@
 
 pyOCD reports a probe it may not open as "no probe" (pyOCD issues #1719, #267,
 #312). This module reads ``/sys/bus/usb/devices/*`` directly, matches each device
-against :mod:`piflash.host.probetable`, and checks the kernel's verdict on its node
+against :mod:`piflash.probe.probetable`, and checks the kernel's verdict on its node
 ``/dev/bus/usb/BBB/DDD`` with ``os.access(R_OK | W_OK)`` (what libusb needs to
 open it). For a probe that cannot be opened it explains why (the node's owner,
 group and mode; whether the user is in that group in ``/etc/group`` and in this
@@ -25,14 +25,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from piflash.host import permissions, probetable
+from piflash.probe import permissions, probetable
 
 
 @dataclass(frozen=True)
 class UsbProbe:
     """A USB debug probe seen in sysfs.
 
-    :ivar name: probe model (str), from :mod:`piflash.host.probetable`.
+    :ivar name: probe model (str), from :mod:`piflash.probe.probetable`.
     :ivar vid: USB vendor ID (int). :ivar pid: USB product ID (int).
     :ivar busnum: USB bus number (int). :ivar devnum: device number on that bus (int).
     :ivar product: USB product string (str or None); likewise ``manufacturer`` and ``serial``
@@ -246,31 +246,44 @@ def hubs_of(probes: List[UsbProbe], sysfs_root: str = "/sys") -> List[SharedHub]
     return [SharedHub(port, multi[port], groups[port]) for port in sorted(groups)]
 
 
-def install_simulated_bus() -> None:
-    """Put the simulated USB bus (:mod:`piflash.sim.probes.usb`) in place of libusb for pyusb in
-    this process when ``PIFLASH_SIM_USB`` is set, as loading pyOCD's ``sim`` plugin does: for
-    callers of pyusb that never load pyOCD (the PICOBOOT way in). Nothing otherwise."""
+def usb_backend():
+    """The pyusb backend a registered hook puts in place of libusb (the simulated USB bus of
+    ``piflash.sim``, switched on by ``PIFLASH_SIM_USB``), or None for the real bus.
+
+    Hooks are the entry points of the group ``piflash.usb_backend`` (each a callable returning a
+    pyusb backend or None); they are looked up only when ``PIFLASH_SIM_USB`` is set, so a real
+    run imports nothing more. The simulated USB probes thereby stay below pyusb, where they test
+    the most, and this module does not import the simulator.
+    """
     if not os.environ.get("PIFLASH_SIM_USB", "").strip():
-        return
-    try:
-        from piflash.sim.probes.usb import install_from_env
-    except ImportError:
-        return
-    install_from_env()
+        return None
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group="piflash.usb_backend"):
+        try:
+            backend = point.load()()
+        except ImportError:
+            continue
+        if backend is not None:
+            return backend
+    return None
+
+
+def install_simulated_bus() -> None:
+    """Put a registered USB backend (:func:`usb_backend`) in place of libusb for pyusb in this
+    process, as loading pyOCD's ``sim`` plugin does: for callers of pyusb that never load pyOCD
+    (the PICOBOOT transport). Nothing when none is switched on."""
+    usb_backend()
 
 
 def scan_simulated_usb() -> List[UsbProbe]:
-    """The probes on the simulated USB bus (:mod:`piflash.sim.probes.usb`, switched on by
-    ``PIFLASH_SIM_USB``), with whether pyusb can open each: such a device has no sysfs entry
-    and no device node, so the verdict is pyusb's own (EACCES from opening it, as libusb gives
-    for a node without permission). Empty when the simulation is off or not installed.
+    """The probes on a registered USB backend (:func:`usb_backend`: the simulated bus, switched
+    on by ``PIFLASH_SIM_USB``), with whether pyusb can open each: such a device has no sysfs
+    entry and no device node, so the verdict is pyusb's own (EACCES from opening it, as libusb
+    gives for a node without permission). Empty when the simulation is off or not installed.
     """
-    if not os.environ.get("PIFLASH_SIM_USB", "").strip():
-        return []
+    backend = usb_backend()
     try:
-        from piflash.sim.probes.usb import active_backend, install_from_env
-        install_from_env()
-        backend = active_backend()
         import usb.core
     except ImportError:
         return []
