@@ -174,3 +174,48 @@ def test_a_row_that_does_not_exist_is_a_usage_error_not_a_broken_history(cli):
     for args in (("history", "show", "999999"), ("history", "show", "999999", "--json")):
         proc = cli(*args, check=ExitCode.USAGE)
         assert "history row #999999 does not exist in " in proc.stdout + proc.stderr
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A history of 11 rows in a folder this user can only read: a read-only bind mount as root
+    (whom file modes do not stop), modes 0555/0444 otherwise."""
+    src = tmp_path / "rw"
+    src.mkdir()
+    with History(src / "h.sqlite3") as db:
+        for i in range(1, 12):
+            db.record(_result(i), station="line-1")
+    if os.geteuid() != 0:
+        (src / "h.sqlite3").chmod(0o444)
+        src.chmod(0o555)
+        yield src / "h.sqlite3"
+        src.chmod(0o755)
+        return
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    if subprocess.run(["mount", "--bind", str(src), str(mnt)], capture_output=True).returncode != 0:
+        pytest.skip("bind mounts are not allowed here (a container without CAP_SYS_ADMIN)")
+    try:
+        if subprocess.run(["mount", "-o", "remount,bind,ro", str(mnt)], capture_output=True).returncode != 0:
+            pytest.skip("a bind mount cannot be made read-only here")
+        yield mnt / "h.sqlite3"
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_history_that_can_only_be_read_is_still_read(cli, read_only_folder):
+    """Issue 38: 'history' on a read-only mount was exit 18: opening the database wrote to it."""
+    import json
+
+    path = str(read_only_folder)
+    proc = cli("history", "--file", path, "--json", check=0)
+    doc = json.loads(proc.stdout)
+    assert len(doc["operations"]) == 11 and doc["summary"]["failed"] == 2
+    assert json.loads(cli("history", "show", "5", "--file", path, "--json", check=0).stdout)["row"]["id"] == 5
+    assert "intact" in cli("history", "verify-chain", "--file", path, check=0).stdout
+    assert not any(p.name.endswith(("-wal", "-shm")) for p in read_only_folder.parent.iterdir())
+    # A command that writes rows still says the history cannot be written.
+    from piflash.errors import HistoryError
+
+    with pytest.raises(HistoryError):
+        History(read_only_folder).check_writable()

@@ -54,3 +54,26 @@ def test_history_in_a_missing_folder_is_refused_not_started_anew(cli, tmp_path, 
     assert f"error: the history folder {typo.parent} does not exist" in proc.stderr
     assert str(typo) in proc.stderr and "hint: correct the path" in proc.stderr
     assert not typo.parent.exists()                        # nothing was created
+
+
+def test_a_damaged_history_stops_the_station_at_start(cli, tmp_path, firmware_dir):
+    """Issue 38: a history damaged past its first pages opened, passed the write check and then
+    failed every board. SQLite's quick_check at the start finds it: exit 18, the damage named."""
+    from piflash.record.result import OperationResult
+
+    path = tmp_path / "history.sqlite3"
+    with History(path) as db:
+        for i in range(300):
+            db.record(OperationResult(operation="flash", probe_id="sim:bay", target="nrf52840",
+                                      target_uid="%016x" % i, firmware="/fw/" + "x" * 200, ok=True,
+                                      started_at=1_700_000_000.0 + i, duration=1.0))
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big")            # the page size, in the file's header
+    for offset in range(len(data) - 3 * page, len(data) - page, 7):
+        data[offset] = 0xA5                                # leaf pages of the rows, the header intact
+    path.write_bytes(data)
+    History(path).check_writable()                         # what the start checked before: it passes
+    config = _config(tmp_path, firmware_dir, path)
+    proc = cli("station", "run", "--plain", "--config", config, timeout=60, check=ExitCode.HISTORY)
+    assert f"error: the history database {path} is damaged: " in proc.stderr, proc.stderr
+    assert f"mv {path} {path}.bad" in proc.stderr and "Traceback" not in proc.stderr

@@ -102,7 +102,10 @@ def _open_db(path):
     db_path = path or default_path()
     if db_path is None:
         raise click.UsageError("history is turned off (PIFLASH_HISTORY=off); give --file")
-    return History(db_path)
+    db = History.for_reading(db_path)
+    if db.unseen:
+        click.echo(f"note: {db.unseen}", err=True)
+    return db
 
 
 file_option = click.option(

@@ -39,6 +39,7 @@ import socket
 import sqlite3
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Union
 
@@ -212,12 +213,19 @@ class History:
         a database, or was made by a newer piflash.
     """
 
-    def __init__(self, path: Union[str, Path, None] = None) -> None:
+    def __init__(self, path: Union[str, Path, None] = None, *, reading: bool = False) -> None:
         path = Path(path) if path is not None else default_path()
         if path is None:
             raise HistoryError("history is turned off (PIFLASH_HISTORY=off)")
         self.path = path
         self._lock = threading.Lock()
+        #: Opened read-only (:meth:`for_reading` on a file system that cannot be written).
+        self.read_only = False
+        #: The rows a read-only opening cannot see, as a sentence (a ``-wal`` file not checkpointed), or None.
+        self.unseen: Optional[str] = None
+        if reading and path.is_file() and not _writable_place(path):
+            self._open_immutable(path)
+            return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False,
@@ -228,6 +236,59 @@ class History:
         except (OSError, sqlite3.Error) as exc:
             raise HistoryError(f"cannot open the history database {path}: {_reason(path, exc)}",
                                hint=_hint(path, exc)) from exc
+
+    @classmethod
+    def for_reading(cls, path: Union[str, Path, None] = None) -> "History":
+        """A handle for the commands that only read (``history``, ``history show``,
+        ``verify-chain``): as :class:`History`, except that a history on a read-only file system,
+        or a file this user may only read, is still read, opened with SQLite's ``immutable=1``
+        (a WAL database cannot be opened ``mode=ro`` without writing its ``-shm`` file: SQLite's
+        "Read-Only Databases" in https://sqlite.org/wal.html). :attr:`unseen` then names what it
+        cannot see.
+
+        :raises HistoryError: (exit 18) as :class:`History`.
+        """
+        return cls(path, reading=True)
+
+    def _open_immutable(self, path: Path) -> None:
+        try:
+            uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?immutable=1"
+            self._db = sqlite3.connect(uri, uri=True, timeout=30.0, check_same_thread=False,
+                                       isolation_level=None)
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version != SCHEMA_VERSION:
+                raise HistoryError(f"{path} has history schema {version} and cannot be written, so it "
+                                   f"cannot be brought to schema {SCHEMA_VERSION}",
+                                   hint=f"copy it to a writable folder and give that copy with --file")
+            self._db.execute("SELECT 1 FROM operations LIMIT 1").fetchall()
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot open the history database {path}: {_reason(path, exc)}",
+                               hint=_hint(path, exc)) from exc
+        self.read_only = True
+        wal = path.with_name(path.name + "-wal")
+        with contextlib.suppress(OSError):
+            if wal.stat().st_size > 0:
+                self.unseen = (f"rows still in {wal} (not yet written into the database by a "
+                               f"piflash that stopped) are not shown: the file cannot be written")
+
+    def check_sound(self) -> None:
+        """Prove that the database is a sound SQLite file throughout (``PRAGMA quick_check``,
+        https://sqlite.org/pragma.html#pragma_quick_check): a file damaged past its first pages
+        opens and takes the schema's checks, then fails the first row written. Reads every page
+        once: for the station's start, not for every operation.
+
+        :raises HistoryError: (exit 18) the file is damaged, with what SQLite found first.
+        """
+        try:
+            with self._lock:
+                found = [r[0] for r in self._db.execute("PRAGMA quick_check(1)").fetchall()]
+        except sqlite3.Error as exc:
+            raise HistoryError(f"the history database {self.path} is damaged: {exc}",
+                               hint=_hint(self.path, sqlite3.DatabaseError("malformed"))) from exc
+        if found != ["ok"]:
+            lines = [line for text in found for line in str(text).splitlines() if not line.startswith("***")]
+            raise HistoryError(f"the history database {self.path} is damaged: {(lines or found)[0]}",
+                               hint=_hint(self.path, sqlite3.DatabaseError("malformed")))
 
     # -- plumbing -------------------------------------------------------------------------------
     def _transaction(self, body, *args):
@@ -731,6 +792,13 @@ def device_of(path: Path) -> str:
         return f"the file system of {probe}"
     mount, fstype, source = best
     return f"{source} ({fstype} mounted on {mount})"
+
+
+def _writable_place(path: Path) -> bool:
+    """Whether SQLite could write ``path`` and its ``-wal``/``-shm`` files beside it: the file and
+    its folder writable by this user, on a file system not mounted read-only (``os.access``
+    answers EROFS as not writable, root included)."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)
 
 
 def _late_note(error: Optional[object], reason: str) -> str:

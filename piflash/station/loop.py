@@ -201,6 +201,7 @@ class Station:
             new = History(path)
             try:
                 new.check_writable()        # a read-only history would fail every board, not the start
+                new.check_sound()           # so would one damaged past its first pages
             except BaseException:
                 new.close()
                 raise
