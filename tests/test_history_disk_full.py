@@ -120,3 +120,45 @@ def test_full_disk_mid_flash_names_the_cause_and_the_row_tells_what_happened(tmp
     assert second["outcome"] == "pass" and second["seq"] == 2
     assert out["chain"]["rc"] == 0, out["chain"]
     assert not [n for n in out["left"] if "pending" in n], out["left"]   # the reservation is gone
+
+
+OPEN_WHEN_FULL = r'''
+import json, os, sys
+from pathlib import Path
+from piflash.errors import HistoryError
+from piflash.record.history import History
+folder = Path(sys.argv[1])
+History(folder / "h.sqlite3").close()          # the -shm file goes with the last connection
+try:
+    with open(folder / "filler", "wb") as f:
+        while True:
+            f.write(b"\0" * 4096)
+            f.flush()
+except OSError:
+    pass
+try:
+    History(folder / "h.sqlite3").close()
+    print(json.dumps({"opened": True}))
+except HistoryError as exc:
+    print(json.dumps({"message": exc.message, "hint": exc.hint}))
+'''
+
+
+def test_a_full_disk_where_the_shm_file_cannot_grow_is_named_as_a_full_disk(tmp_path):
+    """Issue 38: SQLite reports a -shm file that cannot be made on a full file system as "disk
+    I/O error", which the history told as a permissions problem."""
+    prefix = _namespace()
+    if prefix is None:
+        pytest.skip("needs root, or unprivileged user namespaces, to mount a small tmpfs (unshare -rm)")
+    folder = tmp_path / "small"
+    folder.mkdir()
+    driver = tmp_path / "driver.py"
+    driver.write_text(OPEN_WHEN_FULL)
+    proc = subprocess.run([*prefix, "sh", "-c", 'mount -t tmpfs -o size=512k tmpfs "$1" && shift && exec "$@"',
+                           "sh", str(folder), sys.executable, str(driver), str(folder)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["message"].startswith(f"cannot open the history database {folder}/h.sqlite3: no space left on tmpfs"), out
+    assert out["hint"].startswith("free space on tmpfs"), out
+    assert "may write" not in out["hint"], out

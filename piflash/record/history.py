@@ -259,7 +259,7 @@ class History:
             if version != SCHEMA_VERSION:
                 raise HistoryError(f"{path} has history schema {version} and cannot be written, so it "
                                    f"cannot be brought to schema {SCHEMA_VERSION}",
-                                   hint=f"copy it to a writable folder and give that copy with --file")
+                                   hint="copy it to a writable folder and give that copy with --file")
             self._db.execute("SELECT 1 FROM operations LIMIT 1").fetchall()
         except sqlite3.Error as exc:
             raise HistoryError(f"cannot open the history database {path}: {_reason(path, exc)}",
@@ -314,7 +314,7 @@ class History:
         try:
             return self._transaction(body, *args)
         except sqlite3.Error as exc:
-            if _disk_full(exc):
+            if _disk_full(exc, self.path):
                 raise HistoryError(f"no space left on {device_of(self.path)} for {self.path}",
                                    hint="free space on that file system; rows of operations that "
                                         "ended meanwhile are written at the next write") from exc
@@ -757,12 +757,35 @@ def _reason(path: Path, exc: BaseException) -> str:
                 "(chattr +i), or a read-only file system)")
     if isinstance(exc, OSError) and exc.strerror:
         return f"{exc.strerror.lower()}" + (f": {exc.filename}" if exc.filename else "")
+    if _disk_full(exc, path):
+        return f"no space left on {device_of(path)} ({exc})"
     return str(exc)
 
 
-def _disk_full(exc: BaseException) -> bool:
-    """Whether an SQLite error is SQLITE_FULL ("database or disk is full")."""
-    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc)
+def _disk_full(exc: BaseException, path: Optional[Path] = None) -> bool:
+    """Whether an SQLite error comes from a full file system: SQLITE_FULL ("database or disk is
+    full"), or an SQLITE_IOERR ("disk I/O error", any extended code) while the file system of
+    ``path`` has no block left: SQLite reports a ``-shm`` or ``-wal`` file that cannot grow as an
+    I/O error (SQLITE_IOERR_SHMSIZE, SQLITE_IOERR_WRITE: https://sqlite.org/rescode.html), not as
+    SQLITE_FULL."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code == sqlite3.SQLITE_FULL or "disk is full" in str(exc):
+        return True
+    io_error = (code is not None and code & 0xFF == sqlite3.SQLITE_IOERR) or "disk i/o error" in str(exc).lower()
+    return io_error and path is not None and _no_space(path)
+
+
+def _no_space(path: Path) -> bool:
+    """Whether the file system holding ``path`` (or its nearest existing folder) has no block
+    left for this user (``statvfs``'s f_bavail; f_bfree for root, who may use the reserve)."""
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        st = os.statvfs(probe)
+    except OSError:
+        return False
+    return (st.f_bfree if os.geteuid() == 0 else st.f_bavail) == 0
 
 
 def device_of(path: Path) -> str:
@@ -810,7 +833,7 @@ def _hint(path: Path, exc: Optional[BaseException] = None) -> str:
     """What to do, for the cause at hand (issue 19 item 18: a corrupt or full history was told
     "is the folder writable?"): a full disk, a file that is not a sound SQLite database, else the
     folder's and file's permissions."""
-    if exc is not None and _disk_full(exc):
+    if exc is not None and _disk_full(exc, path):
         return f"free space on {device_of(path)}; nothing was lost from the rows already written"
     text = str(exc or "").lower()
     if "not a database" in text or "malformed" in text:
