@@ -124,13 +124,21 @@ def merge_segments(chunks: Iterable[Tuple[int, bytes]]) -> Tuple[Segment, ...]:
     :raises FirmwareError: when two chunks overlap.
     """
     out: List[Segment] = []
-    for address, data in sorted((a, bytes(d)) for a, d in chunks if len(d)):
-        if out and address < out[-1].end:
+    start = end = -1
+    parts: List[bytes] = []
+    # One join per segment: adding each chunk to the last segment's bytes copied the segment
+    # again for every chunk (quadratic in its length).
+    for address, data in sorted(((a, d) for a, d in chunks if len(d)), key=lambda c: c[0]):
+        if address < end:
             raise FirmwareError(f"image data overlaps at {address:#010x}")
-        if out and address == out[-1].end:
-            out[-1] = Segment(out[-1].address, out[-1].data + data)
-        else:
-            out.append(Segment(address, data))
+        if address != end:
+            if parts:
+                out.append(Segment(start, b"".join(parts)))
+            start, parts = address, []
+        parts.append(data)
+        end = address + len(data)
+    if parts:
+        out.append(Segment(start, b"".join(parts)))
     return tuple(out)
 
 
