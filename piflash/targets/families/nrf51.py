@@ -41,7 +41,9 @@ class Nrf51Family(ReadOutProtectedFamily):
 
     name = "nrf51"
     title = "nRF51"
-    names = names_pattern(r"nrf51(\d{3})?(_\w+)?")      # nrf51, nrf51822, pack parts nrf51822_xxaa
+    #: nrf51 and the series' parts (Nordic's nRF51 Series: nRF51422, 51801, 51802, 51822, 51824),
+    #: alone or with a pack's suffix (nrf51822_xxaa).
+    names = names_pattern(r"nrf51(422|801|802|822|824)?(_\w+)?")
     identify_rank = 2
     uid_location = TargetUidLocation(0x10000060, 8, "nRF51 RM v3.0 s7.1 FICR.DEVICEID")
     erase_sector_timeout = 1.0

@@ -53,7 +53,9 @@ class Nrf52Family(ReadOutProtectedFamily):
 
     name = "nrf52"
     title = "nRF52"
-    names = names_pattern(r"nrf52(\d{3})?(_\w+)?")      # nrf52, nrf52840, pack parts nrf52840_xxaa
+    #: nrf52 and the series' parts (Nordic's nRF52 Series: nRF52805, 52810, 52811, 52820, 52832,
+    #: 52833, 52840), alone or with a pack's suffix (nrf52840_xxaa).
+    names = names_pattern(r"nrf52(805|810|811|820|832|833|840)?(_\w+)?")
     identify_rank = 0          # by its CTRL-AP, before the core's CPUID is read
     uid_location = TargetUidLocation(0x10000060, 8, "nRF52840 PS v1.7 s4.4.1.2 FICR.DEVICEID")
     erase_sector_timeout = 1.0
