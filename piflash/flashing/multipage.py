@@ -43,8 +43,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from piflash.targets.families.base import algorithm_digest
-from piflash.targets.families.rp2_flash import RP2_ALGORITHM
+from piflash.targets.algorithms import RP2_ALGORITHM, algorithm_digest
 
 __all__ = ["KNOWN_ALGORITHMS", "MEMORY_MAPPED", "MAX_RUN_BYTES", "GROW_BYTES", "GROW_RATIO", "RUN_BYTES", "STACK_BYTES", "CALLER_BYTES", "Layout", "algorithm_digest",
            "reads_without_init", "run_caller",
@@ -56,7 +55,7 @@ __all__ = ["KNOWN_ALGORITHMS", "MEMORY_MAPPED", "MAX_RUN_BYTES", "GROW_BYTES", "
 #: in one call (tests/test_multipage.py); a different build of the same algorithm has another
 #: digest and is not assumed to behave the same.
 #: The key of pyOCD 0.46's RP2 boot ROM algorithm (the RP2 families' own:
-#: :data:`piflash.targets.families.rp2_flash.RP2_ALGORITHM`).
+#: :data:`piflash.targets.algorithms.RP2_ALGORITHM`).
 RP2_BOOT_ROM = RP2_ALGORITHM
 KNOWN_ALGORITHMS = {
     # pyOCD 0.46 pyocd/target/builtin/target_nRF51822_xxAA.py and target_nRF52840_xxAA.py

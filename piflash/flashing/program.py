@@ -17,7 +17,6 @@ from piflash.firmware.image import FirmwareImage
 from piflash.progress import Phase, ProgressSink, fraction_callback
 from piflash.record.result import ProgramStats
 from piflash.targets.catalog import flash_regions
-from piflash.targets.families import flash_speedups
 
 #: Accepted values of the erase mode: pyOCD's ``chip_erase`` option (pyocd/core/options.py).
 ERASE_MODES = ("auto", "sector", "chip")
@@ -256,6 +255,7 @@ def _chip_erase(session) -> List[Tuple[int, int]]:
     from pyocd.flash.eraser import FlashEraser
 
     from piflash.flashing.multipage import algorithm_digest
+    from piflash.targets.families import flash_speedups     # not at import: ``piflash --help`` imports this module
 
     regions = [r for r in session.target.memory_map.iter_matching_regions(
         type=MemoryType.FLASH, pname=session.target.selected_core.node_name) if r.flash is not None]

@@ -17,10 +17,12 @@ import functools
 import gc
 import os
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
 from piflash.errors import PackError, TargetRequiredError, UnknownTargetError  # noqa: F401  (raised here)
-from piflash.targets.families.base import TargetUidLocation  # noqa: F401  (re-exported)
+
+if TYPE_CHECKING:  # the families are imported when first asked: not at ``piflash --help``
+    from piflash.targets.families.base import TargetUidLocation
 
 
 def erase_sector_timeout(target_type: Optional[str]) -> Optional[float]:

@@ -9,8 +9,7 @@ family class owns ``is_locked`` and ``mass_erase``, and esptool's ``esptool/targ
 
 Also here, because several families and the callers above share them: :class:`Port` (word
 access to a target and its APs), :class:`ProtectionStatus`, :class:`ChipIdentity` and the
-:class:`IdEvidence` the identification reads, :class:`TargetUidLocation`, :class:`FlashSpeedups`
-and :func:`algorithm_digest`.
+:class:`IdEvidence` the identification reads, :class:`TargetUidLocation` and :class:`FlashSpeedups`.
 
 No click, no rich; pyOCD is imported inside the functions.
 """
@@ -19,13 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import re
-import struct
 import time
 from typing import Callable, ClassVar, Dict, FrozenSet, List, Optional, Pattern, Tuple
 
 from piflash.errors import ProtectError
+from piflash.targets.algorithms import algorithm_digest  # noqa: F401  (re-exported)
 
 __all__ = ["Family", "ReadOutProtectedFamily", "FlashSpeedups", "NO_SPEEDUPS", "Port", "ProtectionStatus",
            "ChipIdentity", "IdEvidence", "TargetUidLocation", "algorithm_digest", "wait_until", "faults",
@@ -130,13 +128,6 @@ def faults(read: Callable[[], int]) -> bool:
         return False
     except TransferFaultError:
         return True
-
-
-def algorithm_digest(flash_algo: dict) -> str:
-    """The key of a pyOCD flash algorithm dict (:data:`piflash.flashing.multipage.KNOWN_ALGORITHMS`):
-    the first 16 hex digits of the SHA-256 of its ``instructions`` (32-bit words, little-endian)."""
-    words = flash_algo["instructions"]
-    return hashlib.sha256(struct.pack("<%dI" % len(words), *words)).hexdigest()[:16]
 
 
 # Cortex-M AIRCR (ARMv6-M/ARMv7-M ARM, B3.2.6): VECTKEY 0x05FA + SYSRESETREQ.

@@ -86,7 +86,8 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
-from piflash.targets.families.base import FlashSpeedups, algorithm_digest
+from piflash.targets.algorithms import RP2_ALGORITHM, algorithm_digest
+from piflash.targets.families.base import FlashSpeedups
 from piflash.targets.families.rp2 import QMI_DIRECT_CSR, chip_of
 
 __all__ = ["faster_spi", "enable_xip", "end_reads", "cmd_xip_divider", "reads_without_init", "quad_enabled",
@@ -95,9 +96,7 @@ __all__ = ["faster_spi", "enable_xip", "end_reads", "cmd_xip_divider", "reads_wi
            "QMI_PLL_CLKDIV", "CMD_XIP_BAUDR", "QMI_READ_RFMT", "QMI_READ_RCMD", "QMI_READ_TIMING", "ClockRegs",
            "CLOCK_REGS", "RP2040_CLOCK_REGS", "RP2350_CLOCK_REGS", "Rp2FlashSpeedups", "SPEEDUPS", "speedups_for"]
 
-#: :func:`~piflash.targets.families.base.algorithm_digest` of pyOCD 0.46's RP2 algorithm
-#: (``pyocd/target/family/target_rp2.py``, RP2040 and RP2350: one blob that calls the boot ROM).
-RP2_ALGORITHM = "eb5eaeb7b0c14411"
+#: (:data:`piflash.targets.algorithms.RP2_ALGORITHM`: the key of pyOCD 0.46's RP2 algorithm.)
 #: SSI clock divider piflash programs with on the ring oscillator (RP2040 datasheet 4.10.13
 #: BAUDR.SCKDV: even, >= 2).
 FAST_BAUDR = 2
