@@ -70,8 +70,8 @@ def test_faster_spi_runs_the_chip_from_the_pll_and_the_spi_faster(pico):
     before the UnInit it sets BAUDR 4, so the 03h XIP reads the UnInit sets up stay within the
     flash's 50 MHz; a page programmed then reads back; another target's algorithm is left
     alone."""
-    from piflash.flashing.rp2 import cmd_xip_divider, faster_spi
     from piflash.targets.connect import open_session
+    from piflash.targets.families.rp2_flash import cmd_xip_divider, faster_spi
 
     with open_session("sim:pico", "rp2040") as session:
         target = session.target
@@ -102,7 +102,7 @@ def test_faster_spi_runs_the_chip_from_the_pll_and_the_spi_faster(pico):
 
 
 #: What the boot ROM's flash_enter_cmd_xip leaves in the SSI: SSIENR, CTRLR0, SPI_CTRLR0, and
-#: BAUDR 4 on PLL_SYS (piflash.flashing.rp2.CMD_XIP_BAUDR).
+#: BAUDR 4 on PLL_SYS (piflash.targets.families.rp2_flash.CMD_XIP_BAUDR).
 CMD_XIP = [1, 0x001F0300, 0x03000218]
 
 
@@ -143,9 +143,10 @@ def test_reads_in_the_continuous_quad_mode_without_the_init_then_as_the_rom_leav
     back to taking instructions and the SSI back to the ROM's 03h set-up at BAUDR 4."""
     import binascii
 
-    from piflash.flashing import plan, rp2
+    from piflash.flashing import plan
     from piflash.flashing.flashcheck import FlashCheck
     from piflash.targets.connect import read_target_uid
+    from piflash.targets.families import rp2_flash as rp2
 
     store, _info, blink = pico
     with _blink_session(store, blink) as (session, target, flash, chip_flash):
@@ -335,8 +336,9 @@ def test_a_read_phase_that_fails_leaves_the_next_one_reading_right(pico, monkeyp
     read mode) instead of trusting the SSI; blink reads back."""
     from pyocd.core.exceptions import TransferError
 
-    from piflash.flashing import plan, rp2
+    from piflash.flashing import plan
     from piflash.targets.connect import read_target_uid
+    from piflash.targets.families import rp2_flash as rp2
 
     store, _info, blink = pico
     with _blink_session(store, blink) as (session, target, flash, chip_flash):

@@ -57,9 +57,9 @@ def test_the_rp2350_gets_its_own_pll_and_qmi_registers(pico2):
     header, starts the RP2350's crystal and PLL_SYS at its addresses (150 MHz) and sets the QMI's
     divider; none of the RP2040's SSI or clock registers is written (on an RP2350 0x40028000 is
     IO_BANK0)."""
-    from piflash.flashing import rp2
     from piflash.targets.connect import open_session
-    from piflash.targets.rp2 import chip_of
+    from piflash.targets.families import rp2_flash as rp2
+    from piflash.targets.families.rp2 import chip_of
 
     with open_session("sim:pico2", "rp2350") as session:
         target = session.target

@@ -105,12 +105,6 @@ def _pid(chip: str) -> int:
     return next(pid for pid, name in CHIPS.items() if name == chip)
 
 
-#: Board names people search for, and the target types of their chips (the boards' own pages:
-#: Raspberry Pi Pico = RP2040, Pico 2 = RP2350; BBC micro:bit v1 = nRF51822, v2 = nRF52833).
-BOARD_TARGETS = {"pico": ("rp2040", "rp2350"), "micro:bit": ("nrf51", "nrf52833"),
-                 "microbit": ("nrf51", "nrf52833")}
-
-
 @click.command(context_settings=CONTEXT)
 @click.argument("pattern", required=False)
 @click.option("--pack", "packs", multiple=True, metavar="FILE",
@@ -129,7 +123,10 @@ def targets(pattern, packs, json_mode):
         import difflib
 
         names = [r["name"] for r in list_targets(None, list(packs) or None)]
-        close = [t for board, types in BOARD_TARGETS.items() if board in pattern.lower() for t in types]
+        from piflash.targets.families import board_targets
+
+        # Board names people search for (each family's boards: Pico, micro:bit...).
+        close = [t for board, types in board_targets().items() if board in pattern.lower() for t in types]
         close += [n for n in difflib.get_close_matches(pattern.lower(), names, n=5, cutoff=0.5) if n not in close]
         click.secho(f"no target type matches '{pattern}' (a part of the name, any case)", fg="yellow", err=True)
         click.echo("hint: " + (f"close names: {', '.join(close)}; " if close else "")

@@ -44,10 +44,6 @@ ENCODINGS = {"u32": 4, "u64": 8, "ascii": None, "utf-8": None}
 #: Template fields and what they are.
 TEMPLATE_FIELDS = {"n": "the serial number (int)", "target_uid": "the chip's unique ID (hex str)",
                    "date": "today, UTC (YYYY-MM-DD)"}
-#: nRF UICR CUSTOMER[0..31] (see the module docstring for the source).
-UICR_CUSTOMER_BASE, UICR_CUSTOMER_WORDS = 0x10001080, 32
-#: STM32 OTP areas by target-type prefix (RM0090 3.8 "OTP"); the F1 has none.
-STM32_OTP = {"stm32f2": (0x1FFF7800, 512), "stm32f4": (0x1FFF7800, 512)}
 
 #: The keys of one patch entry (table-driven: type check and meaning, as docs/profiles.md lists).
 ENTRY_KEYS: Dict[str, Tuple[type, str]] = {
@@ -254,17 +250,20 @@ def _place(raw: dict, kind: str, length: int, where: str, target: str, fail: Fai
         if not 0 <= value <= 0xFFFFFFFF - length:
             fail(f"{where}.address", f"must be a 32-bit address, got {value:#x}")
         return value
+    from piflash.targets.families import family_for
+
+    family = family_for(target)
     if kind == "uicr_customer":
-        if not target.startswith(("nrf51", "nrf52")):
+        if family.uicr_customer is None:
             fail(f"{where}.uicr_customer", f"UICR customer registers are an nRF feature, not {target}'s")
-        if not 0 <= value < UICR_CUSTOMER_WORDS or value * 4 + length > UICR_CUSTOMER_WORDS * 4:
+        base, words = family.uicr_customer
+        if not 0 <= value < words or value * 4 + length > words * 4:
             fail(f"{where}.uicr_customer", f"CUSTOMER[{value}] with {length} byte(s) runs past "
-                 f"CUSTOMER[31] (0..31, 4 bytes each)")
-        return UICR_CUSTOMER_BASE + 4 * value
-    otp = next((v for p, v in STM32_OTP.items() if target.startswith(p)), None)
+                 f"CUSTOMER[{words - 1}] (0..{words - 1}, 4 bytes each)")
+        return base + 4 * value
+    otp = family.otp_area(target)
     if otp is None:
-        fail(f"{where}.otp", f"{target} has no OTP area piflash knows"
-             + (" (the STM32F1 has none: use address: in flash)" if target.startswith("stm32f1") else ""))
+        fail(f"{where}.otp", f"{target} has no OTP area piflash knows{family.no_otp_hint}")
     base, size = otp
     if not 0 <= value or value + length > size:
         fail(f"{where}.otp", f"offset {value} with {length} byte(s) is outside the {size}-byte OTP area")

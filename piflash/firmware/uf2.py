@@ -93,37 +93,6 @@ FAMILIES: Dict[int, Tuple[str, str]] = {
     0x9AF03E33: ("GD32VF103", "GigaDevice GD32VF103"),
 }
 
-#: pyOCD target name prefix -> the familyIDs a UF2 for it may carry (the longest prefix wins).
-#: nRF51 and most other parts have no UF2 family: a UF2 without a familyID fits any target.
-_TARGET_FAMILIES: Dict[str, Tuple[int, ...]] = {
-    "nrf52840": (0xADA52840, 0x1B57745F),
-    "nrf52833": (0x621E937A, 0x1B57745F),
-    "nrf52832": (0x72721D4E, 0x6F752678, 0x1B57745F),
-    "nrf52820": (0x820D9A5F, 0x1B57745F),
-    "nrf52": (0x1B57745F,),
-    "stm32f103": (0x5EE21072,),
-    "stm32f0": (0x647824B6,),
-    "stm32f2": (0x5D1A0A2E,),
-    "stm32f3": (0x6B846188,),
-    "stm32f407": (0x6D0922FA, 0x57755A57),
-    "stm32f4": (0x57755A57,),
-    "stm32f7": (0x53B80F00,),
-    "stm32h7": (0x6DB66082,),
-    "stm32l0": (0x202E3A91,),
-    "stm32l1": (0x1E1F432D,),
-    "stm32l4": (0x00FF6919,),
-    "stm32l5": (0x04240BDF,),
-    "stm32g0": (0x300F5633,),
-    "stm32g4": (0x4C71240A,),
-    "stm32wb": (0x70D16653,),
-    "stm32wl": (0x21460FF0,),
-    "rp2040": (0xE48BFF56, 0xE48BFF57),
-    "rp2350": (0xE48BFF59, 0xE48BFF5A, 0xE48BFF5B, 0xE48BFF57),
-    "lpc55": (0x2ABC77EC,),
-    "mimxrt10": (0x4FB2D5BD,),
-}
-
-
 def family_name(family_id: int) -> str:
     """``"0xada52840 (NRF52840, Nordic nRF52840)"``, or the number alone for an unknown ID."""
     known = FAMILIES.get(family_id)
@@ -131,11 +100,13 @@ def family_name(family_id: int) -> str:
 
 
 def target_families(target: str) -> Optional[Tuple[int, ...]]:
-    """The familyIDs a UF2 for pyOCD target ``target`` may carry, or None when the target has none
-    known (then only a UF2 without a familyID is known to fit; one with an ID is refused)."""
-    name = target.lower()
-    best = max((p for p in _TARGET_FAMILIES if name.startswith(p)), key=len, default=None)
-    return _TARGET_FAMILIES[best] if best else None
+    """The familyIDs a UF2 for pyOCD target ``target`` may carry (its chip family's
+    :meth:`~piflash.targets.families.base.Family.uf2_family_ids`), or None when the target has none
+    known (then only a UF2 without a familyID is known to fit; one with an ID is refused). nRF51 and
+    most other parts have no UF2 family: a UF2 without a familyID fits any target."""
+    from piflash.targets.families import family_for
+
+    return family_for(target).uf2_family_ids(target)
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ Owns the plan (one on-target CRC pass decides which sectors to erase and which p
 :mod:`~piflash.flashing.plan`), several pages per flash-algorithm call
 (:mod:`~piflash.flashing.multipage`), piflash's own on-target blank check and CRC-32
 (:mod:`~piflash.flashing.flashcheck`), the session-level erase/program/reset pieces
-(:mod:`~piflash.flashing.program`), read-back verify (:mod:`~piflash.flashing.verify`) and the
-RP2040/RP2350 flash speed-ups (:mod:`~piflash.flashing.rp2`). The jobs that put these together
+(:mod:`~piflash.flashing.program`) and read-back verify (:mod:`~piflash.flashing.verify`); a chip
+family's flash speed-ups (the RP2040/RP2350's) are the family's, asked through
+:func:`piflash.targets.families.flash_speedups`. The jobs that put these together
 are :mod:`piflash.jobs`.
 
 May import: :mod:`piflash.errors`, :mod:`piflash.progress`, :mod:`piflash.firmware`,

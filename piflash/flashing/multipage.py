@@ -38,11 +38,12 @@ DHCSR) are the architecture's, with the values pyOCD's ``CortexM.write_core_regi
 
 from __future__ import annotations
 
-import hashlib
 import struct
 from dataclasses import dataclass
 from importlib import resources
 from typing import Callable, List, Optional, Sequence, Tuple
+
+from piflash.targets.algorithms import RP2_ALGORITHM, algorithm_digest
 
 __all__ = ["KNOWN_ALGORITHMS", "MEMORY_MAPPED", "MAX_RUN_BYTES", "GROW_BYTES", "GROW_RATIO", "RUN_BYTES", "STACK_BYTES", "CALLER_BYTES", "Layout", "algorithm_digest",
            "reads_without_init", "run_caller",
@@ -53,8 +54,9 @@ __all__ = ["KNOWN_ALGORITHMS", "MEMORY_MAPPED", "MAX_RUN_BYTES", "GROW_BYTES", "
 #: Each was checked by running its instructions on piflash's simulated core over several pages
 #: in one call (tests/test_multipage.py); a different build of the same algorithm has another
 #: digest and is not assumed to behave the same.
-#: The key of pyOCD 0.46's RP2 boot ROM algorithm (``piflash.flashing.rp2.RP2_ALGORITHM``).
-RP2_BOOT_ROM = "eb5eaeb7b0c14411"
+#: The key of pyOCD 0.46's RP2 boot ROM algorithm (the RP2 families' own:
+#: :data:`piflash.targets.algorithms.RP2_ALGORITHM`).
+RP2_BOOT_ROM = RP2_ALGORITHM
 KNOWN_ALGORITHMS = {
     # pyOCD 0.46 pyocd/target/builtin/target_nRF51822_xxAA.py and target_nRF52840_xxAA.py
     # (the same NVMC code): ProgramPage writes sz/4 words, polling NVMC.READY after each.
@@ -71,9 +73,9 @@ KNOWN_ALGORITHMS = {
 #: NVMC's and the STM32F10x FPEC's main flash is always mapped for reading (the nRF52840 Product
 #: Specification's NVMC chapter; RM0008, the STM32F10x reference manual, section 3 "Embedded Flash
 #: memory"), so reading it needs no call of the algorithm's Init. The RP2 boot ROM's Init takes the
-#: QSPI flash out of XIP, so its reads need :func:`piflash.flashing.rp2.enable_xip`, and the Init
+#: QSPI flash out of XIP, so its reads need :func:`piflash.targets.families.rp2_flash.enable_xip`, and the Init
 #: itself unless the SSI shows the flash taking instructions
-#: (:func:`piflash.flashing.rp2.reads_without_init`).
+#: (:func:`piflash.targets.families.rp2_flash.reads_without_init`).
 MEMORY_MAPPED = frozenset({"43643eff0906aec4", "7e66464399e4fc20"})
 #: Largest run per call, bytes. Longer runs save more calls, but the last run's programming is
 #: not overlapped with any transfer and the first run's transfer with no programming: 8 KiB is
@@ -113,11 +115,6 @@ _MAILBOX_BYTES = 16
 CALLER_BYTES = _CODE_BYTES + 2 * _MAILBOX_BYTES
 
 
-def algorithm_digest(flash_algo: dict) -> str:
-    """The key of :data:`KNOWN_ALGORITHMS` for a pyOCD flash algorithm dict: the first 16 hex
-    digits of the SHA-256 of its ``instructions`` (32-bit words, little-endian)."""
-    words = flash_algo["instructions"]
-    return hashlib.sha256(struct.pack("<%dI" % len(words), *words)).hexdigest()[:16]
 
 
 def reads_without_init(flash) -> bool:

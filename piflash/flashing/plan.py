@@ -57,7 +57,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from piflash.flashing import multipage, rp2
+from piflash.flashing import multipage
+from piflash.targets.families import flash_speedups
 
 LOG = logging.getLogger(__name__)
 
@@ -154,12 +155,14 @@ def init_for_read(flash) -> None:
     :class:`~piflash.flashing.flashcheck.FlashCheck` (pyOCD's analyzer, the fallback, runs on the
     algorithm's initialised stack), that is only a halted core: no load of the algorithm
     and no call of its Init, which on a CMSIS-DAP probe are about eight USB round trips (the
-    program phase loads it when it needs it). The same on an RP2040 whose flash takes
-    instructions with its SSI in the boot ROM's XIP set-up (:func:`piflash.flashing.rp2.reads_without_init`),
-    where the SSI is then set up for fast reads (:func:`piflash.flashing.rp2.enable_xip`).
+    program phase loads it when it needs it). The same where the family's speed-ups say the flash
+    reads without the Init (:func:`piflash.targets.families.flash_speedups`: an RP2040 whose flash
+    takes instructions with its SSI in the boot ROM's XIP set-up,
+    :func:`piflash.targets.families.rp2_flash.reads_without_init`), where the SSI is then set up for
+    fast reads (:func:`piflash.targets.families.rp2_flash.enable_xip`).
     Otherwise load the algorithm and call its Init for VERIFY (ERASE for algorithms that refuse
     that), as pyOCD's ``FlashBuilder._enable_read_access`` does, and put the RP2040's flash back
-    in XIP (:func:`piflash.flashing.rp2.enable_xip`). A read phase ends with :func:`end_read`
+    in XIP (:func:`piflash.targets.families.rp2_flash.enable_xip`). A read phase ends with :func:`end_read`
     (or runs in :func:`reading`).
 
     :raises pyocd.core.exceptions.Error: from pyOCD.
@@ -171,24 +174,25 @@ def init_for_read(flash) -> None:
     if multipage.reads_without_init(flash) and FlashCheck.for_flash(flash) is not None:
         flash.target.halt()
         return
-    if rp2.reads_without_init(flash) and FlashCheck.for_flash(flash) is not None:
+    speedups = flash_speedups(flash)
+    if speedups.reads_without_init(flash) and FlashCheck.for_flash(flash) is not None:
         flash.target.halt()
     else:
         try:
             flash.init(flash.Operation.VERIFY)
         except FlashFailure:    # some algorithms only init for erase/program
             flash.init(flash.Operation.ERASE)
-    rp2.enable_xip(flash)   # RP2040: fast XIP reads (the algorithm's Init took the flash out of XIP)
+    speedups.enable_reads(flash)   # RP2040: fast XIP reads (the algorithm's Init took the flash out of XIP)
 
 
 def end_read(flash) -> None:
     """End a read phase begun with :func:`init_for_read`: the RP2040's flash back to taking
-    instructions, XIP as the boot ROM leaves it (:func:`piflash.flashing.rp2.end_reads`); the
+    instructions, XIP as the boot ROM leaves it (:func:`piflash.targets.families.rp2_flash.end_reads`); the
     algorithm stays as it is (``Flash.cleanup`` or the next ``Flash.init`` follows).
 
     :raises pyocd.core.exceptions.Error: from pyOCD.
     """
-    rp2.end_reads(flash)
+    flash_speedups(flash).end_reads(flash)
 
 
 @contextmanager
@@ -222,7 +226,7 @@ def reading(flash) -> Iterator[None]:
 def _end_read_quietly(flash) -> None:
     """:func:`end_read` after another error, whose report this one must not replace: a failure
     is logged. (A read phase left unended is caught before the next read: see
-    :func:`piflash.flashing.rp2.reads_without_init`.)"""
+    :func:`piflash.targets.families.rp2_flash.reads_without_init`.)"""
     try:
         end_read(flash)
     except Exception:   # noqa: BLE001 - the caller's error is the one to report
@@ -361,15 +365,15 @@ class RegionPlan:
         progress(done / total)
         if self.chip_erase or (todo and flash.region.is_erasable):
             flash.init(flash.Operation.ERASE)
-            if self.chip_erase and rp2.is_rp2(flash):
-                self.chip_bytes = rp2.erase_chip(flash)     # the flash's own Chip Erase
+            speedups = flash_speedups(flash)
+            if self.chip_erase and speedups.erases_chip:
+                self.chip_bytes = speedups.erase_chip(flash)     # RP2: the flash's own Chip Erase
             elif self.chip_erase:
                 flash.erase_all()
             else:
-                if rp2.is_rp2(flash) and all(s.size == 0x1000 for s in todo):
-                    # Whole 64/32 KiB blocks by the flash's block erase (piflash.flashing.rp2).
-                    blocks, rest = rp2.plan_block_erases([s.address for s in todo], flash.region.start)
-                    rp2.erase_blocks(flash, blocks)
+                if speedups.erases_blocks and all(s.size == 0x1000 for s in todo):
+                    # RP2: whole 64/32 KiB blocks by the flash's block erase (piflash.targets.families.rp2_flash).
+                    blocks, rest = speedups.erase_blocks(flash, [s.address for s in todo])
                     if blocks:
                         LOG.debug("%s: %d block erase(s), %d sector erase(s)", flash.region.name,
                                   len(blocks), len(rest))
@@ -403,7 +407,8 @@ class RegionPlan:
         layout = multipage.layout_for(flash, flash.region.page_size) if pages else None
         if pages:
             flash.init(flash.Operation.PROGRAM)
-            rp2.faster_spi(flash)      # RP2040/RP2350: the boot ROM's SPI clock, 3x faster
+            speedups = flash_speedups(flash)
+            speedups.prepare_program(flash)    # RP2040/RP2350: the boot ROM's SPI clock, 3x faster
             if layout is not None:     # several pages per algorithm call (piflash.flashing.multipage)
                 def run_done(nbytes: int) -> None:
                     nonlocal done
@@ -435,7 +440,7 @@ class RegionPlan:
                     flash.program_page(page.address, list(page.data))
                     done += page.size
                     progress(done / total)
-            rp2.cmd_xip_divider(flash)     # RP2040: 03h XIP within 50 MHz after the UnInit
+            speedups.before_uninit(flash)      # RP2040: 03h XIP within 50 MHz after the UnInit
             flash.uninit()
         flash.cleanup()
         progress(1.0)
@@ -528,7 +533,7 @@ def plan_region(flash, chunks: Sequence[Tuple[int, bytes]], chip_erase: bool = F
     region = flash.region
     if not region.is_readable or not region.are_erased_sectors_readable:
         raise NotApplicable("the region's erased sectors cannot be read")
-    if chip_erase and not flash.is_erase_all_supported and not rp2.is_rp2(flash):
+    if chip_erase and not flash.is_erase_all_supported and not flash_speedups(flash).erases_chip:
         chip_erase = False         # as FlashBuilder: no EraseAll in the algorithm, erase sectors
     sectors = _sectors_for(flash, chunks)
     with _read_phase(flash):

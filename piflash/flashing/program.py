@@ -14,7 +14,6 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from piflash.errors import FlashError, ImageRangeError
 from piflash.firmware.image import FirmwareImage
-from piflash.flashing import rp2
 from piflash.progress import Phase, ProgressSink, fraction_callback
 from piflash.record.result import ProgramStats
 from piflash.targets.catalog import flash_regions
@@ -244,7 +243,7 @@ def _chip_erase(session) -> List[Tuple[int, int]]:
     algorithms in :data:`CHIP_WIDE_ERASE_ALL` it does: their EraseAll runs once (on an nRF the
     UICR region's EraseAll was a second ERASEALL, 169 ms on the nRF52840). pyOCD's RP2
     algorithm has none: the flash's own Chip Erase clears the flash
-    (:func:`piflash.flashing.rp2.erase_chip`), whose size, not pyOCD's 16 MiB window, is what is
+    (:func:`piflash.targets.families.rp2_flash.erase_chip`), whose size, not pyOCD's 16 MiB window, is what is
     erased and checked. Any other algorithm's regions each get their own EraseAll, or sector
     erases where there is none, as in pyOCD.
 
@@ -256,6 +255,7 @@ def _chip_erase(session) -> List[Tuple[int, int]]:
     from pyocd.flash.eraser import FlashEraser
 
     from piflash.flashing.multipage import algorithm_digest
+    from piflash.targets.families import flash_speedups     # not at import: ``piflash --help`` imports this module
 
     regions = [r for r in session.target.memory_map.iter_matching_regions(
         type=MemoryType.FLASH, pname=session.target.selected_core.node_name) if r.flash is not None]
@@ -266,9 +266,10 @@ def _chip_erase(session) -> List[Tuple[int, int]]:
         digest = algorithm_digest(algo) if algo else None
         if digest in chip_wide_done:
             continue
-        if rp2.is_rp2(region.flash):
+        speedups = flash_speedups(region.flash)
+        if speedups.erases_chip:
             region.flash.init(region.flash.Operation.ERASE)
-            size = rp2.erase_chip(region.flash)
+            size = speedups.erase_chip(region.flash)
             region.flash.cleanup()
             spans[i] = (region.start, region.start + min(size, region.length))
         elif region.flash.is_erase_all_supported:

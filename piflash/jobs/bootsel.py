@@ -4,7 +4,7 @@
 PICOBOOT interface (:mod:`piflash.probe.picoboot`), and returns the
 :class:`~piflash.record.result.OperationResult` the SWD path returns, with the probe ID
 ``picoboot:PORT-PATH`` and the flash's unique ID as ``target_uid`` (as over SWD:
-:mod:`piflash.targets.rp2`).
+:mod:`piflash.targets.families.rp2`).
 
 The plan. The boot ROM erases by 4 KiB sectors and programs 256-byte pages (RP2040 datasheet
 2.8.5.4.3-5) and has no checksum command, so piflash runs a helper of its own on the chip by
@@ -250,7 +250,7 @@ def _check_reported(conn: picoboot.PicobootConnection, image: FirmwareImage, tar
     """
     from piflash.firmware.image import check_fits
     from piflash.targets.catalog import resolve_target
-    from piflash.targets.rp2 import regions_of_size, size_of_jedec
+    from piflash.targets.families.rp2 import regions_of_size, size_of_jedec
 
     regions = resolve_target(target).flash_regions
     if regions is None:

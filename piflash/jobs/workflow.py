@@ -141,7 +141,7 @@ def describe_session(session, result: OperationResult, image: Optional[FirmwareI
     result.target = user_name(session.options.get("target_override") or session.target.part_number)
     result.target_uid = read_target_uid(session, intrusive=True)   # the board is reprogrammed or checked next
     if image is not None:
-        from piflash.targets.rp2 import reported_flash_regions
+        from piflash.targets.families.rp2 import reported_flash_regions
 
         # The memory map's regions, cut to the size the flash reports where it was read (an
         # RP2040's JEDEC ID, read with its unique ID): nothing is erased past the real flash.

@@ -23,7 +23,7 @@ ID (so ``picoboot:SERIAL`` names a board). On it piflash runs nothing on the chi
 comes from GET_INFO (CHIP_INFO, the same ID pico-sdk's ``pico_get_unique_board_id`` gives), page
 CRCs are computed here from a READ of the flash, FLASH_ERASE erases (by 4 KiB sectors, as the
 ROM always does there) and REBOOT2 reboots (:meth:`PicobootConnection.prepare` and the methods
-after it choose by chip).
+after it choose by the boot ROM's version, :class:`BootRom`).
 
 Every wait is bounded (:func:`command_timeout`); errors are piflash's (:mod:`piflash.errors`).
 pyusb is imported only when a function here is called.
@@ -54,10 +54,34 @@ __all__ = ["PREFIX", "BootselDevice", "PicobootConnection", "PicobootError", "is
 
 #: The probe ID prefix.
 PREFIX = "picoboot:"
-#: Raspberry Pi's vendor ID and the boot ROMs' product IDs -> chip (RP2040 datasheet 2.8.4;
-#: RP2350 datasheet 5.6.1).
+#: Raspberry Pi's vendor ID.
 VID = 0x2E8A
-CHIPS = {0x0003: "rp2040", 0x000F: "rp2350"}
+
+
+@dataclass(frozen=True)
+class BootRom:
+    """What a boot ROM's USB product ID says: the chip, and the PICOBOOT dialect its ROM speaks.
+
+    :ivar chip: the chip's pyOCD target type (str), what ``piflash probes`` reports and ``--target``
+        is checked against.
+    :ivar version: the boot ROM's major version (int; its header at 0x12, RP2040 datasheet 2.8.2,
+        RP2350 datasheet 5.4.1): 1 runs piflash's helper by EXEC and reboots by REBOOT; 2 refuses
+        EXEC and REBOOT and has REBOOT2 and GET_INFO (the chip's OTP ID), so piflash runs nothing
+        on the chip there (RP2350 datasheet 5.6).
+    """
+
+    chip: str
+    version: int
+
+
+#: The boot ROMs' product IDs (RP2040 datasheet 2.8.4; RP2350 datasheet 5.6.1). The one table of
+#: chip names outside :mod:`piflash.targets`, on purpose: the probe layer sits below the targets
+#: (it may not import their family table), and a USB product ID is what names the chip of a
+#: device in BOOTSEL mode before anything is opened; the code here asks :attr:`BootRom.version`.
+BOOT_ROMS = {0x0003: BootRom("rp2040", 1), 0x000F: BootRom("rp2350", 2)}
+#: Product ID -> chip (the pyOCD target type), from :data:`BOOT_ROMS`.
+CHIPS = {pid: rom.chip for pid, rom in BOOT_ROMS.items()}
+_ROM_OF_CHIP = {rom.chip: rom for rom in BOOT_ROMS.values()}
 MAGIC = 0x431FD10B
 IF_RESET, IF_CMD_STATUS = 0x41, 0x42
 #: Commands (pico-sdk boot/picoboot.h ``enum picoboot_cmd_id``).
@@ -120,7 +144,7 @@ def command_timeout(erase_bytes: int = 0, program_bytes: int = 0, data_bytes: in
 class BootselDevice:
     """One device in BOOTSEL mode on the USB bus.
 
-    :ivar chip: ``"rp2040"`` or ``"rp2350"``.
+    :ivar chip: the chip's pyOCD target type (:data:`BOOT_ROMS`).
     :ivar port_path: ``BUS-PORT[.PORT...]`` (str).
     :ivar serial: the boot ROM's USB serial number, or None when this user may not open it.
     :ivar accessible: whether this process may open it (False: the udev rules are missing).
@@ -131,6 +155,11 @@ class BootselDevice:
     serial: Optional[str]
     accessible: bool
     device: object = None
+
+    @property
+    def rom(self) -> BootRom:
+        """The :class:`BootRom` of :attr:`chip`."""
+        return _ROM_OF_CHIP[self.chip]
 
     @property
     def probe_id(self) -> str:
@@ -519,7 +548,7 @@ class PicobootConnection:
     def reboot(self, delay_ms: int = 100) -> None:
         """Reboot into the flash after ``delay_ms``: REBOOT with dPC 0 (a normal boot) on an
         RP2040, REBOOT2 with type NORMAL on an RP2350 (which refuses REBOOT)."""
-        if self.info.chip == "rp2350":
+        if self.info.rom.version >= 2:
             self.command(REBOOT2, struct.pack("<IIII", REBOOT2_NORMAL, delay_ms, 0, 0), 16)
             return
         self.command(REBOOT, struct.pack("<III", 0, 0x20042000, delay_ms), 12)
@@ -537,7 +566,7 @@ class PicobootConnection:
     def prepare(self) -> None:
         """Make the flash commands ready after EXCLUSIVE_ACCESS: on an RP2040 EXIT_XIP, then
         piflash's helper loaded and the SPI clock raised by it; an RP2350 needs nothing."""
-        if self.info.chip == "rp2350":
+        if self.info.rom.version >= 2:
             return
         self.exit_xip()
         self.load_helper()
@@ -547,7 +576,7 @@ class PicobootConnection:
         """The board's 8-byte unique ID: the RP2040's flash's (W25Q 4Bh, read by the helper),
         the RP2350's OTP chip ID (GET_INFO CHIP_INFO: CHIPID0 | CHIPID1 << 16, then CHIPID2 |
         CHIPID3 << 16; the ID is CHIPID3..CHIPID0, most significant byte first)."""
-        if self.info.chip != "rp2350":
+        if self.info.rom.version < 2:
             return self.flash_unique_id()
         words = self.get_info_sys(SYS_INFO_CHIP_INFO)
         if len(words) < 4 or not words[0] & SYS_INFO_CHIP_INFO:
@@ -590,7 +619,7 @@ class PicobootConnection:
         host.
 
         :raises PicobootError: the helper refused."""
-        if self.info.chip == "rp2350":
+        if self.info.rom.version >= 2:
             return None
         if self._jedec is None:
             self._jedec = self._op(OP_JEDEC_ID, results=4)[:3]
@@ -600,7 +629,7 @@ class PicobootConnection:
         """CRC-32 (``binascii.crc32``'s) of each 256-byte flash page from ``address`` (XIP
         address, page aligned), computed by the chip (RP2040), or here from a READ (RP2350,
         which runs no code for the host)."""
-        if self.info.chip == "rp2350":
+        if self.info.rom.version >= 2:
             import zlib
             crcs: List[int] = []
             for first in range(0, pages * PAGE, READ_CHUNK):
@@ -620,7 +649,7 @@ class PicobootConnection:
         with the ROM's flash_range_erase through the helper, 64 KiB block erases where they fit,
         sectors elsewhere (FLASH_ERASE erases sector by sector only); on an RP2350 by
         FLASH_ERASE (its ROM erases by sectors there too)."""
-        if self.info.chip == "rp2350":
+        if self.info.rom.version >= 2:
             self.erase(address, size)
             return
         self.touched = True

@@ -183,7 +183,8 @@ class ProbeWorker(threading.Thread):
         self._wake = threading.Event()
         self._last_uid: Optional[str] = None   # the last board handled on this probe
         self._unobserved = False               # ...and we lost contact before it was removed
-        self._locked_nrf52 = False             # ...and it is an nRF52 we locked (see _answers)
+        self._locked_target: Optional[str] = None  # ...and its target type, when we locked it and its
+        #                                        family then hides its unique ID (see _answers)
 
     # -- control ------------------------------------------------------------------------------
     def stopping(self) -> bool:
@@ -310,9 +311,10 @@ class ProbeWorker(threading.Thread):
                                 "(see its log)", "exit_code": 1}
             done = self.station.complete_row(row, result, outcome)
         checkpoint("recorded")
-        from piflash.production.protect import family_of
+        from piflash.targets.families import family_for
 
-        self._locked_nrf52 = result.protection == "locked" and family_of(result.target) == "nrf52"
+        hides_uid = result.protection == "locked" and family_for(result.target).uid_hidden_when_locked
+        self._locked_target = result.target if hides_uid else None
         number = f"#{done}" if done is not None else "(not recorded)"
         shown = uid or "unknown"
         tag = f" serial {result.serial}" if result.serial is not None else ""
@@ -375,12 +377,12 @@ class ProbeWorker(threading.Thread):
                 LOG.error("serial %s of board %s not marked %s: %s", serial, uid, outcome, exc.message)
         return outcome
 
-    def _answers(self, session, uid: Optional[str], locked: bool = False) -> Optional[bool]:
+    def _answers(self, session, uid: Optional[str], locked: Optional[str] = None) -> Optional[bool]:
         """Whether the board ``uid`` still answers on the open session (True), does not or was
-        replaced (False); None when the probe itself is gone. ``locked``: the board is an nRF52
-        this station just locked, whose unique ID is out of reach: it counts as there while the
-        debug port answers and its CTRL-AP still reads locked (an open board in its place is
-        another board)."""
+        replaced (False); None when the probe itself is gone. ``locked``: the target type of a
+        board this station just locked, whose family hides its unique ID then (an nRF52: its
+        AHB-AP is cut off): it counts as there while the debug port answers and its protection
+        (the nRF52's CTRL-AP) still reads locked (an open board in its place is another board)."""
         from pyocd.core.exceptions import ProbeDisconnected
 
         try:
@@ -388,7 +390,7 @@ class ProbeWorker(threading.Thread):
             if locked:
                 from piflash.production.protect import read_status, session_port
 
-                return read_status(session_port(session), "nrf52").locked
+                return read_status(session_port(session), locked).locked
             now = read_target_uid(session, strict=True)
             if now is None:                       # no known ID location: the boot memory answers
                 session.target.read32(session.target.memory_map.get_boot_memory().start)
@@ -404,7 +406,7 @@ class ProbeWorker(threading.Thread):
         misses = 0
         while not self.stopping():
             self._sleep(CONFIRM_DELAY if misses else loaded.config.poll_interval)
-            answer = self._answers(session, uid, self._locked_nrf52)
+            answer = self._answers(session, uid, self._locked_target)
             if answer is None:
                 LOG.info("probe %s lost while board %s was on the fixture", self.uid, uid)
                 return False

@@ -1,9 +1,10 @@
 """The targets: which chip, what piflash knows of it, and a pyOCD session on it.
 
-Owns target knowledge (pyOCD's target types and CMSIS packs, static flash regions, where each
-part keeps its unique ID: :mod:`~piflash.targets.catalog`; telling the family and part a board
-carries: :mod:`~piflash.targets.identify`; the RP2040/RP2350 flash commands over SWD:
-:mod:`~piflash.targets.rp2`), opening a pyOCD session on the probe chosen
+Owns target knowledge: the chip families, one module each behind one protocol, in one table
+(:mod:`~piflash.targets.families`: which target names belong to a family, its ID registers,
+unique ID, sector erase timeout, read-out protection, flash speed-ups and UF2 familyIDs); pyOCD's
+target types and CMSIS packs and static flash regions (:mod:`~piflash.targets.catalog`); telling
+the family and part a board carries (:mod:`~piflash.targets.identify`); opening a pyOCD session on the probe chosen
 (:mod:`~piflash.targets.connect`), RTT (:mod:`~piflash.targets.rtt`) and the ``targets`` /
 ``info`` queries (:mod:`~piflash.targets.info`).
 

@@ -1,4 +1,5 @@
-"""What piflash knows about target types: pyOCD's list, their flash regions, their unique IDs.
+"""What piflash knows about target types: pyOCD's list, their flash regions, their unique IDs
+(these from the target's family, :mod:`piflash.targets.families`).
 
 A target type is either builtin (a class in pyOCD's ``BUILTIN_TARGETS`` table) or a part
 described by a CMSIS pack: one the user names with pyOCD's ``pack`` session option
@@ -16,70 +17,30 @@ import functools
 import gc
 import os
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 
 from piflash.errors import PackError, TargetRequiredError, UnknownTargetError  # noqa: F401  (raised here)
 
-
-@dataclass(frozen=True)
-class TargetUidLocation:
-    """Where a target type keeps its factory-programmed unique ID.
-
-    :ivar address: first byte of the ID in the target's address space.
-    :ivar size: length of the ID in bytes.
-    :ivar source: the datasheet section the address comes from.
-    :ivar reverse: the ID is the bytes read in reverse order (bool; RP2350: OTP rows
-        CHIPID0..3 read upwards, the ID is CHIPID3..0 most significant byte first).
-    """
-
-    address: int
-    size: int
-    source: str
-    reverse: bool = False
-
-
-#: Factory unique ID locations, by pyOCD target type prefix.
-TARGET_UID_LOCATIONS: Dict[str, TargetUidLocation] = {
-    # FICR DEVICEID[0..1]: nRF51 Series Reference Manual v3.0, section 7.1 (FICR), offset 0x060.
-    "nrf51": TargetUidLocation(0x10000060, 8, "nRF51 RM v3.0 s7.1 FICR.DEVICEID"),
-    # FICR DEVICEID[0..1]: nRF52840 Product Specification v1.7, section 4.4.1.2, offset 0x060.
-    "nrf52": TargetUidLocation(0x10000060, 8, "nRF52840 PS v1.7 s4.4.1.2 FICR.DEVICEID"),
-    # 96-bit unique device ID: STM32F10xxx RM0008 rev 21, section 30.2 (U_ID at 0x1FFFF7E8).
-    "stm32f1": TargetUidLocation(0x1FFFF7E8, 12, "RM0008 rev 21 s30.2 U_ID"),
-    # OTP rows CHIPID0-3 (rows 0-3, 16 bits each) through the ECC read alias OTP_DATA_BASE
-    # 0x40130000, a row per half-word (pico-sdk hardware/regs/otp_data.h, addressmap.h); the ID
-    # as pico-sdk's pico_get_unique_board_id gives it (pico_unique_id/unique_id.c: CHIPID3..0,
-    # most significant byte first) is the 8 bytes read, reversed. The Secure AHB-AP reads them
-    # without set-up (ACCESSCTRL_OTP resets to Secure access from any master).
-    "rp2350": TargetUidLocation(0x40130000, 8, "RP2350 datasheet 13 OTP CHIPID0-3; pico-sdk unique_id.c",
-                                reverse=True),
-}
-
-
-#: pyOCD's ``flash.timeout.erase_sector`` for target types whose page erase time piflash knows,
-#: seconds: ten times the datasheet maximum or more, so that a controller that will never
-#: finish (a protected or locked page) is reported in about a second instead of pyOCD's
-#: default 10 s. Datasheet maxima: nRF51 Series RM v3.0 / nRF51822 PS v3.4 s8.22 t_ERASEPAGE
-#: 22.3 ms; nRF52840 PS v1.7 s4.3.9 t_ERASEPAGE 85 ms; STM32F103xC/D/E datasheet DS5792 table
-#: 31 t_ERASE (page) 40 ms.
-ERASE_SECTOR_TIMEOUTS: Dict[str, float] = {"nrf51": 1.0, "nrf52": 1.0, "stm32f1": 1.0}
+if TYPE_CHECKING:  # the families are imported when first asked: not at ``piflash --help``
+    from piflash.targets.families.base import TargetUidLocation
 
 
 def erase_sector_timeout(target_type: Optional[str]) -> Optional[float]:
-    """Seconds piflash allows one sector erase of ``target_type`` (see :data:`ERASE_SECTOR_TIMEOUTS`),
-    or None to keep pyOCD's default."""
-    for prefix, seconds in ERASE_SECTOR_TIMEOUTS.items():
-        if (target_type or "").lower().startswith(prefix):
-            return seconds
-    return None
+    """Seconds piflash allows one sector erase of ``target_type``, or None to keep pyOCD's default:
+    its family's :attr:`~piflash.targets.families.base.Family.erase_sector_timeout` (ten times the
+    datasheet maximum or more, so that a controller that will never finish, a protected or locked
+    page, is reported in about a second instead of pyOCD's default 10 s)."""
+    from piflash.targets.families import family_for
+
+    return family_for(target_type).erase_sector_timeout
 
 
 def uid_location(target_type: str) -> Optional[TargetUidLocation]:
-    """The :class:`TargetUidLocation` for a pyOCD target type, or None if piflash does not know it."""
-    for prefix, loc in TARGET_UID_LOCATIONS.items():
-        if target_type.lower().startswith(prefix):
-            return loc
-    return None
+    """The :class:`TargetUidLocation` for a pyOCD target type (its family's
+    :attr:`~piflash.targets.families.base.Family.uid_location`), or None if piflash does not know it."""
+    from piflash.targets.families import family_for
+
+    return family_for(target_type).uid_location
 
 
 def known_targets() -> Dict[str, type]:

@@ -204,8 +204,10 @@ def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
 
 
 def read_target_uid(session, strict: bool = False, intrusive: bool = False) -> Optional[str]:
-    """Read the target's factory unique ID (:data:`piflash.targets.catalog.TARGET_UID_LOCATIONS`;
-    on an RP2040 its flash's, :func:`piflash.targets.rp2.read_flash_unique_id`).
+    """Read the target's factory unique ID, as its family does
+    (:meth:`piflash.targets.families.base.Family.read_uid`: a memory location, or on an RP2040 its
+    flash's, :func:`piflash.targets.families.rp2.read_flash_unique_id`). The family is that of the
+    target's part number, else of the target type the session was opened with.
 
     :param session: an open pyOCD ``Session``.
     :param strict: raise pyOCD's error when the read fails (the station uses this to tell a
@@ -219,34 +221,13 @@ def read_target_uid(session, strict: bool = False, intrusive: bool = False) -> O
     :raises pyocd.core.exceptions.Error: with ``strict``, the read failed (``ProbeDisconnected``
         when the probe is gone, ``TransferError`` when the target does not answer).
     """
-    from piflash.targets.catalog import uid_location
+    from piflash.targets.families import GENERIC, family_for
 
-    names = {(session.target.part_number or "").lower(), (session.options.get("target_override") or "").lower()}
-    from piflash.targets.rp2 import RP2040_TARGETS, read_flash_unique_id
-
-    if names & set(RP2040_TARGETS):
-        if not intrusive:
-            return None
-        try:
-            return read_flash_unique_id(session).hex()
-        except Exception:
-            if strict:
-                raise
-            LOG.debug("could not read the RP2040 flash unique ID", exc_info=True)
-            return None
-    loc = uid_location(session.target.part_number or session.options.get("target_override") or "")
-    if loc is None:
-        loc = uid_location(session.options.get("target_override") or "")
-    if loc is None:
-        return None
-    try:
-        raw = bytes(session.target.read_memory_block8(loc.address, loc.size))
-        return (raw[::-1] if loc.reverse else raw).hex()
-    except Exception:
-        if strict:
-            raise
-        LOG.debug("could not read target unique ID", exc_info=True)
-        return None
+    for name in (session.target.part_number, session.options.get("target_override")):
+        family = family_for(name)
+        if family is not GENERIC:
+            return family.read_uid(session, strict, intrusive)
+    return GENERIC.read_uid(session, strict, intrusive)
 
 
 __all__ = ["BASE_SESSION_OPTIONS", "DEFAULT_FREQUENCY_HZ", "check_session_options", "open_session",

@@ -16,14 +16,14 @@ debugger:
    override) and ``flash_enter_cmd_xip``.
 
 The same path gives the flash's size from its JEDEC ID and a chip erase by the flash's own
-instruction (:func:`flash_size`, :func:`chip_erase`; piflash/flashing/rp2.py uses them).
+instruction (:func:`flash_size`, :func:`chip_erase`; piflash/targets/families/rp2_flash.py uses them).
 
 The two chips run the same pyOCD algorithm (one blob, ``target_rp2.py``) but have different
 flash interfaces at different addresses: :func:`chip_of` tells them apart by the boot ROM's
 header, and :func:`flash_command` goes through the RP2040's SSI or the RP2350's QMI direct mode
 (RP2350 datasheet 4.4.4, DIRECT_CSR/DIRECT_TX/DIRECT_RX at 0x400D0000; pico-sdk
 ``hardware_regs/qmi.h``). An RP2350 keeps its unique ID in OTP, not in its flash
-(:data:`piflash.targets.catalog.TARGET_UID_LOCATIONS`).
+(:mod:`piflash.targets.families.rp2350`).
 
 Reading the ID stops the core and uses the RAM where pyOCD loads its algorithm, so it is only done where
 piflash reprograms or checks the board anyway (flash, verify, erase), never by ``info`` or the
@@ -40,12 +40,10 @@ from typing import Optional
 __all__ = ["read_flash_unique_id", "flash_command", "flash_size", "size_of_jedec", "reported_flash_regions",
            "regions_of_size",
            "chip_erase", "erase_block",
-           "BLOCK_ERASES", "RP2040_TARGETS", "CHIP_ERASE_TIMEOUT", "chip_of", "QMI_DIRECT_CSR"]
+           "BLOCK_ERASES", "CHIP_ERASE_TIMEOUT", "chip_of", "QMI_DIRECT_CSR"]
 
 LOG = logging.getLogger(__name__)
 
-#: pyOCD target types this applies to (pyocd/target/builtin/__init__.py).
-RP2040_TARGETS = ("rp2040", "rp2040_core0", "rp2040_core1")
 
 _SSI = 0x18000000
 _SSI_CTRLR0, _SSI_SSIENR, _SSI_SR, _SSI_DR0 = 0x00, 0x08, 0x28, 0x60

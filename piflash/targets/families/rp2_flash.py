@@ -1,5 +1,9 @@
 """What piflash does around pyOCD's RP2040/RP2350 flash algorithm: a faster SPI clock.
 
+The RP2040 and RP2350 families' flash speed-ups (:class:`Rp2FlashSpeedups`, what
+:mod:`piflash.flashing.plan` and :mod:`piflash.flashing.program` ask through
+:func:`piflash.targets.families.flash_speedups`).
+
 pyOCD's algorithm (``pyocd/target/family/target_rp2.py``) calls the boot ROM, whose
 ``flash_exit_xip`` sets the SSI to one SPI clock per 6 system clocks (``flash_init_spi``:
 BAUDR = 6, pico-bootrom-rp2040 ``bootrom/program_flash_generic.c``, "hopefully-conservative baud
@@ -50,7 +54,7 @@ Init, whose ``flash_exit_xip`` sends the XIP exit sequence first.
 
 On an RP2350 the same algorithm runs (one blob for both chips), but the flash sits behind the
 QMI and every register above is elsewhere (on an RP2350 0x40028000 is IO_BANK0, 0x18000000 the
-XIP maintenance window): :func:`piflash.targets.rp2.chip_of` tells the chips apart by the boot
+XIP maintenance window): :func:`piflash.targets.families.rp2.chip_of` tells the chips apart by the boot
 ROM's header and only the RP2040 gets those writes. The RP2350's ``flash_exit_xip`` leaves XIP
 readable (serial 03h reads at the QMI divider 12, pico-bootrom-rp2350 ``flash_init_spi``;
 datasheet 5.4.8.4), so there is nothing to re-enable; :func:`qmi_divider` sets the divider the
@@ -66,7 +70,7 @@ A chip erase: pyOCD's RP2 algorithm has no EraseAll (its ``pc_eraseAll``, 0x1200
 outside the algorithm, so ``Flash.is_erase_all_supported`` is False and pyOCD erases the whole
 16 MiB ``xip`` region by 4,096 sector erases: about 3 minutes at the W25Q16JV's 45 ms each, over
 a 2 MiB flash that repeats through the window). :func:`erase_chip` erases the flash with its own
-Chip Erase instruction instead (:func:`piflash.targets.rp2.chip_erase`; 5 s typical) and reports
+Chip Erase instruction instead (:func:`piflash.targets.families.rp2.chip_erase`; 5 s typical) and reports
 the flash's real size.
 
 Sector erases: the algorithm's EraseSector erases 4 KiB (45 ms typical, 400 ms maximum on the
@@ -82,16 +86,17 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
-from piflash.flashing import multipage
-from piflash.targets.rp2 import QMI_DIRECT_CSR, chip_of
+from piflash.targets.algorithms import RP2_ALGORITHM, algorithm_digest
+from piflash.targets.families.base import FlashSpeedups
+from piflash.targets.families.rp2 import QMI_DIRECT_CSR, chip_of
 
 __all__ = ["faster_spi", "enable_xip", "end_reads", "cmd_xip_divider", "reads_without_init", "quad_enabled",
            "pll_clock", "spi_divider", "qmi_divider", "is_rp2", "erase_chip",
            "plan_block_erases", "erase_blocks", "RP2_ALGORITHM", "FAST_BAUDR", "PLL_BAUDR", "QMI_CLKDIV",
-           "QMI_PLL_CLKDIV", "CMD_XIP_BAUDR", "QMI_READ_RFMT", "QMI_READ_RCMD", "QMI_READ_TIMING", "ClockRegs", "CLOCK_REGS", "RP2040_CLOCK_REGS", "RP2350_CLOCK_REGS"]
+           "QMI_PLL_CLKDIV", "CMD_XIP_BAUDR", "QMI_READ_RFMT", "QMI_READ_RCMD", "QMI_READ_TIMING", "ClockRegs",
+           "CLOCK_REGS", "RP2040_CLOCK_REGS", "RP2350_CLOCK_REGS", "Rp2FlashSpeedups", "SPEEDUPS", "speedups_for"]
 
-#: :func:`piflash.flashing.multipage.algorithm_digest` of pyOCD 0.46's RP2 algorithm.
-RP2_ALGORITHM = multipage.RP2_BOOT_ROM
+#: (:data:`piflash.targets.algorithms.RP2_ALGORITHM`: the key of pyOCD 0.46's RP2 algorithm.)
 #: SSI clock divider piflash programs with on the ring oscillator (RP2040 datasheet 4.10.13
 #: BAUDR.SCKDV: even, >= 2).
 FAST_BAUDR = 2
@@ -333,7 +338,7 @@ def quad_enabled(target) -> bool:
     (ISSI's IS25LP and Macronix's MX25L take it as "enter QPI"), and some quad flashes have no
     continuous read mode (pico-sdk ships other boot stage 2s for them). piflash never writes QE
     (a non-volatile bit: boot stage 2 sets it on boards that need it). The flash must take
-    instructions (see :func:`piflash.targets.rp2.flash_command`).
+    instructions (see :func:`piflash.targets.families.rp2.flash_command`).
 
     :raises pyocd.core.exceptions.TransferError: a transfer failed.
     :raises ValueError: the SSI returned no byte for one sent.
@@ -342,7 +347,7 @@ def quad_enabled(target) -> bool:
         return _QUAD[target]
     except (KeyError, TypeError):
         pass
-    from piflash.targets.rp2 import flash_command
+    from piflash.targets.families.rp2 import flash_command
 
     quad = (flash_command(target, b"\x9f", 2) == _W25Q_JEDEC
             and bool(flash_command(target, b"\x35", 1)[0] & _SR2_QE))
@@ -433,7 +438,7 @@ def pll_clock(target, timeout: float = CLOCK_TIMEOUT, regs: ClockRegs = RP2040_C
 def is_rp2(flash) -> bool:
     """Whether ``flash`` (a pyOCD ``Flash``) runs pyOCD's RP2 algorithm."""
     algo = getattr(flash, "flash_algo", None)
-    return bool(algo) and multipage.algorithm_digest(algo) == RP2_ALGORITHM
+    return bool(algo) and algorithm_digest(algo) == RP2_ALGORITHM
 
 
 def erase_chip(flash) -> int:
@@ -445,7 +450,7 @@ def erase_chip(flash) -> int:
     :raises pyocd.core.exceptions.FlashEraseFailure: the erase did not finish in time.
     :raises pyocd.core.exceptions.TransferError: a transfer failed.
     """
-    from piflash.targets.rp2 import chip_erase, flash_size
+    from piflash.targets.families.rp2 import chip_erase, flash_size
 
     size = flash_size(flash.target) or flash.region.length
     chip_erase(flash.target)
@@ -478,7 +483,7 @@ def erase_blocks(flash, blocks) -> None:
 
     :raises pyocd.core.exceptions.FlashEraseFailure: an erase did not finish in time.
     """
-    from piflash.targets.rp2 import erase_block
+    from piflash.targets.families.rp2 import erase_block
 
     base = flash.region.start
     for address, size in blocks:
@@ -567,3 +572,49 @@ def end_reads(flash) -> bool:
     target.write32(_SSI_SPI_CTRLR0, _CMD_XIP_SPI_CTRLR0)
     _set_divider(target, divider)
     return True
+
+
+class Rp2FlashSpeedups(FlashSpeedups):
+    """The speed-ups above, for a ``Flash`` that runs pyOCD's RP2 algorithm (:func:`speedups_for`)."""
+
+    erases_chip = True
+    erases_blocks = True
+
+    def prepare_program(self, flash) -> bool:
+        """:func:`faster_spi`."""
+        return faster_spi(flash)
+
+    def before_uninit(self, flash) -> bool:
+        """:func:`cmd_xip_divider`."""
+        return cmd_xip_divider(flash)
+
+    def reads_without_init(self, flash) -> bool:
+        """:func:`reads_without_init`."""
+        return reads_without_init(flash)
+
+    def enable_reads(self, flash) -> bool:
+        """:func:`enable_xip`."""
+        return enable_xip(flash)
+
+    def end_reads(self, flash) -> bool:
+        """:func:`end_reads`."""
+        return end_reads(flash)
+
+    def erase_chip(self, flash) -> int:
+        """:func:`erase_chip`."""
+        return erase_chip(flash)
+
+    def erase_blocks(self, flash, sectors):
+        """:func:`plan_block_erases` from the region's start, then :func:`erase_blocks`."""
+        blocks, rest = plan_block_erases(sectors, flash.region.start)
+        erase_blocks(flash, blocks)
+        return blocks, rest
+
+
+#: The one instance (it keeps no state: what it caches is kept by target object).
+SPEEDUPS = Rp2FlashSpeedups()
+
+
+def speedups_for(flash):
+    """:data:`SPEEDUPS` when ``flash`` (a pyOCD ``Flash``) runs pyOCD's RP2 algorithm, else None."""
+    return SPEEDUPS if is_rp2(flash) else None
