@@ -43,6 +43,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, List, NoReturn, Optional, Tuple, Union
 
+from piflash import settings
 from piflash.errors import (
     ChecksumError,
     FirmwareError,
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
 #: System-wide profile directory, searched last (tests may monkeypatch it).
 SYSTEM_PROFILE_DIR = Path("/etc/piflash/profiles")
 #: Environment variable that, when set, replaces the profile search list.
-PROFILE_PATH_ENV = "PIFLASH_PROFILE_PATH"
+PROFILE_PATH_ENV = settings.PIFLASH_PROFILE_PATH.name
 
 #: Every key a profile may contain.
 ALLOWED_KEYS = ("target", "probe", "frequency", "erase", "firmware", "sha256",
@@ -545,10 +546,10 @@ def profile_dirs(cwd: Optional[PathLike] = None) -> List[Path]:
     :param cwd: directory to take relative paths from; default the current directory.
     """
     base = Path(cwd) if cwd is not None else Path.cwd()
-    env = os.environ.get(PROFILE_PATH_ENV)
-    if env:
-        return [base / Path(p).expanduser() for p in env.split(os.pathsep) if p]
-    xdg = os.environ.get("XDG_CONFIG_HOME", "")
+    entries = settings.PIFLASH_PROFILE_PATH.value()
+    if entries is not None:
+        return [base / Path(p).expanduser() for p in entries]
+    xdg = settings.XDG_CONFIG_HOME.value()
     # expanduser, not Path.home(): a service's DynamicUser has no passwd entry and may have no $HOME
     config = Path(xdg) if xdg and os.path.isabs(xdg) else Path(os.path.expanduser("~")) / ".config"
     return [base / "piflash.d", config / "piflash" / "profiles", Path(SYSTEM_PROFILE_DIR)]
@@ -680,9 +681,10 @@ def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Opti
     if not loads_image:
         firmware = None
     packs = (options or {}).get("pack")
-    if profile and (not os.environ.get(memguard.MODE_ENV) or (loads_image and not firmware) or packs is None):
+    env_mode = settings.PIFLASH_MEMORY_GUARD.raw()
+    if profile and (not env_mode or (loads_image and not firmware) or packs is None):
         prof = load_profile(find_profile(profile))
-        if not os.environ.get(memguard.MODE_ENV):
+        if not env_mode:
             mode = memguard.guard_mode(prof.memory_guard)
         if loads_image:
             firmware = firmware or prof.firmware

@@ -25,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "piflash"
 #: The product's rooms, bottom first: a room may import only the rooms before it (and itself).
 #: Each entry: (room, module prefixes). ``piflash`` alone is the package's own ``__init__``.
 PRODUCT_ROOMS = (
-    ("shared", ("piflash", "piflash.errors", "piflash.progress", "piflash.limits")),
+    ("shared", ("piflash", "piflash.errors", "piflash.progress", "piflash.limits", "piflash.settings")),
     ("probe", ("piflash.probe",)),
     ("host", ("piflash.host",)),
     ("targets", ("piflash.targets",)),

@@ -106,16 +106,16 @@ class _Recorder:
         one, and any queued while it was away) under the origin ``PIFLASH_STATION`` (default: this
         host's name, a station's default name: one origin per history file). A ledger that cannot
         be reached warns; the row waits in the history for the next upload."""
-        import os
         import socket
 
+        from piflash import settings
         from piflash.errors import PiflashError as _Error
         from piflash.record.ledger import Ledger, ledger_url
 
         url = ledger_url(self.settings.get("ledger"))
         if not url:
             return
-        origin = os.environ.get("PIFLASH_STATION") or socket.gethostname()
+        origin = settings.PIFLASH_STATION.value() or socket.gethostname()
         try:
             with Ledger(url) as ledger:
                 while True:

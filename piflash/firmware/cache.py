@@ -31,6 +31,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
+from piflash import settings
+
 __all__ = ["cache_dir", "cached_chunks", "MAX_ENTRIES", "MAX_BYTES"]
 
 #: Entries kept at most (least recently used removed first).
@@ -44,13 +46,13 @@ Chunks = List[Tuple[int, bytes]]
 
 def cache_dir() -> Optional[Path]:
     """The cache's folder (see the module docstring), or None when it is off."""
-    env = os.environ.get("PIFLASH_CACHE")
+    env = settings.PIFLASH_CACHE.value()
     if env is not None:
-        return None if env.strip().lower() in ("", "off", "0", "no") else Path(env)
-    systemd = os.environ.get("CACHE_DIRECTORY")
+        return None if env is settings.OFF else env
+    systemd = settings.CACHE_DIRECTORY.value()
     if systemd:
-        return Path(systemd.split(":")[0])
-    xdg = os.environ.get("XDG_CACHE_HOME")
+        return Path(systemd)
+    xdg = settings.XDG_CACHE_HOME.value()
     base = Path(xdg) if xdg else Path.home() / ".cache"
     return base / "piflash"
 

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
+from piflash import settings
 from piflash.probe import permissions, probetable, usbscan
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -113,7 +114,7 @@ def check_python(ctx: Context) -> List[Check]:
     detail = f"{'venv' if venv else 'system Python'} {sys.prefix} (Python {version}), running as {who}"
     out = []
     if os.geteuid() == 0:
-        sudo_user = os.environ.get("SUDO_USER")
+        sudo_user = settings.SUDO_USER.value()
         by = f" via sudo from {sudo_user}" if sudo_user else ""
         theirs = _user_venv(sudo_user)
         if theirs is not None and theirs.resolve() != Path(sys.prefix).resolve():

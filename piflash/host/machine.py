@@ -27,8 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional, Tuple, Union
 
+from piflash import settings
+
 #: Environment variable naming the root of the /proc and /sys files read (default "/").
-PROC_ROOT_ENV = "PIFLASH_PROC_ROOT"
+PROC_ROOT_ENV = settings.PIFLASH_PROC_ROOT.name
 #: Where the device-tree model string lives, relative to the root, in the order tried.
 MODEL_FILES = ("proc/device-tree/model", "sys/firmware/devicetree/base/model")
 #: cgroup limits at or above this many bytes mean "no limit" (v1 reports a huge page-aligned
@@ -40,7 +42,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 def proc_root() -> Path:
     """The root directory to read /proc and /sys files under: ``$PIFLASH_PROC_ROOT`` or ``/``."""
-    return Path(os.environ.get(PROC_ROOT_ENV) or "/")
+    return Path(settings.PIFLASH_PROC_ROOT.value())
 
 
 @dataclass(frozen=True)

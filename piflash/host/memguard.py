@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Union
 
+from piflash import settings
 from piflash.errors import GuardConfigError, MemoryGuardError  # noqa: F401  (raised here)
 from piflash.host.machine import MachineFacts, read_machine, read_self_rss
 
@@ -47,9 +48,9 @@ MIB = 1024 * 1024
 #: Operations that load a firmware image (the others ignore one).
 IMAGE_OPERATIONS = ("flash", "verify", "station")
 #: Environment variable selecting the guard's mode.
-MODE_ENV = "PIFLASH_MEMORY_GUARD"
+MODE_ENV = settings.PIFLASH_MEMORY_GUARD.name
 #: Accepted modes: refuse (the default), warn (never refuse), off (do not check).
-GUARD_MODES = ("refuse", "warn", "off")
+GUARD_MODES = settings.PIFLASH_MEMORY_GUARD.choices
 
 #: Peak RSS in bytes of one ``piflash OPERATION`` process (Python + piflash + pyOCD) with a
 #: 16 KiB image (or none), plus about 10 % and rounded up to a whole MiB: the whole process's
@@ -266,14 +267,7 @@ def guard_mode(profile_value: Optional[str] = None) -> str:
 
     :raises GuardConfigError: the environment variable holds another value.
     """
-    env = os.environ.get(MODE_ENV, "").strip().lower()
-    if env:
-        if env not in GUARD_MODES:
-            raise GuardConfigError(f"{MODE_ENV}={os.environ[MODE_ENV]!r} is not one of "
-                                   f"{', '.join(GUARD_MODES)}",
-                                   hint=f"unset it, or set {MODE_ENV}=warn to never refuse")
-        return env
-    return profile_value or "refuse"
+    return settings.PIFLASH_MEMORY_GUARD.value() or profile_value or "refuse"
 
 
 def _stderr(message: str) -> None:

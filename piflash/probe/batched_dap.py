@@ -44,17 +44,18 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import queue
 import threading
 from typing import List, Optional
+
+from piflash import settings
 
 LOG = logging.getLogger(__name__)
 
 __all__ = ["BATCH_ENV", "DEBUGPROBE_PRODUCTS", "frames_by_packet", "batching_enabled", "batched_probe"]
 
 #: Environment variable: ``0`` turns batching off.
-BATCH_ENV = "PIFLASH_DAP_BATCH"
+BATCH_ENV = settings.PIFLASH_DAP_BATCH.name
 #: Product strings of debugprobe firmware builds (raspberrypi/debugprobe
 #: ``include/board_debug_probe_config.h`` and ``board_pico_config.h``: PROBE_PRODUCT_STRING).
 DEBUGPROBE_PRODUCTS = ("Debug Probe (CMSIS-DAP)", "Picoprobe (CMSIS-DAP)")
@@ -78,7 +79,7 @@ def frames_by_packet(vid: int, pid: int, product: Optional[str], bcd_device: int
 
 def batching_enabled() -> bool:
     """False when ``$PIFLASH_DAP_BATCH`` is ``0`` (or ``no``/``off``/``false``)."""
-    return os.environ.get(BATCH_ENV, "1").strip().lower() not in ("0", "no", "off", "false")
+    return settings.PIFLASH_DAP_BATCH.value()
 
 
 #: Marker the writer thread puts in the response queue when a write failed: it wakes a ``read``

@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from piflash import settings
 from piflash.errors import NeedsRootError, PiflashError, SetupError, UnknownUserError
 from piflash.probe.probetable import GROUP, RULES_NAME, packaged_rules_path
 
@@ -206,7 +207,7 @@ def setup_permissions(root: str = "/", user: Optional[str] = None, dry_run: bool
     if not Path(root).is_dir():
         raise SetupError(f"root {root} is not a directory")
     if user is None:
-        user = os.environ.get("SUDO_USER") or None
+        user = settings.SUDO_USER.value()
     if user is not None and read_user(root, user) is None:
         raise UnknownUserError(f"no user '{user}' in {Path(root, 'etc/passwd')}",
                                hint="give an existing account with --user NAME")
@@ -346,7 +347,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         else:
             setup_permissions(args.root, args.user, args.dry_run)
     except NeedsRootError as exc:
-        script = os.environ.get("PIFLASH_SETUP_SCRIPT", "python3 -m piflash.probe.permissions")
+        script = settings.PIFLASH_SETUP_SCRIPT.value()
         again = " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
         print(f"error: {exc.message}", file=sys.stderr)
         print(f"hint: run it with sudo: sudo {script} {again}".rstrip(), file=sys.stderr)

@@ -13,14 +13,14 @@ pyOCD is imported inside the functions.
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import threading
 import time
 from typing import Optional, Tuple
 
-from piflash.errors import ProbeSyntaxError, ProbeTimeoutError
+from piflash import settings
+from piflash.errors import ProbeSyntaxError, ProbeTimeoutError  # noqa: F401  (ProbeSyntaxError: raised here)
 from piflash.probe.selector import PROBE_KINDS, kind_of, parse_remote_address
 from piflash.probe.selector import REMOTE_DEFAULT_PORT as DEFAULT_PORT  # noqa: F401  (pyOCD's default)
 
@@ -39,9 +39,10 @@ CONNECT_TIMEOUT = 5.0
 #: Seconds to wait for one reply. Every request of the protocol is one short probe operation
 #: (a register or a memory block of at most a few KiB); the slowest seen on the simulated
 #: board over loopback is under 0.1 s, a real probe over a LAN a few tens of ms. Overridden by
-#: ``$PIFLASH_PROBE_TIMEOUT`` (seconds).
-REPLY_TIMEOUT = 10.0
-TIMEOUT_ENV = "PIFLASH_PROBE_TIMEOUT"
+#: ``$PIFLASH_PROBE_TIMEOUT`` (seconds): this is that setting's default, declared in :mod:`piflash.settings`.
+REPLY_TIMEOUT = settings.PIFLASH_PROBE_TIMEOUT.default
+#: The variable's name.
+TIMEOUT_ENV = settings.PIFLASH_PROBE_TIMEOUT.name
 _REQUEST_NAME = re.compile(rb'"request": "([a-z0-9_]+)"')
 
 
@@ -68,15 +69,7 @@ def reply_timeout() -> float:
 
     :raises ProbeSyntaxError: the variable is not a positive number.
     """
-    raw = os.environ.get(TIMEOUT_ENV)
-    if not raw:
-        return REPLY_TIMEOUT
-    from piflash.limits import PROBE_TIMEOUT_MAX_S, seconds
-
-    try:
-        return seconds(raw, f"{TIMEOUT_ENV}={raw!r:.40}", PROBE_TIMEOUT_MAX_S)
-    except ValueError as exc:
-        raise ProbeSyntaxError(str(exc).replace(f", not {raw!r:.40}", "")) from None
+    return settings.PIFLASH_PROBE_TIMEOUT.value()
 
 
 def _socket_class():

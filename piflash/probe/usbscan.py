@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from piflash import settings
 from piflash.probe import permissions, probetable
 
 
@@ -81,9 +82,9 @@ class UsbProbe:
 
 def roots_from_env() -> Dict[str, str]:
     """``{"sysfs_root", "dev_root", "sysroot"}`` from the environment (defaults /sys, /dev, /)."""
-    return {"sysfs_root": os.environ.get("PIFLASH_SYSFS_ROOT", "/sys"),
-            "dev_root": os.environ.get("PIFLASH_DEV_ROOT", "/dev"),
-            "sysroot": os.environ.get("PIFLASH_SYSROOT", "/")}
+    return {"sysfs_root": settings.PIFLASH_SYSFS_ROOT.value(),
+            "dev_root": settings.PIFLASH_DEV_ROOT.value(),
+            "sysroot": settings.PIFLASH_SYSROOT.value()}
 
 
 def _read(path: Path) -> Optional[str]:
@@ -255,7 +256,7 @@ def usb_backend():
     run imports nothing more. The simulated USB probes thereby stay below pyusb, where they test
     the most, and this module does not import the simulator.
     """
-    if not os.environ.get("PIFLASH_SIM_USB", "").strip():
+    if not settings.PIFLASH_SIM_USB.value():
         return None
     from importlib.metadata import entry_points
 

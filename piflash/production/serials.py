@@ -47,6 +47,7 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Protocol, Union
 
+from piflash import settings
 from piflash.errors import SerialError
 from piflash.firmware.patch import CounterSpec
 
@@ -94,13 +95,13 @@ CREATE TABLE IF NOT EXISTS returned (
 
 def checkpoint(step: str) -> None:
     """Test-only: SIGKILL this process if ``$PIFLASH_TEST_KILL_AT`` names ``step``."""
-    if os.environ.get("PIFLASH_TEST_KILL_AT") == step:
+    if settings.PIFLASH_TEST_KILL_AT.value() == step:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
 def default_path() -> Optional[Path]:
     """``$PIFLASH_SERIALS``, else ``serials.sqlite3`` beside the history; None if both are off."""
-    env = os.environ.get("PIFLASH_SERIALS")
+    env = settings.PIFLASH_SERIALS.value()
     if env:
         return Path(env)
     from piflash.record.history import default_path as history_path

@@ -43,6 +43,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Union
 
+from piflash import settings
 from piflash.errors import HistoryError
 from piflash.progress import Phase
 from piflash.record.chain import GENESIS, ChainReport, row_hash, verify_chain
@@ -109,13 +110,13 @@ V1_COLUMNS = ("id", "started_at", "ended_at", "station", "operation", "probe_uid
 
 def default_path() -> Optional[Path]:
     """Where the history database lives, or None when ``PIFLASH_HISTORY=off``."""
-    env = os.environ.get("PIFLASH_HISTORY")
-    if env:
-        return None if env.lower() in ("off", "0", "no", "false") else Path(env)
-    state = os.environ.get("STATE_DIRECTORY")
+    env = settings.PIFLASH_HISTORY.value()
+    if env is not None:
+        return None if env is settings.OFF else env
+    state = settings.STATE_DIRECTORY.value()
     if state:  # systemd may pass several, colon-separated: the first is ours
-        return Path(state.split(":")[0]) / "history.sqlite3"
-    xdg = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+        return Path(state) / "history.sqlite3"
+    xdg = settings.XDG_STATE_HOME.value() or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(xdg) / "piflash" / "history.sqlite3"
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import time
 from typing import Dict, List, Optional, Sequence
 
+from piflash import settings
 from piflash.errors import LedgerError, extra_missing
 
 __all__ = ["Ledger", "LedgerError", "Uploader", "ledger_url", "safe_url", "db_reason"]
@@ -51,10 +52,7 @@ TCP_LIMITS = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, 
 def ledger_url(given: Optional[str] = None) -> Optional[str]:
     """The ledger URL: ``given`` (``--ledger``, a station's ``ledger:``), else ``$PIFLASH_LEDGER``,
     else None (no ledger)."""
-    import os
-
-    url = given or os.environ.get("PIFLASH_LEDGER")
-    return url or None
+    return given or settings.PIFLASH_LEDGER.value()
 
 
 def _psycopg():

@@ -34,6 +34,7 @@ import socket
 from pathlib import Path
 from typing import Any, Dict, NoReturn, Optional, Tuple, Union
 
+from piflash import settings
 from piflash.errors import ProfileError
 from piflash.profiles import Profile, find_profile, load_profile, read_yaml_mapping
 
@@ -237,7 +238,7 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
     if workers == "processes" and pins:
         fail("workers", "worker processes do not drive GPIO yet: the LEDs, buzzer and button need "
                         "'workers: threads'", hint="remove 'gpio', or 'workers: processes'")
-    ledger = values.get("ledger", os.environ.get("PIFLASH_LEDGER") or None)
+    ledger = values.get("ledger", settings.PIFLASH_LEDGER.value())
     if ledger is not None and (not isinstance(ledger, str)
                                or not ledger.startswith(("postgresql://", "postgres://"))):
         fail("ledger", f"expected a PostgreSQL URL (postgresql://USER@HOST[:PORT]/DATABASE), got {ledger!r}")

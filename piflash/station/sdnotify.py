@@ -24,6 +24,8 @@ import threading
 import time
 from typing import Mapping, Optional
 
+from piflash import settings
+
 LOG = logging.getLogger(__name__)
 
 
@@ -31,14 +33,15 @@ class Notifier:
     """Sends notify messages to systemd, or nothing when not run by systemd.
 
     :param environ: where to read ``NOTIFY_SOCKET``, ``WATCHDOG_USEC`` and ``WATCHDOG_PID``
-        (default ``os.environ``).
+        (default: the environment, through :mod:`piflash.settings`).
 
     Sending never raises: a failure is logged once at WARNING, then at DEBUG.
     Safe to use from several threads.
     """
 
     def __init__(self, environ: Optional[Mapping[str, str]] = None) -> None:
-        env = os.environ if environ is None else environ
+        env = environ if environ is not None else settings.environment(
+            settings.NOTIFY_SOCKET, settings.WATCHDOG_USEC, settings.WATCHDOG_PID)
         addr = env.get("NOTIFY_SOCKET") or ""
         if addr.startswith("@"):
             addr = "\0" + addr[1:]
