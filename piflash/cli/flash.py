@@ -140,7 +140,7 @@ def _recorded(settings: Settings, call):
     try:
         result = call(rec.touch)
     except PiflashError as exc:
-        rec.complete(getattr(exc, "result", None))
+        rec.complete(exc.result)
         raise
     except BaseException:
         rec.complete(None)          # left open: a bug or an interrupt outside a phase

@@ -69,7 +69,7 @@ def handles_errors(func):
         try:
             return func(*args, **kwargs)
         except PiflashError as exc:
-            emit_error(exc, json_mode, getattr(exc, "result", None))
+            emit_error(exc, json_mode, exc.result)
             sys.exit(int(exc.exit_code))
         except KeyboardInterrupt:
             click.secho("error: interrupted", fg="red", err=True)

@@ -12,7 +12,7 @@ Plain functions over a pyOCD session, usable without the CLI:
   live in :mod:`piflash.flashing.program` and :mod:`piflash.flashing.verify`.
 
 Every failure is raised as a :class:`~piflash.errors.PiflashError` subclass; the
-partial result is attached to it as ``exc.result``.
+partial result is set as its ``result`` (declared on :class:`~piflash.errors.PiflashError`).
 
 The one-shot functions take ``on_touch``, a callable ``on_touch(result)`` called once when the
 operation first reaches the board: the probe is open and the connect to the target either
@@ -123,7 +123,7 @@ def tracking(result: OperationResult) -> Iterator[OperationResult]:
         result.ok = True
     except PiflashError as exc:
         result.fail(exc)
-        exc.result = result  # type: ignore[attr-defined]
+        exc.result = result           # declared on PiflashError (None until a job fails)
         raise
     finally:
         result.finish()
@@ -287,7 +287,7 @@ def _boot_check(session, result: OperationResult, sink: ProgressSink, check, ima
         with phase(result, sink, BOOT_CHECK_PHASE):
             outcome = run_boot_check(session, check, firmware_path, vector_catch_before=catch_before)
     except BootCheckError as exc:
-        outcome = exc.result
+        outcome = exc.boot_result
         raise
     finally:
         if outcome is not None:
