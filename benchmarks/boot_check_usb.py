@@ -44,7 +44,7 @@ def bench(presets, targets, host_name: str = "x86") -> list:
     os.environ.setdefault("PIFLASH_SIM_DIR", tempfile.mkdtemp(prefix="boot_check-"))
     os.environ["PIFLASH_HISTORY"] = "off"
     from piflash.firmware.image import load_image
-    from piflash.jobs.workflow import flash_firmware
+    from piflash.jobs.workflow import FlashOptions, flash_firmware
     from piflash.production.bootcheck import parse_boot_check
     from piflash.sim.probes import usb as sim_usb
     from piflash.sim.probes.usb.timing import get_host
@@ -58,7 +58,7 @@ def bench(presets, targets, host_name: str = "x86") -> list:
             device = usb_device(f"boot-{preset}-{target}", target, preset, host)
             flash_firmware(image, probe=device.serial, target=target)        # the board holds it now
             row = {"probe": preset, "target": target, "host": host.name}
-            for case, kwargs in (("plain", {}), ("checked", {"boot_check": check})):
+            for case, kwargs in (("plain", {}), ("checked", {"job": FlashOptions(boot_check=check)})):
                 start, requests = device.clock.now, device.clock.snapshot()["requests"]
                 flash_firmware(image, probe=device.serial, target=target, **kwargs)
                 row[f"{case}_s"] = round(device.clock.now - start, 4)

@@ -75,6 +75,7 @@ def floor_s(pages: int, erased: int, chip: str = "rp2040") -> float:
 def run_case(case: str, host: str, chip: str = "rp2040") -> dict:
     from piflash.firmware.image import load_image
     from piflash.jobs.bootsel import flash_bootsel
+    from piflash.jobs.options import FlashOptions
     from piflash.progress import ProgressSink
     from piflash.sim import SimStore
     from piflash.sim.probes import usb as sim_usb
@@ -107,7 +108,7 @@ def run_case(case: str, host: str, chip: str = "rp2040") -> dict:
                 phases[str(phase)] = round(phases[str(phase)] + device.clock.now, 3)
 
         try:
-            result = flash_bootsel(image, "picoboot", verify=True, reset=True, progress=Clocked())
+            result = flash_bootsel(image, "picoboot", FlashOptions(verify=True, reset=True), progress=Clocked())
         finally:
             sim_usb.uninstall()
         p = result.program

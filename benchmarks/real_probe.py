@@ -96,14 +96,14 @@ class _PhaseSink:
 
 def run_piflash(device, target: str, image: Path, frequency: Optional[int] = None) -> dict:
     from piflash.firmware.image import load_image
-    from piflash.jobs.workflow import flash_firmware
+    from piflash.jobs.workflow import FlashOptions, flash_firmware
     from piflash.sim.specs import TARGETS
     base = TARGETS[target].flash.start if image.suffix == ".bin" else None
     clock = device.clock
     start = clock.snapshot()
     clock.set_phase("connect")
     flash_firmware(load_image(str(image), base_address=base), probe=device.serial, target=target,
-                   frequency=frequency, progress=_PhaseSink(clock))
+                   job=FlashOptions(frequency=frequency), progress=_PhaseSink(clock))
     return _delta(start, clock.snapshot())
 
 

@@ -9,6 +9,40 @@ installed and imports this module.
 The CLI prints ``message`` and ``hint`` and exits with ``exit_code``; the
 Python API raises these exceptions unchanged.
 
+The errors come in layers, one intermediate base per part of the work that fails, so that a
+caller can catch "any probe error" without naming each one:
+
+================  ==========================================================================
+layer             concrete errors (exit code)
+================  ==========================================================================
+:class:`ProbeError`       finding, opening and talking to the probe: NoProbeError (7),
+                          SeveralProbesError (8), ProbePermissionError (9), ProbeLostError (13),
+                          ProbeTimeoutError (23), ProbeBusyError (24), ProbeSyntaxError (2),
+                          UnsupportedError (2)
+:class:`TargetError`      the chip behind the probe: ConnectError (10) and WrongTargetError (10),
+                          UnknownTargetError (2), TargetRequiredError (2), PackError (2),
+                          ProtectedError (20), FlashError (11) and PicobootError (11),
+                          VerifyError (12), RttError (26)
+:class:`ImageError`       the firmware image: FirmwareError (3), ImageRangeError (4),
+                          ChecksumError (6)
+:class:`ConfigError`      what the user configured: ProfileError (5), UnknownOptionError (2),
+                          GuardConfigError (2)
+:class:`ProductionError`  the production steps after the flash: ProtectError (21),
+                          SerialError (22), SerialIssuedError (25), BootCheckError (26)
+:class:`RecordError`      the records: HistoryError (18), HistoryChainError (19), LedgerError (27)
+:class:`HostError`        the machine piflash runs on: MemoryGuardError (14), ServiceError (16),
+                          ExtraMissingError (17), SetupError (1) with NeedsRootError (9) and
+                          UnknownUserError (2)
+================  ==========================================================================
+
+:class:`OperationInterrupted` (130) is no layer's: Ctrl-C can come in any of them. A layer has no
+exit code of its own (it is never raised itself); each concrete error keeps its code and its
+``kind`` (the class name) whatever layer it is under. FlashError keeps its meaning (erasing or
+programming failed) and FirmwareError its (the file): the layers that hold them are
+:class:`TargetError` (as pyOCD's ``FlashFailure`` is a ``TargetError``,
+``pyocd/core/exceptions.py``) and :class:`ImageError`, so an ``except FlashError`` or ``except
+FirmwareError`` catches what it always did.
+
 The table of exit codes is documented in ``docs/exit-codes.md`` and printed
 by ``piflash --help``; keep the three in step (a test checks it).
 """
@@ -17,7 +51,7 @@ from __future__ import annotations
 
 import enum
 import importlib.util
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 
 class ExitCode(enum.IntEnum):
@@ -93,9 +127,17 @@ class PiflashError(Exception):
 
     :param message: one sentence saying what went wrong.
     :param hint: optional advice on what to do about it.
+    :cvar exit_code: the process exit code (:class:`ExitCode`) of this kind of error.
+    :ivar result: what the failed operation got as far as, an object with ``to_dict()`` that the
+        CLI prints with ``--json`` beside the error (:func:`piflash.cli.options.emit_error`): the
+        job's :class:`piflash.record.result.OperationResult`, set by
+        :func:`piflash.jobs.workflow.tracking` when a job fails; a
+        :class:`piflash.record.chain.ChainReport` for :class:`HistoryChainError`. None (the class
+        default) when the error came before any operation began.
     """
 
     exit_code: ExitCode = ExitCode.INTERNAL
+    result: Optional[Any] = None
 
     def __init__(self, message: str, hint: Optional[str] = None) -> None:
         super().__init__(message)
@@ -112,13 +154,50 @@ class PiflashError(Exception):
         }
 
 
-class FirmwareError(PiflashError):
+class ProbeError(PiflashError):
+    """Layer of the errors in finding, opening and talking to the probe (or PICOBOOT device): none,
+    several, no permission, busy, lost, silent, a malformed ID, or a job the probe's transport
+    does not do. Never raised itself; catch it to catch any of them."""
+
+
+class TargetError(PiflashError):
+    """Layer of the errors of the chip behind the probe: it does not answer, is another chip than
+    named, is unknown or unnamed, is read-out protected, its flash failed to erase, program or
+    verify, no RTT block on it. Never raised itself."""
+
+
+class ImageError(PiflashError):
+    """Layer of the errors of the firmware image: the file (FirmwareError), its place in the
+    target's flash (ImageRangeError), its checksum (ChecksumError). Never raised itself."""
+
+
+class ConfigError(PiflashError):
+    """Layer of the errors in what the user configured: a profile or station config, a pyOCD
+    session option, the memory guard's setting. Never raised itself."""
+
+
+class ProductionError(PiflashError):
+    """Layer of the errors of the production steps a job adds to the flash: read-out protection,
+    serial numbers, the boot check. Never raised itself."""
+
+
+class RecordError(PiflashError):
+    """Layer of the errors of the records: the history database, its hash chain, the central
+    ledger. Never raised itself."""
+
+
+class HostError(PiflashError):
+    """Layer of the errors of the machine piflash runs on: free memory, the systemd unit, optional
+    extras, the permissions setup. Never raised itself."""
+
+
+class FirmwareError(ImageError):
     """The firmware file is missing, unreadable, corrupt, empty or of an unknown format."""
 
     exit_code = ExitCode.FIRMWARE
 
 
-class ImageRangeError(PiflashError):
+class ImageRangeError(ImageError):
     """Image data lies outside the target's flash regions.
 
     :ivar address: first address (int) that is not inside a flash region.
@@ -131,7 +210,7 @@ class ImageRangeError(PiflashError):
         self.address = address
 
 
-class ProfileError(PiflashError):
+class ProfileError(ConfigError):
     """A profile (or station config) is invalid.
 
     :param path: the YAML file at fault (str), or None.
@@ -154,19 +233,19 @@ class ProfileError(PiflashError):
         self.key = key
 
 
-class ChecksumError(PiflashError):
+class ChecksumError(ImageError):
     """The firmware's SHA-256 differs from the one its profile pins."""
 
     exit_code = ExitCode.CHECKSUM
 
 
-class NoProbeError(PiflashError):
+class NoProbeError(ProbeError):
     """No debug probe (matching the requested unique ID) was found."""
 
     exit_code = ExitCode.NO_PROBE
 
 
-class SeveralProbesError(PiflashError):
+class SeveralProbesError(ProbeError):
     """Several probes are attached and none was chosen.
 
     :ivar unique_ids: list of the unique IDs (str) seen.
@@ -179,13 +258,13 @@ class SeveralProbesError(PiflashError):
         self.unique_ids = list(unique_ids)
 
 
-class ProbePermissionError(PiflashError):
+class ProbePermissionError(ProbeError):
     """A probe is attached but this user may not open it."""
 
     exit_code = ExitCode.PERMISSION
 
 
-class ConnectError(PiflashError):
+class ConnectError(TargetError):
     """The probe opened but the target did not answer (unpowered, absent, locked, wrong type)."""
 
     exit_code = ExitCode.CONNECT
@@ -206,7 +285,7 @@ class WrongTargetError(ConnectError):
         self.suggested = suggested
 
 
-class FlashError(PiflashError):
+class FlashError(TargetError):
     """Erasing or programming failed.
 
     :ivar address: address (int) pyOCD reported for the failure, or None.
@@ -235,7 +314,7 @@ class PicobootError(FlashError):
         self.status_name = status_name
 
 
-class VerifyError(PiflashError):
+class VerifyError(TargetError):
     """Read-back verify found flash contents that differ from the image.
 
     :ivar first_address: lowest differing address (int).
@@ -251,13 +330,13 @@ class VerifyError(PiflashError):
         self.differing_bytes = differing_bytes
 
 
-class ProbeLostError(PiflashError):
+class ProbeLostError(ProbeError):
     """The probe disconnected (unplugged, reset, USB error) during an operation."""
 
     exit_code = ExitCode.PROBE_LOST
 
 
-class MemoryGuardError(PiflashError):
+class MemoryGuardError(HostError):
     """The machine has too little free memory for the requested operation."""
 
     exit_code = ExitCode.MEMORY
@@ -269,28 +348,28 @@ class OperationInterrupted(PiflashError):
     exit_code = ExitCode.INTERRUPTED
 
 
-class ProtectedError(PiflashError):
+class ProtectedError(TargetError):
     """The chip is read-out protected (nRF APPROTECT, STM32 RDP level 1): the debugger may not read
     or write its flash until ``piflash protect recover`` mass-erases it."""
 
     exit_code = ExitCode.PROTECTED
 
 
-class ProtectError(PiflashError):
+class ProtectError(ProductionError):
     """Setting, clearing or reading read-out protection failed: a lock that did not take (the chip
     is still open), a recover that timed out or left the chip locked, or a target without support."""
 
     exit_code = ExitCode.PROTECT_FAILED
 
 
-class SerialError(PiflashError):
+class SerialError(ProductionError):
     """No serial number can be given: the counter is used up, the serial database cannot be
     opened or written, or a one-off ``--serial`` does not fit the profile's encoding."""
 
     exit_code = ExitCode.SERIAL
 
 
-class SerialIssuedError(PiflashError):
+class SerialIssuedError(ProductionError):
     """A ``--serial N`` names a number already issued (pass, fail or interrupted) to a board: by the
     counter (the serial database) or by an earlier one-off (the history). ``--force-serial`` is
     the deliberate re-issue (issue 19, item 5).
@@ -307,44 +386,63 @@ class SerialIssuedError(PiflashError):
         self.issued = list(issued)
 
 
-class ServiceError(PiflashError):
+class ServiceError(HostError):
     """Installing or removing the station's systemd unit failed (not root, systemctl failed)."""
 
     exit_code = ExitCode.SERVICE
 
 
-class UnknownTargetError(PiflashError):
+class UnknownTargetError(TargetError):
     """The target type is not one pyOCD knows (builtin or from an installed pack)."""
 
     exit_code = ExitCode.USAGE
 
 
-class TargetRequiredError(PiflashError):
+class TargetRequiredError(TargetError):
     """No target type was given and the probe does not know which target it is wired to."""
 
     exit_code = ExitCode.USAGE
 
 
-class PackError(PiflashError):
+class PackError(TargetError):
     """A CMSIS pack given with ``-O pack=FILE`` (or a profile's ``pack``) cannot be read: missing,
     not a zip or pack directory, no ``.pdsc`` in it, or a ``.pdsc`` that is not valid."""
 
     exit_code = ExitCode.USAGE
 
 
-class UnknownOptionError(PiflashError):
+class UnknownOptionError(ConfigError):
     """A pyOCD session option that pyOCD does not know, or a value of the wrong type."""
 
     exit_code = ExitCode.USAGE
 
 
-class ProbeSyntaxError(PiflashError):
+class ProbeSyntaxError(ProbeError):
     """A probe unique ID that cannot be right, e.g. ``remote:HOST:PORT`` with a PORT that is not a number."""
 
     exit_code = ExitCode.USAGE
 
 
-class ProbeTimeoutError(PiflashError):
+class UnsupportedError(ProbeError):
+    """The probe named reaches its board through a transport that does not do what was asked (a
+    chip erase, a lock, RTT... over PICOBOOT): refused before the probe is opened, nothing was
+    touched. Raised by :func:`piflash.jobs.transports.require`, the one place that decides it.
+
+    :ivar transport: the transport's name (str, ``"picoboot"``; see
+        :data:`piflash.jobs.transports.TRANSPORTS`).
+    :ivar capability: what it does not do (str, a field of
+        :class:`piflash.jobs.transports.TransportCaps`, e.g. ``"chip_erase"``).
+    """
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, message: str, transport: str, capability: str, hint: Optional[str] = None) -> None:
+        super().__init__(message, hint)
+        self.transport = transport
+        self.capability = capability
+
+
+class ProbeTimeoutError(ProbeError):
     """The probe (or a remote probe server) accepted the connection but did not answer in time.
 
     :ivar seconds: the time limit (float, seconds) that expired, or None.
@@ -361,13 +459,13 @@ class ProbeTimeoutError(PiflashError):
         self.reached_target: Optional[bool] = None
 
 
-class ProbeBusyError(PiflashError):
+class ProbeBusyError(ProbeError):
     """The probe is open in another client (another piflash or pyOCD on the same probe server)."""
 
     exit_code = ExitCode.PROBE_BUSY
 
 
-class ExtraMissingError(PiflashError):
+class ExtraMissingError(HostError):
     """An optional part of piflash is used but its extra is not installed.
 
     :ivar extra: the extra's name (str), e.g. ``"sim"`` for ``piflash[sim]``.
@@ -382,7 +480,7 @@ class ExtraMissingError(PiflashError):
         self.module = module
 
 
-class SetupError(PiflashError):
+class SetupError(HostError):
     """The permissions setup (:mod:`piflash.probe.permissions`) cannot run or a system tool failed."""
 
     exit_code = ExitCode.INTERNAL
@@ -400,7 +498,7 @@ class UnknownUserError(SetupError):
     exit_code = ExitCode.USAGE
 
 
-class GuardConfigError(PiflashError):
+class GuardConfigError(ConfigError):
     """``PIFLASH_MEMORY_GUARD`` (or a ``mode`` argument) has a value other than refuse|warn|off."""
 
     exit_code = ExitCode.USAGE
@@ -448,46 +546,50 @@ def extra_for_module(module: Optional[str]) -> Optional[str]:
     return next((name for name, (mod, _, _) in EXTRAS.items() if mod == top), None)
 
 
-class BootCheckError(PiflashError):
+class BootCheckError(ProductionError):
     """The firmware was flashed and verified, but the board did not pass its boot check after the
     reset (:mod:`piflash.production.bootcheck`): the text never came, the wrong semihosting exit
     status, a HardFault, a locked-up core, or the timeout.
 
-    :ivar result: the :class:`piflash.production.bootcheck.BootResult` (what was seen, the
-        captured output, the stacked PC of a fault).
+    :ivar boot_result: the :class:`piflash.production.bootcheck.BootResult` (what was seen, the
+        captured output, the stacked PC of a fault). It is not :attr:`PiflashError.result`, the
+        job's :class:`~piflash.record.result.OperationResult` (which carries the BootResult's
+        ``to_dict()`` in its ``boot_check``): until issue 37 both went by ``result``, and the job
+        overwrote the first with the second.
     """
 
     exit_code = ExitCode.BOOT_CHECK
 
-    def __init__(self, message: str, result, hint: Optional[str] = None) -> None:
+    def __init__(self, message: str, boot_result, hint: Optional[str] = None) -> None:
         super().__init__(message, hint)
-        self.result = result
+        self.boot_result = boot_result
 
 
-class RttError(PiflashError):
+class RttError(TargetError):
     """``piflash rtt`` found no RTT control block on the target in time."""
 
     exit_code = ExitCode.BOOT_CHECK
 
 
-class LedgerError(PiflashError):
+class LedgerError(RecordError):
     """The central ledger's database (PostgreSQL, :mod:`piflash.record.ledger`) cannot be reached
     or written; a station goes on locally, queueing its rows."""
 
     exit_code = ExitCode.LEDGER
 
 
-class HistoryError(PiflashError):
+class HistoryError(RecordError):
     """The history database cannot be opened, read or written (path, permissions, disk full,
     corrupt, or made by a newer piflash)."""
 
     exit_code = ExitCode.HISTORY
 
 
-class HistoryChainError(PiflashError):
+class HistoryChainError(RecordError):
     """``piflash history verify-chain`` found a row that was edited, deleted or inserted.
 
-    :ivar report: the :class:`piflash.record.chain.ChainReport`.
+    :ivar report: the :class:`piflash.record.chain.ChainReport`; it is also :attr:`PiflashError.result`,
+        so that ``--json`` prints the report and the error in one object.
     """
 
     exit_code = ExitCode.HISTORY_CHAIN
@@ -495,3 +597,4 @@ class HistoryChainError(PiflashError):
     def __init__(self, message: str, report, hint: Optional[str] = None) -> None:
         super().__init__(message, hint)
         self.report = report
+        self.result = report

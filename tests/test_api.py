@@ -9,7 +9,7 @@ import pytest
 
 from piflash.errors import FlashError, NoProbeError, VerifyError
 from piflash.firmware.image import image_from_bytes, load_image
-from piflash.jobs.workflow import flash_firmware, verify_firmware
+from piflash.jobs.workflow import FlashOptions, flash_firmware, verify_firmware
 from piflash.progress import ProgressSink
 
 
@@ -97,7 +97,7 @@ def test_write_protect_raises_flash_error_with_address():
     SimStore().set_faults("stm32f103rc", write_protect=[0x08000800])
     image = image_from_bytes(os.urandom(8192), 0x08000000)
     with pytest.raises(FlashError) as err:
-        flash_firmware(image, probe="sim:stm32f103rc", target="stm32f103rc", erase="sector")
+        flash_firmware(image, probe="sim:stm32f103rc", target="stm32f103rc", job=FlashOptions(erase="sector"))
     assert err.value.result.phase == "program"
 
 

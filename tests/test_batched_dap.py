@@ -16,7 +16,7 @@ pytest.importorskip("unicorn")
 import usb.core  # noqa: E402
 
 from piflash.firmware.image import load_image  # noqa: E402
-from piflash.jobs.workflow import flash_firmware  # noqa: E402
+from piflash.jobs.workflow import FlashOptions, flash_firmware  # noqa: E402
 from piflash.probe.batched_dap import BATCH_ENV, frames_by_packet  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
 from piflash.sim.probes import usb as sim_usb  # noqa: E402
@@ -42,7 +42,7 @@ def _flash(store, board, preset, path, monkeypatch, batch: bool, frequency=None)
     device = sim_usb.install(spec, store).devices[0]
     try:
         result = flash_firmware(load_image(str(path), base_address=XIP), probe=device.serial,
-                                target="rp2040", frequency=frequency)
+                                target="rp2040", job=FlashOptions(frequency=frequency))
     finally:
         sim_usb.uninstall()
     assert result.ok and result.verify is not None

@@ -187,7 +187,7 @@ def test_a_flash_without_reset_leaves_the_rom_xip_and_a_flash_that_takes_instruc
     reset reads its flash, and after the connect's unique-ID read neither the blank check nor
     the verify called the algorithm's Init (the verify's reads follow the program's UnInit)."""
     from piflash.firmware.image import image_from_bytes
-    from piflash.jobs.workflow import flash_session
+    from piflash.jobs.workflow import FlashOptions, flash_session
     from piflash.record.result import OperationResult
     from piflash.targets.connect import open_session, read_target_uid
 
@@ -198,7 +198,8 @@ def test_a_flash_without_reset_leaves_the_rom_xip_and_a_flash_that_takes_instruc
         assert read_target_uid(session, intrusive=True)       # what flash_firmware's connect does
         inits = _spy_inits(flash)
         result = OperationResult(operation="flash")
-        flash_session(session, image_from_bytes(blink, 0x10000000), result, verify=verify, reset=False)
+        flash_session(session, image_from_bytes(blink, 0x10000000), result,
+                      job=FlashOptions(verify=verify, reset=False))
         if verify:      # blink: two whole 4 KiB sectors by a CRC each, a whole page by its own CRC,
             #             the last page's 24 bytes (8,472 = 33 x 256 + 24) read back
             assert result.verify.crc_pages == 33 and result.verify.readback_bytes == len(blink) % 256 == 24

@@ -12,7 +12,7 @@ import random
 import pytest
 
 from piflash.firmware.image import FirmwareImage, Segment, image_from_bytes, load_image
-from piflash.jobs.workflow import flash_firmware
+from piflash.jobs.workflow import FlashOptions, flash_firmware
 from piflash.progress import ProgressSink
 
 FLASH_BASE = {"nrf52840": 0x0, "nrf51": 0x0, "stm32f103rc": 0x08000000}
@@ -40,7 +40,8 @@ def _flash(image, target, board=None, erase="auto", progress=None):
     if not store.exists(board):
         store.create(board, target)
     before = dict(store.get(board).stats)
-    result = flash_firmware(image, probe=f"sim:{board}", target=target, erase=erase, progress=progress)
+    result = flash_firmware(image, probe=f"sim:{board}", target=target, job=FlashOptions(erase=erase),
+                            progress=progress)
     after = store.get(board).stats
     return result, {k: after.get(k, 0) - before.get(k, 0) for k in ("erase_ops", "program_ops", "program_bytes")}
 

@@ -20,7 +20,7 @@ from piflash.cli.options import (
     memory_guarded,
     output_options,
     probe_options,
-    refuse_picoboot,
+    require_transport,
     reset_option,
     resolve,
     session_options,
@@ -35,11 +35,11 @@ from piflash.limits import BOOT_TIMEOUT_MAX_S
 def _load(settings: Settings):
     from piflash.firmware.image import load_image
 
-    if not settings.get("firmware"):
+    if not settings.firmware:
         raise click.UsageError("no firmware given (a FIRMWARE argument or a profile with 'firmware:')")
-    if settings.get("profile_obj") is not None:
-        return settings["profile_obj"].load_image()
-    return load_image(settings["firmware"], settings.get("base_address"))
+    if settings.profile_obj is not None:
+        return settings.profile_obj.load_image()
+    return load_image(settings.firmware, settings.base_address)
 
 
 def _run_with_progress(settings: Settings, quiet: bool, json_mode: bool, call):
@@ -58,8 +58,8 @@ class _Recorder:
     (:mod:`piflash.jobs.workflow`'s ``on_touch``), completed at the end, passed or failed. A history
     that cannot be written warns once on stderr and never fails the job.
 
-    The row takes ``settings["serial"]`` (str) and ``settings["patch"]`` (dict) when set, and the
-    result's ``protection`` attribute ("open", "locked") when it has one.
+    The row takes ``settings.serial`` (str) when set, and the result's ``protection`` attribute
+    ("open", "locked"), ``serial`` and ``patch`` when it has them.
     """
 
     def __init__(self, settings: Settings) -> None:
@@ -81,8 +81,7 @@ class _Recorder:
             return
         try:
             self.db = History(path)
-            self.row = self.db.open(result, profile=self.settings.get("profile"),
-                                    serial=self.settings.get("serial"), patch=self.settings.get("patch"))
+            self.row = self.db.open(result, profile=self.settings.profile, serial=self.settings.serial)
         except HistoryError as exc:
             self._warn(exc)
 
@@ -112,7 +111,7 @@ class _Recorder:
         from piflash.errors import PiflashError as _Error
         from piflash.record.ledger import Ledger, ledger_url
 
-        url = ledger_url(self.settings.get("ledger"))
+        url = ledger_url(self.settings.ledger)
         if not url:
             return
         origin = settings.PIFLASH_STATION.value() or socket.gethostname()
@@ -140,7 +139,7 @@ def _recorded(settings: Settings, call):
     try:
         result = call(rec.touch)
     except PiflashError as exc:
-        rec.complete(getattr(exc, "result", None))
+        rec.complete(exc.result)
         raise
     except BaseException:
         rec.complete(None)          # left open: a bug or an interrupt outside a phase
@@ -194,12 +193,14 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
     passed verify and the lock is read back. With --boot-check (or the profile's 'boot_check:')
     the board counts as flashed only once its firmware shows it started (docs/boot-check.md).
     """
-    from piflash.jobs.workflow import flash_firmware
+    import dataclasses
+
+    from piflash.jobs.transports import flash_needs, flash_transport, require
 
     sigterm_as_interrupt()
     s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
                 erase=erase, base_address=base_address, verify=verify, reset=reset)
-    prof = s.get("profile_obj")
+    prof = s.profile_obj
     plan = prof.patch_plan if prof is not None else None
     protect = prof.protect if prof is not None else None
     if force_serial and serial is None:
@@ -209,23 +210,27 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
     if plan is not None and plan.uses_serial and serial is None:
         raise click.UsageError(f"profile {prof.name} numbers its boards: give this one's number with "
                                "--serial N (the station takes numbers from the counter)")
-    if protect == "lock" and not s["verify"]:
+    if protect == "lock" and not s.job.verify:
         raise click.UsageError(f"profile {prof.name} locks boards after a passed verify: --no-verify "
                                "would lock an unverified board")
-    check = _boot_check(prof, boot_check, boot_timeout, s["reset"])
+    check = _boot_check(prof, boot_check, boot_timeout, s.job.reset)
     if ledger is not None:
         if not ledger.startswith(("postgresql://", "postgres://")):
             raise click.BadParameter(f"expected a PostgreSQL URL (postgresql://USER@HOST[:PORT]/DATABASE), "
                                      f"got {ledger!r}", param_hint="'--ledger'")
-        s["ledger"] = ledger
+        s.ledger = ledger
     one_off = None
     if serial is not None:
-        s["serial"] = str(serial)                   # in the history row from the first touch on
+        s.serial = str(serial)                      # in the history row from the first touch on
         one_off = _one_off(prof, plan, serial, force_serial)
-    from piflash.jobs.bootsel import wants_bootsel
-    bootsel = wants_bootsel(s["probe"])
-    if bootsel:
-        _refuse_over_picoboot(s, protect, check, pyocd_options)
+    transport = flash_transport(s.probe)
+    bootsel = transport.name == "picoboot"
+    # A transport without pyOCD options gets the -O ones only, to refuse: a profile's pack names
+    # pyOCD target types, and a device that reports its own chip needs none.
+    job = dataclasses.replace(s.job, plan=plan, serial=serial, protect=protect, boot_check=check,
+                              session_options=session_options(s, pyocd_options) if transport.tool_options
+                              else dict(pyocd_options or {}))
+    require(transport, flash_needs(job), "'piflash flash'", hint="flash it through a debug probe for that")
     image = _load(s)
 
     def call(display, on_touch):
@@ -235,13 +240,9 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
                 one_off.take(result.target_uid)
         if bootsel:
             from piflash.jobs.bootsel import flash_bootsel
-            return flash_bootsel(image, probe=s["probe"], target=s["target"], verify=s["verify"],
-                                 reset=s["reset"], progress=display, on_touch=touch, plan=plan, serial=serial)
-        return flash_firmware(
-            image, probe=s["probe"], target=s["target"], frequency=s["frequency"], erase=s["erase"],
-            verify=s["verify"], reset=s["reset"], progress=display,
-            options=session_options(s, pyocd_options), on_touch=touch, plan=plan, serial=serial,
-            protect=protect, boot_check=check)
+            return flash_bootsel(image, probe=s.probe, target=s.target, job=job, progress=display, on_touch=touch)
+        from piflash.jobs.workflow import flash_firmware
+        return flash_firmware(image, probe=s.probe, target=s.target, job=job, progress=display, on_touch=touch)
 
     try:
         result = _run_with_progress(s, quiet, json_mode, call)
@@ -260,17 +261,6 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
     _report(result, json_mode, quiet,
             f"Flashed {image.size:,} bytes to {result.target} ({how}): {p.programmed_bytes:,} "
             f"programmed, {p.skipped_bytes:,} unchanged, {verified}{extra}, in {result.duration:.2f} s")
-
-
-def _refuse_over_picoboot(s, protect, check, pyocd_options) -> None:
-    """What a flash over PICOBOOT (a Pico in BOOTSEL mode) does not do yet: a usage error."""
-    why = ("a chip erase (--erase chip)" if s["erase"] == "chip" else
-           "read-out protection (the RP2040 has none)" if protect else
-           "a boot check" if check is not None else
-           "pyOCD options (-O)" if pyocd_options else None)
-    if why:
-        raise click.UsageError(f"flashing a Pico in BOOTSEL mode (PICOBOOT) does not do {why} yet: "
-                               "flash it through a debug probe for that")
 
 
 def _boot_check(prof, text: Optional[str], timeout: Optional[float], reset: bool):
@@ -366,17 +356,19 @@ def verify(firmware, probe, target, frequency, profile, pyocd_options, base_addr
     s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
                 base_address=base_address, reset=reset)
     image = _load(s)
-    from piflash.probe.picoboot import is_picoboot
-    if is_picoboot(s["probe"]):
+    from piflash.jobs.transports import PICOBOOT, caps_of
+    transport = caps_of(s.probe)
+    require_transport(s.probe, ["verify"] + (["reset"] if s.job.reset else []), "verify")
+    if transport is PICOBOOT:
         from piflash.jobs.bootsel import verify_bootsel
         result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: verify_bootsel(
-            image, s["probe"], s["target"], reset=s["reset"], progress=display, on_touch=on_touch))
+            image, s.probe, s.target, reset=s.job.reset, progress=display, on_touch=on_touch))
         _report(result, json_mode, quiet, f"Verified: all {image.size:,} bytes match on {result.target} "
                 f"({result.probe_id}, BOOTSEL)")
         return
     result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: verify_firmware(
-        image, probe=s["probe"], target=s["target"], frequency=s["frequency"], progress=display,
-        reset=s["reset"], options=session_options(s, pyocd_options), on_touch=on_touch))
+        image, probe=s.probe, target=s.target, frequency=s.job.frequency, progress=display,
+        reset=s.job.reset, options=session_options(s, pyocd_options), on_touch=on_touch))
     _report(result, json_mode, quiet, f"Verified: all {image.size:,} bytes match on {result.target}")
 
 
@@ -426,11 +418,12 @@ def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, yes, 
                                "(e.g. --sector 0x8000+0x1000)")
     ranges = [_range(r) for r in sectors]
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
-    refuse_picoboot(s["probe"], "erase", "a flash erases what it must change")
+    require_transport(s.probe, ["sector_erase" if ranges else "chip_erase"],
+                      "erase " + ("--sector" if ranges else "--chip"), "a flash erases what it must change")
     if mode == "chip":
         confirm_mass_erase(CHIP_ERASE_LOSES, yes, "erase --chip")
     result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: erase_target(
-        s["probe"], s["target"], "sector" if ranges else "chip", ranges, s["frequency"], display,
+        s.probe, s.target, "sector" if ranges else "chip", ranges, s.job.frequency, display,
         session_options(s, pyocd_options), on_touch=on_touch))
     _report(result, json_mode, quiet, f"Erased {result.program.erased_bytes:,} bytes on {result.target}")
 
@@ -447,15 +440,14 @@ def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mo
 
     sigterm_as_interrupt()
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
-    from piflash.probe.picoboot import is_picoboot
-    if is_picoboot(s["probe"]):
-        if halt:
-            raise click.UsageError("a Pico in BOOTSEL mode cannot be reset halted: --halt needs a debug probe")
+    from piflash.jobs.transports import PICOBOOT, caps_of
+    require_transport(s.probe, ["reset_halt" if halt else "reset"], "reset --halt" if halt else "reset")
+    if caps_of(s.probe) is PICOBOOT:
         from piflash.jobs.bootsel import reset_bootsel
-        result = _recorded(s, lambda on_touch: reset_bootsel(s["probe"], on_touch=on_touch))
+        result = _recorded(s, lambda on_touch: reset_bootsel(s.probe, on_touch=on_touch))
         _report(result, json_mode, quiet, f"Rebooted {result.target} ({result.probe_id}) into its flash")
         return
-    result = _recorded(s, lambda on_touch: reset_board(s["probe"], s["target"], halt, s["frequency"],
+    result = _recorded(s, lambda on_touch: reset_board(s.probe, s.target, halt, s.job.frequency,
                                                        session_options(s, pyocd_options),
                                                        on_touch=on_touch))
     _report(result, json_mode, quiet, f"Reset {result.target}" + (" (halted)" if halt else ""))

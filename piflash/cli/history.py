@@ -224,8 +224,7 @@ def verify_chain(anchor, json_mode, path):
                                   hint="the chain was rewritten after that head was taken, or it is from "
                                   "another history")
     if error is not None:
-        error.result = report       # --json: the report and the error in one object (emit_error)
-        raise error
+        raise error                 # its result is the report: --json prints both in one object
     if json_mode:
         emit_json(report.to_dict())
     else:

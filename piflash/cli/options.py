@@ -12,11 +12,15 @@ import functools
 import json
 import signal
 import sys
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 import click
 
 from piflash.errors import EXIT_CODE_HELP, ExitCode, PiflashError
+
+if TYPE_CHECKING:
+    from piflash.jobs.options import FlashOptions
 
 #: click context settings of every command: -h as well as --help, help text up to 100 columns.
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -69,7 +73,7 @@ def handles_errors(func):
         try:
             return func(*args, **kwargs)
         except PiflashError as exc:
-            emit_error(exc, json_mode, getattr(exc, "result", None))
+            emit_error(exc, json_mode, exc.result)
             sys.exit(int(exc.exit_code))
         except KeyboardInterrupt:
             click.secho("error: interrupted", fg="red", err=True)
@@ -227,12 +231,56 @@ def output_options(func):
     return func
 
 
-class Settings(dict):
-    """Resolved settings of one command: the profile's values overridden by the command line."""
+def _flash_options(**values) -> FlashOptions:
+    """A :class:`~piflash.jobs.options.FlashOptions`, imported when a command runs (not for ``--help``)."""
+    from piflash.jobs.options import FlashOptions
+
+    return FlashOptions(**values)
+
+
+@dataclass
+class Settings:
+    """Resolved settings of one command: the profile's values overridden by the command line
+    (:func:`resolve`). What a flash job is asked to do is :attr:`job`, a
+    :class:`~piflash.jobs.options.FlashOptions`; the rest is what the command acts on and records.
+
+    :ivar profile: the profile's name (str), or None without one.
+    :ivar profile_obj: the loaded :class:`piflash.profiles.Profile`, or None.
+    :ivar firmware: the firmware file's path (str), or None.
+    :ivar sha256: the SHA-256 the profile pins (64 hex digits), or None.
+    :ivar base_address: load address of a ``.bin`` (int), or None.
+    :ivar target: pyOCD target type (str), or None when the probe knows its board.
+    :ivar probe: probe selector as written (str, :mod:`piflash.probe.selector`), or None.
+    :ivar pack: CMSIS pack paths of the profile (tuple of str), or None.
+    :ivar job: ``erase`` (default ``"auto"``), ``verify`` (True), ``reset`` (True) and
+        ``frequency`` (Hz, None) from the profile and the command line; the flash command adds the
+        rest (:func:`session_options`, plan, serial, lock, boot check).
+    :ivar serial: the one-off serial number (str) for the history row from its first touch, or None.
+    :ivar ledger: the central ledger's URL (str, ``flash --ledger``), or None for ``PIFLASH_LEDGER``.
+    """
+
+    profile: Optional[str] = None
+    profile_obj: Optional[Any] = None
+    firmware: Optional[str] = None
+    sha256: Optional[str] = None
+    base_address: Optional[int] = None
+    target: Optional[str] = None
+    probe: Optional[str] = None
+    pack: Optional[Tuple[str, ...]] = None
+    job: FlashOptions = field(default_factory=_flash_options)
+    serial: Optional[str] = None
+    ledger: Optional[str] = None
+
+
+#: The keys of :func:`resolve` that are :class:`~piflash.jobs.options.FlashOptions` fields.
+_JOB_KEYS = ("erase", "verify", "reset", "frequency")
 
 
 def resolve(profile: Optional[str], **cli_values) -> Settings:
     """Merge a profile (if any) with command-line values; the command line wins when given.
+
+    :param cli_values: ``firmware``, ``probe``, ``target``, ``frequency``, ``erase``,
+        ``base_address``, ``verify``, ``reset`` as the command line gave them (None: not given).
 
     Overriding the profile's firmware drops its pinned SHA-256 (and its base address unless the
     new file is a .bin), as :meth:`piflash.profiles.Profile.with_overrides` does.
@@ -242,32 +290,27 @@ def resolve(profile: Optional[str], **cli_values) -> Settings:
     from piflash.targets.catalog import check_target
 
     given = {k: v for k, v in cli_values.items() if v is not None}
-    out = Settings(profile=None, firmware=None, sha256=None, target=None, probe=None,
-                   frequency=None, erase="auto", base_address=None, verify=True, reset=True,
-                   pack=None)
     if not profile:
-        out.update(given)
-        return out
+        job = _flash_options(**{k: v for k, v in given.items() if k in _JOB_KEYS})
+        return Settings(job=job, **{k: v for k, v in given.items() if k not in _JOB_KEYS})
     prof = profiles.load_profile(profiles.find_profile(profile), check_target=check_target)
     try:
         prof = prof.with_overrides(**given)
     except ProfileError as exc:  # the command line contradicts the profile: a usage error
         raise click.UsageError(f"{exc.message} (with profile {prof.path})") from None
-    out.update(profile=prof.name, firmware=str(prof.firmware), sha256=prof.sha256,
-               target=prof.target, probe=prof.probe, frequency=prof.frequency, erase=prof.erase,
-               base_address=prof.base_address, verify=prof.verify, reset=prof.reset,
-               pack=prof.pack, profile_obj=prof)
-    return out
+    return Settings(profile=prof.name, profile_obj=prof, firmware=str(prof.firmware), sha256=prof.sha256,
+                    base_address=prof.base_address, target=prof.target, probe=prof.probe, pack=prof.pack,
+                    job=_flash_options(erase=prof.erase, verify=prof.verify, reset=prof.reset,
+                                       frequency=prof.frequency))
 
 
 def session_options(settings: Settings, pyocd_options: Optional[dict]) -> dict:
     """The pyOCD session options of one command: ``-O NAME=VALUE`` over the profile's (its
     ``pack``); ``-O pack=FILE`` replaces the profile's pack."""
     out = dict(pyocd_options or {})
-    if settings.get("pack") and "pack" not in out:
-        out["pack"] = list(settings["pack"])
+    if settings.pack and "pack" not in out:
+        out["pack"] = list(settings.pack)
     return out
-
 
 
 def memory_guarded(operation: str):
@@ -295,11 +338,16 @@ def memory_guarded(operation: str):
     return decorate
 
 
-def refuse_picoboot(probe: Optional[str], command: str, instead: str = "") -> None:
-    """A usage error (exit 2) for a command that needs a debug probe, given ``-u picoboot...``
-    (a Pico in BOOTSEL mode is flashed, verified and rebooted, nothing else)."""
-    from piflash.probe.picoboot import is_picoboot
-    if is_picoboot(probe):
-        raise click.UsageError(f"'piflash {command}' needs a debug probe: a Pico in BOOTSEL mode (-u picoboot) "
-                               "takes flash, verify and reset only" + (f"; {instead}" if instead else ""))
+def require_transport(probe: Optional[str], needs, command: str, hint: Optional[str] = None) -> None:
+    """Refuse, before the probe is opened, a command whose probe's transport does not do what it
+    needs (:func:`piflash.jobs.transports.require`: the one place that decides it, one message).
 
+    :param probe: the probe selector (str) or None; its kind names the transport.
+    :param needs: capability names (:data:`piflash.jobs.transports.CAPABILITIES`), e.g. ``["identify"]``.
+    :param command: the command as typed, for the message, e.g. ``"info"``.
+    :param hint: what to do instead.
+    :raises UnsupportedError: (exit 2) e.g. ``piflash info -u picoboot``.
+    """
+    from piflash.jobs.transports import caps_of, require
+
+    require(caps_of(probe), needs, f"'piflash {command}'", hint)

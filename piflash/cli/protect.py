@@ -14,7 +14,7 @@ from piflash.cli.options import (
     handles_errors,
     output_options,
     probe_options,
-    refuse_picoboot,
+    require_transport,
     resolve,
     sigterm_as_interrupt,
     yes_option,
@@ -40,21 +40,21 @@ def _run(operation: str, profile, probe, target, frequency, action):
     from piflash.record.result import OperationResult
 
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
-    refuse_picoboot(s["probe"], "protect", "the RP2040 has no read-out protection")
-    if not s["target"]:
+    require_transport(s.probe, ["protect"], "protect", "the RP2040 has no read-out protection")
+    if not s.target:
         raise click.UsageError("protect needs the target type: --target (or 'target:' in a profile)")
 
     def call(on_touch):
-        result = OperationResult.start(operation, None, s["probe"], s["target"])
+        result = OperationResult.start(operation, None, s.probe, s.target)
         with tracking(result):
             try:
-                with open_port(s["probe"], s["target"], s["frequency"]) as port:
+                with open_port(s.probe, s.target, s.job.frequency) as port:
                     result.probe_id = port.dp.probe.unique_id
-                    result.target_uid = _target_uid(port, s["target"])
+                    result.target_uid = _target_uid(port, s.target)
                     on_touch(result)                 # the history row opens: the board is reached
-                    action(port, s["target"], result)
+                    action(port, s.target, result)
                     if result.target_uid is None:
-                        result.target_uid = _target_uid(port, s["target"])
+                        result.target_uid = _target_uid(port, s.target)
             except KeyboardInterrupt:
                 from piflash.errors import OperationInterrupted
 
@@ -156,8 +156,8 @@ def recover(probe, target, frequency, profile, pyocd_options, timeout, yes, quie
     from piflash.production.protect import recover as do_recover
 
     sigterm_as_interrupt()
-    refuse_picoboot(probe, "protect recover", "the RP2040 has no read-out protection")
-    if not resolve(profile, probe=probe, target=target, frequency=frequency)["target"]:
+    require_transport(probe, ["protect"], "protect recover", "the RP2040 has no read-out protection")
+    if not resolve(profile, probe=probe, target=target, frequency=frequency).target:
         raise click.UsageError("protect needs the target type: --target (or 'target:' in a profile)")
     confirm_mass_erase("all of its flash and, on an nRF, the UICR, if it reads locked", yes,
                        "protect recover")

@@ -10,7 +10,7 @@ from piflash.cli.options import (
     handles_errors,
     memory_guarded,
     probe_options,
-    refuse_picoboot,
+    require_transport,
     resolve,
     session_options,
 )
@@ -26,8 +26,8 @@ def info(probe, target, frequency, profile, pyocd_options, json_mode):
     from piflash.targets.info import target_info
 
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
-    refuse_picoboot(s["probe"], "info", "'piflash probes' shows its chip and port")
-    data = target_info(s["probe"], s["target"], s["frequency"], session_options(s, pyocd_options))
+    require_transport(s.probe, ["identify"], "info", "'piflash probes' shows its chip and port")
+    data = target_info(s.probe, s.target, s.job.frequency, session_options(s, pyocd_options))
     if json_mode:
         emit_json(data)
         return

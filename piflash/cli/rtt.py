@@ -13,7 +13,7 @@ from piflash.cli.options import (
     _int_auto,
     handles_errors,
     probe_options,
-    refuse_picoboot,
+    require_transport,
     resolve,
     session_options,
     sigterm_as_interrupt,
@@ -48,13 +48,13 @@ def rtt(firmware, probe, target, frequency, profile, pyocd_options, address, res
 
     sigterm_as_interrupt()
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
-    refuse_picoboot(s["probe"], "rtt", "RTT reads the target's RAM while its firmware runs")
+    require_transport(s.probe, ["rtt"], "rtt", "RTT reads the target's RAM while its firmware runs")
     out = sys.stdout.buffer
 
     def write(data: bytes) -> None:
         out.write(data)
         out.flush()
 
-    monitor_rtt(s["probe"], s["target"], s["frequency"], write, firmware_path=firmware, address=address,
+    monitor_rtt(s.probe, s.target, s.job.frequency, write, firmware_path=firmware, address=address,
                 reset=reset, find_timeout=find_timeout, duration=duration,
                 options=session_options(s, pyocd_options))

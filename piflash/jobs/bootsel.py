@@ -50,6 +50,8 @@ from piflash.errors import (
 )
 from piflash.firmware.image import FirmwareImage
 from piflash.flashing.verify import VerifyStats
+from piflash.jobs.options import FlashOptions
+from piflash.jobs.transports import PICOBOOT, flash_needs, flash_transport, require
 from piflash.jobs.workflow import _prepare, phase, tracking
 from piflash.probe import picoboot
 from piflash.probe.picoboot import PAGE, SECTOR
@@ -168,13 +170,9 @@ def _runs(addresses: List[int], unit: int) -> List[Tuple[int, int]]:
 
 def wants_bootsel(probe: Optional[str]) -> bool:
     """Whether a flash with probe ID ``probe`` goes over PICOBOOT: the ID names a BOOTSEL device
-    (``picoboot[:...]``), or none is given, a Pico is in BOOTSEL mode and pyOCD sees no probe."""
-    if picoboot.is_picoboot(probe):
-        return True
-    if probe or not picoboot.list_devices():
-        return False
-    from piflash.probe.discovery import list_probes
-    return not list_probes()
+    (``picoboot[:...]``), or none is given, a Pico is in BOOTSEL mode and pyOCD sees no probe
+    (:func:`piflash.jobs.transports.flash_transport` decides)."""
+    return flash_transport(probe) is PICOBOOT
 
 
 def _check_chip(device: picoboot.BootselDevice, target: Optional[str]) -> str:
@@ -261,31 +259,36 @@ def _check_reported(conn: picoboot.PicobootConnection, image: FirmwareImage, tar
 
 
 def flash_bootsel(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
-                  verify: bool = True, reset: bool = True, progress: Optional[ProgressSink] = None,
-                  on_touch=None, plan=None, serial: Optional[int] = None) -> OperationResult:
+                  job: Optional[FlashOptions] = None, progress: Optional[ProgressSink] = None,
+                  on_touch=None) -> OperationResult:
     """Flash ``image`` into the Pico in BOOTSEL mode that ``probe`` names (see
     :func:`piflash.probe.picoboot.select_device`).
 
     :param image: from :func:`piflash.firmware.image.load_image` (a UF2's family was checked there).
     :param target: if given, must be the chip the device reports (``rp2040``, ``rp2350``).
-    :param verify: read back and compare every page written.
-    :param reset: REBOOT into the new firmware afterwards (the device leaves the bus); if False
-        the board stays in BOOTSEL mode.
+    :param job: what the flash is asked to do (:class:`~piflash.jobs.options.FlashOptions`, default
+        ``FlashOptions()``), the same options as through a debug probe: ``verify`` compares every
+        page written; ``reset`` REBOOTs into the new firmware afterwards (the device leaves the
+        bus; False leaves it in BOOTSEL mode); ``plan`` and ``serial`` lay the board's bytes over
+        the image (its values in ``result.serial`` / ``result.patch``, as over SWD). ``erase``
+        ``"auto"`` and ``"sector"`` are the same plan here and ``frequency`` is not used (no SWD
+        clock); what PICOBOOT does not do (a chip erase, a lock, a boot check, pyOCD session
+        options) is refused by :mod:`piflash.jobs.transports` before the device is opened.
     :param on_touch: ``on_touch(result)`` once the device is open and identified.
-    :param plan: per-board data (:class:`piflash.firmware.patch.PatchPlan`): the patched image is
-        what is programmed and verified, its values in ``result.serial`` / ``result.patch``, as over
-        SWD. :param serial: the serial number for ``plan`` (int).
     :returns: the result (``ok`` True).
+    :raises UnsupportedError: ``job`` asks what PICOBOOT does not do (exit 2).
     :raises NoProbeError, SeveralProbesError, ProbePermissionError, WrongTargetError, ImageRangeError,
         PicobootError, VerifyError, ProbeLostError, ProbeTimeoutError, ProbeBusyError, OperationInterrupted,
         SerialError:
     """
+    job = job or FlashOptions()
+    require(PICOBOOT, flash_needs(job))
     sink = progress or ProgressSink()
     result = OperationResult.start("flash", image, probe, target)
     with tracking(result):
         with bootsel_session(probe, result, sink, on_touch, target, image) as conn:
-            board_image = bootsel_image(result, image, plan, serial) if plan is not None else image
-            flash_bootsel_session(conn, board_image, result, sink, verify, reset)
+            board_image = bootsel_image(result, image, job.plan, job.serial) if job.plan is not None else image
+            flash_bootsel_session(conn, board_image, result, sink, job)
     return result
 
 
@@ -386,14 +389,20 @@ def reached_board(exc: PiflashError) -> bool:
 
 
 def flash_bootsel_session(conn: picoboot.PicobootConnection, image: FirmwareImage, result: OperationResult,
-                          sink: ProgressSink, verify: bool = True, reset: bool = True) -> None:
+                          sink: ProgressSink, job: Optional[FlashOptions] = None) -> None:
     """The erase, program, verify and reset phases of :func:`flash_bootsel` on an open
     connection (:func:`bootsel_session`), each timed into ``result``; ``result.program`` and
     ``result.verify`` are filled. The caller wraps it in :func:`piflash.jobs.workflow.tracking`.
 
+    :param job: the :class:`~piflash.jobs.options.FlashOptions` (its ``verify`` and ``reset``:
+        the image is already patched; the caller checked the rest with
+        :func:`piflash.jobs.transports.require`); default ``FlashOptions()``.
+
     :raises ImageRangeError: ``image`` (patched or not) reaches past the flash the board reports.
     :raises PicobootError, VerifyError, ProbeLostError, ProbeTimeoutError, OperationInterrupted:
     """
+    job = job or FlashOptions()
+    verify, reset = job.verify, job.reset
     if result.target:
         _check_reported(conn, image, result.target)
     stats = result.program

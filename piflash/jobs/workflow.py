@@ -12,7 +12,7 @@ Plain functions over a pyOCD session, usable without the CLI:
   live in :mod:`piflash.flashing.program` and :mod:`piflash.flashing.verify`.
 
 Every failure is raised as a :class:`~piflash.errors.PiflashError` subclass; the
-partial result is attached to it as ``exc.result``.
+partial result is set as its ``result`` (declared on :class:`~piflash.errors.PiflashError`).
 
 The one-shot functions take ``on_touch``, a callable ``on_touch(result)`` called once when the
 operation first reaches the board: the probe is open and the connect to the target either
@@ -49,6 +49,7 @@ from piflash.flashing.program import (
     reset_target,
 )
 from piflash.flashing.verify import verify_image
+from piflash.jobs.options import FlashOptions
 from piflash.probe.pyocd_errors import translate_error
 from piflash.production.bootcheck import arm_boot_check, run_boot_check
 from piflash.production.serials import checkpoint
@@ -123,7 +124,7 @@ def tracking(result: OperationResult) -> Iterator[OperationResult]:
         result.ok = True
     except PiflashError as exc:
         result.fail(exc)
-        exc.result = result  # type: ignore[attr-defined]
+        exc.result = result           # declared on PiflashError (None until a job fails)
         raise
     finally:
         result.finish()
@@ -287,7 +288,7 @@ def _boot_check(session, result: OperationResult, sink: ProgressSink, check, ima
         with phase(result, sink, BOOT_CHECK_PHASE):
             outcome = run_boot_check(session, check, firmware_path, vector_catch_before=catch_before)
     except BootCheckError as exc:
-        outcome = exc.result
+        outcome = exc.boot_result
         raise
     finally:
         if outcome is not None:
@@ -296,70 +297,59 @@ def _boot_check(session, result: OperationResult, sink: ProgressSink, check, ima
 
 
 def flash_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
-                   frequency: Optional[int] = None, erase: str = "auto", verify: bool = True,
-                   reset: bool = True, progress: Optional[ProgressSink] = None,
-                   options: Optional[dict] = None, on_touch: TouchHook = None, plan=None,
-                   serial: Optional[int] = None, protect: Optional[str] = None,
-                   boot_check=None) -> OperationResult:
+                   job: Optional[FlashOptions] = None, progress: Optional[ProgressSink] = None,
+                   on_touch: TouchHook = None) -> OperationResult:
     """Flash ``image``: connect, erase, program, read-back verify, reset, and the boot check if asked.
 
     :param image: from :func:`piflash.firmware.image.load_image`.
-    :param probe: probe unique ID or part of one; None when exactly one probe is attached.
+    :param probe: probe selector (:mod:`piflash.probe.selector`); None when exactly one probe is attached.
     :param target: pyOCD target type; None when the probe knows its board.
-    :param frequency: SWD clock in Hz.
-    :param erase: ``"auto"``, ``"sector"`` or ``"chip"``.
-    :param verify: read back and compare every programmed byte (see :mod:`piflash.flashing.verify`).
-    :param reset: reset the target afterwards so the new firmware runs; if False it stays halted.
-    :param options: extra pyOCD session options (dict), e.g. ``{"flash.timeout.erase_sector": 2.0}``;
-        ``{"pack": "x.pack"}`` (a path or a list of paths) makes the parts of those CMSIS packs
-        target types, checked and their memory maps used before connecting.
+    :param job: what the flash is asked to do (:class:`~piflash.jobs.options.FlashOptions`: erase
+        mode, verify, reset, SWD clock, pyOCD session options, per-board plan and serial, lock,
+        boot check); default ``FlashOptions()``.
+    :param progress: where the phases report (:class:`~piflash.progress.ProgressSink`), or None.
     :param on_touch: ``on_touch(result)`` when the board is first reached (see the module's docstring).
-    :param plan: per-board data (:class:`piflash.firmware.patch.PatchPlan`): the patched image is what is
-        programmed and verified. :param serial: the serial number for ``plan`` (int).
-    :param protect: ``"lock"``: set read-out protection after a passed verify (see
-        :func:`flash_session`).
-    :param boot_check: a :class:`piflash.production.bootcheck.BootCheck` to run after the reset
-        (needs ``reset``); its result is ``result.boot_check``.
     :returns: the :class:`~piflash.record.result.OperationResult` (``ok`` True).
     :raises UnknownTargetError, PackError, ImageRangeError, NoProbeError, SeveralProbesError, ProbePermissionError,
         ConnectError, FlashError, VerifyError, ProbeLostError, OperationInterrupted, ProtectedError,
         ProtectError, SerialError, BootCheckError:
     """
-    if erase not in ERASE_MODES:
-        raise ValueError(f"erase mode must be one of {ERASE_MODES}, not {erase!r}")
+    job = job or FlashOptions()
 
     def body(session, result, sink):
-        board_image = patched_image(session, result, image, plan, serial) if plan is not None else image
-        flash_session(session, board_image, result, sink, erase, verify, reset, protect, boot_check)
+        board_image = patched_image(session, result, image, job.plan, job.serial) if job.plan is not None else image
+        flash_session(session, board_image, result, sink, job)
 
-    if boot_check is not None and not reset:
-        raise ValueError("a boot check needs the reset that starts the firmware")
-    return _run("flash", image, probe, target, frequency, progress, body, options, on_touch)
+    return _run("flash", image, probe, target, job.frequency, progress, body, job.session_options, on_touch)
 
 
 def flash_session(session, image: FirmwareImage, result: OperationResult,
-                  progress: Optional[ProgressSink] = None, erase: str = "auto", verify: bool = True,
-                  reset: bool = True, protect: Optional[str] = None, boot_check=None) -> None:
+                  progress: Optional[ProgressSink] = None, job: Optional[FlashOptions] = None) -> None:
     """The erase, program, verify, reset and boot check phases of :func:`flash_firmware` on an
     open session.
 
     Each phase is timed into ``result`` and ``result.program`` / ``result.verify`` are filled;
     the caller opened the session (and timed its connect) and wraps this in :func:`tracking`.
-    A locked chip is refused before anything is erased. With ``protect="lock"`` read-out
+    A locked chip is refused before anything is erased. With ``job.protect == "lock"`` read-out
     protection is set after the verify passed (never before, never without a verify) and read
     back into ``result.protection``; after the boot check too, when there is one (a board that
     does not start is not locked).
 
+    :param job: the :class:`~piflash.jobs.options.FlashOptions` (its ``erase``, ``verify``,
+        ``reset``, ``protect`` and ``boot_check``: the session is open, the image already patched,
+        so its clock, session options, plan and serial are not read); default ``FlashOptions()``.
     :raises FlashError, VerifyError, ProbeLostError, OperationInterrupted, ProtectedError, BootCheckError:
-    :raises ProtectError: the lock did not take (the chip still reads open).
+    :raises ProtectError: the lock did not take (the chip still reads open), or a lock without a verify.
     """
+    job = job or FlashOptions()
+    protect, verify = job.protect, job.verify
     if protect == "lock" and not verify:
         raise ProtectError("refusing to lock a board that is not verified",
                            hint="locking comes after a passed verify: drop --no-verify")
     sink = progress or ProgressSink()
     check_protection(session, result)
     with phase(result, sink, Phase.ERASE):
-        programmer = ImageProgrammer(session, image, erase, progress=sink)
+        programmer = ImageProgrammer(session, image, job.erase, progress=sink)
         result.program = programmer.stats
         programmer.erase()
     with phase(result, sink, Phase.PROGRAM):
@@ -369,8 +359,8 @@ def flash_session(session, image: FirmwareImage, result: OperationResult,
     # plan's CRC pass, seconds ago, nothing written since): that check is the verify. Before a
     # lock (hard to undo) the verify runs again all the same.
     proof = programmer.unchanged_proof() if verify and protect != "lock" else None
-    _verify_and_reset(session, result, sink, image if verify else None, reset, proof=proof,
-                      boot_check=boot_check)
+    _verify_and_reset(session, result, sink, image if verify else None, job.reset, proof=proof,
+                      boot_check=job.boot_check)
     checkpoint("verified")
     if protect == "lock":
         from piflash.production.protect import lock, session_port
@@ -522,6 +512,6 @@ def monitor_rtt(probe: Optional[str] = None, target: Optional[str] = None, frequ
     return _run("rtt", None, probe, target, frequency, progress, body, options)
 
 
-__all__ = ["flash_firmware", "verify_firmware", "erase_target", "reset_board", "monitor_rtt", "ERASE_MODES",
+__all__ = ["flash_firmware", "verify_firmware", "erase_target", "reset_board", "monitor_rtt", "ERASE_MODES", "FlashOptions",
            "flash_session", "verify_session", "describe_session", "phase", "tracking",
            "check_protection", "patched_image"]

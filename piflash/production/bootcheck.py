@@ -408,7 +408,7 @@ def run_boot_check(session, check: BootCheck, firmware_path: Optional[str] = Non
     :param firmware_path: the flashed file; an ELF gives the RTT block's and word symbols' addresses.
     :param clock: seconds (monotonic), for the timeout.
     :returns: the :class:`BootResult` of a passed check.
-    :raises BootCheckError: (exit 26) the check failed or timed out; ``.result`` has what was seen.
+    :raises BootCheckError: (exit 26) the check failed or timed out; ``.boot_result`` has what was seen.
     """
     target = session.target
     if vector_catch_before is None:

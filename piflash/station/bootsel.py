@@ -18,7 +18,8 @@ A slot is a USB port (a hub port with pogo pins on a Pico's USB and BOOTSEL pads
 
 A device that leaves the bus mid-flash is recorded as ``fail`` (exit-code kind ProbeLostError)
 with what had been done; nothing else is lost. The options a profile has that PICOBOOT does not
-do (chip erase, lock, boot check) are refused when the slot starts, in its status line.
+do (chip erase, lock, boot check) are refused when the slot starts, in its status line, by
+:mod:`piflash.jobs.transports`.
 """
 
 from __future__ import annotations
@@ -38,27 +39,36 @@ from piflash.probe import picoboot
 from piflash.production.serials import checkpoint
 from piflash.progress import ProgressSink
 from piflash.record.result import OperationResult
-from piflash.station.worker import ProbeWorker, StationSink, serial_allocator
+from piflash.station.worker import (
+    ProbeWorker,
+    StationSink,
+    flash_options,
+    serial_allocator,
+)
 
 LOG = logging.getLogger(__name__)
 
-__all__ = ["BootselWorker", "worker_class", "unsupported"]
+__all__ = ["BootselWorker", "unsupported", "worker_class"]
 
 
 def worker_class(uid: str):
     """The worker class for probe ID ``uid``: :class:`BootselWorker` for ``picoboot:...``."""
-    return BootselWorker if picoboot.is_picoboot(uid) else ProbeWorker
+    from piflash.jobs.transports import PICOBOOT, caps_of
+
+    return BootselWorker if caps_of(uid) is PICOBOOT else ProbeWorker
 
 
-def unsupported(profile, config) -> Optional[str]:
-    """What the profile or station config asks that PICOBOOT does not do, or None."""
-    if profile.erase == "chip":
-        return "a chip erase (erase: chip)"
-    if config.protect == "lock" or (config.protect == "profile" and profile.protect == "lock"):
-        return "read-out protection (the RP2040 has none)"
-    if profile.boot_check is not None:
-        return "a boot check"
-    return None
+def unsupported(config) -> Optional[str]:
+    """Why the slot does not serve boards, or None: what the station config (its profile's erase
+    mode, boot check, the lock) asks that PICOBOOT does not do, in the words of
+    :func:`piflash.jobs.transports.refusal`, the one place that decides it.
+
+    :param config: the loaded :class:`piflash.station.config.StationConfig`.
+    """
+    from piflash.jobs.transports import PICOBOOT, flash_needs, refusal
+
+    err = refusal(PICOBOOT, flash_needs(flash_options(config)), "the station's profile")
+    return err.message if err is not None else None
 
 
 class BootselWorker(ProbeWorker):
@@ -74,9 +84,9 @@ class BootselWorker(ProbeWorker):
     def _one_board(self) -> None:
         loaded = self.station.loaded
         cfg = loaded.config
-        refused = unsupported(cfg.profile, cfg)
+        refused = unsupported(cfg)
         if refused:
-            self._set("waiting_probe", f"not served: PICOBOOT does not do {refused}")
+            self._set("waiting_probe", f"not served: {refused}")
             self._sleep(max(1.0, cfg.poll_interval))
             return
         while not self._present():
@@ -121,7 +131,7 @@ class BootselWorker(ProbeWorker):
                                                                 self.station.note_serial(row[0], n)))
                         board_image = bootsel_image(result, image, plan, serial)
                     flash_bootsel_session(conn, board_image, result, StationSink(self, uid, serial=result.serial),
-                                          prof.verify, prof.reset)
+                                          flash_options(cfg, serial))
                     p = result.program
                     nothing = p.erased_bytes == 0 and p.programmed_bytes == 0
                     outcome = "skip" if nothing and cfg.on_same_firmware == "skip" else "pass"

@@ -50,6 +50,7 @@ from piflash.errors import (
     SeveralProbesError,
     VerifyError,
 )
+from piflash.jobs.options import FlashOptions
 from piflash.jobs.workflow import (
     describe_session,
     flash_session,
@@ -74,6 +75,23 @@ CONFIRM_DELAY = 0.01
 #: One serial allocator per (database, counter, station), shared by the station's workers.
 _ALLOCATORS: dict = {}
 _ALLOCATORS_LOCK = threading.Lock()
+
+
+def flash_options(config, serial: Optional[int] = None) -> FlashOptions:
+    """What the station's flash of one board is asked to do, the same for every transport: the
+    profile's erase mode, verify, reset, SWD clock, patch plan and boot check, the config's lock
+    (:attr:`piflash.station.config.StationConfig.protect`, the profile's or the station's policy)
+    and the board's ``serial`` (int) when it has one.
+
+    The session options (a profile's ``pack``) are not in it: the probe workers open their
+    sessions with them themselves (the one session serves many boards), and PICOBOOT takes none.
+
+    :param config: the loaded :class:`piflash.station.config.StationConfig`.
+    :raises ValueError: a combination FlashOptions refuses (the config check refused it first).
+    """
+    prof = config.profile
+    return FlashOptions(erase=prof.erase, verify=prof.verify, reset=prof.reset, frequency=prof.frequency,
+                        protect=config.protect, boot_check=prof.boot_check, plan=prof.patch_plan, serial=serial)
 
 
 def serial_allocator(config, holder: Optional[str] = None) -> SerialAllocator:
@@ -357,8 +375,7 @@ class ProbeWorker(threading.Thread):
                         board_image = patched_image(session, result, image, plan, serial)
                     try:
                         flash_session(session, board_image, result,
-                                      StationSink(self, uid, serial=result.serial), prof.erase,
-                                      prof.verify, prof.reset, cfg.protect, prof.boot_check)
+                                      StationSink(self, uid, serial=result.serial), flash_options(cfg, serial))
                     finally:
                         if precheck_s:
                             result.durations[Phase.VERIFY] = round(result.durations.get(Phase.VERIFY, 0.0)
@@ -417,4 +434,4 @@ class ProbeWorker(threading.Thread):
         return False
 
 
-__all__ = ["ProbeWorker", "StationSink", "REMOVAL_READS", "release_allocators"]
+__all__ = ["ProbeWorker", "StationSink", "REMOVAL_READS", "release_allocators", "flash_options"]
