@@ -189,7 +189,7 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = Fa
                 done, size = done + len(part), 2 * size
                 crcs = compute_crcs(flash, [(start, nbytes) for start, nbytes, _ in part], check)
                 differ: List[_Page] = []
-                for (start, nbytes, members), crc in zip(part, crcs):
+                for (_start, nbytes, members), crc in zip(part, crcs):
                     expected = binascii.crc32(b"".join(p.expected() for p in members)) & 0xFFFFFFFF
                     if crc == expected:
                         stats.crc_pages += len(members)
