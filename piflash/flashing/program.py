@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 #: What ``ImageProgrammer._each`` runs for each region: (index, region, progress callback).
 _RegionAction = Callable[[int, "RegionProgrammer", Callable[[float], None]], None]
 
+
 def _soc(session: Session) -> SoCTarget:
     """``session.target`` of an open session: pyOCD types it Optional (None until the session is
     opened), and every function here takes an open one."""

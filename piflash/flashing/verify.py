@@ -134,7 +134,8 @@ def _crc_group(flash: Flash, page: _Page, unit: int) -> int:
     return size if size > unit and size % unit == 0 else unit
 
 
-def _page_crcs(flash: Flash, check: Optional[FlashCheck], pages: List[_Page], stats: VerifyStats, todo: List[_Page], quick: bool) -> None:
+def _page_crcs(flash: Flash, check: Optional[FlashCheck], pages: List[_Page], stats: VerifyStats,
+               todo: List[_Page], quick: bool) -> None:
     """The pages of sectors whose one CRC differed, each by its own CRC (piflash's routine
     ``check``): those that match are verified, the others go to ``todo`` to be read back (with
     ``quick``, the first raises VerifyError naming it), so a differing byte costs a page's read
@@ -155,7 +156,8 @@ def _page_crcs(flash: Flash, check: Optional[FlashCheck], pages: List[_Page], st
         _differs(pages[0])
 
 
-def _crc_check(pages: List[_Page], stats: VerifyStats, advance: Callable[[int], None], quick: bool = False) -> List[_Page]:
+def _crc_check(pages: List[_Page], stats: VerifyStats, advance: Callable[[int], None],
+               quick: bool = False) -> List[_Page]:
     """CRC32 on the target (:func:`piflash.flashing.plan.compute_crcs`) of fully covered pages, in
     CRC blocks of one page or, where a page's index does not fit the analyzer's 16 bits, of the
     pages of one :func:`crc_unit` block; return the pages still to read back. With ``quick``,
