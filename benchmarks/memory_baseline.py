@@ -247,7 +247,7 @@ def main():
 
     print("\nfitted: need = baseline + slope x file bytes")
     print(f"{'operation':<9} {'format':<6} {'baseline (MiB)':>15} {'slope (B/B)':>12}")
-    for op, fmt, nbytes, rss in rows:
+    for op, fmt, _nbytes, rss in rows:
         if fmt == "-":
             print(f"{op:<9} {'-':<6} {rss / MIB:>15.1f} {'-':>12}")
     for op in ("flash", "verify"):

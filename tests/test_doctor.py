@@ -81,7 +81,7 @@ def test_optional_packages_cost_nothing_when_absent(monkeypatch, fake):
         ("nothing-here", "piflash_no_such_module", "absent: costs nothing"),))
     rows = {c.name: c for c in doctor.check_optional(ctx_for(fake))}
     assert rows["nothing-here"].status == "ok" and rows["nothing-here"].detail == "absent: costs nothing"
-    for name, module, _ in doctor.OPTIONAL[:2]:
+    for name, _module, _ in doctor.OPTIONAL[:2]:
         assert rows[name].status == "ok"  # present or absent, never a failure
     assert "disasm" in doctor.OPTIONAL[0][2] and "--pack FILE still works" in doctor.OPTIONAL[1][2]
 

@@ -95,7 +95,7 @@ def test_a_line_of_stations_through_a_kill_a_restart_and_a_cut(tmp_path, firmwar
         feeder.close()
         for s in stations.values():
             s["proc"].signal(signal.SIGTERM)
-        for name, s in stations.items():
+        for _name, s in stations.items():
             assert s["proc"].wait(60) == 0, s["proc"].output()
         local = {(name, r["id"]): r for name, s in stations.items()
                  for r in rows(s["dir"] / "history.sqlite3")}

@@ -270,7 +270,10 @@ def test_verdicts_on_the_three_machines(zero, pi4, pc):
 @pytest.mark.parametrize("operation", sorted(BASELINE))
 def test_borders(tmp_path, operation):
     need = BASELINE[operation]
-    facts = lambda avail, swap: MachineFacts("Raspberry Pi Zero 2 W Rev 1.0", 427 * MIB, avail, 100 * MIB, swap)
+
+    def facts(avail, swap):
+        return MachineFacts("Raspberry Pi Zero 2 W Rev 1.0", 427 * MIB, avail, 100 * MIB, swap)
+
     assert assess_memory(operation, facts=facts(need + MARGIN, 0)).status == "ok"
     # Inside the margin: tight when swap makes up the difference, refused without swap.
     inside = assess_memory(operation, facts=facts(need + MARGIN - 1, 1))

@@ -254,7 +254,7 @@ def test_a_call_costs_two_probe_round_trips_on_cmsis_dap():
     from piflash.sim import SimStore
     from piflash.sim.probes import usb as sim_usb
 
-    page, runs, calls = PAGE["nrf51"], 4, []
+    runs, calls = 4, []
     store = SimStore()
     store.create("trips", "nrf51", exist_ok=True)
     device = sim_usb.install("trips@daplink", store).devices[0]

@@ -93,7 +93,8 @@ _register()
 def _command_words(args) -> str:
     """The command named on a command line that did not parse ("flash", "protect status"): the
     leading words that are piflash's commands and subcommands, options skipped."""
-    words, group = [], cli
+    words: list[str] = []
+    group: click.Command = cli
     for arg in args:
         if arg.startswith("-"):
             continue

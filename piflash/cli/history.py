@@ -8,7 +8,7 @@ import re
 import sys
 import time
 from datetime import datetime
-from typing import Dict
+from typing import Dict, Optional
 
 import click
 
@@ -20,7 +20,7 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _TIMES = ("started_at", "ended_at")
 
 
-def parse_since(text: str, now: float = None) -> float:
+def parse_since(text: str, now: Optional[float] = None) -> float:
     """Unix time from "2026-11-21", "2026-11-21T14:30" (local time, ISO 8601) or an age: "30m", "2h", "7d".
 
     :raises click.BadParameter: for anything else.

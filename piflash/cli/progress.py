@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Dict, Optional, TextIO
+from typing import TYPE_CHECKING, Dict, Optional, TextIO
 
 from piflash.progress import Phase, ProgressSink
 
-_LABELS = {Phase.CONNECT: "Connecting", Phase.ERASE: "Erasing", Phase.PROGRAM: "Programming",
+if TYPE_CHECKING:
+    from rich.progress import TaskID
+
+_LABELS: Dict[str, str] = {Phase.CONNECT: "Connecting", Phase.ERASE: "Erasing", Phase.PROGRAM: "Programming",
            Phase.VERIFY: "Verifying", Phase.RESET: "Resetting"}
 
 
@@ -22,7 +25,7 @@ _LABELS = {Phase.CONNECT: "Connecting", Phase.ERASE: "Erasing", Phase.PROGRAM: "
 RATED = (Phase.PROGRAM, Phase.VERIFY)
 
 
-def _rate(phase: str, nbytes: int, seconds: float) -> str:
+def _rate(phase: str, nbytes: float, seconds: float) -> str:
     # Under 50 ms the phase skipped most of its bytes: a rate would only mislead.
     if phase not in RATED or seconds < 0.05 or not nbytes:
         return ""
@@ -166,7 +169,7 @@ class RichProgress(ProgressSink):
 
         console = self.console = console or Console(file=stream)
         self._progress = Rows(*columns, console=console, transient=False)
-        self._tasks: Dict[str, int] = {}
+        self._tasks: Dict[str, TaskID] = {}
         self._start: Dict[str, float] = {}
 
     def __enter__(self) -> "RichProgress":
@@ -188,7 +191,7 @@ class RichProgress(ProgressSink):
                                                      rate="")
 
     def phase_update(self, phase: str, done: int) -> None:
-        task: Optional[int] = self._tasks.get(phase)
+        task: Optional[TaskID] = self._tasks.get(phase)
         if task is not None:
             self._progress.update(task, completed=done)
 

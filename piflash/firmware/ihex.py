@@ -18,7 +18,7 @@ records wrote the same address).
 from __future__ import annotations
 
 import os
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 from piflash.errors import FirmwareError
 
@@ -48,7 +48,7 @@ def check_records(path: "os.PathLike[str] | str", raw: bytes) -> Tuple[str, int]
     records: List[bytes] = []
     data_bytes = 0
     end = None          # line of the end-of-file record
-    kinds = {}          # 0x02 / 0x04 -> the first line that used it
+    kinds: Dict[int, int] = {}      # 0x02 / 0x04 -> the first line that used it
     for number, line in enumerate(raw.splitlines(), 1):
         line = line.strip()
         if not line:

@@ -34,7 +34,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import string
-from typing import Any, Callable, Dict, List, NoReturn, Optional, Tuple
+from types import MappingProxyType
+from typing import Any, Callable, Dict, List, Mapping, NoReturn, Optional, Tuple
 
 from piflash.errors import SerialError
 from piflash.firmware.image import FirmwareImage, merge_segments
@@ -44,6 +45,9 @@ ENCODINGS = {"u32": 4, "u64": 8, "ascii": None, "utf-8": None}
 #: Template fields and what they are.
 TEMPLATE_FIELDS = {"n": "the serial number (int)", "target_uid": "the chip's unique ID (hex str)",
                    "date": "today, UTC (YYYY-MM-DD)"}
+
+#: No extra keys (``parse_entry``'s default): read-only, so one shared instance is safe.
+_NO_KEYS: Mapping[str, Tuple[type, str]] = MappingProxyType({})
 
 #: The keys of one patch entry (table-driven: type check and meaning, as docs/profiles.md lists).
 ENTRY_KEYS: Dict[str, Tuple[type, str]] = {
@@ -193,7 +197,7 @@ def _fields(template: str) -> List[str]:
 
 
 def parse_entry(raw: Any, where: str, target: str, fail: Fail, default_name: str,
-                extra_keys: Dict[str, Tuple[type, str]] = {}) -> Tuple[PatchEntry, Dict[str, Any]]:
+                extra_keys: Mapping[str, Tuple[type, str]] = _NO_KEYS) -> Tuple[PatchEntry, Dict[str, Any]]:
     """Validate one entry mapping from a profile.
 
     :param where: the dotted key for messages ("serial", "patch[2]").
@@ -306,7 +310,7 @@ def parse_plan(serial: Any, patch: Any, target: str, profile_name: str, fail: Fa
     if len(set(names)) != len(names):
         fail("patch", f"two entries share a name: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
     spans = sorted((e.address, e.address + e.length, e.name) for e in entries)
-    for (a0, a1, n0), (b0, b1, n1) in zip(spans, spans[1:]):
+    for (_a0, a1, n0), (b0, _b1, n1) in zip(spans, spans[1:]):
         if b0 < a1:
             fail("patch", f"'{n0}' and '{n1}' overlap at {b0:#010x}")
     return PatchPlan(tuple(entries), counter)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple, TypedDict
 
 from piflash.errors import FirmwareError, ImageRangeError
 
@@ -144,6 +144,16 @@ def _first_missing(present: "set[int]", total: int, count: int) -> List[int]:
     return out
 
 
+class _Image(TypedDict):
+    """One image's blocks while a UF2 file is read: ``total`` blocks it says it has, ``seen`` so
+    far, their ``numbers``, and the index of its ``first`` block in the file."""
+
+    total: int
+    seen: int
+    numbers: Set[int]
+    first: int
+
+
 def parse_uf2(path: Path, raw: bytes) -> Uf2Contents:
     """Read and check a UF2 file's blocks (the module docstring has the layout).
 
@@ -162,7 +172,7 @@ def parse_uf2(path: Path, raw: bytes) -> Uf2Contents:
     families = set()
     skipped = 0
     # Each image of the file numbers its blocks 0..total-1; a new image starts at block 0.
-    images: List[Dict[str, object]] = []
+    images: List[_Image] = []
     for index in range(len(raw) // BLOCK_SIZE):
         block = raw[index * BLOCK_SIZE:(index + 1) * BLOCK_SIZE]
         m0, m1, flags, addr, size, number, total, family = _HEADER.unpack_from(block)

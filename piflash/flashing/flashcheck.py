@@ -32,9 +32,12 @@ from __future__ import annotations
 
 import struct
 from importlib import resources
-from typing import List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple
 
 from piflash.flashing import multipage
+
+if TYPE_CHECKING:
+    from pyocd.flash.flash import Flash
 
 __all__ = ["FlashCheck", "binary", "runs_of", "MAGIC"]
 
@@ -70,7 +73,7 @@ def runs_of(blocks: Sequence[Tuple[int, int]]) -> List[Tuple[int, int, int]]:
             runs[-1][2] += 1
         else:
             runs.append([address, size, 1])
-    return [tuple(r) for r in runs]
+    return [(r[0], r[1], r[2]) for r in runs]
 
 
 class FlashCheck:
@@ -86,7 +89,7 @@ class FlashCheck:
         arguments (:func:`piflash.flashing.multipage.free_window`).
     """
 
-    def __init__(self, flash, window: Tuple[int, int]) -> None:
+    def __init__(self, flash: Flash, window: Tuple[int, int]) -> None:
         self.flash = flash
         self._code = binary()
         magic, blank_entry, crc_entry = struct.unpack_from("<3I", self._code, 4)
@@ -101,7 +104,7 @@ class FlashCheck:
         self._loaded = False
 
     @classmethod
-    def for_flash(cls, flash) -> Optional["FlashCheck"]:
+    def for_flash(cls, flash: Flash) -> Optional["FlashCheck"]:
         """A :class:`FlashCheck` for ``flash``, or None when its algorithm leaves no RAM window
         with room for the code, the table and 256 bytes of arguments (then pyOCD's analyzer or
         a read-back does the job)."""
@@ -125,13 +128,13 @@ class FlashCheck:
             [self._entries[entry], r0, r1, r2, r3, self.flash.flash_algo["begin_stack"], _XPSR_THUMB,
              self.code_address + 1])
         target.resume()
-        result = self.flash.wait_for_completion(
+        result: int = self.flash.wait_for_completion(
             timeout=target.session.options.get("flash.timeout.analyzer"))
         if result == self.flash.TIMEOUT_ERROR:
             raise FlashFailure(f"piflash's on-target flash check ({entry}) timed out")
         return result
 
-    def _batches(self, blocks: Sequence[Tuple[int, int]], result_bytes: int):
+    def _batches(self, blocks: Sequence[Tuple[int, int]], result_bytes: int) -> Iterator[List[Tuple[int, int]]]:
         """Split ``blocks`` so that one call's run descriptors plus ``result_bytes`` per block
         (and a word of rounding) fit the I/O area; yields lists of blocks, in order."""
         batch: List[Tuple[int, int]] = []

@@ -41,7 +41,10 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from importlib import resources
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:
+    from pyocd.flash.flash import Flash
 
 from piflash.targets.algorithms import RP2_ALGORITHM, algorithm_digest
 
@@ -117,11 +120,13 @@ CALLER_BYTES = _CODE_BYTES + 2 * _MAILBOX_BYTES
 
 
 
-def reads_without_init(flash) -> bool:
+def reads_without_init(flash: Flash) -> bool:
     """Whether ``flash`` (a pyOCD ``Flash``) runs one of the :data:`MEMORY_MAPPED` algorithms:
     its region reads through the bus with the algorithm not initialised (nor loaded)."""
-    algo = getattr(flash, "flash_algo", None)
-    return bool(algo) and algorithm_digest(algo) in MEMORY_MAPPED
+    algo: Optional[Dict[str, Any]] = getattr(flash, "flash_algo", None)
+    if not algo:
+        return False
+    return algorithm_digest(algo) in MEMORY_MAPPED
 
 
 def run_caller() -> bytes:
@@ -148,7 +153,7 @@ class Layout:
     buffer_size: int
 
 
-def free_window(flash) -> Optional[Tuple[int, int]]:
+def free_window(flash: Flash) -> Optional[Tuple[int, int]]:
     """The RAM of the algorithm's region above both its code and its initial stack pointer:
     (start, end exclusive), or None when the stack is not in RAM.
 
@@ -168,7 +173,7 @@ def free_window(flash) -> Optional[Tuple[int, int]]:
     return top_of_algo, ram.end + 1
 
 
-def layout_for(flash, page_size: int) -> Optional[Layout]:
+def layout_for(flash: Flash, page_size: int) -> Optional[Layout]:
     """Two run buffers and the run caller for ``flash`` (a pyOCD ``Flash`` with its algorithm
     loaded or not), or None when its algorithm is not in :data:`KNOWN_ALGORITHMS`, has fewer than
     two page buffers (pyOCD's single-buffer path is kept), or there is no room for two runs of
@@ -266,7 +271,7 @@ class RunProgrammer:
     :param layout: From :func:`layout_for`.
     """
 
-    def __init__(self, flash, layout: Layout) -> None:
+    def __init__(self, flash: Flash, layout: Layout) -> None:
         self.flash = flash
         self.layout = layout
         self.mailboxes = (layout.caller + _CODE_BYTES, layout.caller + _CODE_BYTES + _MAILBOX_BYTES)
@@ -290,7 +295,7 @@ class RunProgrammer:
         target = self.flash.target
         target.write_memory(CortexM.DCRDR, self.layout.caller | 1)
         target.write_memory(CortexM.DCRSR, CortexM.DCRSR_REGWnR | _REGSEL_PC)
-        regrdy = target.read_memory(CortexM.DHCSR, now=False)
+        regrdy: Callable[[], int] = target.read_memory(CortexM.DHCSR, now=False)
         target.write_memory(CortexM.DFSR, _DFSR_ALL)
         target.write_memory(CortexM.DHCSR, CortexM.DBGKEY | CortexM.C_DEBUGEN)
         return regrdy
@@ -312,7 +317,7 @@ class RunProgrammer:
         return None
 
     def _wait(self, buffer: int, address: int, data: bytes, timeout: Optional[float],
-              regrdy: Callable[[], int], post: Optional[Tuple[int, int, int]]) -> int:
+              regrdy: Optional[Callable[[], int]], post: Optional[Tuple[int, int, int]]) -> int:
         """Poll DHCSR until the core halts, then check the result word of ``buffer``'s mailbox.
         ``post`` (buffer, address, size) rides in the first poll's report.
 
@@ -398,10 +403,12 @@ class RunProgrammer:
         target.write_core_registers_raw(["r4", "r5", "r6"], [self.mailboxes[0], self.mailboxes[1],
                                                              flash.flash_algo["pc_program_page"] | 1])
         todo = list(runs)
+        current: Optional[Tuple[int, bytes]]
         current = todo.pop(0)
         self._load(0, *current)
         self._post(0, current[0], len(current[1]))
-        buf, waits, grow = 0, [], False
+        waits: List[Tuple[int, int, int]] = []
+        buf, grow = 0, False
         while current is not None:
             address, data = current
             regrdy = self._start()

@@ -55,10 +55,16 @@ import logging
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from piflash.flashing import multipage
 from piflash.targets.families import flash_speedups
+
+if TYPE_CHECKING:
+    from pyocd.core.memory_map import MemoryRegion
+    from pyocd.flash.flash import Flash
+
+    from piflash.flashing.flashcheck import FlashCheck
 
 LOG = logging.getLogger(__name__)
 
@@ -93,7 +99,7 @@ def crc_encodable(address: int, size: int) -> bool:
     return size > 0 and size & (size - 1) == 0 and address % size == 0 and address // size <= MAX_CRC_INDEX
 
 
-def crc_unit(flash, region, page_size: int) -> Optional[int]:
+def crc_unit(flash: Flash, region: MemoryRegion, page_size: int) -> Optional[int]:
     """The CRC block size (bytes) for a region's pages: the smallest power of two >= ``page_size``
     at which every block of the region has an index below 2**16, or None when the flash has
     neither pyOCD's analyzer nor room for piflash's own routine, or no such size up to
@@ -120,7 +126,7 @@ def crc_unit(flash, region, page_size: int) -> Optional[int]:
     return None
 
 
-def compute_crcs(flash, blocks: Sequence[Tuple[int, int]], check=None) -> List[int]:
+def compute_crcs(flash: Flash, blocks: Sequence[Tuple[int, int]], check: Optional[FlashCheck] = None) -> List[int]:
     """The CRC32 of ``blocks`` ((address, size) pairs, each :func:`crc_encodable`), computed on
     the target: by piflash's own routine (:class:`piflash.flashing.flashcheck.FlashCheck`, about twice
     the analyzer's speed) where the algorithm leaves RAM for it, else by pyOCD's CRC32 analyzer
@@ -148,7 +154,7 @@ def compute_crcs(flash, blocks: Sequence[Tuple[int, int]], check=None) -> List[i
     return out
 
 
-def init_for_read(flash) -> None:
+def init_for_read(flash: Flash) -> None:
     """Make ``flash``'s region readable through the bus for piflash's checks (a pyOCD ``Flash``).
 
     For the algorithms of :data:`piflash.flashing.multipage.MEMORY_MAPPED`, when there is RAM for
@@ -185,7 +191,7 @@ def init_for_read(flash) -> None:
     speedups.enable_reads(flash)   # RP2040: fast XIP reads (the algorithm's Init took the flash out of XIP)
 
 
-def end_read(flash) -> None:
+def end_read(flash: Flash) -> None:
     """End a read phase begun with :func:`init_for_read`: the RP2040's flash back to taking
     instructions, XIP as the boot ROM leaves it (:func:`piflash.targets.families.rp2_flash.end_reads`); the
     algorithm stays as it is (``Flash.cleanup`` or the next ``Flash.init`` follows).
@@ -196,7 +202,7 @@ def end_read(flash) -> None:
 
 
 @contextmanager
-def _read_phase(flash) -> Iterator[None]:
+def _read_phase(flash: Flash) -> Iterator[None]:
     """:func:`init_for_read`, the body, :func:`end_read`; when either of the first two raises,
     :func:`end_read` is still tried (a failure of it only logged) and their error raised."""
     try:
@@ -209,7 +215,7 @@ def _read_phase(flash) -> Iterator[None]:
 
 
 @contextmanager
-def reading(flash) -> Iterator[None]:
+def reading(flash: Flash) -> Iterator[None]:
     """:func:`init_for_read`, the body, then :func:`end_read` and ``Flash.cleanup``. When either
     of the first two raises, its error is the one raised: :func:`end_read` is still tried, and a
     failure of it only logged.
@@ -223,7 +229,7 @@ def reading(flash) -> Iterator[None]:
         flash.cleanup()
 
 
-def _end_read_quietly(flash) -> None:
+def _end_read_quietly(flash: Flash) -> None:
     """:func:`end_read` after another error, whose report this one must not replace: a failure
     is logged. (A read phase left unended is caught before the next read: see
     :func:`piflash.targets.families.rp2_flash.reads_without_init`.)"""
@@ -307,7 +313,7 @@ class RegionPlan:
         counts once for the sector and once for each page); :ivar read_bytes: bytes read back.
     """
 
-    def __init__(self, flash, sectors: List[SectorPlan], chip_erase: bool, crc_blocks: int, read_bytes: int):
+    def __init__(self, flash: Flash, sectors: List[SectorPlan], chip_erase: bool, crc_blocks: int, read_bytes: int):
         self.flash = flash
         self.sectors = sectors
         self.chip_erase = chip_erase
@@ -414,19 +420,19 @@ class RegionPlan:
                     nonlocal done
                     done += nbytes
                     progress(done / total)
-                runs = multipage.group_runs([(p.address, p.data) for p in pages], layout.run_size,
+                runs = multipage.group_runs([(p.address, _planned(p)) for p in pages], layout.run_size,
                                            first_run=flash.region.page_size)
                 LOG.debug("%s: %d pages in %d calls of up to %d B (%s)", flash.region.name, len(pages),
                           len(runs), layout.run_size, layout.algorithm)
                 multipage.RunProgrammer(flash, layout).program(runs, run_done)
             elif flash.is_double_buffering_supported:
                 timeout = flash.target.session.options.get("flash.timeout.program")
-                flash.load_page_buffer(0, pages[0].address, list(pages[0].data))
+                flash.load_page_buffer(0, pages[0].address, list(_planned(pages[0])))
                 buf = 0
                 for i, page in enumerate(pages):
                     flash.start_program_page_with_buffer(buf, page.address)
                     if i + 1 < len(pages):   # the next page crosses the probe while this one programs
-                        flash.load_page_buffer(1 - buf, pages[i + 1].address, list(pages[i + 1].data))
+                        flash.load_page_buffer(1 - buf, pages[i + 1].address, list(_planned(pages[i + 1])))
                     result = flash.wait_for_completion(timeout=timeout)
                     if result != 0:
                         what = "timeout" if result == flash.TIMEOUT_ERROR else "failure"
@@ -437,7 +443,7 @@ class RegionPlan:
                     progress(done / total)
             else:
                 for page in pages:
-                    flash.program_page(page.address, list(page.data))
+                    flash.program_page(page.address, list(_planned(page)))
                     done += page.size
                     progress(done / total)
             speedups.before_uninit(flash)      # RP2040: 03h XIP within 50 MHz after the UnInit
@@ -448,7 +454,13 @@ class RegionPlan:
         return self.stats()
 
 
-def _sectors_for(flash, chunks: Sequence[Tuple[int, bytes]]) -> List[SectorPlan]:
+def _planned(page: PagePlan) -> bytes:
+    """``page.data`` of a page the plan writes: the plan sets it for every such page."""
+    assert page.data is not None, "a page to write has its data planned"
+    return page.data
+
+
+def _sectors_for(flash: Flash, chunks: Sequence[Tuple[int, bytes]]) -> List[SectorPlan]:
     """Every sector the image's ``chunks`` touch, with all its pages and the image's pieces."""
     sectors: Dict[int, SectorPlan] = {}
     pages: Dict[int, PagePlan] = {}
@@ -480,8 +492,8 @@ def _sectors_for(flash, chunks: Sequence[Tuple[int, bytes]]) -> List[SectorPlan]
     return [sectors[a] for a in sorted(sectors)]
 
 
-def _sector_crcs(flash, sectors: Sequence[SectorPlan], keys: List[int], unit: int,
-                 check) -> Tuple[List[int], int]:
+def _sector_crcs(flash: Flash, sectors: Sequence[SectorPlan], keys: List[int], unit: int,
+                 check: FlashCheck) -> Tuple[List[int], int]:
     """The plan's CRC pass by whole sectors first, with piflash's own routine (``check``), which
     takes any (address, size): one CRC per sector whose every block is in ``keys`` (not blank),
     where an RP2040's 4 KiB sector of 256-byte blocks would need 16 CRCs and 16 result words.
@@ -514,7 +526,7 @@ def _sector_crcs(flash, sectors: Sequence[SectorPlan], keys: List[int], unit: in
     return [a for a in keys if a in todo], len(whole)
 
 
-def plan_region(flash, chunks: Sequence[Tuple[int, bytes]], chip_erase: bool = False) -> RegionPlan:
+def plan_region(flash: Flash, chunks: Sequence[Tuple[int, bytes]], chip_erase: bool = False) -> RegionPlan:
     """Decide what to erase and program in ``flash``'s region for the image's ``chunks``.
 
     Runs on the target: one CRC pass over every page of the sectors the image touches, and reads
@@ -540,7 +552,7 @@ def plan_region(flash, chunks: Sequence[Tuple[int, bytes]], chip_erase: bool = F
         return _plan_pages(flash, sectors, chip_erase)
 
 
-def _plan_pages(flash, sectors: List[SectorPlan], chip_erase: bool) -> RegionPlan:
+def _plan_pages(flash: Flash, sectors: List[SectorPlan], chip_erase: bool) -> RegionPlan:
     """:func:`plan_region`'s reads and decisions, the region readable (:func:`init_for_read`)."""
     region = flash.region
     erased_value = region.erased_byte_value
@@ -562,6 +574,7 @@ def _plan_pages(flash, sectors: List[SectorPlan], chip_erase: bool) -> RegionPla
             if page.size == page_size and start + unit - 1 <= region.end:
                 blocks.setdefault(start, []).append(page)
     keys = sorted(blocks)
+    crc_block = unit or 0         # the CRC block size; keys is empty when there is none
     # A fresh board's pages are all blank: piflash's blank check tells that at about a cycle
     # per byte, and only the blocks that are not blank need the CRC.
     from piflash.flashing.flashcheck import FlashCheck
@@ -569,24 +582,25 @@ def _plan_pages(flash, sectors: List[SectorPlan], chip_erase: bool) -> RegionPla
     check = FlashCheck.for_flash(flash) if keys else None
     sector_crcs = 0
     if check is not None:
-        is_blank = check.blank([(a, unit) for a in keys], erased_value)
+        is_blank = check.blank([(a, crc_block) for a in keys], erased_value)
         for start in (a for a, b in zip(keys, is_blank) if b):
             for page in blocks[start]:
                 page.current, page.evidence = blank(page.size), "blank"
         keys = [a for a, b in zip(keys, is_blank) if not b]
-        keys, sector_crcs = _sector_crcs(flash, sectors, keys, unit, check)
-    crcs = compute_crcs(flash, [(a, unit) for a in keys], check) if keys else []
+        keys, sector_crcs = _sector_crcs(flash, sectors, keys, crc_block, check)
+    crcs = compute_crcs(flash, [(a, crc_block) for a in keys], check) if keys else []
     for start, crc in zip(keys, crcs):
         members = blocks[start]
         # Every page of the block must be one of ours to know what "image over blank" is.
-        full = [by_addr.get(a) for a in range(start, start + unit, page_size)]
-        if crc == erased_crc(unit, erased_value):
+        full = [by_addr.get(a) for a in range(start, start + crc_block, page_size)]
+        ours = [p for p in full if p is not None and p.size == page_size]
+        if crc == erased_crc(crc_block, erased_value):
             for page in members:
                 page.current, page.evidence = blank(page.size), "crc"
-        elif all(p is not None and p.size == page_size for p in full):
-            expect = [p.overlay(blank(p.size)) for p in full]
+        elif len(ours) == len(full):
+            expect = [p.overlay(blank(p.size)) for p in ours]
             if crc == binascii.crc32(b"".join(expect)) & 0xFFFFFFFF:
-                for page, data in zip(full, expect):
+                for page, data in zip(ours, expect):
                     page.current, page.evidence = data, "crc"
 
     read_bytes = [0]
@@ -623,7 +637,7 @@ class EngineRegion:
     :param flash: the region's ``Flash``; :param chunks: (address, bytes) of the image in it.
     """
 
-    def __init__(self, flash, chunks: Sequence[Tuple[int, bytes]]) -> None:
+    def __init__(self, flash: Flash, chunks: Sequence[Tuple[int, bytes]]) -> None:
         self.flash = flash
         self.chunks = list(chunks)
         self.data_size = sum(len(d) for _, d in self.chunks)
@@ -683,7 +697,7 @@ class BuilderRegion:
     """One flash region programmed by pyOCD's ``FlashBuilder`` (where the engine does not apply),
     with the same ``erase``/``program`` interface as :class:`EngineRegion`."""
 
-    def __init__(self, flash, chunks: Sequence[Tuple[int, bytes]], smart_flash: bool = True) -> None:
+    def __init__(self, flash: Flash, chunks: Sequence[Tuple[int, bytes]], smart_flash: bool = True) -> None:
         self.builder = flash.get_flash_builder()
         self.builder.log_performance = False
         self._chunks = list(chunks)
@@ -710,7 +724,13 @@ class BuilderRegion:
                            skipped_pages=info.skipped_page_count)
 
 
-def make_region_programmer(flash, chunks: Sequence[Tuple[int, bytes]], smart_flash: bool = True):
+#: What :func:`make_region_programmer` returns: both have ``data_size`` (int), ``erase``, ``program``,
+#: ``erased_sectors`` and ``unchanged_plan``.
+RegionProgrammer = Union[EngineRegion, BuilderRegion]
+
+
+def make_region_programmer(flash: Flash, chunks: Sequence[Tuple[int, bytes]],
+                           smart_flash: bool = True) -> RegionProgrammer:
     """The engine for ``flash``'s region, or pyOCD's FlashBuilder where the engine does not apply
     (see the module docstring): an :class:`EngineRegion` or a :class:`BuilderRegion`."""
     region = flash.region

@@ -10,13 +10,33 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from piflash.errors import FlashError, ImageRangeError
 from piflash.firmware.image import FirmwareImage
 from piflash.progress import Phase, ProgressSink, fraction_callback
 from piflash.record.result import ProgramStats
 from piflash.targets.catalog import flash_regions
+
+if TYPE_CHECKING:
+    from pyocd.core.session import Session
+    from pyocd.core.soc_target import SoCTarget
+    from pyocd.flash.flash import Flash
+
+    from piflash.flashing.plan import RegionProgrammer
+    from piflash.flashing.verify import VerifyStats
+
+#: What ``ImageProgrammer._each`` runs for each region: (index, region, progress callback).
+_RegionAction = Callable[[int, "RegionProgrammer", Callable[[float], None]], None]
+
+
+def _soc(session: Session) -> SoCTarget:
+    """``session.target`` of an open session: pyOCD types it Optional (None until the session is
+    opened), and every function here takes an open one."""
+    target = session.target
+    assert target is not None, "the pyOCD session is not open"
+    return target
+
 
 #: Accepted values of the erase mode: pyOCD's ``chip_erase`` option (pyocd/core/options.py).
 ERASE_MODES = ("auto", "sector", "chip")
@@ -28,7 +48,7 @@ class _Offset(ProgressSink):
     def __init__(self, sink: ProgressSink, offset: int) -> None:
         self._sink, self._offset = sink, offset
 
-    def phase_update(self, phase: str, done: int) -> None:
+    def phase_update(self, phase: Phase, done: int) -> None:
         self._sink.phase_update(phase, self._offset + done)
 
 
@@ -53,7 +73,7 @@ class ImageProgrammer:
     :raises FlashError: part of the image is in memory without a flash algorithm.
     """
 
-    def __init__(self, session, image: FirmwareImage, erase: str = "auto", smart_flash: bool = True,
+    def __init__(self, session: Session, image: FirmwareImage, erase: str = "auto", smart_flash: bool = True,
                  progress: Optional[ProgressSink] = None) -> None:
         if erase not in ERASE_MODES:
             raise ValueError(f"erase mode must be one of {ERASE_MODES}, not {erase!r}")
@@ -65,24 +85,25 @@ class ImageProgrammer:
         self.stats = ProgramStats()
 
     @staticmethod
-    def _make_regions(session, image: FirmwareImage, smart_flash: bool) -> List[object]:
+    def _make_regions(session: Session, image: FirmwareImage, smart_flash: bool) -> List[RegionProgrammer]:
         from piflash.flashing.plan import make_region_programmer
 
-        memory_map = session.target.memory_map
-        chunks: Dict[int, Tuple[object, List[Tuple[int, bytes]]]] = {}
+        memory_map = _soc(session).memory_map
+        chunks: Dict[int, Tuple[Flash, List[Tuple[int, bytes]]]] = {}
         for seg in image.segments:
             addr = seg.address
             while addr < seg.end:
                 region = memory_map.get_region_for_address(addr)
-                if region is None or not region.is_flash or region.flash is None:
+                flash = region.flash if region is not None and region.is_flash else None
+                if region is None or flash is None:
                     raise FlashError(f"no flash algorithm for address {addr:#010x}", address=addr)
                 stop = min(seg.end, region.end + 1)
-                chunks.setdefault(region.start, (region, []))[1].append(
+                chunks.setdefault(region.start, (flash, []))[1].append(
                     (addr, seg.data[addr - seg.address: stop - seg.address]))
                 addr = stop
-        return [make_region_programmer(chunks[k][0].flash, chunks[k][1], smart_flash) for k in sorted(chunks)]
+        return [make_region_programmer(chunks[k][0], chunks[k][1], smart_flash) for k in sorted(chunks)]
 
-    def _each(self, phase: Phase, action) -> float:
+    def _each(self, phase: Phase, action: _RegionAction) -> float:
         start = time.monotonic()
         self._sink.phase_start(phase, self._total)
         offset = 0
@@ -100,7 +121,7 @@ class ImageProgrammer:
         chip = [False]
         spans: List[Tuple[int, int]] = []   # (start, end) of the sectors about to be erased
 
-        def one(i, region, cb):
+        def one(i: int, region: RegionProgrammer, cb: Callable[[float], None]) -> None:
             # Chip erase once at most: the first region erases the chip, later ones use sectors.
             mode = self._erase_mode if (self._erase_mode != "chip" or i == 0) else "sector"
             chip[0] = region.erase(mode, cb, on_plan=spans.extend) or chip[0]
@@ -108,10 +129,11 @@ class ImageProgrammer:
         # A sector erase that times out is named by the first planned sector still holding data.
         with _naming_stuck_sector(self._session, spans):
             self._each(Phase.ERASE, one)
-        counts = [region.erased_sectors for region in self._regions]
+        erased = [region.erased_sectors for region in self._regions]
+        counts = [c for c in erased if c is not None]
         if chip[0]:
             summary = "chip erase"
-        elif any(c is None for c in counts):
+        elif len(counts) < len(erased):
             summary = "sector erase"
         elif sum(n for n, _ in counts):
             summary = (f"{sum(n for n, _ in counts)} sector(s) erased ({sum(b for _, b in counts):,} B); "
@@ -126,7 +148,7 @@ class ImageProgrammer:
         :returns: :attr:`stats`, now complete.
         :raises pyocd.core.exceptions.FlashFailure: and other pyOCD errors.
         """
-        def one(i, region, cb):
+        def one(i: int, region: RegionProgrammer, cb: Callable[[float], None]) -> None:
             self.stats.add(region.program(cb))
 
         self._each(Phase.PROGRAM, one)
@@ -134,7 +156,7 @@ class ImageProgrammer:
                              f"{self.stats.skipped_bytes:,} B unchanged")
         return self.stats
 
-    def unchanged_proof(self):
+    def unchanged_proof(self) -> Optional[VerifyStats]:
         """When the erase and program wrote nothing at all, the plan's check is a complete verify:
         every image page was compared with the image, by on-target CRC32 or by reading it back,
         in this session, and nothing has written to the flash since. Returns that check as
@@ -145,17 +167,18 @@ class ImageProgrammer:
         from piflash.flashing.verify import VerifyStats
 
         plans = [getattr(region, "unchanged_plan", None) for region in self._regions]
-        if not plans or any(plan is None for plan in plans):
+        proven = [plan for plan in plans if plan is not None]
+        if not plans or len(proven) < len(plans):
             return None
         stats = VerifyStats(verified_bytes=self._total)
-        for plan in plans:
+        for plan in proven:
             pages = plan.image_pages()
             stats.crc_pages += sum(1 for p in pages if p.evidence in ("crc", "blank"))
             stats.readback_bytes += sum(p.covered for p in pages if p.evidence == "read")
         return stats
 
 
-def reset_target(session, halt: bool = False, progress: Optional[ProgressSink] = None) -> None:
+def reset_target(session: Session, halt: bool = False, progress: Optional[ProgressSink] = None) -> None:
     """Reset the target with pyOCD's default reset type for it.
 
     :param halt: stop at the reset vector instead of running the firmware.
@@ -165,13 +188,13 @@ def reset_target(session, halt: bool = False, progress: Optional[ProgressSink] =
     sink = progress or ProgressSink()
     sink.phase_start(Phase.RESET, 0)
     if halt:
-        session.target.reset_and_halt()
+        _soc(session).reset_and_halt()
     else:
-        session.target.reset()
+        _soc(session).reset()
     sink.phase_end(Phase.RESET, "halted at the reset vector" if halt else "running")
 
 
-def _check_erase_range(start: int, end: int, regions) -> None:
+def _check_erase_range(start: int, end: int, regions: Sequence[Tuple[int, int, str]]) -> None:
     if end <= start:
         raise ValueError(f"empty erase range {start:#010x}-{end:#010x} (end is exclusive)")
     addr = start
@@ -184,7 +207,7 @@ def _check_erase_range(start: int, end: int, regions) -> None:
         addr = region[1]
 
 
-def erase_flash(session, mode: str = "chip", ranges: Sequence[Tuple[int, int]] = ()) -> int:
+def erase_flash(session: Session, mode: str = "chip", ranges: Sequence[Tuple[int, int]] = ()) -> int:
     """Erase the whole chip, or the sectors that cover ``ranges``, and prove it with a blank check.
 
     A flash controller that refuses an erase (write protection: the STM32F1 FPEC sets
@@ -202,7 +225,7 @@ def erase_flash(session, mode: str = "chip", ranges: Sequence[Tuple[int, int]] =
     """
     from pyocd.flash.eraser import FlashEraser
 
-    regions = flash_regions(session.target.memory_map)
+    regions = flash_regions(_soc(session).memory_map)
     if mode == "chip":
         return sum(end - start for start, end in _chip_erase(session))
     if mode != "sector":
@@ -214,7 +237,8 @@ def erase_flash(session, mode: str = "chip", ranges: Sequence[Tuple[int, int]] =
         _check_erase_range(start, end, regions)
         addr = start
         while addr < end:
-            region = session.target.memory_map.get_region_for_address(addr)
+            region = _soc(session).memory_map.get_region_for_address(addr)
+            assert region is not None, "_check_erase_range: in flash"
             sector = region.flash.get_sector_info(addr)
             if (sector.base_addr, sector.base_addr + sector.size) not in sectors:
                 sectors.append((sector.base_addr, sector.base_addr + sector.size))
@@ -235,7 +259,7 @@ CHIP_WIDE_ERASE_ALL = {
 }
 
 
-def _chip_erase(session) -> List[Tuple[int, int]]:
+def _chip_erase(session: Session) -> List[Tuple[int, int]]:
     """Erase every flash region of the selected core, then prove it with the blank check.
 
     pyOCD's ``FlashEraser`` chip mode runs ``EraseAll`` once per region because it cannot know
@@ -257,9 +281,9 @@ def _chip_erase(session) -> List[Tuple[int, int]]:
     from piflash.flashing.multipage import algorithm_digest
     from piflash.targets.families import flash_speedups     # not at import: ``piflash --help`` imports this module
 
-    regions = [r for r in session.target.memory_map.iter_matching_regions(
-        type=MemoryType.FLASH, pname=session.target.selected_core.node_name) if r.flash is not None]
-    chip_wide_done = set()
+    regions = [r for r in _soc(session).memory_map.iter_matching_regions(
+        type=MemoryType.FLASH, pname=_soc(session).selected_core_or_raise.node_name) if r.flash is not None]
+    chip_wide_done: Set[Optional[str]] = set()
     spans = [(r.start, r.end + 1) for r in regions]
     for i, region in enumerate(regions):
         algo = getattr(region.flash, "flash_algo", None)
@@ -284,7 +308,7 @@ def _chip_erase(session) -> List[Tuple[int, int]]:
     return spans
 
 
-def _check_blank(session, mode: str, ranges: Sequence[Tuple[int, int]]) -> None:
+def _check_blank(session: Session, mode: str, ranges: Sequence[Tuple[int, int]]) -> None:
     """Raise FlashError (exit 11) if any byte of ``ranges`` is not erased after a ``mode`` erase."""
     from piflash.flashing.verify import blank_check
 
@@ -301,7 +325,7 @@ def _check_blank(session, mode: str, ranges: Sequence[Tuple[int, int]]) -> None:
 
 
 @contextlib.contextmanager
-def _naming_stuck_sector(session, spans: Sequence[Tuple[int, int]]) -> Iterator[None]:
+def _naming_stuck_sector(session: Session, spans: Sequence[Tuple[int, int]]) -> Iterator[None]:
     """Turn pyOCD's address-less "flash erase sector timed out" into a FlashError naming the sector.
 
     Sectors are erased in ascending order, so the one the controller got stuck on is the first
@@ -326,9 +350,9 @@ def _naming_stuck_sector(session, spans: Sequence[Tuple[int, int]]) -> Iterator[
                  "power-cycle the board and try again") from exc
 
 
-def _first_dirty_sector(session, spans: Sequence[Tuple[int, int]]) -> Optional[int]:
+def _first_dirty_sector(session: Session, spans: Sequence[Tuple[int, int]]) -> Optional[int]:
     """Base address (int) of the first sector in ``spans`` that is not all 0xFF, or None."""
-    memory_map = session.target.memory_map
+    memory_map = _soc(session).memory_map
     for start, end in sorted(spans):
         addr = start
         while addr < end:
@@ -337,10 +361,11 @@ def _first_dirty_sector(session, spans: Sequence[Tuple[int, int]]) -> Optional[i
                 break
             sector = region.flash.get_sector_info(addr)
             try:
-                data = bytes(session.target.read_memory_block8(sector.base_addr, sector.size))
+                data = bytes(_soc(session).read_memory_block8(sector.base_addr, sector.size))
             except Exception:  # noqa: BLE001  (a diagnosis only: the timeout is reported anyway)
                 return None
             if data.count(0xFF) != len(data):
-                return sector.base_addr
+                base: int = sector.base_addr
+                return base
             addr = sector.base_addr + sector.size
     return None

@@ -22,11 +22,18 @@ from __future__ import annotations
 import binascii
 import logging
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
 
 from piflash.errors import VerifyError
 from piflash.firmware.image import FirmwareImage
 from piflash.progress import Phase, ProgressSink
+
+if TYPE_CHECKING:
+    from pyocd.core.memory_map import MemoryMap, MemoryRegion
+    from pyocd.core.session import Session
+    from pyocd.flash.flash import Flash
+
+    from piflash.flashing.flashcheck import FlashCheck
 
 LOG = logging.getLogger(__name__)
 
@@ -53,7 +60,7 @@ READBACK_BLOCK = 16 * 1024
 class _Page:
     address: int
     size: int
-    region: object
+    region: MemoryRegion
     chunks: List[Tuple[int, bytes]] = field(default_factory=list)
     crc_failed: bool = False  # already counted in progress by the CRC pass
 
@@ -88,7 +95,7 @@ class VerifyStats:
     first_mismatch: Optional[int] = None
 
 
-def _pages_of(image: FirmwareImage, memory_map) -> List[_Page]:
+def _pages_of(image: FirmwareImage, memory_map: MemoryMap) -> List[_Page]:
     pages: Dict[int, _Page] = {}
     for seg in image.segments:
         addr = seg.address
@@ -114,7 +121,7 @@ def _differs(page: _Page) -> None:
                       page.address, page.covered)
 
 
-def _crc_group(flash, page: _Page, unit: int) -> int:
+def _crc_group(flash: Flash, page: _Page, unit: int) -> int:
     """Bytes one CRC covers where the image fills them: ``unit`` (:func:`piflash.flashing.plan.crc_unit`)
     for pyOCD's analyzer, whose blocks are numbered in 16 bits; for piflash's own routine, which
     takes any (address, size), the page's sector when that is a multiple of ``unit`` (an RP2040's
@@ -127,7 +134,8 @@ def _crc_group(flash, page: _Page, unit: int) -> int:
     return size if size > unit and size % unit == 0 else unit
 
 
-def _page_crcs(flash, check, pages: List[_Page], stats: VerifyStats, todo: List[_Page], quick: bool) -> None:
+def _page_crcs(flash: Flash, check: Optional[FlashCheck], pages: List[_Page], stats: VerifyStats,
+               todo: List[_Page], quick: bool) -> None:
     """The pages of sectors whose one CRC differed, each by its own CRC (piflash's routine
     ``check``): those that match are verified, the others go to ``todo`` to be read back (with
     ``quick``, the first raises VerifyError naming it), so a differing byte costs a page's read
@@ -148,7 +156,8 @@ def _page_crcs(flash, check, pages: List[_Page], stats: VerifyStats, todo: List[
         _differs(pages[0])
 
 
-def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = False) -> List[_Page]:
+def _crc_check(pages: List[_Page], stats: VerifyStats, advance: Callable[[int], None],
+               quick: bool = False) -> List[_Page]:
     """CRC32 on the target (:func:`piflash.flashing.plan.compute_crcs`) of fully covered pages, in
     CRC blocks of one page or, where a page's index does not fit the analyzer's 16 bits, of the
     pages of one :func:`crc_unit` block; return the pages still to read back. With ``quick``,
@@ -157,11 +166,11 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = Fa
     from piflash.flashing.plan import compute_crcs, crc_unit, reading
 
     todo: List[_Page] = []
-    by_flash: Dict[int, Tuple[object, int, Dict[int, List[_Page]]]] = {}
+    by_flash: Dict[int, Tuple[Flash, int, Dict[int, List[_Page]]]] = {}
     for page in pages:
-        flash = getattr(page.region, "flash", None)
+        flash: Optional[Flash] = getattr(page.region, "flash", None)
         unit = crc_unit(flash, page.region, page.size) if flash is not None else None
-        if unit is not None and page.covered == page.size:
+        if flash is not None and unit is not None and page.covered == page.size:
             group = _crc_group(flash, page, unit)
             entry = by_flash.setdefault(id(flash), (flash, unit, {}))
             entry[2].setdefault(page.address - page.address % group, []).append(page)
@@ -189,7 +198,7 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = Fa
                 done, size = done + len(part), 2 * size
                 crcs = compute_crcs(flash, [(start, nbytes) for start, nbytes, _ in part], check)
                 differ: List[_Page] = []
-                for (start, nbytes, members), crc in zip(part, crcs):
+                for (_start, nbytes, members), crc in zip(part, crcs):
                     expected = binascii.crc32(b"".join(p.expected() for p in members)) & 0xFFFFFFFF
                     if crc == expected:
                         stats.crc_pages += len(members)
@@ -210,7 +219,7 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance, quick: bool = Fa
     return sorted(todo, key=lambda p: p.address)
 
 
-def verify_image(session, image: FirmwareImage, progress: Optional[ProgressSink] = None,
+def verify_image(session: Session, image: FirmwareImage, progress: Optional[ProgressSink] = None,
                  use_crc: bool = True, quick: bool = False) -> VerifyStats:
     """Compare the target's memory with ``image``, without writing anything.
 
@@ -237,6 +246,7 @@ def verify_image(session, image: FirmwareImage, progress: Optional[ProgressSink]
         sink.phase_update(Phase.VERIFY, done[0])
 
     target = session.target
+    assert target is not None, "the pyOCD session is not open"
     pages = _pages_of(image, target.memory_map)
     sink.phase_start(Phase.VERIFY, sum(p.covered for p in pages))
     todo = _crc_check(pages, stats, advance, quick) if use_crc else pages
@@ -259,9 +269,11 @@ def verify_image(session, image: FirmwareImage, progress: Optional[ProgressSink]
                     advance(len(want))
     if stats.mismatched_bytes:
         sink.phase_end(Phase.VERIFY, "FAILED")
+        first_bad = stats.first_mismatch
+        assert first_bad is not None, "set with mismatched_bytes"
         raise VerifyError(
             f"verify failed: {stats.mismatched_bytes:,} byte(s) differ, first at "
-            f"{stats.first_mismatch:#010x}", stats.first_mismatch, stats.mismatched_bytes,
+            f"{first_bad:#010x}", first_bad, stats.mismatched_bytes,
             hint="flash again; if the same address fails again the flash is worn or protected")
     sink.phase_end(Phase.VERIFY, f"all match: {stats.crc_pages} pages by CRC32, "
                    f"{stats.readback_bytes:,} B read back")
@@ -313,7 +325,7 @@ def _blank_blocks(start: int, end: int) -> List[Tuple[int, int, bool]]:
     return out
 
 
-def blank_check(session, ranges: List[Tuple[int, int]]) -> BlankStats:
+def blank_check(session: Session, ranges: List[Tuple[int, int]]) -> BlankStats:
     """Prove that flash in ``ranges`` reads as erased, cheaply: on the target, per block of up
     to :data:`BLANK_BLOCK_MAX` bytes, piflash's blank check (:class:`piflash.flashing.flashcheck.FlashCheck`)
     or, where the algorithm leaves no RAM for it, pyOCD's CRC32 analyzer (``Flash.compute_crcs``,
@@ -328,20 +340,22 @@ def blank_check(session, ranges: List[Tuple[int, int]]) -> BlankStats:
     from piflash.flashing.plan import reading
 
     target = session.target
+    assert target is not None, "the pyOCD session is not open"
     stats = BlankStats()
-    by_flash: Dict[int, Tuple[object, int, List[Tuple[int, int]]]] = {}
+    by_flash: Dict[int, Tuple[Flash, int, List[Tuple[int, int]]]] = {}
     readback: List[Tuple[int, int, int]] = []
     for start, end in ranges:
         addr = start
         while addr < end:
             region = target.memory_map.get_region_for_address(addr)
+            assert region is not None, "blank_check: the ranges are in flash"
             stop = min(end, region.end + 1)
             erased = getattr(region, "erased_byte_value", 0xFF)
-            flash = getattr(region, "flash", None)
+            flash: Optional[Flash] = getattr(region, "flash", None)
             analyzer = flash is not None and getattr(flash, "use_analyzer", False)
             for baddr, bsize, crc_ok in _blank_blocks(addr, stop):
                 stats.checked_bytes += bsize
-                if analyzer and crc_ok:
+                if analyzer and crc_ok and flash is not None:
                     by_flash.setdefault(id(flash), (flash, erased, []))[2].append((baddr, bsize))
                 else:
                     readback.append((baddr, bsize, erased))

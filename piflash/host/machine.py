@@ -74,7 +74,7 @@ class MachineFacts:
     @property
     def is_raspberry_pi(self) -> bool:
         """True when the device-tree model names a Raspberry Pi."""
-        return bool(self.model) and self.model.startswith("Raspberry Pi")
+        return self.model is not None and self.model.startswith("Raspberry Pi")
 
     @property
     def short_model(self) -> str:

@@ -46,7 +46,11 @@ import functools
 import logging
 import queue
 import threading
-from typing import List, Optional
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple, Type
+
+if TYPE_CHECKING:
+    from pyocd.probe.debug_probe import DebugProbe
+    from pyocd.probe.pydapaccess.interface.pyusb_v2_backend import PyUSBv2
 
 from piflash import settings
 
@@ -100,9 +104,9 @@ class _Writer:
     their commands are lost with the probe).
     """
 
-    def __init__(self, write, responses, name: str) -> None:
+    def __init__(self, write: Callable[[bytes], None], responses: queue.SimpleQueue[Any], name: str) -> None:
         self.write, self.responses = write, responses
-        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.queue: queue.SimpleQueue[Optional[Tuple[bytes, int]]] = queue.SimpleQueue()
         self.lock = threading.Lock()
         self.out_taken = 0
         self.error: Optional[BaseException] = None
@@ -137,7 +141,7 @@ class _Writer:
 
 
 @functools.lru_cache(maxsize=None)
-def _interface_class():
+def _interface_class() -> Type[PyUSBv2]:
     """:class:`BatchedCmsisDapV2`, defined on first use (pyOCD is imported lazily)."""
     from pyocd.probe.pydapaccess.dap_access_api import DAPAccessIntf
     from pyocd.probe.pydapaccess.interface.pyusb_v2_backend import PyUSBv2
@@ -157,8 +161,8 @@ def _interface_class():
         zero-length packet) before it releases the device.
         """
 
-        def __init__(self, dev) -> None:
-            super().__init__(dev)
+        def __init__(self, dev: Any) -> None:      # dev: a pyusb usb.core.Device
+            super().__init__(dev)  # type: ignore[no-untyped-call]
             self._held: List[bytes] = []
             self._sent = 0          # packets sent or queued for the writer since open
             self._taken = 0         # responses handed to pyOCD since open
@@ -173,7 +177,7 @@ def _interface_class():
 
         def open(self) -> None:
             self._held, self._sent, self._taken = [], 0, 0
-            super().open()
+            super().open()  # type: ignore[no-untyped-call]
             self._writer = _Writer(self._write_transfer, self.rcv_data,
                                    "piflash DAP writer (%s)" % self.serial_number)
 
@@ -183,7 +187,7 @@ def _interface_class():
             # idle from its last response to the next batch's arrival).
             return max(1, (self.packet_count or 1) // 2)
 
-        def write(self, data) -> None:
+        def write(self, data: bytes) -> None:
             """Send one DAP packet at once when the probe has nothing else to do (every packet
             sent has been answered and read), else hold it back until a batch is full."""
             self._raise_write_error()
@@ -191,7 +195,7 @@ def _interface_class():
             if self._sent == self._taken or len(self._held) >= self._batch_limit():
                 self._send_held()
 
-        def read(self):
+        def read(self) -> Any:
             """The next response. Held packets are sent first when its command is one of them,
             or is the last one sent: the probe would be idle once it has answered, and the host
             is about to wait anyway."""
@@ -219,7 +223,7 @@ def _interface_class():
             if self._writer is not None:
                 self._writer.stop(2 * self.DEFAULT_USB_TIMEOUT_S + 1.0)
                 self._writer = None
-            super().close()
+            super().close()  # type: ignore[no-untyped-call]
 
         def _raise_write_error(self) -> None:
             writer = self._writer
@@ -237,13 +241,15 @@ def _interface_class():
             payload = b"".join(p.ljust(size, b"\0") for p in held[:-1]) + held[-1]
             for _ in held:
                 self.read_sem.release()         # one IN read per command (pyOCD's rx thread)
+            writer = self._writer
+            assert writer is not None, "open() starts the writer"
             if self._sent == self._taken:
                 # Every packet sent was answered: the writer has written all it was given (it
                 # may still be leaving its lock).
-                with self._writer.lock:
+                with writer.lock:
                     self._write_transfer(payload)
             else:
-                self._writer.put(payload, self._taken)
+                writer.put(payload, self._taken)
             self._sent += len(held)
 
         def _write_transfer(self, payload: bytes) -> None:
@@ -255,7 +261,7 @@ def _interface_class():
     return BatchedCmsisDapV2
 
 
-def _usb_device(serial: str):
+def _usb_device(serial: str) -> Any:
     """The pyusb device of the CMSIS-DAP v2 probe with this serial number, or None."""
     from pyocd.probe.pydapaccess.interface import pyusb_v2_backend as v2
 
@@ -264,7 +270,7 @@ def _usb_device(serial: str):
     return v2.usb_find(custom_match=v2.HasCmsisDapv2Interface(serial))
 
 
-def batched_probe(probe):
+def batched_probe(probe: DebugProbe) -> DebugProbe:
     """``probe`` again, over :class:`BatchedCmsisDapV2`, when it is a USB CMSIS-DAP v2 probe whose
     firmware :func:`frames_by_packet` and batching is on; else ``probe`` itself.
 

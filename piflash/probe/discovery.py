@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import TYPE_CHECKING, Dict, List, Optional, Union
+
+if TYPE_CHECKING:
+    from pyocd.probe.debug_probe import DebugProbe
 
 from piflash.errors import (
     NoProbeError,
@@ -48,13 +51,13 @@ class ProbeInfo:
     target: Optional[str] = None
     vid_pid: Optional[str] = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Dict[str, Optional[str]]:
         """The probe as a JSON-friendly dict."""
         return {"probe_id": self.unique_id, "description": self.description, "target": self.target,
                 "vid_pid": self.vid_pid}
 
 
-def _probe_vid_pid(probe) -> Optional[str]:
+def _probe_vid_pid(probe: DebugProbe) -> Optional[str]:
     # pyOCD's CMSIS-DAP probes carry their USB IDs in DAPAccessCMSISDAP.vidpid (a public property).
     vidpid = getattr(getattr(probe, "_link", None), "vidpid", None)
     if not vidpid or not any(vidpid):
@@ -62,7 +65,7 @@ def _probe_vid_pid(probe) -> Optional[str]:
     return "%04x:%04x" % tuple(vidpid)
 
 
-def probe_target(probe) -> Optional[str]:
+def probe_target(probe: DebugProbe) -> Optional[str]:
     """The target type a pyOCD ``DebugProbe`` says its board carries (a DAPLink's board ID looked
     up in pyOCD's ``pyocd/board/board_ids.py``, a ``sim:`` board's type), or None."""
     info = getattr(probe, "associated_board_info", None)
@@ -70,7 +73,7 @@ def probe_target(probe) -> Optional[str]:
 
 
 
-def _all_probes() -> list:
+def _all_probes() -> List[DebugProbe]:
     """Every probe pyOCD's plugins list now (no ID given to pyOCD, so no substring match)."""
     from pyocd.core.helpers import ConnectHelper
 
@@ -80,7 +83,7 @@ def _all_probes() -> list:
         raise translate_error(exc, "list probes") from exc
 
 
-def _find_probes(selector: Optional[ProbeSelector], listed: Optional[list] = None) -> list:
+def _find_probes(selector: Optional[ProbeSelector], listed: Optional[List[DebugProbe]] = None) -> List[DebugProbe]:
     """pyOCD's probes that ``selector`` matches exactly (every probe for None); a ``remote:`` one
     is piflash's bounded-wait client.
 
@@ -124,7 +127,7 @@ def _find_probes(selector: Optional[ProbeSelector], listed: Optional[list] = Non
     return [p for p in everything if selector.matches(p.unique_id)]
 
 
-def list_probes(unique_id=None) -> List[ProbeInfo]:
+def list_probes(unique_id: Union[str, ProbeSelector, None] = None) -> List[ProbeInfo]:
     """Probes pyOCD can see now.
 
     :param unique_id: a probe selector (str or :class:`ProbeSelector`): keep only the probes it
@@ -136,7 +139,7 @@ def list_probes(unique_id=None) -> List[ProbeInfo]:
             for p in _find_probes(parse_selector(unique_id))]
 
 
-def select_probe(unique_id=None):
+def select_probe(unique_id: Union[str, ProbeSelector, None] = None) -> DebugProbe:
     """Return the one pyOCD ``DebugProbe`` a probe selector (or the lack of one) designates.
 
     :param unique_id: a probe selector (str or :class:`ProbeSelector`, see
@@ -149,7 +152,7 @@ def select_probe(unique_id=None):
     :raises ProbePermissionError: (exit 9) the probe is attached but may not be opened.
     """
     selector = parse_selector(unique_id)
-    listed: list = []
+    listed: List[DebugProbe] = []
     probes = _find_probes(selector, listed)
     if not probes:
         _raise_if_blocked(selector)

@@ -28,7 +28,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from piflash import settings
 from piflash.errors import NeedsRootError, PiflashError, SetupError, UnknownUserError
@@ -136,18 +136,19 @@ def _root_opt(root: str) -> List[str]:
     return [] if _is_slash(root) else ["--root", os.path.realpath(root)]
 
 
-def _load_state(root: str) -> Dict:
+def _load_state(root: str) -> Dict[str, Any]:
     path = _inside(root, STATE_FILE)
     if not path.exists():
         return {}
     try:
-        return json.loads(path.read_text())
+        state: Dict[str, Any] = json.loads(path.read_text())
+        return state
     except ValueError as exc:
         raise SetupError(f"{path} is not valid JSON ({exc})",
                          hint="it records what the setup changed; fix or remove it by hand") from None
 
 
-def _save_state(root: str, state: Dict) -> None:
+def _save_state(root: str, state: Dict[str, Any]) -> None:
     path = _inside(root, STATE_FILE)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

@@ -35,11 +35,13 @@ import errno
 import struct
 from dataclasses import dataclass
 from importlib import resources
-from typing import List, Optional
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from piflash.errors import (
     NoProbeError,
     PicobootError,
+    PiflashError,
     ProbeBusyError,
     ProbeLostError,
     ProbePermissionError,
@@ -47,6 +49,9 @@ from piflash.errors import (
     SeveralProbesError,
 )
 from piflash.probe import probetable
+
+if TYPE_CHECKING:
+    from piflash.probe.selector import ProbeSelector
 
 __all__ = ["PREFIX", "BootselDevice", "PicobootConnection", "PicobootError", "is_picoboot", "list_devices",
            "select_device", "RunningPico", "list_running", "reboot_to_bootsel", "command_timeout", "STATUS_NAMES",
@@ -120,7 +125,7 @@ def _ops_code() -> bytes:
     return resources.files("piflash.data").joinpath("picoboot_ops.bin").read_bytes()
 
 
-def is_picoboot(probe) -> bool:
+def is_picoboot(probe: Union[str, ProbeSelector, None]) -> bool:
     """Whether a probe selector (str, :class:`~piflash.probe.ProbeSelector` or None) names a
     BOOTSEL device (``picoboot`` or ``picoboot:...``, any case). Does not check the rest."""
     from piflash.probe.selector import PROBE_KINDS, kind_of
@@ -154,7 +159,7 @@ class BootselDevice:
     port_path: str
     serial: Optional[str]
     accessible: bool
-    device: object = None
+    device: Any = None      #: the pyusb ``usb.core.Device``
 
     @property
     def rom(self) -> BootRom:
@@ -166,13 +171,13 @@ class BootselDevice:
         """``picoboot:PORT-PATH``, what piflash records as the probe ID."""
         return PREFIX + self.port_path
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Dict[str, Any]:
         """For ``piflash probes --json``."""
         return {"probe_id": self.probe_id, "kind": "bootsel", "target": self.chip,
                 "serial": self.serial, "accessible": self.accessible}
 
 
-def _usb():
+def _usb() -> ModuleType:
     """pyusb, imported on first use; with ``PIFLASH_SIM_USB`` set, on the simulated bus
     (:func:`piflash.probe.usbscan.install_simulated_bus`)."""
     import usb.core
@@ -180,7 +185,8 @@ def _usb():
 
     from piflash.probe.usbscan import install_simulated_bus
     install_simulated_bus()
-    return usb
+    module: ModuleType = usb
+    return module
 
 
 def list_devices() -> List[BootselDevice]:
@@ -222,14 +228,14 @@ class RunningPico:
     product: Optional[str]
     serial: Optional[str]
     interface: Optional[int]
-    device: object = None
+    device: Any = None      #: the pyusb ``usb.core.Device``
 
     @property
     def probe_id(self) -> str:
         """``picoboot:PORT-PATH``: the ID it will have in BOOTSEL mode."""
         return PREFIX + self.port_path
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Dict[str, Any]:
         """For ``piflash probes --json``."""
         return {"probe_id": self.probe_id, "kind": "running", "vid_pid": self.vid_pid, "product": self.product,
                 "serial": self.serial, "reset_interface": self.interface is not None}
@@ -256,7 +262,7 @@ def _permission_fix() -> str:
     return "install piflash's udev rules and group: " + fix_text(getpass.getuser())
 
 
-def _port_path(dev) -> str:
+def _port_path(dev: Any) -> str:
     ports = getattr(dev, "port_numbers", None) or (dev.address,)
     return "%d-%s" % (dev.bus, ".".join(str(p) for p in ports))
 
@@ -333,7 +339,7 @@ def reboot_to_bootsel(pico: RunningPico, wait_s: float = BOOTSEL_APPEAR_S) -> Bo
         time.sleep(0.2)
 
 
-def _selector(probe):
+def _selector(probe: Union[str, ProbeSelector, None]) -> ProbeSelector:
     """The :class:`~piflash.probe.ProbeSelector` of ``probe`` (str, selector or None: ``picoboot``).
 
     :raises ProbeSyntaxError: it cannot be a selector, or it names another kind of probe.
@@ -348,7 +354,7 @@ def _selector(probe):
     return selector
 
 
-def device_named(device: BootselDevice, probe) -> bool:
+def device_named(device: BootselDevice, probe: Union[str, ProbeSelector, None]) -> bool:
     """Whether the probe selector ``probe`` (``picoboot``, ``picoboot:TEXT``, ``picoboot:TEXT*``;
     str or :class:`~piflash.probe.ProbeSelector`) names ``device``: ``picoboot`` alone names every
     device, else TEXT is its whole port path or its whole USB serial number (any case), or, written
@@ -359,7 +365,7 @@ def device_named(device: BootselDevice, probe) -> bool:
     return _selector(probe).matches(device.probe_id, PREFIX + device.serial if device.serial else None)
 
 
-def select_device(probe, reboot_running: bool = True) -> BootselDevice:
+def select_device(probe: Union[str, ProbeSelector, None], reboot_running: bool = True) -> BootselDevice:
     """The BOOTSEL device ``probe`` names (``picoboot``, ``picoboot:TEXT``; see :func:`device_named`).
     With ``reboot_running``, when none is in BOOTSEL mode but one running Pico matches (its whole
     port path or its whole USB serial number), it is rebooted into BOOTSEL through its reset
@@ -416,11 +422,12 @@ class PicobootConnection:
 
     def __init__(self, device: BootselDevice) -> None:
         self.info = device
-        self.dev = device.device
+        self.dev: Any = device.device       # pyusb usb.core.Device
         self._token = 0
         self._jedec: Optional[bytes] = None
-        self.interface = None
-        self.ep_out = self.ep_in = None
+        self.interface: Optional[int] = None
+        self.ep_out: Optional[int] = None
+        self.ep_in: Optional[int] = None
         self.touched = False          #: a command that changes the board was sent
 
     def __enter__(self) -> "PicobootConnection":
@@ -439,7 +446,7 @@ class PicobootConnection:
             raise self._translate(err, "opening the PICOBOOT interface", 1.0) from None
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         usb = _usb()
         try:
             if self.interface is not None:
@@ -481,7 +488,7 @@ class PicobootConnection:
             raise self._translate(err, name, timeout) from None
         return got
 
-    def _refused(self, name: str) -> PicobootError:
+    def _refused(self, name: str) -> PiflashError:
         """The endpoints stalled: read the status, reset the interface, say what the ROM said."""
         usb = _usb()
         try:
@@ -497,7 +504,7 @@ class PicobootConnection:
                              hint=_STATUS_HINTS.get(text, "run the command again; if it repeats, unplug the board "
                                                           "and put it back in BOOTSEL mode"))
 
-    def _translate(self, err, what: str, timeout: float):
+    def _translate(self, err: Exception, what: str, timeout: float) -> PiflashError:
         code = getattr(err, "errno", None)
         pid = self.info.probe_id
         if code == errno.ENODEV or code == errno.EIO or code == errno.ENOENT:

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import errno
 import logging
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from pyocd.probe.debug_probe import DebugProbe
 
 from piflash.errors import (
     ConnectError,
@@ -129,7 +132,7 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
                         hint="run the command again with -vv and report the output as a bug")
 
 
-def probe_gone(probe) -> Optional[PiflashError]:
+def probe_gone(probe: DebugProbe) -> Optional[PiflashError]:
     """After a failed connect: whether the probe itself has vanished or stopped answering (one DP
     read, DPIDR), as a ProbeLostError or ProbeTimeoutError; None when it still answers.
 

@@ -17,7 +17,14 @@ import re
 import socket
 import threading
 import time
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, Type, Union
+
+if TYPE_CHECKING:
+    from pyocd.probe.debug_probe import DebugProbe
+    from pyocd.probe.tcp_client_probe import TCPClientProbe
+    from pyocd.utility.sockets import ClientSocket
+
+    from piflash.probe.selector import ProbeSelector
 
 from piflash import settings
 from piflash.errors import ProbeSyntaxError, ProbeTimeoutError  # noqa: F401  (ProbeSyntaxError: raised here)
@@ -46,7 +53,7 @@ TIMEOUT_ENV = settings.PIFLASH_PROBE_TIMEOUT.name
 _REQUEST_NAME = re.compile(rb'"request": "([a-z0-9_]+)"')
 
 
-def is_remote(unique_id) -> bool:
+def is_remote(unique_id: Union[str, ProbeSelector, None]) -> bool:
     """Whether ``unique_id`` (str, a :class:`~piflash.probe.ProbeSelector`, or None) names a
     remote probe (``remote:...``)."""
     if not unique_id:
@@ -55,7 +62,7 @@ def is_remote(unique_id) -> bool:
     return kind is PROBE_KINDS["remote"]
 
 
-def parse_remote(unique_id) -> Tuple[str, int]:
+def parse_remote(unique_id: Union[str, ProbeSelector]) -> Tuple[str, int]:
     """Split ``remote:HOST[:PORT]`` (str or selector) into (host, port), as pyOCD will read it
     (:func:`piflash.probe.selector.parse_remote_address`).
 
@@ -72,7 +79,7 @@ def reply_timeout() -> float:
     return settings.PIFLASH_PROBE_TIMEOUT.value()
 
 
-def _socket_class():
+def _socket_class() -> Type[ClientSocket]:
     from pyocd.utility.sockets import ClientSocket
 
     class BoundedSocket(ClientSocket):
@@ -83,7 +90,7 @@ def _socket_class():
         """
 
         def __init__(self, host: str, port: int, reply_timeout: float) -> None:
-            super().__init__(host, port, timeout=CONNECT_TIMEOUT)
+            super().__init__(host, port, timeout=CONNECT_TIMEOUT)  # type: ignore[no-untyped-call]
             self.reply_timeout = reply_timeout
             self.address = f"{host}:{port}"
             self.dead = False
@@ -102,15 +109,15 @@ def _socket_class():
             exc.reached_target = self.reached_target
             return exc
 
-        def write(self, data):
+        def write(self, data: bytes) -> Any:
             if self.dead:
                 raise self.timeout_error()
             # pyOCD sends one JSON request per line: {"id": N, "request": "read_dp", ...}
             match = _REQUEST_NAME.search(data)
             self._request = match.group(1) if match else None
-            return super().write(data)
+            return super().write(data)  # type: ignore[no-untyped-call]
 
-        def readline(self):
+        def readline(self) -> bytes:
             from pyocd.core.exceptions import ProbeDisconnected
 
             deadline = time.monotonic() + self.reply_timeout
@@ -126,7 +133,7 @@ def _socket_class():
                     self.dead = True
                     raise self.timeout_error()
                 try:
-                    data = self.read()
+                    data = self.read()  # type: ignore[no-untyped-call]
                 except socket.timeout:
                     continue
                 if not data:
@@ -136,10 +143,10 @@ def _socket_class():
     return BoundedSocket
 
 
-_CLASSES: dict = {}
+_CLASSES: Dict[str, type] = {}      # "probe": RemoteProbe, made on first use
 
 
-def _probe_class():
+def _probe_class() -> Callable[[str, float], TCPClientProbe]:
     if "probe" in _CLASSES:
         return _CLASSES["probe"]
     from pyocd.probe.tcp_client_probe import TCPClientProbe
@@ -154,7 +161,7 @@ def _probe_class():
         """
 
         def __init__(self, address: str, reply_timeout: float) -> None:
-            super().__init__(address)
+            super().__init__(address)  # type: ignore[no-untyped-call]
             host, _, port = address.rpartition(":")
             # TCPClientProbe keeps its connection in ``_socket`` and reads every reply from it
             # (``_perform_request_without_raise``): this subclass gives it one whose wait ends.
@@ -168,7 +175,7 @@ def _probe_class():
 
             :raises ProbeTimeoutError: the server did not answer the lock request."""
             with self._held_guard:
-                super().lock()
+                super().lock()  # type: ignore[no-untyped-call]
                 self._held += 1
 
         def unlock(self) -> None:
@@ -185,18 +192,19 @@ def _probe_class():
                 if self._held == 0:
                     return
                 self._held -= 1
-                super().unlock()
+                super().unlock()  # type: ignore[no-untyped-call]
 
         @property
         def server_address(self) -> str:
             """``HOST:PORT`` of the probe server."""
-            return self._socket.address
+            address: str = self._socket.address
+            return address
 
     _CLASSES["probe"] = RemoteProbe
     return RemoteProbe
 
 
-def remote_probe(unique_id: str, timeout: Optional[float] = None):
+def remote_probe(unique_id: Union[str, ProbeSelector], timeout: Optional[float] = None) -> TCPClientProbe:
     """A pyOCD ``DebugProbe`` for ``remote:HOST[:PORT]`` whose every reply wait is bounded.
 
     Nothing is connected until the probe is opened.
@@ -208,7 +216,7 @@ def remote_probe(unique_id: str, timeout: Optional[float] = None):
     return _probe_class()(f"{host}:{port}", timeout or reply_timeout())
 
 
-def server_address(probe) -> Optional[str]:
+def server_address(probe: DebugProbe) -> Optional[str]:
     """``HOST:PORT`` of a probe made by :func:`remote_probe` (str), else None."""
     return getattr(probe, "server_address", None) if "probe" in _CLASSES and \
         isinstance(probe, _CLASSES["probe"]) else None

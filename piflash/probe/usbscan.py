@@ -23,7 +23,10 @@ import pwd
 import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
+
+if TYPE_CHECKING:
+    from piflash.probe.selector import ProbeSelector
 
 from piflash import settings
 from piflash.probe import permissions, probetable
@@ -73,7 +76,7 @@ class UsbProbe:
         serial = f" serial {self.serial}" if self.serial else ""
         return f"{self.name} ({self.vid_pid}{serial}, bus {self.busnum} device {self.devnum})"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Dict[str, Any]:
         """JSON-friendly dict with ``vid_pid`` added."""
         out = asdict(self)
         out["vid_pid"] = self.vid_pid
@@ -247,7 +250,7 @@ def hubs_of(probes: List[UsbProbe], sysfs_root: str = "/sys") -> List[SharedHub]
     return [SharedHub(port, multi[port], groups[port]) for port in sorted(groups)]
 
 
-def usb_backend():
+def usb_backend() -> Any:
     """The pyusb backend a registered hook puts in place of libusb (the simulated USB bus of
     ``piflash.sim``, switched on by ``PIFLASH_SIM_USB``), or None for the real bus.
 
@@ -311,7 +314,7 @@ def scan_simulated_usb() -> List[UsbProbe]:
     return found
 
 
-def blocked_probes(unique_id=None) -> List[UsbProbe]:
+def blocked_probes(unique_id: Union[str, ProbeSelector, None] = None) -> List[UsbProbe]:
     """Probes attached now that this process may not open (roots from the environment).
 
     :param unique_id: a probe selector (str or :class:`piflash.probe.ProbeSelector`): keep only the

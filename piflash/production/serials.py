@@ -339,7 +339,7 @@ class SerialAllocator:
                     back += self.source.give_back(Lease(lease_id, self.counter.name, first, count, step), used)
                 return back
             with _Tx(self._db, self.path) as db:        # closed here; the ledger is told by the sync
-                for lease_id, first, count, step, used in open_leases:
+                for lease_id, _first, count, _step, used in open_leases:
                     if db.execute("SELECT 1 FROM lease_sources WHERE lease_id = ?", (lease_id,)).fetchone() is None:
                         continue                        # a local lease of an earlier run: not the ledger's
                     db.execute("UPDATE leases SET state = 'closed', closed_at = ? WHERE id = ?",
@@ -509,7 +509,7 @@ def find_issued(counter: str, n: int, profile: Optional[str], path: Union[str, P
     if path is not None and path.exists():
         db = _connect(path)
         try:
-            for n_, state, holder, uid, at in db.execute(
+            for _n, state, holder, uid, at in db.execute(
                     "SELECT n, state, holder, target_uid, taken_at FROM numbers WHERE counter = ? AND n = ?",
                     (counter, n)):
                 found.append({"source": "counter", "state": state, "holder": holder, "target_uid": uid,

@@ -8,7 +8,10 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 from piflash.firmware.image import FirmwareImage
 
@@ -80,7 +83,7 @@ class OperationResult:
     ok: bool = False
     phase: Optional[str] = None
     program: ProgramStats = field(default_factory=ProgramStats)
-    verify: Optional[object] = None      #: piflash.flashing.verify.VerifyStats, or None if not verified
+    verify: Optional[DataclassInstance] = None  #: piflash.flashing.verify.VerifyStats, or None if not verified
     reset: bool = False
     started_at: float = 0.0              #: Unix time (emitted as ISO 8601, :func:`iso_time`)
     duration: float = 0.0                #: seconds, whole operation
@@ -113,14 +116,14 @@ class OperationResult:
         """Stamp the total duration."""
         self.duration = round(time.monotonic() - getattr(self, "_t0", time.monotonic()), 4)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Dict[str, Any]:
         """The result as ``--json`` prints it (docs/result.md, "Operation results"): everything
         above plus ``ended_at`` and ``verified``; ``started_at``/``ended_at`` as ISO 8601 with the
         UTC offset (:func:`iso_time`), every duration rounded by :func:`seconds`.
 
         The caller adds ``schema_version`` and ``command`` (:func:`piflash.cli.options.emit_json`).
         """
-        out = {"ok": self.ok}
+        out: Dict[str, Any] = {"ok": self.ok}
         for key, value in asdict(self).items():
             out[key] = value
             if key == "started_at":

@@ -63,7 +63,7 @@ class IdentifiedDevice(RegisterDevice):
     """
 
     def __init__(self, part: int, revision: int, component_class: int,
-                 reset: Dict[int, int] = None, read_only: Sequence[int] = (),
+                 reset: Optional[Dict[int, int]] = None, read_only: Sequence[int] = (),
                  devarch: Optional[int] = None) -> None:
         self._ids = id_registers(part, revision, component_class, devarch=devarch)
         self._reset = dict(reset or {})

@@ -85,10 +85,15 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from piflash.targets.algorithms import RP2_ALGORITHM, algorithm_digest
 from piflash.targets.families.base import FlashSpeedups
 from piflash.targets.families.rp2 import QMI_DIRECT_CSR, chip_of
+
+if TYPE_CHECKING:
+    from pyocd.core.target import Target
+    from pyocd.flash.flash import Flash
 
 __all__ = ["faster_spi", "enable_xip", "end_reads", "cmd_xip_divider", "reads_without_init", "quad_enabled",
            "pll_clock", "spi_divider", "qmi_divider", "is_rp2", "erase_chip",
@@ -193,7 +198,7 @@ _SR2_QE = 0x02
 #: The first two bytes of a Winbond W25Q's JEDEC ID (9Fh): manufacturer EFh, memory type 40h
 #: (W25Q16JV datasheet table 8.1.1; the W25Q080's and W25Q32/64/128JV's the same).
 _W25Q_JEDEC = bytes((0xEF, 0x40))
-_QUAD: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_QUAD: weakref.WeakKeyDictionary[Target, bool] = weakref.WeakKeyDictionary()
 #: RX_SAMPLE_DLY with SCK = clk_sys / 2: data sampled one clk_sys cycle late, as pico-sdk's boot
 #: stage 2 sets it for PICO_FLASH_SPI_CLKDIV 2 (src/rp2040/boot_stage2/boot2_w25q080.S).
 _RX_SAMPLE_DLY = 1
@@ -228,7 +233,7 @@ _QMI_CSR_EN, _QMI_CSR_BUSY = 1 << 0, 1 << 1
 _QMI_BUSY_READS = 8
 
 
-def faster_spi(flash) -> bool:
+def faster_spi(flash: Flash) -> bool:
     """Raise the system clock (:func:`pll_clock`) and set the SSI's clock divider to the one
     that goes with it (:func:`spi_divider`) when ``flash`` (a pyOCD ``Flash``, initialised) runs
     pyOCD's RP2 algorithm; the SSI is disabled while BAUDR changes.
@@ -245,7 +250,7 @@ def faster_spi(flash) -> bool:
     return True
 
 
-def qmi_divider(target) -> bool:
+def qmi_divider(target: Target) -> bool:
     """RP2350: run clk_sys from PLL_SYS at 150 MHz (:func:`pll_clock`), then set the QMI's
     clock divider for the boot ROM's flash functions (DIRECT_CSR.CLKDIV,
     which ``flash_range_program`` and ``flash_range_erase`` use as they find it) and for XIP
@@ -286,14 +291,14 @@ def spi_divider(on_pll: bool) -> int:
     return PLL_BAUDR if on_pll else FAST_BAUDR
 
 
-def _on_pll(target) -> bool:
+def _on_pll(target: Target) -> bool:
     """Whether the RP2040's clk_sys runs from PLL_SYS (read, not changed)."""
     regs = RP2040_CLOCK_REGS
-    selected, ctrl = (r() for r in [target.read_memory(regs.clocks + off, now=False) for off in (0x44, 0x3C)])
+    selected, ctrl = (r() for r in [target.read_memory(regs.clocks + off, 32, now=False) for off in (0x44, 0x3C)])
     return selected == 1 << 1 and ctrl & 0xE0 == 0
 
 
-def _set_divider(target, divider: int) -> None:
+def _set_divider(target: Target, divider: int) -> None:
     """BAUDR (and the RX sample delay and QSPI pads that go with SCK = clk_sys / 2:
     :func:`_tune_pads`) with the SSI off."""
     if divider == 2:
@@ -304,7 +309,7 @@ def _set_divider(target, divider: int) -> None:
     target.write32(_SSI_SSIENR, 1)
 
 
-def _tune_pads(target) -> None:
+def _tune_pads(target: Target) -> None:
     """The QSPI pads as boot stage 2 sets them before it runs the flash at clk_sys / 2 (pico-sdk
     boot2_w25q080.S; RP2040 datasheet 2.19.6.4): SCLK at 8 mA with fast slew (GPIO_QSPI_SCLK =
     0x21), the Schmitt triggers of SD0-SD3 off (through the atomic clear alias, 2.1.2). The
@@ -314,7 +319,7 @@ def _tune_pads(target) -> None:
         target.write32(_PADS_QSPI + _CLR + offset, _PAD_SCHMITT)
 
 
-def cmd_xip_divider(flash) -> bool:
+def cmd_xip_divider(flash: Flash) -> bool:
     """RP2040 on PLL_SYS: BAUDR :data:`CMD_XIP_BAUDR` before the algorithm's UnInit, whose
     ``flash_enter_cmd_xip`` keeps it for 03h XIP reads (see the module docstring).
 
@@ -328,7 +333,7 @@ def cmd_xip_divider(flash) -> bool:
     return True
 
 
-def quad_enabled(target) -> bool:
+def quad_enabled(target: Target) -> bool:
     """Whether piflash reads the RP2040's boot flash in boot stage 2's quad mode: a Winbond
     W25Q serial flash (JEDEC ID by 9Fh: manufacturer EFh, memory type 40h; the W25Q16JV of the
     Pico, the W25Q080 and their larger siblings, whose EBh has the continuous read mode
@@ -358,7 +363,7 @@ def quad_enabled(target) -> bool:
     return quad
 
 
-def reads_without_init(flash) -> bool:
+def reads_without_init(flash: Flash) -> bool:
     """Whether ``flash`` (pyOCD's RP2 algorithm on an RP2040) can be read by :func:`enable_xip`
     without the algorithm's Init: its SSI holds exactly ``flash_enter_cmd_xip``'s serial 03h
     XIP set-up at a divider of 4 or more (one USB round trip for the four registers; see the
@@ -377,7 +382,7 @@ def reads_without_init(flash) -> bool:
     return [enabled, ctrlr0, spi_ctrlr0] == [1, _CMD_XIP_CTRLR0, _CMD_XIP_SPI_CTRLR0] and baudr >= CMD_XIP_BAUDR
 
 
-def pll_clock(target, timeout: float = CLOCK_TIMEOUT, regs: ClockRegs = RP2040_CLOCK_REGS) -> bool:
+def pll_clock(target: Target, timeout: float = CLOCK_TIMEOUT, regs: ClockRegs = RP2040_CLOCK_REGS) -> bool:
     """Run clk_sys from PLL_SYS at 125 MHz (RP2040) or 150 MHz (RP2350, ``regs`` =
     :data:`RP2350_CLOCK_REGS`), as pico-sdk's clocks_init does (RP2040 datasheet 2.15-2.18,
     RP2350 datasheet 8.1-8.6): the 12 MHz crystal oscillator started (XOSC STARTUP, CTRL enable,
@@ -398,11 +403,11 @@ def pll_clock(target, timeout: float = CLOCK_TIMEOUT, regs: ClockRegs = RP2040_C
     _XOSC_CTRL, _XOSC_STATUS, _XOSC_STARTUP = regs.xosc, regs.xosc + 0x4, regs.xosc + 0xC
     _RESETS_RESET, _RESETS_RESET_DONE, _RESET_PLL_SYS = regs.resets, regs.resets + 0x8, 1 << regs.pll_sys_bit
     _PLL_CS, _PLL_PWR, _PLL_FBDIV_INT, _PLL_PRIM = (regs.pll_sys + off for off in (0x0, 0x4, 0x8, 0xC))
-    selected, ctrl = (r() for r in [target.read_memory(a, now=False) for a in (_CLK_SYS_SELECTED, _CLK_SYS_CTRL)])
+    selected, ctrl = (r() for r in [target.read_memory(a, 32, now=False) for a in (_CLK_SYS_SELECTED, _CLK_SYS_CTRL)])
     if selected == 1 << 1 and ctrl & 0xE0 == 0:
         return True
 
-    def wait(done) -> bool:
+    def wait(done: Callable[[], object]) -> bool:
         deadline = time.monotonic() + timeout
         while not done():
             if time.monotonic() > deadline:
@@ -435,13 +440,15 @@ def pll_clock(target, timeout: float = CLOCK_TIMEOUT, regs: ClockRegs = RP2040_C
     return wait(lambda: target.read32(_CLK_SYS_SELECTED) == 1 << 1)
 
 
-def is_rp2(flash) -> bool:
+def is_rp2(flash: Flash) -> bool:
     """Whether ``flash`` (a pyOCD ``Flash``) runs pyOCD's RP2 algorithm."""
-    algo = getattr(flash, "flash_algo", None)
-    return bool(algo) and algorithm_digest(algo) == RP2_ALGORITHM
+    algo: Optional[Dict[str, Any]] = getattr(flash, "flash_algo", None)
+    if not algo:
+        return False
+    return algorithm_digest(algo) == RP2_ALGORITHM
 
 
-def erase_chip(flash) -> int:
+def erase_chip(flash: Flash) -> int:
     """Erase the boot flash behind ``flash`` (pyOCD's RP2 algorithm, initialised for erase) with
     the flash's Chip Erase instruction.
 
@@ -457,7 +464,7 @@ def erase_chip(flash) -> int:
     return size
 
 
-def plan_block_erases(sectors, base: int):
+def plan_block_erases(sectors: Iterable[int], base: int) -> Tuple[List[Tuple[int, int]], List[int]]:
     """Split 4 KiB sector addresses into aligned 64 KiB and 32 KiB blocks wholly made of them and
     the sectors left over.
 
@@ -467,7 +474,7 @@ def plan_block_erases(sectors, base: int):
         whole one is there, then 32 KiB), ``rest`` the sector addresses not covered, sorted.
     """
     todo = set(sectors)
-    blocks = []
+    blocks: List[Tuple[int, int]] = []
     for size in (0x10000, 0x8000):
         for start in sorted({base + (a - base) // size * size for a in todo}):
             inner = set(range(start, start + size, 0x1000))
@@ -477,7 +484,7 @@ def plan_block_erases(sectors, base: int):
     return sorted(blocks), sorted(todo)
 
 
-def erase_blocks(flash, blocks) -> None:
+def erase_blocks(flash: Flash, blocks: Iterable[Tuple[int, int]]) -> None:
     """Erase ``blocks`` ((address, size) from :func:`plan_block_erases`) with the flash's block
     erase instructions; ``flash`` (pyOCD's RP2 algorithm) must be initialised for erase.
 
@@ -490,7 +497,7 @@ def erase_blocks(flash, blocks) -> None:
         erase_block(flash.target, address - base, size)
 
 
-def enable_xip(flash) -> bool:
+def enable_xip(flash: Flash) -> bool:
     """Make the flash readable through XIP, fast, once it takes instructions (after the
     algorithm's Init, or where :func:`reads_without_init` says so; see the module docstring):
     clk_sys from PLL_SYS, the SSI at :func:`spi_divider`'s divider (the QSPI pads tuned for
@@ -531,7 +538,7 @@ def enable_xip(flash) -> bool:
     return True
 
 
-def _wait_ssi_idle(target) -> None:
+def _wait_ssi_idle(target: Target) -> None:
     """Wait until the SSI has sent its FIFO (SR: TFE set, BUSY clear), as boot stage 2's
     ``wait_ssi_ready`` does.
 
@@ -545,7 +552,7 @@ def _wait_ssi_idle(target) -> None:
     raise TransferError("the RP2040's SSI stayed busy (SR) after %d reads" % _SSI_BUSY_READS)
 
 
-def end_reads(flash) -> bool:
+def end_reads(flash: Flash) -> bool:
     """After reading through :func:`enable_xip`'s XIP (RP2040): end the flash's continuous read
     mode, if the SSI set it up, by one read with the mode bits 00h (through the window that
     bypasses the cache, so that it is a transfer from the flash), then leave the SSI as ``flash_enter_cmd_xip``
