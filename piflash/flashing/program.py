@@ -279,7 +279,7 @@ def _chip_erase(session: Session) -> List[Tuple[int, int]]:
     from pyocd.flash.eraser import FlashEraser
 
     from piflash.flashing.multipage import algorithm_digest
-    from piflash.targets.families import flash_speedups     # not at import: ``piflash --help`` imports this module
+    from piflash.targets.families import flash_speedups  # not at import: ``piflash --help`` imports this module
 
     regions = [r for r in _soc(session).memory_map.iter_matching_regions(
         type=MemoryType.FLASH, pname=_soc(session).selected_core_or_raise.node_name) if r.flash is not None]

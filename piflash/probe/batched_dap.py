@@ -83,7 +83,7 @@ def frames_by_packet(vid: int, pid: int, product: Optional[str], bcd_device: int
 
 def batching_enabled() -> bool:
     """False when ``$PIFLASH_DAP_BATCH`` is ``0`` (or ``no``/``off``/``false``)."""
-    return settings.PIFLASH_DAP_BATCH.value()
+    return bool(settings.PIFLASH_DAP_BATCH.value())
 
 
 #: Marker the writer thread puts in the response queue when a write failed: it wakes a ``read``

@@ -76,7 +76,7 @@ def reply_timeout() -> float:
 
     :raises ProbeSyntaxError: the variable is not a positive number.
     """
-    return settings.PIFLASH_PROBE_TIMEOUT.value()
+    return float(settings.PIFLASH_PROBE_TIMEOUT.value())
 
 
 def _socket_class() -> Type[ClientSocket]:
