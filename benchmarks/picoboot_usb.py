@@ -108,7 +108,7 @@ def run_case(case: str, host: str, chip: str = "rp2040") -> dict:
                 phases[str(phase)] = round(phases[str(phase)] + device.clock.now, 3)
 
         try:
-            result = flash_bootsel(image, "picoboot", FlashOptions(verify=True, reset=True), progress=Clocked())
+            result = flash_bootsel(image, "picoboot", job=FlashOptions(verify=True, reset=True), progress=Clocked())
         finally:
             sim_usb.uninstall()
         p = result.program

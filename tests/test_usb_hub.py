@@ -92,7 +92,8 @@ def test_a_picoboot_flash_records_its_bus_and_host_time(pico, tmp_path):
     device = sim_usb.install().devices[0]
     device.clock.timeline = []
     try:
-        flash_bootsel(load_image(str(path), base_address=0x10000000), "picoboot", FlashOptions(verify=True, reset=True))
+        flash_bootsel(load_image(str(path), base_address=0x10000000), "picoboot",
+                      job=FlashOptions(verify=True, reset=True))
     finally:
         sim_usb.uninstall()
     timeline, board = device.clock.timeline, device.clock.now
