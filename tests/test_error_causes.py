@@ -434,12 +434,15 @@ def test_stuck_sector_erase_is_named_and_quick(cli, tmp_path):
     cli("flash", image, "-a", "0x4000", *NRF, "-q", check=0)
     cli("sim", "fault", "nrf52840", "--stuck-busy", check=0)
     image.write_bytes(os.urandom(8192))  # different contents: the sectors must be erased
-    start = time.monotonic()
     res = cli.json("flash", image, "-a", "0x4000", "--erase", "sector", *NRF, check=ExitCode.FLASH)
-    elapsed = time.monotonic() - start
     assert res["error"]["message"].startswith("erasing the sector at 0x00004000 timed out")
     assert "write-protected" in res["error"]["hint"]
-    assert elapsed < 8, elapsed  # pyOCD's default would wait 10 s per sector
+    # The erase phase alone (the result's own timing, not the process's start-up and imports): the
+    # nRF52840's sector timeout, where pyOCD's default would wait 10 s per sector.
+    from piflash.targets.catalog import erase_sector_timeout
+
+    assert erase_sector_timeout("nrf52840") < 10
+    assert res["durations"]["erase"] < 10, res["durations"]
     # erase --sector names the sector too.
     proc = cli("erase", "--sector", "0x5000", *NRF, check=ExitCode.FLASH)
     assert "erasing the sector at 0x00005000 timed out" in proc.stderr
