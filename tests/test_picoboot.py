@@ -165,6 +165,80 @@ def test_the_device_leaving_mid_write_is_exit_13_and_recorded(cli, pico, tmp_pat
     assert len(rows) == 1 and rows[0]["outcome"] == "fail" and rows[0]["target_uid"] == info.target_uid.lower()
 
 
+def _pulled_mid_flash(cli, store, info, tmp_path, image: bytes, run):
+    """Flash ``image`` over ``-u picoboot`` while ``run`` (given the running ``piflash flash``)
+    takes the board away; what piflash must say: exit 13 (PROBE_LOST, docs/exit-codes.md), the
+    device named as gone from the USB bus, what to do with the board, no traceback, the history
+    row completed as a failure of that board. Returns (stderr, the history row)."""
+    bin_ = tmp_path / "big.bin"
+    bin_.write_bytes(image)
+    proc = run(["flash", bin_, "--base-address", hex(BASE), "-u", "picoboot", "--json"])
+    assert proc.returncode == 13, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    assert "left the USB bus" in proc.stderr and "BOOTSEL" in proc.stderr
+    # What the board holds now: partly written once an erase or a flash write was sent.
+    assert ("the flash may be partly written" in proc.stderr) != ("its flash was not changed" in proc.stderr)
+    result = __import__("json").loads(proc.stdout)
+    assert result["ok"] is False and result["error"]["exit_code"] == 13
+    rows = cli.json("history")["operations"]
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["operation"] == "flash" and row["outcome"] == "fail" and row["probe_id"] == "picoboot:1-2"
+    assert row["target_uid"] == info.target_uid.lower() and row["exit_code"] == 13
+    return proc.stderr, row
+
+
+def test_a_bootsel_board_pulled_mid_flash_is_exit_13_and_recorded(cli, pico, tmp_path):
+    """The fault a probe's board has (``piflash sim fault --remove-after N``) on a Pico in
+    BOOTSEL mode: the board is pulled after N bulk transfers, mid-write; its USB device goes with
+    it. What was written before stays on the board, which is off its port afterwards."""
+    store, info, blink = pico
+    store.set_faults("pico", remove_after=40)
+    image = bytes(range(256)) * 1024                       # 256 KiB: a few hundred transfers
+    err, _ = _pulled_mid_flash(cli, store, info, tmp_path, image, lambda args: cli(*args))
+    assert "during WRITE: the flash may be partly written" in err
+    now = store.get("pico")
+    assert not now.seated and now.faults.remove_after is None          # pulled; the fault spent
+    flash = store.read_flash("pico")
+    assert flash[:len(image)] != image                     # cut off before the end
+    assert cli("probes", "--json").returncode == 0
+    assert cli.json("probes")["probes"] == []              # gone from the bus, not back
+
+
+def test_sim_unplug_during_a_bootsel_flash_is_exit_13_and_recorded(cli, pico, tmp_path):
+    """``piflash sim unplug`` from another shell while ``piflash flash -u picoboot`` writes: the
+    device leaves the bus within 0.05 s of the board store changing (as a probe does)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from piflash.sim.store import BoardBusyError
+
+    store, info, blink = pico
+    image = bytes(range(256)) * 4096                       # 1 MiB: seconds of writing
+
+    def run(args):
+        proc = subprocess.Popen([sys.executable, "-m", "piflash", *map(str, args)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:                                           # the PICOBOOT interface claimed: the board is open
+                with store.session_lock("pico", 0):
+                    pass
+            except BoardBusyError:
+                break
+            time.sleep(0.02)
+        cli("sim", "unplug", "pico", check=0)
+        out, err = proc.communicate(timeout=120)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    err, _ = _pulled_mid_flash(cli, store, info, tmp_path, image, run)
+    assert store.get("pico").present is False
+    if "its flash was not changed" in err:                 # pulled while piflash still read the board
+        assert store.read_flash("pico") == b"\xff" * len(store.read_flash("pico"))
+
+
 def test_a_board_held_by_another_program_is_exit_24(cli, pico):
     """Two hosts asking for the same board: the second is told it is in use (the kernel refuses
     a second claim of the PICOBOOT interface)."""

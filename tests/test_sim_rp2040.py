@@ -149,6 +149,39 @@ def test_flash_functions_through_the_rom_and_unique_id_through_the_ssi():
     assert b.chip.port.pins.flash.command(b"\x9f", 3) == bytes((0xEF, 0x40, 0x15))   # JEDEC ID
 
 
+def _core_load(b, address: int) -> int:
+    """The word the core loads at ``address`` (LDR R0, [R1]; BKPT, run from SRAM)."""
+    b.bus.write_block(0x20000000, struct.pack("<HH", 0x6808, 0xBE00))
+    b.cpu.write_reg(1, address)
+    b.cpu.write_reg(15, 0x20000000)
+    b.cpu.flush_translation_cache()
+    assert b.cpu.run(100, 1.0).value == "bkpt"
+    return b.cpu.read_reg(0)
+
+
+def test_flash_past_its_size_is_the_flash_over_every_path():
+    """The W25Q16JV takes 24 address bits and ignores those above its 2 MiB (A23-A21):
+    a program at flash offset 0x200100 through the ROM's flash functions (what pyOCD's algorithm
+    passes for 0x10200100) lands at 0x100, and the 16 MiB XIP windows repeat the 2 MiB for the
+    debugger and for the core alike; an erase at 0xFFD000 (pyOCD's basic_test's 0x10FFD000)
+    erases 0x1FD000."""
+    b = board()
+    rom = b.chip
+    rom.exit_xip()
+    rom.program(0x200100, bytes(range(256)))
+    rom.program(0x1FD000, b"\x00" * 256)
+    rom.erase_range(0xFFD000, 0x1000, 0x10000, 0xD8)
+    rom.enter_cmd_xip()
+    flash = b.nvm["flash"].data
+    assert flash[0x100:0x200] == bytes(range(256)) and flash[0x1FD000:0x1FE000] == b"\xff" * 0x1000
+    for window in (0x10000000, 0x11000000, 0x12000000, 0x13000000):
+        for copy in (0, 0x200000, 0xE00000):
+            assert b.bus.read_block(window + copy + 0x100, 4) == bytes(range(4))       # the debugger
+            assert _core_load(b, window + copy + 0x104) == 0x07060504                 # the core
+    # SPI commands over the SSI: 03h Read Data at 0x200100 is the cells at 0x100.
+    assert b.chip.port.pins.flash.command(b"\x03\x20\x01\x00", 4) == bytes(range(4))
+
+
 def test_ssi_xip_reads_in_the_formats_the_flash_answers():
     """The SSI set up for 3Bh dual output (CTRLR0.SPI_FRF dual, SPI_CTRLR0 XIP_CMD 3Bh, 8 wait
     cycles) reads the flash at 72 SCK per 8-byte line (serial 03h: 96); dual frames with an

@@ -167,6 +167,30 @@ def test_qmi_direct_mode_reads_the_jedec_id_and_blocks_xip_meanwhile():
     assert b.bus.read(0x10400000, 4) == 0x44332211      # the 4 MiB repeat through the window
 
 
+def test_flash_past_its_size_is_the_flash_for_the_rom_the_debugger_and_the_core():
+    """The Pico 2's 4 MiB flash ignores the address bits above its size: a program at flash
+    offset 0x400100 through the ROM's functions lands at 0x100, an erase at 0xFFD000 erases
+    0x3FD000, and every copy of the 4 MiB through the XIP windows reads the same cells, for the
+    debugger and for the core (LDR R0, [R1]; BKPT from SRAM)."""
+    b = board()
+    rom = b.chip
+    rom.exit_xip()
+    rom.program(0x400100, bytes(range(256)))
+    rom.program(0x3FD000, b"\x00" * 256)
+    rom.erase_range(0xFFD000, 0x1000, 0x10000, 0xD8)
+    rom.enter_cmd_xip()
+    flash = b.nvm["flash"].data
+    assert flash[0x100:0x200] == bytes(range(256)) and flash[0x3FD000:0x3FE000] == b"\xff" * 0x1000
+    b.bus.write_block(0x20000000, struct.pack("<HH", 0x6808, 0xBE00))
+    for window in chip.XIP_WINDOWS:
+        for copy in (0, 0x400000, 0xC00000):
+            assert b.bus.read_block(window + copy + 0x100, 4) == bytes(range(4))
+            b.cpu.write_reg(1, window + copy + 0x104)
+            b.cpu.write_reg(15, 0x20000000)
+            b.cpu.flush_translation_cache()
+            assert b.cpu.run(100, 1.0) is StopReason.BKPT and b.cpu.read_reg(0) == 0x07060504
+
+
 def test_qmi_reads_in_the_formats_the_flash_answers_and_bursts_sequential_lines():
     """M0_RFMT/M0_RCMD (pico-sdk qmi.h) against the W25Q32's read instructions: 3Bh dual output
     reads the flash, a format it does not answer and a quad read without QE do not; sequential

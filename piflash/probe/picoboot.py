@@ -508,7 +508,8 @@ class PicobootConnection:
         code = getattr(err, "errno", None)
         pid = self.info.probe_id
         if code == errno.ENODEV or code == errno.EIO or code == errno.ENOENT:
-            return ProbeLostError(f"{pid} left the USB bus during {what}",
+            state = "the flash may be partly written" if self.touched else "its flash was not changed"
+            return ProbeLostError(f"{pid} left the USB bus during {what}: {state}",
                                   hint="the board was unplugged or rebooted: put it back in BOOTSEL mode and run "
                                        "the same command again")
         if code == errno.ETIMEDOUT:

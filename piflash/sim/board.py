@@ -9,7 +9,7 @@ gets a SWD FAULT, a CPU access locks the core up.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
 from piflash.sim.chips import attach as attach_chip
 from piflash.sim.cpu import Cpu, CpuMemoryRegion
@@ -96,16 +96,19 @@ class SimBoard:
 
     # -- construction helpers used by the family builders ------------------------------------
     def set_flash_controller(self, nvm: NvmArray, controller: NvmController,
-                             bus_region: Optional[NvmRegion] = None) -> None:
+                             bus_region: Optional[NvmRegion] = None, cpu_aliases: Sequence[int] = ()) -> None:
         """Attach ``controller`` to ``nvm``: adds the bus region(s), and for the main flash maps
         the array (and the boot alias, if the target has one) into the CPU, whose stores there go
         to ``controller.store``. Other arrays must be reached by the CPU through an MMIO range
         the family maps. ``bus_region``: the debugger's view of the array, when the family's
-        differs from a plain :class:`NvmRegion` (the RP2040's XIP, whose reads cost time)."""
+        differs from a plain :class:`NvmRegion` (the RP2040's XIP, whose reads cost time).
+        ``cpu_aliases``: further addresses where the core sees the main flash's cells
+        (:meth:`piflash.sim.cpu.Cpu.map_flash`); the debugger's copies there are the family's
+        to add."""
         self.bus.add(bus_region or NvmRegion(nvm, controller))
         if nvm.name != "flash":
             return
-        nvm.add_mirror(self.cpu.map_flash(nvm.start, nvm.size, controller.store))
+        nvm.add_mirror(self.cpu.map_flash(nvm.start, nvm.size, controller.store, cpu_aliases))
         alias = self.spec.flash_alias
         if alias is not None:
             delta = nvm.start - alias

@@ -24,13 +24,14 @@ peripheral at ADDR") so that firmware waiting on a register the simulator lacks 
 
 from __future__ import annotations
 
+import ctypes
 import enum
 import logging
 import signal
 import struct
 import threading
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from unicorn import (
     UC_ARCH_ARM,
@@ -189,6 +190,8 @@ class Cpu:
         #: v8-M registers unicorn does not bank (:data:`REGSEL_V8M_KEPT`), for read-back.
         self._kept: Dict[int, int] = {}
         self._flash_ranges: List[Tuple[int, int, Callable[[int, int, int], None]]] = []
+        #: Host buffers shared by flash mappings and their aliases (:meth:`map_flash`).
+        self._shared: List[object] = []
         self._hooks: List[object] = [self.uc.hook_add(UC_HOOK_INTR, self._on_intr),
                                      self.uc.hook_add(UC_HOOK_MEM_WRITE_PROT, self._on_write_prot)]
         self.uc.reg_write(A.UC_ARM_REG_XPSR, XPSR_T)
@@ -200,12 +203,29 @@ class Cpu:
         """Map zero-filled RAM at ``start`` (4 KiB multiple)."""
         self.uc.mem_map(start, size, UC_PROT_ALL)
 
-    def map_flash(self, start: int, size: int, on_store: Callable[[int, int, int], None]) -> Callable[[int, bytes], None]:
+    def map_flash(self, start: int, size: int, on_store: Callable[[int, int, int], None],
+                  aliases: Sequence[int] = ()) -> Callable[[int, bytes], None]:
         """Map read/execute-only memory for a flash array at ``start``; every CPU store into it
         calls ``on_store(addr, size, value)`` instead of writing. Returns the mirror callback
-        ``write(offset, data)`` that keeps the mapping equal to the array."""
-        self.uc.mem_map(start, size, UC_PROT_READ | UC_PROT_EXEC)
+        ``write(offset, data)`` that keeps the mapping equal to the array.
+
+        :param aliases: Further addresses (``size``-aligned, 4 KiB multiples) where the same
+            cells appear (a serial flash repeated through its XIP window: the part ignores the
+            address bits above its size). They share one host buffer with ``start``
+            (unicorn's ``mem_map_ptr``), so the one mirror write updates every copy; a store
+            there is handed to ``on_store`` at the matching address from ``start``.
+        """
+        if not aliases:
+            self.uc.mem_map(start, size, UC_PROT_READ | UC_PROT_EXEC)
+        else:
+            cells = ctypes.create_string_buffer(size)
+            self._shared.append(cells)          # unicorn keeps only the pointer
+            for base in (start, *aliases):
+                self.uc.mem_map_ptr(base, size, UC_PROT_READ | UC_PROT_EXEC, ctypes.addressof(cells))
         self._flash_ranges.append((start, start + size, on_store))
+        for base in aliases:
+            self._flash_ranges.append((base, base + size, lambda addr, n, value, delta=start - base:
+                                       on_store(addr + delta, n, value)))
         uc = self.uc
         return lambda offset, data: uc.mem_write(start + offset, data)
 

@@ -37,14 +37,16 @@ open). The faults:
     access, each word of a multiple transfer) have been made in the current session; writes up
     to the limit take effect and the board state is saved at that moment. Every later call on
     that probe object raises ``ProbeDisconnected`` too. The setting stays until cleared, so each
-    new session is cut off after N transfers again.
+    new session is cut off after N transfers again. A board in USB BOOTSEL mode (the simulated
+    PICOBOOT device) counts bulk transfers instead and leaves the USB bus (ENODEV).
 
 ``remove_after`` -- int N >= 0.
     The board is pulled off the fixture once N DAP transfers have been made in the current
     session (:meth:`piflash.sim.store.SimStore.pull`): writes up to the limit take effect, the
     board's flash is saved, and from then on the debug port does not answer (pyOCD's
     ``TransferError``, no ACK) while the probe stays plugged in. One-shot: pulling the board
-    spends the fault, so seating the same board again does not pull it again.
+    spends the fault, so seating the same board again does not pull it again. A board in USB
+    BOOTSEL mode counts bulk transfers and, pulled, leaves the USB bus with its board.
 
 ``lock_ignored`` -- bool.
     A read-out protection lock does not take: the setting is written (nRF UICR.APPROTECT /

@@ -10,9 +10,9 @@ Modelled: core 0 behind its DP with one AHB-AP; core 1's DP answers TARGETSEL, D
 and DLPIDR but has no AP (the second core is not emulated); the Rescue DP, whose CDBGPWRUPREQ
 resets the chip when cleared and makes the boot ROM park the core (a WFE loop); 264 KiB SRAM;
 the boot ROM (:mod:`piflash.sim.chips.rp2_bootrom`); the Pico's 2 MiB W25Q16JV behind XIP at
-0x10000000 (always coherent: the XIP cache is not modelled; the debugger sees the 2 MiB repeated
-through each 16 MiB XIP window and its aliases, the CPU the first copy) and behind the SSI's
-serial mode; the QSPI chip-select override; RESETS, XOSC, PLL_SYS and the clk_sys mux
+0x10000000 (always coherent: the XIP cache is not modelled; the debugger and the core see the
+2 MiB repeated through each 16 MiB XIP window and its aliases, as the part ignores A23-A21) and
+behind the SSI's serial mode; the QSPI chip-select override; RESETS, XOSC, PLL_SYS and the clk_sys mux
 (:mod:`piflash.sim.chips.rp2_clocks`), whose system clock the board reports (``clock_hz``).
 The flash's 64-bit unique ID is the board's ``target_uid``.
 """

@@ -14,8 +14,9 @@ Modelled: core 0 (Cortex-M33, Secure) behind a CS-600 AHB5-AP at 0x2000 of the d
 space; core 1 is not emulated and its AP is listed as not present; 520 KiB SRAM; the boot ROM
 (:mod:`piflash.sim.chips.rp2350_bootrom`); the Pico 2's 4 MiB flash (Winbond W25Q32RV, JEDEC ID
 EF 40 16 as the W25Q32JV's, Raspberry Pi Pico 2 datasheet chapter 1) behind the QMI: its
-memory window at 0x10000000 (repeated through the 16 MiB chip-select 0 window, its
-no-cache alias 0x14000000 and no-translate alias 0x1C000000) serves flash data by serial 03h
+memory window at 0x10000000 (repeated, for the debugger and the core alike, through the 16 MiB
+chip-select 0 window, its no-cache alias 0x14000000 and no-translate alias 0x1C000000: the part
+ignores the address bits above its 4 MiB) serves flash data by serial 03h
 reads from reset on, except while direct mode is on; its direct mode (DIRECT_CSR/TX/RX) talks to the flash serially; the RCP's salt and canary
 status (coprocessor 7, the instructions pyOCD's flash algorithm and pico-sdk's crt0 use);
 ACCESSCTRL's password, LOCK and CFGRESET; SYSINFO CHIP_ID; OTP CRITICAL (0: no flag programmed);

@@ -207,8 +207,9 @@ def attach_rom_and_xip(board, rom, interface, windows, window_size: int, uncache
     """Put ``rom`` (a boot ROM model: ``image``, ``stub_range``, ``call``, ``on_flush``) at 0 for
     the debugger and the core, and the main flash behind XIP: the debugger's view (reads served
     while ``interface.xip_ready()``), the core's reads charged, and the flash repeated through
-    each window of ``windows`` (``window_size`` bytes each): the flash sees 24 address bits and
-    ignores those above its size, so a 2 or 4 MiB part repeats through a 16 MiB window.
+    each window of ``windows`` (``window_size`` bytes each) for the debugger and the core alike:
+    the flash takes 24 address bits and ignores those above its size (a W25Q16JV decodes
+    A20-A0 of its 2 MiB), so a 2 or 4 MiB part repeats through a 16 MiB window.
 
     :param uncached: the windows that bypass the cache (:class:`XipTiming`).
     :returns: the XIP timing model (its ``flush`` is the ROM's cache flush).
@@ -220,11 +221,12 @@ def attach_rom_and_xip(board, rom, interface, windows, window_size: int, uncache
     stores = IgnoreStores()
     xip = XipTiming(flash_nvm, interface, uncached)
     rom.on_flush = xip.flush
-    board.set_flash_controller(flash_nvm, stores, bus_region=XipRegion(flash_nvm, stores, xip))
-    board.cpu.add_read_watch(flash_nvm.start, flash_nvm.start + flash_nvm.size - 1, xip.read)
+    copies = [start for window in windows for start in range(window, window + window_size, flash_nvm.size)
+              if start != flash_nvm.start]
+    board.set_flash_controller(flash_nvm, stores, bus_region=XipRegion(flash_nvm, stores, xip), cpu_aliases=copies)
     for window in windows:
-        for start in range(window, window + window_size, flash_nvm.size):
-            if start != flash_nvm.start:
-                board.bus.add(XipRegion(flash_nvm, stores, xip, alias_start=start))
+        board.cpu.add_read_watch(window, window + window_size - 1, xip.read)
+    for start in copies:
+        board.bus.add(XipRegion(flash_nvm, stores, xip, alias_start=start))
     return xip
 

@@ -512,6 +512,33 @@ class SimProbe(DebugProbe):
                 self._fire_cut()
             self._board.dp.write_ap_multiple(addr, values)
 
+    # -- the board behind a device that is the board (a Pico in BOOTSEL mode) ------------------
+    def board_present(self) -> bool:
+        """Whether the board is still there, the store checked for changes now (at most every
+        :data:`_RELOAD_INTERVAL` s, as for DAP transfers): faults set since are applied to the
+        live board; an ejected (``sim unplug``), deleted, pulled or swapped board is gone, what
+        was written up to then saved. For a device that is the board itself and makes no DAP
+        transfers (the simulated BOOTSEL Pico: :mod:`piflash.sim.probes.usb.picoboot`).
+
+        :returns: False once the board is gone (the probe is then lost or has no target).
+        """
+        with self._guard:
+            try:
+                self._check_alive()
+            except exceptions.ProbeDisconnected:
+                return False
+            return not self._target_gone
+
+    def pull_board(self) -> None:
+        """The ``remove_after`` fault of a device that is the board fired: the board's flash is
+        saved, the fault spent and the board taken off its fixture (``SimStore.pull``)."""
+        with self._guard:
+            if self._board is not None:
+                self._board.faults.remove_after = None
+            self._drop_target("remove_after", save=True)
+            with _suppress_store_errors(self._name):
+                self._store.pull(self._name)
+
     # -- fault handling ----------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._lost:

@@ -33,9 +33,16 @@ bulk packets), data moved through the ROM's one 256-byte buffer (the next chunk 
 while the previous one is being programmed), each flash operation its typical datasheet time
 (:data:`~piflash.sim.probes.usb.timing.TARGET_TIMING` ``rp2040``), the bytes on the SPI bus at
 clk_sys 48 MHz (the USB boot code runs clk_sys from the 48 MHz USB clock: bootrom_main.c
-``_usb_clock_setup``) divided by the ROM's BAUDR 6. A board whose fault ``disconnect_after`` is
-N leaves the bus after N bulk transfers (the writes up to then kept); an EXEC whose code does
-not return hangs the device: every later transfer times out.
+``_usb_clock_setup``) divided by the ROM's BAUDR 6.
+
+Faults, as the simulated probes have them (:mod:`piflash.sim.faults`), the board being the USB
+device: a board ejected (``piflash sim unplug``), deleted, pulled (``sim board pull``) or swapped
+while the interface is claimed leaves the bus at the next bulk transfer (ENODEV; the store is
+checked every 0.05 s, as a probe's); ``disconnect_after`` N: it leaves after N bulk transfers;
+``remove_after`` N: the same, and the board is off its fixture (the fault spent), so it does
+not come back; the writes up to then are kept either way. ``stuck_busy``: the flash's BUSY never
+clears, the ROM polls it for ever and the device stops answering. An EXEC whose code does not
+return hangs the device: every later transfer times out.
 
 May import: pyusb, the board store, :mod:`piflash.sim.probes.simprobe`; nothing of piflash
 outside ``piflash.sim``.
@@ -419,13 +426,27 @@ class SimBootselDevice(_PicoOnUsb):
         return self.clock.now + self.host_transfer_s
 
     def _count_transfer(self) -> None:
+        """Each bulk transfer: the board's faults as a probe's, counted in bulk transfers (the
+        board is the device: pulled, unplugged or cut off, it leaves the bus).
+
+        :raises usb.core.USBError: ENODEV once the device left the bus: the board ejected
+            (``piflash sim unplug``), deleted, pulled or swapped since the last transfer (seen
+            within 0.05 s, :meth:`SimProbe.board_present`), ``disconnect_after`` N bulk
+            transfers made, or ``remove_after`` N (the board then also off its fixture).
+        """
         self.check_present()
         self._transfers += 1
-        board = self.board
-        limit = board.faults.disconnect_after if board is not None else None
-        if limit is not None and self._transfers > limit:
+        probe = self.probe
+        if probe is not None and not probe.board_present():
             self.unplug()
-            self.check_present()
+        board = self.board
+        faults = board.faults if board is not None else None
+        if faults is not None and faults.remove_after is not None and self._transfers > faults.remove_after:
+            probe.pull_board()
+            self.unplug()
+        elif faults is not None and faults.disconnect_after is not None and self._transfers > faults.disconnect_after:
+            self.unplug()
+        self.check_present()
 
     def _check_halted(self, ep: int, timeout_ms: int) -> None:
         import usb.core
