@@ -224,8 +224,7 @@ class Cpu:
                 self.uc.mem_map_ptr(base, size, UC_PROT_READ | UC_PROT_EXEC, ctypes.addressof(cells))
         self._flash_ranges.append((start, start + size, on_store))
         for base in aliases:
-            self._flash_ranges.append((base, base + size, lambda addr, n, value, delta=start - base:
-                                       on_store(addr + delta, n, value)))
+            self._flash_ranges.append((base, base + size, _shifted(on_store, start - base)))
         uc = self.uc
         return lambda offset, data: uc.mem_write(start + offset, data)
 
@@ -525,3 +524,11 @@ class Cpu:
         except UcError:
             return False
         return prev in (_WFI, _WFE)
+
+
+def _shifted(on_store: Callable[[int, int, int], None], delta: int) -> Callable[[int, int, int], None]:
+    """``on_store`` for an alias of the flash ``delta`` bytes below (or above) its first window:
+    a store at ``addr`` is handed on at ``addr + delta``."""
+    def handler(addr: int, n: int, value: int) -> None:
+        on_store(addr + delta, n, value)
+    return handler
