@@ -58,34 +58,34 @@ class ExitCode(enum.IntEnum):
     """Process exit status of the ``piflash`` command, one per failure class."""
 
     OK = 0
-    INTERNAL = 1          #: a bug in piflash or pyOCD: please report it
-    USAGE = 2             #: bad command line (click's own code)
-    FIRMWARE = 3          #: firmware file missing, unreadable, corrupt or empty
-    IMAGE_RANGE = 4       #: image data outside the target's flash
-    PROFILE = 5           #: profile or station config invalid
-    CHECKSUM = 6          #: firmware's SHA-256 differs from the profile's
-    NO_PROBE = 7          #: no matching debug probe
-    SEVERAL_PROBES = 8    #: several probes match and none was chosen
-    PERMISSION = 9        #: a probe is present but may not be opened
-    CONNECT = 10          #: the probe works but the target does not answer
-    FLASH = 11            #: erase or program failed (protection, timeout, fault)
-    VERIFY = 12           #: read-back verify found bytes that differ
-    PROBE_LOST = 13       #: the probe disconnected during the operation
-    MEMORY = 14           #: not enough free memory for the operation
-    DOCTOR = 15           #: ``piflash doctor`` found a problem that blocks flashing
-    SERVICE = 16          #: installing or removing the systemd unit failed (not root, systemctl)
-    EXTRA_MISSING = 17    #: an optional extra (``piflash[sim]``...) is not installed
-    HISTORY = 18          #: the history database cannot be opened, read or written
-    HISTORY_CHAIN = 19    #: ``piflash history verify-chain`` found an edited, deleted or inserted row
-    PROTECTED = 20        #: the chip is read-out protected (APPROTECT, RDP): recover it first
-    PROTECT_FAILED = 21   #: a lock did not take, a recover failed or timed out, or the state is unreadable
-    SERIAL = 22           #: no serial number to give (counter used up) or the serial database is unusable
-    PROBE_TIMEOUT = 23    #: the probe (or probe server) stopped answering within the time limit
-    PROBE_BUSY = 24       #: the probe is in use by another piflash or pyOCD client
-    SERIAL_ISSUED = 25    #: ``--serial N`` names a number already issued (``--force-serial`` re-issues it)
-    BOOT_CHECK = 26       #: the flashed firmware did not start as the boot check expects
-    LEDGER = 27           #: the central ledger (PostgreSQL) cannot be reached or written
-    INTERRUPTED = 130     #: Ctrl-C or SIGTERM (128 + SIGINT)
+    INTERNAL = 1  #: a bug in piflash or pyOCD: please report it
+    USAGE = 2  #: bad command line (click's own code)
+    FIRMWARE = 3  #: firmware file missing, unreadable, corrupt or empty
+    IMAGE_RANGE = 4  #: image data outside the target's flash
+    PROFILE = 5  #: profile or station config invalid
+    CHECKSUM = 6  #: firmware's SHA-256 differs from the profile's
+    NO_PROBE = 7  #: no matching debug probe
+    SEVERAL_PROBES = 8  #: several probes match and none was chosen
+    PERMISSION = 9  #: a probe is present but may not be opened
+    CONNECT = 10  #: the probe works but the target does not answer
+    FLASH = 11  #: erase or program failed (protection, timeout, fault)
+    VERIFY = 12  #: read-back verify found bytes that differ
+    PROBE_LOST = 13  #: the probe disconnected during the operation
+    MEMORY = 14  #: not enough free memory for the operation
+    DOCTOR = 15  #: ``piflash doctor`` found a problem that blocks flashing
+    SERVICE = 16  #: installing or removing the systemd unit failed (not root, systemctl)
+    EXTRA_MISSING = 17  #: an optional extra (``piflash[sim]``...) is not installed
+    HISTORY = 18  #: the history database cannot be opened, read or written
+    HISTORY_CHAIN = 19  #: ``piflash history verify-chain`` found an edited, deleted or inserted row
+    PROTECTED = 20  #: the chip is read-out protected (APPROTECT, RDP): recover it first
+    PROTECT_FAILED = 21  #: a lock did not take, a recover failed or timed out, or the state is unreadable
+    SERIAL = 22  #: no serial number to give (counter used up) or the serial database is unusable
+    PROBE_TIMEOUT = 23  #: the probe (or probe server) stopped answering within the time limit
+    PROBE_BUSY = 24  #: the probe is in use by another piflash or pyOCD client
+    SERIAL_ISSUED = 25  #: ``--serial N`` names a number already issued (``--force-serial`` re-issues it)
+    BOOT_CHECK = 26  #: the flashed firmware did not start as the boot check expects
+    LEDGER = 27  #: the central ledger (PostgreSQL) cannot be reached or written
+    INTERRUPTED = 130  #: Ctrl-C or SIGTERM (128 + SIGINT)
 
 
 #: One line per exit code, for ``--help`` and the docs.
@@ -220,8 +220,14 @@ class ProfileError(ConfigError):
 
     exit_code = ExitCode.PROFILE
 
-    def __init__(self, message: str, path: Optional[str] = None, line: Optional[int] = None,
-                 key: Optional[str] = None, hint: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        path: Optional[str] = None,
+        line: Optional[int] = None,
+        key: Optional[str] = None,
+        hint: Optional[str] = None,
+    ) -> None:
         where = ""
         if path:
             where = f"{path}:{line}: " if line else f"{path}: "
@@ -278,8 +284,7 @@ class WrongTargetError(ConnectError):
     :ivar suggested: the pyOCD target type to use instead (str), or None when piflash cannot tell.
     """
 
-    def __init__(self, message: str, found: str, suggested: Optional[str] = None,
-                 hint: Optional[str] = None) -> None:
+    def __init__(self, message: str, found: str, suggested: Optional[str] = None, hint: Optional[str] = None) -> None:
         super().__init__(message, hint)
         self.found = found
         self.suggested = suggested
@@ -306,8 +311,7 @@ class PicobootError(FlashError):
     :ivar status_name: its name (str, e.g. ``"INVALID_ADDRESS"``).
     """
 
-    def __init__(self, command: str, status: int, status_name: str, message: str,
-                 hint: Optional[str] = None) -> None:
+    def __init__(self, command: str, status: int, status_name: str, message: str, hint: Optional[str] = None) -> None:
         super().__init__(message, hint=hint)
         self.command = command
         self.status = status
@@ -323,8 +327,7 @@ class VerifyError(TargetError):
 
     exit_code = ExitCode.VERIFY
 
-    def __init__(self, message: str, first_address: int, differing_bytes: int,
-                 hint: Optional[str] = None) -> None:
+    def __init__(self, message: str, first_address: int, differing_bytes: int, hint: Optional[str] = None) -> None:
         super().__init__(message, hint)
         self.first_address = first_address
         self.differing_bytes = differing_bytes
@@ -507,16 +510,24 @@ class GuardConfigError(ConfigError):
 #: piflash's optional extras (pyproject.toml ``[project.optional-dependencies]``): extra name ->
 #: (the top-level module it brings, what needs it, how to install it).
 EXTRAS: Dict[str, Tuple[str, str, str]] = {
-    "sim": ("unicorn", "the simulator",
-            "with scripts/install.sh: 'bash scripts/install.sh --with-sim'; in a development "
-            "checkout's venv: pip install 'piflash[sim]'"),
-    "gpio": ("gpiozero", "the station's GPIO support",
-             "pip install 'piflash[gpio]' into piflash's venv"),
-    "metrics": ("prometheus_client", "the station's Prometheus metrics",
-                "pip install 'piflash[metrics]' into piflash's venv (prometheus-client, pure Python)"),
-    "ledger": ("psycopg", "the central ledger on PostgreSQL",
-               "with Debian's libpq5: sudo apt-get install libpq5, then pip install 'piflash[ledger]' into "
-               "piflash's venv (or Debian's python3-psycopg)"),
+    "sim": (
+        "unicorn",
+        "the simulator",
+        "with scripts/install.sh: 'bash scripts/install.sh --with-sim'; in a development "
+        "checkout's venv: pip install 'piflash[sim]'",
+    ),
+    "gpio": ("gpiozero", "the station's GPIO support", "pip install 'piflash[gpio]' into piflash's venv"),
+    "metrics": (
+        "prometheus_client",
+        "the station's Prometheus metrics",
+        "pip install 'piflash[metrics]' into piflash's venv (prometheus-client, pure Python)",
+    ),
+    "ledger": (
+        "psycopg",
+        "the central ledger on PostgreSQL",
+        "with Debian's libpq5: sudo apt-get install libpq5, then pip install 'piflash[ledger]' into "
+        "piflash's venv (or Debian's python3-psycopg)",
+    ),
 }
 
 
@@ -536,8 +547,12 @@ def extra_missing(extra: str, detail: str = "") -> ExtraMissingError:
     """
     module, purpose, how = EXTRAS[extra]
     why = f"{module} cannot be imported: {detail}" if detail else f"{module} is not installed"
-    return ExtraMissingError(f"{purpose} is not installed (piflash's '{extra}' extra: {why})",
-                             extra=extra, module=module, hint=f"install it {how}")
+    return ExtraMissingError(
+        f"{purpose} is not installed (piflash's '{extra}' extra: {why})",
+        extra=extra,
+        module=module,
+        hint=f"install it {how}",
+    )
 
 
 def extra_for_module(module: Optional[str]) -> Optional[str]:

@@ -11,8 +11,14 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-__all__ = ["BOOT_TIMEOUT_MAX_S", "RTT_FIND_TIMEOUT_MAX_S", "RTT_DURATION_MAX_S", "RECOVER_TIMEOUT_MAX_S",
-           "PROBE_TIMEOUT_MAX_S", "seconds"]
+__all__ = [
+    "BOOT_TIMEOUT_MAX_S",
+    "RTT_FIND_TIMEOUT_MAX_S",
+    "RTT_DURATION_MAX_S",
+    "RECOVER_TIMEOUT_MAX_S",
+    "PROBE_TIMEOUT_MAX_S",
+    "seconds",
+]
 
 #: ``--boot-timeout`` and a profile's ``boot_check: timeout:``: firmware that has not shown it
 #: started after an hour has not started.
@@ -28,8 +34,7 @@ RECOVER_TIMEOUT_MAX_S = 3600.0
 PROBE_TIMEOUT_MAX_S = 3600.0
 
 
-def seconds(value: object, what: str, maximum: float, minimum: float = 0.0,
-            min_open: bool = True) -> float:
+def seconds(value: object, what: str, maximum: float, minimum: float = 0.0, min_open: bool = True) -> float:
     """``value`` as a number of seconds (float), checked: a real number (an int or float, not a
     bool; text that reads as one), finite, above ``minimum`` (or at it, without ``min_open``) and
     at most ``maximum``.

@@ -66,9 +66,24 @@ SYSTEM_PROFILE_DIR = Path("/etc/piflash/profiles")
 PROFILE_PATH_ENV = settings.PIFLASH_PROFILE_PATH.name
 
 #: Every key a profile may contain.
-ALLOWED_KEYS = ("target", "probe", "frequency", "erase", "firmware", "sha256",
-                "base_address", "verify", "reset", "description", "memory_guard", "pack",
-                "serial", "patch", "protect", "boot_check")
+ALLOWED_KEYS = (
+    "target",
+    "probe",
+    "frequency",
+    "erase",
+    "firmware",
+    "sha256",
+    "base_address",
+    "verify",
+    "reset",
+    "description",
+    "memory_guard",
+    "pack",
+    "serial",
+    "patch",
+    "protect",
+    "boot_check",
+)
 #: Accepted values of ``protect`` (piflash/production/protect.py): lock after a passed verify, or leave open.
 PROTECT_MODES = ("lock", "off")
 #: Accepted values of ``memory_guard`` (as piflash.host.memguard.GUARD_MODES; kept here so loading a
@@ -96,22 +111,22 @@ PathLike = Union[str, "os.PathLike[str]"]
 class Profile:
     """One validated profile.  Units: ``frequency`` in Hz, ``base_address`` a byte address."""
 
-    name: str                      #: file stem, e.g. "nrf52-dk"
-    path: Path                     #: the profile file, resolved
-    target: str                    #: pyOCD target type
-    probe: Optional[str]           #: probe unique ID, or None for "the only probe"
-    frequency: Optional[int]       #: SWD/JTAG clock in Hz, or None for piflash's default (4 MHz)
-    erase: str                     #: "auto", "sector" or "chip"
-    firmware: Path                 #: firmware file, absolute and resolved
-    sha256: Optional[str]          #: expected digest, 64 lowercase hex digits, or None
-    base_address: Optional[int]    #: load address of a .bin image, else None
-    verify: bool = True            #: read back and compare after programming
-    reset: bool = True             #: reset and run the target afterwards
+    name: str  #: file stem, e.g. "nrf52-dk"
+    path: Path  #: the profile file, resolved
+    target: str  #: pyOCD target type
+    probe: Optional[str]  #: probe unique ID, or None for "the only probe"
+    frequency: Optional[int]  #: SWD/JTAG clock in Hz, or None for piflash's default (4 MHz)
+    erase: str  #: "auto", "sector" or "chip"
+    firmware: Path  #: firmware file, absolute and resolved
+    sha256: Optional[str]  #: expected digest, 64 lowercase hex digits, or None
+    base_address: Optional[int]  #: load address of a .bin image, else None
+    verify: bool = True  #: read back and compare after programming
+    reset: bool = True  #: reset and run the target afterwards
     description: Optional[str] = None
     memory_guard: Optional[str] = None  #: "refuse", "warn", "off", or None for the default
     pack: Optional[Tuple[str, ...]] = None  #: CMSIS pack paths (absolute), pyOCD's ``pack`` option
     patch_plan: Optional[PatchPlan] = None  #: per-board serial / patch entries, or None
-    protect: Optional[str] = None   #: "lock" after a passed verify, or None / "off"
+    protect: Optional[str] = None  #: "lock" after a passed verify, or None / "off"
     boot_check: Optional[BootCheck] = None  #: what proves the board starts after the reset, or None
 
     @property
@@ -134,10 +149,11 @@ class Profile:
         """
         digest = hashlib.sha256()
         if not os.path.lexists(self.firmware):
-            raise FirmwareError(f"firmware file not found: {self.firmware}",
-                                hint=f"build it, or fix 'firmware' in {self.path}")
+            raise FirmwareError(
+                f"firmware file not found: {self.firmware}", hint=f"build it, or fix 'firmware' in {self.path}"
+            )
         try:
-            with open_firmware(self.firmware) as f:    # refuses a FIFO or device (it would block)
+            with open_firmware(self.firmware) as f:  # refuses a FIFO or device (it would block)
                 for chunk in iter(lambda: f.read(_CHUNK), b""):
                     digest.update(chunk)
         except OSError as e:
@@ -152,10 +168,10 @@ class Profile:
         """
         if self.sha256 is not None and actual != self.sha256:
             raise ChecksumError(
-                f"firmware {self.firmware} has SHA-256 {actual}, but profile {self.path} "
-                f"expects {self.sha256}",
+                f"firmware {self.firmware} has SHA-256 {actual}, but profile {self.path} expects {self.sha256}",
                 hint=f"if this firmware is the intended one, set 'sha256: {actual}' in the profile "
-                     f"('piflash profile check {self.name}' prints the actual digest)")
+                f"('piflash profile check {self.name}' prints the actual digest)",
+            )
         return actual
 
     def load_image(self) -> "FirmwareImage":
@@ -200,8 +216,7 @@ class Profile:
         if "frequency" in changes:
             changes["frequency"] = parse_frequency(changes["frequency"])
         if "erase" in changes and changes["erase"] not in ERASE_MODES:
-            raise ProfileError(f"must be one of {', '.join(ERASE_MODES)}, got {changes['erase']!r}",
-                               key="erase")
+            raise ProfileError(f"must be one of {', '.join(ERASE_MODES)}, got {changes['erase']!r}", key="erase")
         if "sha256" in changes:
             changes["sha256"] = _check_sha256(changes["sha256"], None, None)
         if "firmware" in changes:
@@ -211,9 +226,11 @@ class Profile:
             changes.setdefault("sha256", None)
         new = dataclasses.replace(self, **changes)
         if (new.firmware_format == "bin") != (new.base_address is not None):
-            raise ProfileError(f"a base address is needed for a .bin firmware and only for one; "
-                               f"got {new.firmware.name} with base address {new.base_address}",
-                               key="base_address")
+            raise ProfileError(
+                f"a base address is needed for a .bin firmware and only for one; "
+                f"got {new.firmware.name} with base address {new.base_address}",
+                key="base_address",
+            )
         return new
 
 
@@ -244,15 +261,23 @@ def parse_frequency(value: Any, path: Optional[str] = None, line: Optional[int] 
         if m:
             hz = Decimal(m.group(1)) * {"": 1, "k": 1000, "m": 1000000}[m.group(2).lower()]
     if hz is None:
-        raise ProfileError(f"expected a frequency in Hz (an integer, or a string like '4MHz' "
-                           f"or '400kHz'), got {_describe(value)}", path=path, line=line,
-                           key="frequency")
+        raise ProfileError(
+            f"expected a frequency in Hz (an integer, or a string like '4MHz' or '400kHz'), got {_describe(value)}",
+            path=path,
+            line=line,
+            key="frequency",
+        )
     if hz <= 0 or hz != hz.to_integral_value():
-        raise ProfileError(f"must be a positive whole number of Hz, got {_describe(value)}",
-                           path=path, line=line, key="frequency")
+        raise ProfileError(
+            f"must be a positive whole number of Hz, got {_describe(value)}", path=path, line=line, key="frequency"
+        )
     if not FREQUENCY_MIN <= hz <= FREQUENCY_MAX:
-        raise ProfileError(f"must be between 1 kHz and 100 MHz (the SWD clocks probes support), "
-                           f"got {_describe(value)}", path=path, line=line, key="frequency")
+        raise ProfileError(
+            f"must be between 1 kHz and 100 MHz (the SWD clocks probes support), got {_describe(value)}",
+            path=path,
+            line=line,
+            key="frequency",
+        )
     return int(hz)
 
 
@@ -291,7 +316,7 @@ def expanded_size(node, limit: int) -> int:
         key = id(n)
         if key in memo:
             return memo[key]
-        if depth > 200:                      # a self-referencing alias, or absurd nesting
+        if depth > 200:  # a self-referencing alias, or absurd nesting
             return limit + 1
         total = 1
         if isinstance(n, yaml.SequenceNode):
@@ -310,9 +335,13 @@ def expanded_size(node, limit: int) -> int:
     return size(node, 0)
 
 
-def read_yaml_mapping(src: str, allowed_keys: Tuple[str, ...], what: str = "profile",
-                      text_keys: Tuple[str, ...] = (), empty: Optional[str] = None
-                      ) -> Tuple[dict, dict, int]:
+def read_yaml_mapping(
+    src: str,
+    allowed_keys: Tuple[str, ...],
+    what: str = "profile",
+    text_keys: Tuple[str, ...] = (),
+    empty: Optional[str] = None,
+) -> Tuple[dict, dict, int]:
     """Read a YAML file whose top level is a mapping of known keys, keeping each key's line.
 
     Shared by profiles and the station config (:mod:`piflash.station.config`).
@@ -341,39 +370,50 @@ def read_yaml_mapping(src: str, allowed_keys: Tuple[str, ...], what: str = "prof
         problem = e.problem or e.context
         if e.context and e.problem and e.problem.startswith("but "):
             problem = f"{e.context}, {e.problem}"  # e.g. a second document in the file
-        raise ProfileError(f"YAML syntax error: {problem}", path=src,
-                           line=_syntax_error_line(e, text) if mark else None) from None
+        raise ProfileError(
+            f"YAML syntax error: {problem}", path=src, line=_syntax_error_line(e, text) if mark else None
+        ) from None
     except yaml.YAMLError as e:
         raise ProfileError(f"YAML error: {e}", path=src) from None
     if root is None or root.tag == "tag:yaml.org,2002:null":
         raise ProfileError(empty or f"{what} is empty", path=src)
     values_held = expanded_size(root, MAX_YAML_VALUES)
     if values_held > MAX_YAML_VALUES:
-        raise ProfileError(f"{what} holds more than {MAX_YAML_VALUES:,} values once its YAML aliases "
-                           "(*name) are expanded: refused before reading them", path=src,
-                           hint="write the values out, or use fewer aliases; piflash's keys need few values")
+        raise ProfileError(
+            f"{what} holds more than {MAX_YAML_VALUES:,} values once its YAML aliases "
+            "(*name) are expanded: refused before reading them",
+            path=src,
+            hint="write the values out, or use fewer aliases; piflash's keys need few values",
+        )
     if not isinstance(root, yaml.MappingNode):
-        raise ProfileError(f"top level must be a mapping of keys to values, not a "
-                           f"{'list' if isinstance(root, yaml.SequenceNode) else 'single value'}",
-                           path=src, line=root.start_mark.line + 1)
+        raise ProfileError(
+            f"top level must be a mapping of keys to values, not a "
+            f"{'list' if isinstance(root, yaml.SequenceNode) else 'single value'}",
+            path=src,
+            line=root.start_mark.line + 1,
+        )
 
     constructor = yaml.SafeLoader("")
     values, lines = {}, {}
     for knode, vnode in root.value:
         kline = knode.start_mark.line + 1
         if not isinstance(knode, yaml.ScalarNode) or knode.tag != "tag:yaml.org,2002:str":
-            raise ProfileError(f"keys must be plain words, got {knode.value!r}"
-                               if isinstance(knode, yaml.ScalarNode) else "keys must be plain words",
-                               path=src, line=kline)
+            raise ProfileError(
+                f"keys must be plain words, got {knode.value!r}"
+                if isinstance(knode, yaml.ScalarNode)
+                else "keys must be plain words",
+                path=src,
+                line=kline,
+            )
         key = knode.value
         if key not in allowed_keys:
             close = difflib.get_close_matches(key, allowed_keys, n=1)
             guess = f" (did you mean '{close[0]}'?)" if close else ""
-            raise ProfileError(f"unknown key{guess}; allowed keys: {', '.join(allowed_keys)}",
-                               path=src, line=kline, key=key)
+            raise ProfileError(
+                f"unknown key{guess}; allowed keys: {', '.join(allowed_keys)}", path=src, line=kline, key=key
+            )
         if key in lines:
-            raise ProfileError(f"duplicate key (first given on line {lines[key]})",
-                               path=src, line=kline, key=key)
+            raise ProfileError(f"duplicate key (first given on line {lines[key]})", path=src, line=kline, key=key)
         lines[key] = kline
         try:
             value = constructor.construct_object(vnode, deep=True)
@@ -418,12 +458,15 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
     """
     src = os.fspath(path)
     values, lines, root_line = read_yaml_mapping(
-        src, ALLOWED_KEYS, "profile", text_keys=("probe", "sha256"),
-        empty="profile is empty; it needs at least 'target' and 'firmware'")
+        src,
+        ALLOWED_KEYS,
+        "profile",
+        text_keys=("probe", "sha256"),
+        empty="profile is empty; it needs at least 'target' and 'firmware'",
+    )
 
     def fail(key: str, message: str, hint: Optional[str] = None) -> NoReturn:
-        raise ProfileError(message, path=src, line=lines.get(key, root_line),
-                           key=key, hint=hint)
+        raise ProfileError(message, path=src, line=lines.get(key, root_line), key=key, hint=hint)
 
     for key in REQUIRED_KEYS:
         if key not in values:
@@ -433,8 +476,11 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
         value = values.get(key, default)
         if value is not None and not isinstance(value, str):
             scalar = isinstance(value, (int, float, bool))
-            fail(key, f"expected a string, got {_describe(value)}",
-                 hint=f'quote it: {key}: "{value}"' if scalar else None)
+            fail(
+                key,
+                f"expected a string, got {_describe(value)}",
+                hint=f'quote it: {key}: "{value}"' if scalar else None,
+            )
         if value is not None and not blank_ok and not value.strip():
             fail(key, "must not be empty")
         return value
@@ -442,8 +488,7 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
     def flag(key: str) -> bool:
         value = values.get(key, True)
         if not isinstance(value, bool):
-            fail(key, f"expected true or false, got {_describe(value)}",
-                 hint="write true or false, without quotes")
+            fail(key, f"expected true or false, got {_describe(value)}", hint="write true or false, without quotes")
         return value
 
     pfile = Path(src).resolve()
@@ -474,17 +519,23 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
     erase = text("erase", "auto")
     if erase not in ERASE_MODES:
         close = difflib.get_close_matches(erase, ERASE_MODES, n=1)
-        fail("erase", f"must be one of {', '.join(ERASE_MODES)}, got {erase!r}"
-             + (f" (did you mean '{close[0]}'?)" if close else ""))
+        fail(
+            "erase",
+            f"must be one of {', '.join(ERASE_MODES)}, got {erase!r}"
+            + (f" (did you mean '{close[0]}'?)" if close else ""),
+        )
     memory_guard = values.get("memory_guard")
     if memory_guard is False:  # YAML 1.1 reads a bare `off` as false
         memory_guard = "off"
     if memory_guard is not None and memory_guard not in MEMORY_GUARD_MODES:
         is_text = isinstance(memory_guard, str)
         close = difflib.get_close_matches(memory_guard, MEMORY_GUARD_MODES, n=1) if is_text else []
-        fail("memory_guard", f"must be one of {', '.join(MEMORY_GUARD_MODES)}, got "
-             + (repr(memory_guard) if is_text else _describe(memory_guard))
-             + (f" (did you mean '{close[0]}'?)" if close else ""))
+        fail(
+            "memory_guard",
+            f"must be one of {', '.join(MEMORY_GUARD_MODES)}, got "
+            + (repr(memory_guard) if is_text else _describe(memory_guard))
+            + (f" (did you mean '{close[0]}'?)" if close else ""),
+        )
     frequency = None
     if "frequency" in values:
         frequency = parse_frequency(values["frequency"], path=src, line=lines["frequency"])
@@ -498,14 +549,20 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
         if not 0 <= base <= 0xFFFFFFFF:
             fail("base_address", f"must be a 32-bit address (0 to 0xFFFFFFFF), got {base:#x}")
         if fmt != "bin":
-            fail("base_address", f"only a .bin firmware takes a base address; {firmware.name} "
-                 "carries its own addresses", hint="remove base_address from the profile")
+            fail(
+                "base_address",
+                f"only a .bin firmware takes a base address; {firmware.name} carries its own addresses",
+                hint="remove base_address from the profile",
+            )
     elif fmt == "bin":
-        fail("firmware", f"a .bin firmware needs 'base_address' (where {firmware.name} goes in flash)",
-             hint="add e.g. 'base_address: 0x08000000'")
+        fail(
+            "firmware",
+            f"a .bin firmware needs 'base_address' (where {firmware.name} goes in flash)",
+            hint="add e.g. 'base_address: 0x08000000'",
+        )
+
     def fail_nested(dotted: str, message: str) -> NoReturn:  # "serial.encoding": the line of serial:
-        raise ProfileError(message, path=src, line=lines.get(dotted.split(".")[0].split("[")[0], root_line),
-                           key=dotted)
+        raise ProfileError(message, path=src, line=lines.get(dotted.split(".")[0].split("[")[0], root_line), key=dotted)
 
     plan = parse_plan(values.get("serial"), values.get("patch"), target, pfile.stem, fail_nested)
     protect = values.get("protect")
@@ -514,8 +571,11 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
     if protect is not None and protect not in PROTECT_MODES:
         fail("protect", f"must be one of {', '.join(PROTECT_MODES)}, got {protect!r}")
     if protect == "lock" and not flag("verify"):
-        fail("protect", "a board is locked only after a passed verify; 'verify: false' never passes one",
-             hint="remove 'verify: false', or 'protect: lock'")
+        fail(
+            "protect",
+            "a board is locked only after a passed verify; 'verify: false' never passes one",
+            hint="remove 'verify: false', or 'protect: lock'",
+        )
     boot_check = None
     raw_check = values.get("boot_check")
     if raw_check is not None:
@@ -526,13 +586,30 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
         except ValueError as exc:
             fail("boot_check", str(exc), hint="see docs/boot-check.md")
         if not flag("reset"):
-            fail("boot_check", "the boot check runs the firmware that the reset starts; 'reset: false' never starts it",
-                 hint="remove 'reset: false', or 'boot_check'")
-    return Profile(name=pfile.stem, path=pfile, target=target, probe=probe, frequency=frequency,
-                   erase=erase, firmware=firmware, sha256=sha256, base_address=base,
-                   verify=flag("verify"), reset=flag("reset"), description=description,
-                   memory_guard=memory_guard, pack=pack, patch_plan=plan,
-                   protect=protect if protect == "lock" else None, boot_check=boot_check)
+            fail(
+                "boot_check",
+                "the boot check runs the firmware that the reset starts; 'reset: false' never starts it",
+                hint="remove 'reset: false', or 'boot_check'",
+            )
+    return Profile(
+        name=pfile.stem,
+        path=pfile,
+        target=target,
+        probe=probe,
+        frequency=frequency,
+        erase=erase,
+        firmware=firmware,
+        sha256=sha256,
+        base_address=base,
+        verify=flag("verify"),
+        reset=flag("reset"),
+        description=description,
+        memory_guard=memory_guard,
+        pack=pack,
+        patch_plan=plan,
+        protect=protect if protect == "lock" else None,
+        boot_check=boot_check,
+    )
 
 
 def profile_dirs(cwd: Optional[PathLike] = None) -> List[Path]:
@@ -569,8 +646,7 @@ def find_profile(name_or_path: PathLike, cwd: Optional[PathLike] = None) -> Path
     arg = os.fspath(name_or_path)
     base = Path(cwd) if cwd is not None else Path.cwd()
     candidate = base / Path(arg).expanduser()
-    if arg and (candidate.is_file() or "/" in arg or os.sep in arg
-                or arg.lower().endswith((".yaml", ".yml"))):
+    if arg and (candidate.is_file() or "/" in arg or os.sep in arg or arg.lower().endswith((".yaml", ".yml"))):
         if not candidate.is_file():
             raise ProfileError("profile file not found", path=arg)
         return candidate
@@ -581,8 +657,10 @@ def find_profile(name_or_path: PathLike, cwd: Optional[PathLike] = None) -> Path
         for ext in (".yaml", ".yml"):
             if (d / (arg + ext)).is_file():
                 return d / (arg + ext)
-    raise ProfileError(f"profile '{arg}' not found; searched: {', '.join(map(str, dirs))}",
-                       hint="'piflash profile list' shows the profiles available")
+    raise ProfileError(
+        f"profile '{arg}' not found; searched: {', '.join(map(str, dirs))}",
+        hint="'piflash profile list' shows the profiles available",
+    )
 
 
 def list_profiles(cwd: Optional[PathLike] = None) -> List[Tuple[str, Path, Optional[str], Optional[str]]]:
@@ -630,34 +708,50 @@ def profile_to_dict(profile: Profile) -> dict:
 def _firmware_format(firmware: Path, src: Optional[str], line: Optional[int]) -> str:
     fmt = format_for_name(firmware)
     if fmt is None:
-        raise ProfileError(f"firmware file name must end in {', '.join(ALL_SUFFIXES)}, got "
-                           f"'{firmware.name}'", path=src, line=line, key="firmware")
+        raise ProfileError(
+            f"firmware file name must end in {', '.join(ALL_SUFFIXES)}, got '{firmware.name}'",
+            path=src,
+            line=line,
+            key="firmware",
+        )
     return fmt
 
 
 def _check_sha256(value: Any, src: Optional[str], line: Optional[int]) -> str:
     if not isinstance(value, str) or not _SHA256_RE.fullmatch(value.strip()):
-        raise ProfileError(f"expected 64 hexadecimal digits (a SHA-256 digest), got "
-                           f"{_describe(value)}", path=src, line=line, key="sha256")
+        raise ProfileError(
+            f"expected 64 hexadecimal digits (a SHA-256 digest), got {_describe(value)}",
+            path=src,
+            line=line,
+            key="sha256",
+        )
     return value.strip().lower()
 
 
 def _describe(value: Any) -> str:
-    """"integer 5", "string 'yes'", ... for error messages (long values shortened)."""
+    """ "integer 5", "string 'yes'", ... for error messages (long values shortened)."""
     shown = repr(value)
     if len(shown) > 40:
         shown = shown[:37] + "..."
-    kind = {bool: "boolean", int: "integer", float: "number", str: "string",
-            list: "list", dict: "mapping"}.get(type(value), type(value).__name__)
+    kind = {bool: "boolean", int: "integer", float: "number", str: "string", list: "list", dict: "mapping"}.get(
+        type(value), type(value).__name__
+    )
     return f"{kind} {shown}"
 
 
 # --- the memory guard for a job a profile describes ---------------------------------------------
 
-def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Optional[str] = None,
-              options: Optional[dict] = None, *, force: bool = False,
-              root: Optional[PathLike] = None,
-              warn: Optional[Callable[[str], None]] = None) -> Optional["MemoryVerdict"]:
+
+def check_job(
+    operation: str,
+    firmware: Optional[PathLike] = None,
+    profile: Optional[str] = None,
+    options: Optional[dict] = None,
+    *,
+    force: bool = False,
+    root: Optional[PathLike] = None,
+    warn: Optional[Callable[[str], None]] = None,
+) -> Optional["MemoryVerdict"]:
     """:func:`piflash.host.memguard.check_memory` for a job as the CLI and the station describe it.
 
     Works out the sizes without parsing anything heavy: for the operations that load an image
@@ -698,5 +792,6 @@ def check_job(operation: str, firmware: Optional[PathLike] = None, profile: Opti
             image_bytes = 0  # loading it reports the problem
         image_format = format_for_name(firmware)
     pack_bytes = memguard.pack_description_bytes(packs)
-    return memguard.check_memory(operation, image_bytes, pack_bytes, image_format, mode=mode, force=force,
-                        root=root, warn=warn)
+    return memguard.check_memory(
+        operation, image_bytes, pack_bytes, image_format, mode=mode, force=force, root=root, warn=warn
+    )

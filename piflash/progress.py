@@ -18,11 +18,11 @@ class Phase(str, enum.Enum):
     ``phase`` column) is the lower-case value, as pyOCD's own progress output names them.
     """
 
-    CONNECT = "connect"   #: open the probe, power up the DAP, discover the core, read the unique ID
-    ERASE = "erase"       #: chip or sector erase (pyOCD's FlashBuilder.erase)
-    PROGRAM = "program"   #: write pages (pyOCD's FlashBuilder.program)
-    VERIFY = "verify"     #: read-back verify (piflash.flashing.verify)
-    RESET = "reset"       #: reset the target so the new firmware runs
+    CONNECT = "connect"  #: open the probe, power up the DAP, discover the core, read the unique ID
+    ERASE = "erase"  #: chip or sector erase (pyOCD's FlashBuilder.erase)
+    PROGRAM = "program"  #: write pages (pyOCD's FlashBuilder.program)
+    VERIFY = "verify"  #: read-back verify (piflash.flashing.verify)
+    RESET = "reset"  #: reset the target so the new firmware runs
 
     def __str__(self) -> str:
         return self.value

@@ -33,8 +33,19 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
-__all__ = ["Setting", "SETTINGS", "USER", "SEAM", "SYSTEM", "PIFLASH", "OPTION", "SIMULATOR", "OFF", "by_name",
-           "environment"]
+__all__ = [
+    "Setting",
+    "SETTINGS",
+    "USER",
+    "SEAM",
+    "SYSTEM",
+    "PIFLASH",
+    "OPTION",
+    "SIMULATOR",
+    "OFF",
+    "by_name",
+    "environment",
+]
 
 #: :attr:`Setting.kind`: a setting for users and service units.
 USER = "setting"
@@ -87,19 +98,44 @@ class Setting:
     :param hint: the hint that error carries (``{name}`` is replaced by the variable's name).
     """
 
-    __slots__ = ("name", "type", "default", "doc", "shown_default", "kind", "readers", "choices", "maximum",
-                 "error", "hint", "_parse")
+    __slots__ = (
+        "name",
+        "type",
+        "default",
+        "doc",
+        "shown_default",
+        "kind",
+        "readers",
+        "choices",
+        "maximum",
+        "error",
+        "hint",
+        "_parse",
+    )
 
-    def __init__(self, name: str, type: str, default: Any, doc: str, *, parse: Parser,
-                 shown_default: Optional[str] = None, kind: str = USER, readers: Tuple[str, ...] = (PIFLASH,),
-                 choices: Tuple[str, ...] = (), maximum: Optional[str] = None, error: Optional[str] = None,
-                 hint: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        type: str,
+        default: Any,
+        doc: str,
+        *,
+        parse: Parser,
+        shown_default: Optional[str] = None,
+        kind: str = USER,
+        readers: Tuple[str, ...] = (PIFLASH,),
+        choices: Tuple[str, ...] = (),
+        maximum: Optional[str] = None,
+        error: Optional[str] = None,
+        hint: Optional[str] = None,
+    ) -> None:
         self.name = name
         self.type = type
         self.default = default
         self.doc = doc
-        self.shown_default = shown_default if shown_default is not None else (
-            "unset" if default is None else str(default))
+        self.shown_default = (
+            shown_default if shown_default is not None else ("unset" if default is None else str(default))
+        )
         self.kind = kind
         self.readers = readers
         self.choices = choices
@@ -137,6 +173,7 @@ class Setting:
 
 
 # The types: each a parse(setting, raw) function. "Blank" is set to the empty string.
+
 
 def _text(setting: Setting, raw: Optional[str]) -> Any:
     """Text; unset or blank gives the default."""
@@ -211,126 +248,246 @@ def _first_of_list(setting: Setting, raw: Optional[str]) -> Any:
 # The table. Product code reads a setting as settings.PIFLASH_HISTORY.value(), never os.environ.
 
 PIFLASH_HISTORY = Setting(
-    "PIFLASH_HISTORY", "path or off", None,
+    "PIFLASH_HISTORY",
+    "path or off",
+    None,
     "The history database; off, 0, no or false records nothing (a station then needs 'history:').",
-    parse=_path_or_off, choices=("off", "0", "no", "false"),
-    shown_default="$STATE_DIRECTORY/history.sqlite3, else $XDG_STATE_HOME/piflash/history.sqlite3")
+    parse=_path_or_off,
+    choices=("off", "0", "no", "false"),
+    shown_default="$STATE_DIRECTORY/history.sqlite3, else $XDG_STATE_HOME/piflash/history.sqlite3",
+)
 PIFLASH_SERIALS = Setting(
-    "PIFLASH_SERIALS", "path", None,
+    "PIFLASH_SERIALS",
+    "path",
+    None,
     "The serial-number database.",
-    parse=_text, shown_default="serials.sqlite3 beside the history")
+    parse=_text,
+    shown_default="serials.sqlite3 beside the history",
+)
 PIFLASH_CACHE = Setting(
-    "PIFLASH_CACHE", "path or off", None,
+    "PIFLASH_CACHE",
+    "path or off",
+    None,
     "The folder of parsed firmware images; off, 0, no or blank turns the cache off.",
-    parse=_path_or_off, choices=("", "off", "0", "no"),
-    shown_default="$CACHE_DIRECTORY, else $XDG_CACHE_HOME/piflash")
+    parse=_path_or_off,
+    choices=("", "off", "0", "no"),
+    shown_default="$CACHE_DIRECTORY, else $XDG_CACHE_HOME/piflash",
+)
 PIFLASH_LEDGER = Setting(
-    "PIFLASH_LEDGER", "url", None,
+    "PIFLASH_LEDGER",
+    "url",
+    None,
     "The central ledger, postgresql://USER@HOST[:PORT]/DATABASE; --ledger or a station's 'ledger:' comes first.",
-    parse=_text, readers=(PIFLASH, OPTION))
+    parse=_text,
+    readers=(PIFLASH, OPTION),
+)
 PIFLASH_STATION = Setting(
-    "PIFLASH_STATION", "text", None,
+    "PIFLASH_STATION",
+    "text",
+    None,
     "The origin under which this machine's rows go up to the ledger.",
-    parse=_text, shown_default="the host name")
+    parse=_text,
+    shown_default="the host name",
+)
 PIFLASH_STATION_CONFIG = Setting(
-    "PIFLASH_STATION_CONFIG", "path", "/etc/piflash/station.yaml",
+    "PIFLASH_STATION_CONFIG",
+    "path",
+    "/etc/piflash/station.yaml",
     "The station config when --config is not given.",
-    parse=_text, readers=(OPTION,))
+    parse=_text,
+    readers=(OPTION,),
+)
 PIFLASH_PROFILE_PATH = Setting(
-    "PIFLASH_PROFILE_PATH", "path list", None,
+    "PIFLASH_PROFILE_PATH",
+    "path list",
+    None,
     "Directories searched for profiles (os.pathsep-separated), instead of the default list.",
-    parse=_path_list, shown_default="./piflash.d, $XDG_CONFIG_HOME/piflash/profiles, /etc/piflash/profiles")
+    parse=_path_list,
+    shown_default="./piflash.d, $XDG_CONFIG_HOME/piflash/profiles, /etc/piflash/profiles",
+)
 PIFLASH_MEMORY_GUARD = Setting(
-    "PIFLASH_MEMORY_GUARD", "choice", None,
-    "The memory guard: refuse, warn (never refuse) or off (do not check); overrides a profile's "
-    "'memory_guard'.",
-    parse=_choice, choices=("refuse", "warn", "off"), error="GuardConfigError",
-    hint="unset it, or set {name}=warn to never refuse", shown_default="the profile's, else refuse")
+    "PIFLASH_MEMORY_GUARD",
+    "choice",
+    None,
+    "The memory guard: refuse, warn (never refuse) or off (do not check); overrides a profile's 'memory_guard'.",
+    parse=_choice,
+    choices=("refuse", "warn", "off"),
+    error="GuardConfigError",
+    hint="unset it, or set {name}=warn to never refuse",
+    shown_default="the profile's, else refuse",
+)
 PIFLASH_PROBE_TIMEOUT = Setting(
     # Why 10 s: the comment on piflash.probe.remote.REPLY_TIMEOUT, which is this default.
-    "PIFLASH_PROBE_TIMEOUT", "seconds", 10.0,
+    "PIFLASH_PROBE_TIMEOUT",
+    "seconds",
+    10.0,
     "Seconds to wait for one reply of a remote:HOST:PORT probe server (more than 0, at most 3600).",
-    parse=_seconds, maximum="PROBE_TIMEOUT_MAX_S", error="ProbeSyntaxError", shown_default="10")
+    parse=_seconds,
+    maximum="PROBE_TIMEOUT_MAX_S",
+    error="ProbeSyntaxError",
+    shown_default="10",
+)
 PIFLASH_DAP_BATCH = Setting(
-    "PIFLASH_DAP_BATCH", "flag", True,
+    "PIFLASH_DAP_BATCH",
+    "flag",
+    True,
     "0 (or no, off, false) sends each CMSIS-DAP packet to a Debug Probe in its own USB transfer, as pyOCD does.",
-    parse=_flag, shown_default="1")
+    parse=_flag,
+    shown_default="1",
+)
 PIFLASH_SETUP_SCRIPT = Setting(
-    "PIFLASH_SETUP_SCRIPT", "text", "python3 -m piflash.probe.permissions",
-    "The command named in the permission setup's 'run it with sudo' hint (set by "
-    "scripts/setup-probe-permissions.sh).",
-    parse=_text_as_given)
+    "PIFLASH_SETUP_SCRIPT",
+    "text",
+    "python3 -m piflash.probe.permissions",
+    "The command named in the permission setup's 'run it with sudo' hint (set by scripts/setup-probe-permissions.sh).",
+    parse=_text_as_given,
+)
 PIFLASH_SIM_DIR = Setting(
-    "PIFLASH_SIM_DIR", "path", None,
+    "PIFLASH_SIM_DIR",
+    "path",
+    None,
     "Where the simulator keeps its boards.",
-    parse=_text, readers=(SIMULATOR,), shown_default="$XDG_STATE_HOME/piflash/sim")
+    parse=_text,
+    readers=(SIMULATOR,),
+    shown_default="$XDG_STATE_HOME/piflash/sim",
+)
 
 PIFLASH_SYSFS_ROOT = Setting(
-    "PIFLASH_SYSFS_ROOT", "path", "/sys",
+    "PIFLASH_SYSFS_ROOT",
+    "path",
+    "/sys",
     "The sysfs tree the USB scan and doctor read.",
-    parse=_text_as_given, kind=SEAM)
+    parse=_text_as_given,
+    kind=SEAM,
+)
 PIFLASH_DEV_ROOT = Setting(
-    "PIFLASH_DEV_ROOT", "path", "/dev",
+    "PIFLASH_DEV_ROOT",
+    "path",
+    "/dev",
     "The device nodes the USB scan and doctor check.",
-    parse=_text_as_given, kind=SEAM)
+    parse=_text_as_given,
+    kind=SEAM,
+)
 PIFLASH_SYSROOT = Setting(
-    "PIFLASH_SYSROOT", "path", "/",
+    "PIFLASH_SYSROOT",
+    "path",
+    "/",
     "The root whose etc/group and etc/udev/rules.d the USB scan and doctor read.",
-    parse=_text_as_given, kind=SEAM)
+    parse=_text_as_given,
+    kind=SEAM,
+)
 PIFLASH_PROC_ROOT = Setting(
-    "PIFLASH_PROC_ROOT", "path", "/",
+    "PIFLASH_PROC_ROOT",
+    "path",
+    "/",
     "The root of the /proc and /sys files the memory guard and the machine's facts read.",
-    parse=_text, kind=SEAM)
+    parse=_text,
+    kind=SEAM,
+)
 PIFLASH_TEST_KILL_AT = Setting(
-    "PIFLASH_TEST_KILL_AT", "step", None,
+    "PIFLASH_TEST_KILL_AT",
+    "step",
+    None,
     "SIGKILL the process right after this step of a serialised flash "
     "(leased, taken, programmed, verified, finished, recorded).",
-    parse=_text, kind=SEAM)
+    parse=_text,
+    kind=SEAM,
+)
 PIFLASH_SIM_USB = Setting(
-    "PIFLASH_SIM_USB", "device list", None,
+    "PIFLASH_SIM_USB",
+    "device list",
+    None,
     "Simulated USB probes in place of the real bus: BOARD[@PRESET][#SERIAL][!noaccess], comma-separated.",
-    parse=_stripped, kind=SEAM, readers=(PIFLASH, SIMULATOR))
+    parse=_stripped,
+    kind=SEAM,
+    readers=(PIFLASH, SIMULATOR),
+)
 PIFLASH_SIM_USB_LEDGER = Setting(
-    "PIFLASH_SIM_USB_LEDGER", "path", None,
+    "PIFLASH_SIM_USB_LEDGER",
+    "path",
+    None,
     "A file to which each simulated USB device appends its virtual clock's events (JSON lines), for benchmarks.",
-    parse=_text, kind=SEAM, readers=(SIMULATOR,))
+    parse=_text,
+    kind=SEAM,
+    readers=(SIMULATOR,),
+)
 
 STATE_DIRECTORY = Setting(
-    "STATE_DIRECTORY", "directory list", None,
+    "STATE_DIRECTORY",
+    "directory list",
+    None,
     "systemd's StateDirectory= (the first of a colon-separated list): where the history goes.",
-    parse=_first_of_list, kind=SYSTEM)
+    parse=_first_of_list,
+    kind=SYSTEM,
+)
 CACHE_DIRECTORY = Setting(
-    "CACHE_DIRECTORY", "directory list", None,
+    "CACHE_DIRECTORY",
+    "directory list",
+    None,
     "systemd's CacheDirectory= (the first of a colon-separated list): where the image cache goes.",
-    parse=_first_of_list, kind=SYSTEM)
+    parse=_first_of_list,
+    kind=SYSTEM,
+)
 XDG_STATE_HOME = Setting(
-    "XDG_STATE_HOME", "path", None,
+    "XDG_STATE_HOME",
+    "path",
+    None,
     "XDG base directory of state: the history and the simulator's boards.",
-    parse=_text, kind=SYSTEM, readers=(PIFLASH, SIMULATOR), shown_default="~/.local/state")
+    parse=_text,
+    kind=SYSTEM,
+    readers=(PIFLASH, SIMULATOR),
+    shown_default="~/.local/state",
+)
 XDG_CACHE_HOME = Setting(
-    "XDG_CACHE_HOME", "path", None,
+    "XDG_CACHE_HOME",
+    "path",
+    None,
     "XDG base directory of caches: the image cache.",
-    parse=_text, kind=SYSTEM, shown_default="~/.cache")
+    parse=_text,
+    kind=SYSTEM,
+    shown_default="~/.cache",
+)
 XDG_CONFIG_HOME = Setting(
-    "XDG_CONFIG_HOME", "path", None,
+    "XDG_CONFIG_HOME",
+    "path",
+    None,
     "XDG base directory of configuration: profiles (ignored unless absolute).",
-    parse=_text, kind=SYSTEM, shown_default="~/.config")
+    parse=_text,
+    kind=SYSTEM,
+    shown_default="~/.config",
+)
 SUDO_USER = Setting(
-    "SUDO_USER", "user name", None,
+    "SUDO_USER",
+    "user name",
+    None,
     "The user who ran sudo: the one the permission setup adds to the group, and doctor names.",
-    parse=_text, kind=SYSTEM)
+    parse=_text,
+    kind=SYSTEM,
+)
 NOTIFY_SOCKET = Setting(
-    "NOTIFY_SOCKET", "socket path", None,
+    "NOTIFY_SOCKET",
+    "socket path",
+    None,
     "systemd's notify socket (Type=notify): the station reports READY, STATUS and WATCHDOG there.",
-    parse=_text, kind=SYSTEM)
+    parse=_text,
+    kind=SYSTEM,
+)
 WATCHDOG_USEC = Setting(
-    "WATCHDOG_USEC", "microseconds", None,
+    "WATCHDOG_USEC",
+    "microseconds",
+    None,
     "systemd's WatchdogSec=: the station pings at half of it.",
-    parse=_text, kind=SYSTEM)
+    parse=_text,
+    kind=SYSTEM,
+)
 WATCHDOG_PID = Setting(
-    "WATCHDOG_PID", "process ID", None,
+    "WATCHDOG_PID",
+    "process ID",
+    None,
     "The process systemd's watchdog is for; another process's ID means not this one.",
-    parse=_text, kind=SYSTEM)
+    parse=_text,
+    kind=SYSTEM,
+)
 
 #: Every declared variable, in the order docs/environment.md lists them within a kind.
 SETTINGS: Tuple[Setting, ...] = tuple(v for v in globals().values() if isinstance(v, Setting))

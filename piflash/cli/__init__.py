@@ -60,8 +60,14 @@ def _print_version(ctx: click.Context, param, value: bool) -> None:
 
 
 @click.group(context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
-              help="Show piflash's version, pyOCD's and Python's, and exit.")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show piflash's version, pyOCD's and Python's, and exit.",
+)
 @click.option("--verbose", "-v", count=True, help="Show pyOCD's log (-vv for debug).")
 def cli(verbose: int) -> None:
     """Flash Arm Cortex-M microcontrollers through pyOCD: connect, erase, program,
@@ -120,9 +126,18 @@ def main() -> None:
         sys.exit(int(ExitCode.INTERRUPTED))
     except click.exceptions.ClickException as exc:
         if "--json" in sys.argv[1:]:
-            emit_json({"ok": False, "error": {
-                "kind": "UsageError", "message": exc.format_message(), "hint": None,
-                "exit_code": exc.exit_code}}, command=_command_words(sys.argv[1:]))
+            emit_json(
+                {
+                    "ok": False,
+                    "error": {
+                        "kind": "UsageError",
+                        "message": exc.format_message(),
+                        "hint": None,
+                        "exit_code": exc.exit_code,
+                    },
+                },
+                command=_command_words(sys.argv[1:]),
+            )
         exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:

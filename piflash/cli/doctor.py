@@ -58,5 +58,4 @@ def _print_table(results, ok: bool, text: str) -> None:
     for fix, names in fixes.items():
         console.print(Text(f"fix {', '.join(names)}: ", style="bold") + Text(fix), soft_wrap=True)
     console.print()
-    console.print(Text(("OK: " if ok else "NOT READY: ") + text, style="green" if ok else "bold red"),
-                  soft_wrap=True)
+    console.print(Text(("OK: " if ok else "NOT READY: ") + text, style="green" if ok else "bold red"), soft_wrap=True)

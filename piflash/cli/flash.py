@@ -90,8 +90,13 @@ class _Recorder:
 
         try:
             if self.row is not None and result is not None:
-                self.db.complete(self.row, result, protection=getattr(result, "protection", None),
-                                 serial=getattr(result, "serial", None), patch=getattr(result, "patch", None))
+                self.db.complete(
+                    self.row,
+                    result,
+                    protection=getattr(result, "protection", None),
+                    serial=getattr(result, "serial", None),
+                    patch=getattr(result, "patch", None),
+                )
         except HistoryError as exc:
             self._warn(exc)
         finally:
@@ -123,8 +128,7 @@ class _Recorder:
                         break
                     ledger.upload(origin, rows)
         except _Error as exc:
-            click.secho(f"warning: not in the ledger yet (queued in the history): {exc.message}",
-                        fg="yellow", err=True)
+            click.secho(f"warning: not in the ledger yet (queued in the history): {exc.message}", fg="yellow", err=True)
 
 
 def _recorded(settings: Settings, call):
@@ -142,7 +146,7 @@ def _recorded(settings: Settings, call):
         rec.complete(exc.result)
         raise
     except BaseException:
-        rec.complete(None)          # left open: a bug or an interrupt outside a phase
+        rec.complete(None)  # left open: a bug or an interrupt outside a phase
         raise
     rec.complete(result)
     return result
@@ -160,32 +164,76 @@ def _report(result, json_mode: bool, quiet: bool, line: str) -> None:
 @click.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
 @firmware_options
 @probe_options
-@click.option("--erase", "-e", type=click.Choice(ERASE_MODES), default=None,
-              help="Erase mode: auto (only the sectors that must change; never a chip erase), sector, or chip "
-                   "(mass erase first) [default: auto, or the profile's].")
-@click.option("--verify/--no-verify", default=None,
-              help="Read back and compare every programmed byte [default: on, or the profile's].")
-@click.option("--serial", "serial", type=click.IntRange(min=0), metavar="N",
-              help="Serial number for this one board, written where the profile's 'serial:' says "
-                   "(one-offs; the station takes numbers from the counter). A number already issued "
-                   "is refused (exit 25).")
-@click.option("--force-serial", is_flag=True,
-              help="Re-issue a --serial number already issued, on purpose (recorded as a re-issue).")
-@click.option("--boot-check", "boot_check", metavar="CHECK",
-              help="After the reset, prove the firmware starts: 'rtt:REGEX' (RTT channel 0 text), "
-                   "'semihost:STATUS' (semihosting exit status) or 'word:ADDR=VALUE' (ADDR a number or "
-                   "an ELF symbol); 'off' skips the profile's. A failed check is exit 26.")
-@click.option("--boot-timeout", type=Seconds(BOOT_TIMEOUT_MAX_S), metavar="SECONDS",
-              help="Seconds the boot check waits, at most 3600 [default: the profile's, else 3].")
-@click.option("--ledger", "ledger", metavar="URL",
-              help="Copy the history row to the central ledger, postgresql://... [default: $PIFLASH_LEDGER] "
-                   "(docs/ledger.md).")
+@click.option(
+    "--erase",
+    "-e",
+    type=click.Choice(ERASE_MODES),
+    default=None,
+    help="Erase mode: auto (only the sectors that must change; never a chip erase), sector, or chip "
+    "(mass erase first) [default: auto, or the profile's].",
+)
+@click.option(
+    "--verify/--no-verify",
+    default=None,
+    help="Read back and compare every programmed byte [default: on, or the profile's].",
+)
+@click.option(
+    "--serial",
+    "serial",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Serial number for this one board, written where the profile's 'serial:' says "
+    "(one-offs; the station takes numbers from the counter). A number already issued "
+    "is refused (exit 25).",
+)
+@click.option(
+    "--force-serial",
+    is_flag=True,
+    help="Re-issue a --serial number already issued, on purpose (recorded as a re-issue).",
+)
+@click.option(
+    "--boot-check",
+    "boot_check",
+    metavar="CHECK",
+    help="After the reset, prove the firmware starts: 'rtt:REGEX' (RTT channel 0 text), "
+    "'semihost:STATUS' (semihosting exit status) or 'word:ADDR=VALUE' (ADDR a number or "
+    "an ELF symbol); 'off' skips the profile's. A failed check is exit 26.",
+)
+@click.option(
+    "--boot-timeout",
+    type=Seconds(BOOT_TIMEOUT_MAX_S),
+    metavar="SECONDS",
+    help="Seconds the boot check waits, at most 3600 [default: the profile's, else 3].",
+)
+@click.option(
+    "--ledger",
+    "ledger",
+    metavar="URL",
+    help="Copy the history row to the central ledger, postgresql://... [default: $PIFLASH_LEDGER] (docs/ledger.md).",
+)
 @reset_option
 @output_options
 @handles_errors
 @memory_guarded("flash")
-def flash(firmware, probe, target, frequency, profile, pyocd_options, base_address, erase, verify,
-          serial, force_serial, boot_check, boot_timeout, ledger, reset, quiet, json_mode):
+def flash(
+    firmware,
+    probe,
+    target,
+    frequency,
+    profile,
+    pyocd_options,
+    base_address,
+    erase,
+    verify,
+    serial,
+    force_serial,
+    boot_check,
+    boot_timeout,
+    ledger,
+    reset,
+    quiet,
+    json_mode,
+):
     """Flash FIRMWARE (.hex, .elf, .uf2, or .bin with --base-address), verify it and reset the target.
 
     With a profile's 'serial:'/'patch:' the board's own bytes are laid over the image, and that
@@ -198,8 +246,17 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
     from piflash.jobs.transports import flash_needs, flash_transport, require
 
     sigterm_as_interrupt()
-    s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
-                erase=erase, base_address=base_address, verify=verify, reset=reset)
+    s = resolve(
+        profile,
+        firmware=firmware,
+        probe=probe,
+        target=target,
+        frequency=frequency,
+        erase=erase,
+        base_address=base_address,
+        verify=verify,
+        reset=reset,
+    )
     prof = s.profile_obj
     plan = prof.patch_plan if prof is not None else None
     protect = prof.protect if prof is not None else None
@@ -208,40 +265,53 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
     if serial is not None and (plan is None or not plan.uses_serial):
         raise click.UsageError("--serial needs a profile with a 'serial:' section (where and how to write it)")
     if plan is not None and plan.uses_serial and serial is None:
-        raise click.UsageError(f"profile {prof.name} numbers its boards: give this one's number with "
-                               "--serial N (the station takes numbers from the counter)")
+        raise click.UsageError(
+            f"profile {prof.name} numbers its boards: give this one's number with "
+            "--serial N (the station takes numbers from the counter)"
+        )
     if protect == "lock" and not s.job.verify:
-        raise click.UsageError(f"profile {prof.name} locks boards after a passed verify: --no-verify "
-                               "would lock an unverified board")
+        raise click.UsageError(
+            f"profile {prof.name} locks boards after a passed verify: --no-verify would lock an unverified board"
+        )
     check = _boot_check(prof, boot_check, boot_timeout, s.job.reset)
     if ledger is not None:
         if not ledger.startswith(("postgresql://", "postgres://")):
-            raise click.BadParameter(f"expected a PostgreSQL URL (postgresql://USER@HOST[:PORT]/DATABASE), "
-                                     f"got {ledger!r}", param_hint="'--ledger'")
+            raise click.BadParameter(
+                f"expected a PostgreSQL URL (postgresql://USER@HOST[:PORT]/DATABASE), got {ledger!r}",
+                param_hint="'--ledger'",
+            )
         s.ledger = ledger
     one_off = None
     if serial is not None:
-        s.serial = str(serial)                      # in the history row from the first touch on
+        s.serial = str(serial)  # in the history row from the first touch on
         one_off = _one_off(prof, plan, serial, force_serial)
     transport = flash_transport(s.probe)
     bootsel = transport.name == "picoboot"
     # A transport without pyOCD options gets the -O ones only, to refuse: a profile's pack names
     # pyOCD target types, and a device that reports its own chip needs none.
-    job = dataclasses.replace(s.job, plan=plan, serial=serial, protect=protect, boot_check=check,
-                              session_options=session_options(s, pyocd_options) if transport.tool_options
-                              else dict(pyocd_options or {}))
+    job = dataclasses.replace(
+        s.job,
+        plan=plan,
+        serial=serial,
+        protect=protect,
+        boot_check=check,
+        session_options=session_options(s, pyocd_options) if transport.tool_options else dict(pyocd_options or {}),
+    )
     require(transport, flash_needs(job), "'piflash flash'", hint="flash it through a debug probe for that")
     image = _load(s)
 
     def call(display, on_touch):
         def touch(result):
             on_touch(result)
-            if one_off is not None:                 # committed before the board is programmed
+            if one_off is not None:  # committed before the board is programmed
                 one_off.take(result.target_uid)
+
         if bootsel:
             from piflash.jobs.bootsel import flash_bootsel
+
             return flash_bootsel(image, probe=s.probe, target=s.target, job=job, progress=display, on_touch=touch)
         from piflash.jobs.workflow import flash_firmware
+
         return flash_firmware(image, probe=s.probe, target=s.target, job=job, progress=display, on_touch=touch)
 
     try:
@@ -258,9 +328,13 @@ def flash(firmware, probe, target, frequency, profile, pyocd_options, base_addre
     extra += ", read-out protection LOCKED" if result.protection == "locked" and protect else ""
     extra += ", boot check passed" if result.boot_check else ""
     how = f"{result.probe_id}, BOOTSEL" if bootsel else result.probe_id
-    _report(result, json_mode, quiet,
-            f"Flashed {image.size:,} bytes to {result.target} ({how}): {p.programmed_bytes:,} "
-            f"programmed, {p.skipped_bytes:,} unchanged, {verified}{extra}, in {result.duration:.2f} s")
+    _report(
+        result,
+        json_mode,
+        quiet,
+        f"Flashed {image.size:,} bytes to {result.target} ({how}): {p.programmed_bytes:,} "
+        f"programmed, {p.skipped_bytes:,} unchanged, {verified}{extra}, in {result.duration:.2f} s",
+    )
 
 
 def _boot_check(prof, text: Optional[str], timeout: Optional[float], reset: bool):
@@ -278,14 +352,16 @@ def _boot_check(prof, text: Optional[str], timeout: Optional[float], reset: bool
         check = None
     elif text is not None:
         try:
-            check = parse_boot_check(text, timeout if timeout is not None
-                                     else check.timeout if check is not None else None)
+            check = parse_boot_check(
+                text, timeout if timeout is not None else check.timeout if check is not None else None
+            )
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="'--boot-check'") from None
     elif timeout is not None:
         if check is None:
-            raise click.UsageError("--boot-timeout sets the boot check's wait: give --boot-check too "
-                                   "(or a profile with 'boot_check:')")
+            raise click.UsageError(
+                "--boot-timeout sets the boot check's wait: give --boot-check too (or a profile with 'boot_check:')"
+            )
         check = dataclasses.replace(check, timeout=timeout)
     if check is not None and not reset:
         raise click.UsageError("the boot check runs the firmware the reset starts: --no-reset never starts it")
@@ -300,8 +376,11 @@ def _finish(one_off, state: str, result) -> None:
     try:
         one_off.finish(state, getattr(result, "target_uid", None))
     except PiflashError as exc:
-        click.secho(f"warning: serial {one_off.n} not marked {state} in the serial database: {exc.message}",
-                    fg="yellow", err=True)
+        click.secho(
+            f"warning: serial {one_off.n} not marked {state} in the serial database: {exc.message}",
+            fg="yellow",
+            err=True,
+        )
 
 
 def _one_off(prof, plan, serial: int, force: bool):
@@ -324,19 +403,23 @@ def _one_off(prof, plan, serial: int, force: bool):
         boards = sorted({f["target_uid"] for f in found if f["target_uid"]})
         first = next((f for f in found if f["source"] == "history"), found[0])
         if first["source"] == "history":
-            where = (f"history row {first['row']}: {first['operation']} {first['state'].upper()} at {first['when']}"
-                     + (f", station {first['station']}" if first["station"] else ""))
+            where = f"history row {first['row']}: {first['operation']} {first['state'].upper()} at {first['when']}" + (
+                f", station {first['station']}" if first["station"] else ""
+            )
         else:
-            where = (f"serial database, counter '{counter}': {first['state']} at {first['when']}, "
-                     + (f"station {first['holder']}" if first["holder"] != "cli" else "a --serial one-off"))
+            where = f"serial database, counter '{counter}': {first['state']} at {first['when']}, " + (
+                f"station {first['holder']}" if first["holder"] != "cli" else "a --serial one-off"
+            )
         who = f"board {', '.join(boards)}" if boards else "a board whose unique ID was not read"
         more = f" ({len(found)} records in the history and the serial database)" if len(found) > 1 else ""
         raise SerialIssuedError(
             f"serial {serial} was already issued: {who} has it; {where}{more}",
-            serial=serial, issued=found,
+            serial=serial,
+            issued=found,
             hint=f"take a new number (the station takes them from the counter '{counter}'); "
-                 f"'piflash history --board {serial}' shows the board. To give it again on purpose "
-                 f"(the same board flashed again), add --force-serial: it is recorded as a re-issue")
+            f"'piflash history --board {serial}' shows the board. To give it again on purpose "
+            f"(the same board flashed again), add --force-serial: it is recorded as a re-issue",
+        )
     return OneOff(counter, serial, reissue=bool(found))
 
 
@@ -347,28 +430,58 @@ def _one_off(prof, plan, serial: int, force: bool):
 @output_options
 @handles_errors
 @memory_guarded("verify")
-def verify(firmware, probe, target, frequency, profile, pyocd_options, base_address, reset, quiet,
-           json_mode):
+def verify(firmware, probe, target, frequency, profile, pyocd_options, base_address, reset, quiet, json_mode):
     """Compare the target's flash with FIRMWARE without writing anything."""
     from piflash.jobs.workflow import verify_firmware
 
     sigterm_as_interrupt()
-    s = resolve(profile, firmware=firmware, probe=probe, target=target, frequency=frequency,
-                base_address=base_address, reset=reset)
+    s = resolve(
+        profile,
+        firmware=firmware,
+        probe=probe,
+        target=target,
+        frequency=frequency,
+        base_address=base_address,
+        reset=reset,
+    )
     image = _load(s)
     from piflash.jobs.transports import PICOBOOT, caps_of
+
     transport = caps_of(s.probe)
     require_transport(s.probe, ["verify"] + (["reset"] if s.job.reset else []), "verify")
     if transport is PICOBOOT:
         from piflash.jobs.bootsel import verify_bootsel
-        result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: verify_bootsel(
-            image, s.probe, s.target, reset=s.job.reset, progress=display, on_touch=on_touch))
-        _report(result, json_mode, quiet, f"Verified: all {image.size:,} bytes match on {result.target} "
-                f"({result.probe_id}, BOOTSEL)")
+
+        result = _run_with_progress(
+            s,
+            quiet,
+            json_mode,
+            lambda display, on_touch: verify_bootsel(
+                image, s.probe, s.target, reset=s.job.reset, progress=display, on_touch=on_touch
+            ),
+        )
+        _report(
+            result,
+            json_mode,
+            quiet,
+            f"Verified: all {image.size:,} bytes match on {result.target} ({result.probe_id}, BOOTSEL)",
+        )
         return
-    result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: verify_firmware(
-        image, probe=s.probe, target=s.target, frequency=s.job.frequency, progress=display,
-        reset=s.job.reset, options=session_options(s, pyocd_options), on_touch=on_touch))
+    result = _run_with_progress(
+        s,
+        quiet,
+        json_mode,
+        lambda display, on_touch: verify_firmware(
+            image,
+            probe=s.probe,
+            target=s.target,
+            frequency=s.job.frequency,
+            progress=display,
+            reset=s.job.reset,
+            options=session_options(s, pyocd_options),
+            on_touch=on_touch,
+        ),
+    )
     _report(result, json_mode, quiet, f"Verified: all {image.size:,} bytes match on {result.target}")
 
 
@@ -397,10 +510,19 @@ CHIP_ERASE_LOSES = "all of its flash and, on an nRF, the UICR (serial numbers, p
 
 @click.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
 @probe_options
-@click.option("--chip", "mode", flag_value="chip",
-              help="Erase the whole chip: a mass erase, so it asks first on a terminal (--yes without one).")
-@click.option("--sector", "sectors", multiple=True, metavar="RANGE",
-              help="Erase the sectors covering RANGE: ADDR, START-END (end exclusive) or START+LENGTH. Repeatable.")
+@click.option(
+    "--chip",
+    "mode",
+    flag_value="chip",
+    help="Erase the whole chip: a mass erase, so it asks first on a terminal (--yes without one).",
+)
+@click.option(
+    "--sector",
+    "sectors",
+    multiple=True,
+    metavar="RANGE",
+    help="Erase the sectors covering RANGE: ADDR, START-END (end exclusive) or START+LENGTH. Repeatable.",
+)
 @yes_option
 @output_options
 @handles_errors
@@ -414,17 +536,34 @@ def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, yes, 
     if mode == "chip" and sectors:
         raise click.UsageError("--chip and --sector exclude each other")
     if mode is None and not sectors:
-        raise click.UsageError("say what to erase: --chip (the whole chip, a mass erase) or --sector RANGE "
-                               "(e.g. --sector 0x8000+0x1000)")
+        raise click.UsageError(
+            "say what to erase: --chip (the whole chip, a mass erase) or --sector RANGE (e.g. --sector 0x8000+0x1000)"
+        )
     ranges = [_range(r) for r in sectors]
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
-    require_transport(s.probe, ["sector_erase" if ranges else "chip_erase"],
-                      "erase " + ("--sector" if ranges else "--chip"), "a flash erases what it must change")
+    require_transport(
+        s.probe,
+        ["sector_erase" if ranges else "chip_erase"],
+        "erase " + ("--sector" if ranges else "--chip"),
+        "a flash erases what it must change",
+    )
     if mode == "chip":
         confirm_mass_erase(CHIP_ERASE_LOSES, yes, "erase --chip")
-    result = _run_with_progress(s, quiet, json_mode, lambda display, on_touch: erase_target(
-        s.probe, s.target, "sector" if ranges else "chip", ranges, s.job.frequency, display,
-        session_options(s, pyocd_options), on_touch=on_touch))
+    result = _run_with_progress(
+        s,
+        quiet,
+        json_mode,
+        lambda display, on_touch: erase_target(
+            s.probe,
+            s.target,
+            "sector" if ranges else "chip",
+            ranges,
+            s.job.frequency,
+            display,
+            session_options(s, pyocd_options),
+            on_touch=on_touch,
+        ),
+    )
     _report(result, json_mode, quiet, f"Erased {result.program.erased_bytes:,} bytes on {result.target}")
 
 
@@ -441,15 +580,18 @@ def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mo
     sigterm_as_interrupt()
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
     from piflash.jobs.transports import PICOBOOT, caps_of
+
     require_transport(s.probe, ["reset_halt" if halt else "reset"], "reset --halt" if halt else "reset")
     if caps_of(s.probe) is PICOBOOT:
         from piflash.jobs.bootsel import reset_bootsel
+
         result = _recorded(s, lambda on_touch: reset_bootsel(s.probe, on_touch=on_touch))
         _report(result, json_mode, quiet, f"Rebooted {result.target} ({result.probe_id}) into its flash")
         return
-    result = _recorded(s, lambda on_touch: reset_board(s.probe, s.target, halt, s.job.frequency,
-                                                       session_options(s, pyocd_options),
-                                                       on_touch=on_touch))
+    result = _recorded(
+        s,
+        lambda on_touch: reset_board(
+            s.probe, s.target, halt, s.job.frequency, session_options(s, pyocd_options), on_touch=on_touch
+        ),
+    )
     _report(result, json_mode, quiet, f"Reset {result.target}" + (" (halted)" if halt else ""))
-
-

@@ -31,8 +31,9 @@ def parse_since(text: str, now: Optional[float] = None) -> float:
     try:
         return datetime.fromisoformat(text.strip()).timestamp()
     except ValueError:
-        raise click.BadParameter(f"'{text}' is neither a date (2026-11-21, 2026-11-21T14:30) "
-                                 "nor an age (30m, 2h, 7d)") from None
+        raise click.BadParameter(
+            f"'{text}' is neither a date (2026-11-21, 2026-11-21T14:30) nor an age (30m, 2h, 7d)"
+        ) from None
 
 
 def export_columns():
@@ -91,9 +92,11 @@ def _duration(row) -> str:
 def _summary_line(summary) -> str:
     rate = summary["boards_per_hour"]
     extra = "".join(f", {summary[k]} {k}" for k in ("interrupted", "open") if summary[k])
-    return (f"{summary['passed']} passed, {summary['failed']} failed, {summary['skipped']} skipped{extra}, "
-            f"{summary['boards']} board{'' if summary['boards'] == 1 else 's'}"
-            + (f", {rate:g} boards/hour" if rate is not None else ""))
+    return (
+        f"{summary['passed']} passed, {summary['failed']} failed, {summary['skipped']} skipped{extra}, "
+        f"{summary['boards']} board{'' if summary['boards'] == 1 else 's'}"
+        + (f", {rate:g} boards/hour" if rate is not None else "")
+    )
 
 
 def _open_db(path):
@@ -109,12 +112,18 @@ def _open_db(path):
 
 
 file_option = click.option(
-    "--file", "path", type=click.Path(dir_okay=False), envvar=None,
-    help="The history database [default: $PIFLASH_HISTORY, $STATE_DIRECTORY or ~/.local/state/piflash].")
+    "--file",
+    "path",
+    type=click.Path(dir_okay=False),
+    envvar=None,
+    help="The history database [default: $PIFLASH_HISTORY, $STATE_DIRECTORY or ~/.local/state/piflash].",
+)
 
 
 @click.group(context_settings=CONTEXT, invoke_without_command=True, epilog=EXIT_CODES_EPILOG)
-@click.option("--since", metavar="WHEN", help="Only operations since a date (2026-11-21[T14:30]) or an age (30m, 2h, 7d).")
+@click.option(
+    "--since", metavar="WHEN", help="Only operations since a date (2026-11-21[T14:30]) or an age (30m, 2h, 7d)."
+)
 @click.option("--failed", is_flag=True, help="Only failed (and interrupted) operations.")
 @click.option("--board", metavar="UID|SERIAL", help="Only this board: its target unique ID or its serial number.")
 @click.option("--station", metavar="NAME", help="Only this station's operations.")
@@ -173,8 +182,9 @@ def show(row_id, json_mode, path):
         where = db.path
     if row is None:
         # The history is fine; the row asked for is not in it: a usage error, not exit 18.
-        raise click.UsageError(f"history row #{row_id} does not exist in {where} "
-                               "('piflash history' lists the rows and their numbers)")
+        raise click.UsageError(
+            f"history row #{row_id} does not exist in {where} ('piflash history' lists the rows and their numbers)"
+        )
     out = exported_json(row)
     if json_mode:
         emit_json({"row": out})
@@ -185,9 +195,11 @@ def show(row_id, json_mode, path):
             click.echo(f"{key:17} {'' if value is None else value}")
     click.echo(f"{'durations':17} " + ", ".join(f"{k} {v:.3f} s" for k, v in out["durations"].items()))
     if boot:
-        click.echo(f"{'boot_check':17} {boot['check']}: {'pass' if boot['passed'] else 'FAIL'}, "
-                   f"{boot['detail']} ({boot['seconds']:.3f} s)"
-                   + (f", fault PC {boot['fault_pc']}" if boot.get("fault_pc") else ""))
+        click.echo(
+            f"{'boot_check':17} {boot['check']}: {'pass' if boot['passed'] else 'FAIL'}, "
+            f"{boot['detail']} ({boot['seconds']:.3f} s)"
+            + (f", fault PC {boot['fault_pc']}" if boot.get("fault_pc") else "")
+        )
         if boot.get("output"):
             click.echo("boot output:")
             for line in boot["output"].splitlines():
@@ -195,8 +207,12 @@ def show(row_id, json_mode, path):
 
 
 @history.command("verify-chain", context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
-@click.option("--anchor", metavar="HASH", help="A row_hash kept elsewhere earlier (a head printed by an "
-              "earlier verify-chain): fail unless it is still in the chain.")
+@click.option(
+    "--anchor",
+    metavar="HASH",
+    help="A row_hash kept elsewhere earlier (a head printed by an "
+    "earlier verify-chain): fail unless it is still in the chain.",
+)
 @click.option("--json", "json_mode", is_flag=True, help="Print the report as JSON.")
 @file_option
 @handles_errors
@@ -215,31 +231,63 @@ def verify_chain(anchor, json_mode, path):
     error = None
     if report.problems:
         first = report.problems[0]
-        error = HistoryChainError(f"the history chain is broken: row #{first.row_id} was {first.kind}"
-                                  + (f" ({len(report.problems)} problems)" if len(report.problems) > 1 else ""),
-                                  report, hint="the rows named above no longer are as piflash wrote them; "
-                                  "compare with a copy or export of the history")
+        error = HistoryChainError(
+            f"the history chain is broken: row #{first.row_id} was {first.kind}"
+            + (f" ({len(report.problems)} problems)" if len(report.problems) > 1 else ""),
+            report,
+            hint="the rows named above no longer are as piflash wrote them; "
+            "compare with a copy or export of the history",
+        )
     elif report.anchor_found is False:
-        error = HistoryChainError(f"the anchor {anchor} is not in the history chain", report,
-                                  hint="the chain was rewritten after that head was taken, or it is from "
-                                  "another history")
+        error = HistoryChainError(
+            f"the anchor {anchor} is not in the history chain",
+            report,
+            hint="the chain was rewritten after that head was taken, or it is from another history",
+        )
     if error is not None:
-        raise error                 # its result is the report: --json prints both in one object
+        raise error  # its result is the report: --json prints both in one object
     if json_mode:
         emit_json(report.to_dict())
     else:
-        click.echo(f"chain intact: {report.sealed} sealed rows, head seq {report.head_seq} "
-                   f"row_hash {report.head_hash}" + (", anchor found" if anchor else ""))
+        click.echo(
+            f"chain intact: {report.sealed} sealed rows, head seq {report.head_seq} "
+            f"row_hash {report.head_hash}" + (", anchor found" if anchor else "")
+        )
 
 
 #: The table's columns, in display order, and how each is aligned.
-_COLUMNS = (("#", "right"), ("started", "left"), ("station", "left"), ("op", "left"), ("target", "left"),
-            ("target UID", "left"), ("serial", "left"), ("firmware", "left"), ("result", "left"),
-            ("boot", "left"), ("bytes", "right"), ("s", "right"), ("error", "left"))
+_COLUMNS = (
+    ("#", "right"),
+    ("started", "left"),
+    ("station", "left"),
+    ("op", "left"),
+    ("target", "left"),
+    ("target UID", "left"),
+    ("serial", "left"),
+    ("firmware", "left"),
+    ("result", "left"),
+    ("boot", "left"),
+    ("bytes", "right"),
+    ("s", "right"),
+    ("error", "left"),
+)
 #: Which columns a terminal too narrow for all keeps first (issue 19: a Pi's console is 80
 #: columns wide). The result always stays.
-_PRIORITY = ("result", "#", "op", "target", "firmware", "started", "error", "boot", "target UID", "serial",
-             "s", "bytes", "station")
+_PRIORITY = (
+    "result",
+    "#",
+    "op",
+    "target",
+    "firmware",
+    "started",
+    "error",
+    "boot",
+    "target UID",
+    "serial",
+    "s",
+    "bytes",
+    "station",
+)
 #: Columns cut with an ellipsis rather than dropped, down to this many characters.
 _SHRINK = {"firmware": 12, "error": 32, "boot": 24}
 #: Spaces between two columns.
@@ -263,11 +311,20 @@ def _cells(row, serials: bool, boots: bool = False) -> Dict[str, str]:
     from piflash.record.history import DIED, row_state
 
     state = row_state(row)
-    out = {"#": str(row["id"]), "started": _when(row["started_at"]), "station": row["station"] or "-",
-           "op": row["operation"], "target": row["target"] or "", "target UID": row["target_uid"] or "",
-           "serial": row["serial"] or "", "firmware": (row["firmware"] or "").rsplit("/", 1)[-1],
-           "result": state.upper(), "bytes": f"{row['image_bytes']:,}", "s": _duration(row),
-           "error": DIED if state == "interrupted" and row["outcome"] == "open" else (row["error"] or "")}
+    out = {
+        "#": str(row["id"]),
+        "started": _when(row["started_at"]),
+        "station": row["station"] or "-",
+        "op": row["operation"],
+        "target": row["target"] or "",
+        "target UID": row["target_uid"] or "",
+        "serial": row["serial"] or "",
+        "firmware": (row["firmware"] or "").rsplit("/", 1)[-1],
+        "result": state.upper(),
+        "bytes": f"{row['image_bytes']:,}",
+        "s": _duration(row),
+        "error": DIED if state == "interrupted" and row["outcome"] == "open" else (row["error"] or ""),
+    }
     out["boot"] = boot_cell(row)
     if not serials:
         del out["serial"]
@@ -316,8 +373,9 @@ def _print_table(rows) -> None:
         right = {n for n, justify in _COLUMNS if justify == "right"}
         widths = {n: max([len(n)] + [len(c[n]) for c in cells]) for n in names}
         for line in [{n: n for n in names}] + cells:
-            click.echo("  ".join(line[n].rjust(widths[n]) if n in right else line[n].ljust(widths[n])
-                                 for n in names).rstrip())
+            click.echo(
+                "  ".join(line[n].rjust(widths[n]) if n in right else line[n].ljust(widths[n]) for n in names).rstrip()
+            )
         return
 
     from rich.console import Console
@@ -329,9 +387,11 @@ def _print_table(rows) -> None:
     table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, _GAP // 2))
     justify = dict(_COLUMNS)
     for name, width in columns.items():
-        table.add_column(name, justify=justify[name], no_wrap=True, overflow="ellipsis",
-                         min_width=width, max_width=width)
+        table.add_column(
+            name, justify=justify[name], no_wrap=True, overflow="ellipsis", min_width=width, max_width=width
+        )
     for cell in cells:
-        table.add_row(*(Text(cell[n], style=_STYLE[cell[n].lower()]) if n == "result" else Text(cell[n])
-                        for n in columns))
+        table.add_row(
+            *(Text(cell[n], style=_STYLE[cell[n].lower()]) if n == "result" else Text(cell[n]) for n in columns)
+        )
     console.print(table)

@@ -12,8 +12,13 @@ import click
 
 from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG, emit_json, handles_errors
 
-ledger_option = click.option("--ledger", "url", metavar="URL", envvar="PIFLASH_LEDGER",
-                             help="The ledger: postgresql://USER@HOST[:PORT]/DATABASE [default: $PIFLASH_LEDGER].")
+ledger_option = click.option(
+    "--ledger",
+    "url",
+    metavar="URL",
+    envvar="PIFLASH_LEDGER",
+    help="The ledger: postgresql://USER@HOST[:PORT]/DATABASE [default: $PIFLASH_LEDGER].",
+)
 
 
 def _open(url):
@@ -31,8 +36,12 @@ def ledger():
 
 @ledger.command(context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
 @ledger_option
-@click.option("--file", "path", type=click.Path(dir_okay=False),
-              help="This station's history, to count its queue [default: the history piflash uses].")
+@click.option(
+    "--file",
+    "path",
+    type=click.Path(dir_okay=False),
+    help="This station's history, to count its queue [default: the history piflash uses].",
+)
 @click.option("--station", metavar="NAME", help="The station's name in the ledger [default: this host's name].")
 @handles_errors
 def status(url, path, station):
@@ -52,9 +61,11 @@ def status(url, path, station):
     queued = max(0, local - head)
     for s, h in stations.items():
         click.echo(f"{s:<24} {h:>8} rows")
-    click.echo(f"serial leases: {leases['open']} open, {leases['closed']} closed, {leases['lost']} lost by "
-               f"stations that crashed ({leases['lost_numbers']} numbers never issued), {leases['expired']} "
-               f"expired ({leases['expired_numbers']} numbers not seen in the ledger's rows)")
+    click.echo(
+        f"serial leases: {leases['open']} open, {leases['closed']} closed, {leases['lost']} lost by "
+        f"stations that crashed ({leases['lost_numbers']} numbers never issued), {leases['expired']} "
+        f"expired ({leases['expired_numbers']} numbers not seen in the ledger's rows)"
+    )
     click.echo(f"this station ({station}): {local} sealed rows, {queued} queued for the ledger")
 
 
@@ -73,9 +84,13 @@ def verify_chain(url):
         click.echo(f"{s:<24} {'intact' if not r.problems else 'BROKEN'}: {r.sealed} rows, head seq {r.head_seq}")
     if broken:
         s, r = next(iter(broken.items()))
-        raise HistoryChainError(f"station {s}: {r.problems[0].detail} (and {len(r.problems) - 1} more)"
-                                if len(r.problems) > 1 else f"station {s}: {r.problems[0].detail}", r,
-                                hint="compare with that station's own history: piflash history verify-chain")
+        raise HistoryChainError(
+            f"station {s}: {r.problems[0].detail} (and {len(r.problems) - 1} more)"
+            if len(r.problems) > 1
+            else f"station {s}: {r.problems[0].detail}",
+            r,
+            hint="compare with that station's own history: piflash history verify-chain",
+        )
 
 
 def report_rows(rows):
@@ -101,11 +116,20 @@ def report_rows(rows):
             if r["outcome"] in ("fail", "interrupted"):
                 causes[r["error_kind"] or r["outcome"]] += 1
         n = len(boards)
-        out.append({"station": station, "profile": profile, "day": day, "boards": n, "passed": passed,
-                    "yield": round(passed / n, 4) if n else None,
-                    "first_pass_yield": round(first / n, 4) if n else None,
-                    "serial_first": serials[0] if serials else None, "serial_last": serials[-1] if serials else None,
-                    "failures": dict(sorted(causes.items()))})
+        out.append(
+            {
+                "station": station,
+                "profile": profile,
+                "day": day,
+                "boards": n,
+                "passed": passed,
+                "yield": round(passed / n, 4) if n else None,
+                "first_pass_yield": round(first / n, 4) if n else None,
+                "serial_first": serials[0] if serials else None,
+                "serial_last": serials[-1] if serials else None,
+                "failures": dict(sorted(causes.items())),
+            }
+        )
     return out
 
 
@@ -133,5 +157,7 @@ def report(url, json_mode, csv_mode):
     for r in rows:
         serials = f"serials {r['serial_first']}-{r['serial_last']}" if r["serial_first"] is not None else "no serials"
         causes = ", ".join(f"{k} {v}" for k, v in r["failures"].items()) or "no failures"
-        click.echo(f"{r['day']}  {r['station']:<16} {r['profile']:<16} {r['boards']:>5} boards, {r['passed']:>5} passed, "
-                   f"yield {r['yield']:.1%}, first pass {r['first_pass_yield']:.1%}, {serials}; {causes}")
+        click.echo(
+            f"{r['day']}  {r['station']:<16} {r['profile']:<16} {r['boards']:>5} boards, {r['passed']:>5} passed, "
+            f"yield {r['yield']:.1%}, first pass {r['first_pass_yield']:.1%}, {serials}; {causes}"
+        )

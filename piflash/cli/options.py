@@ -27,7 +27,8 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 #: The exit-code table (piflash.errors.EXIT_CODE_HELP) as a --help epilog.
 EXIT_CODES_EPILOG = "\b\nExit codes:\n" + "\n".join(
-    f"  {int(code):>3}  {text}" for code, text in EXIT_CODE_HELP.items())
+    f"  {int(code):>3}  {text}" for code, text in EXIT_CODE_HELP.items()
+)
 
 
 def command_name(ctx: Optional[click.Context] = None) -> Optional[str]:
@@ -67,6 +68,7 @@ def emit_error(exc: PiflashError, json_mode: bool, result=None) -> None:
 
 def handles_errors(func):
     """Print a PiflashError as 'error:'/'hint:' lines and exit with its code; same for Ctrl-C."""
+
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         json_mode = bool(kwargs.get("json_mode"))
@@ -78,12 +80,14 @@ def handles_errors(func):
         except KeyboardInterrupt:
             click.secho("error: interrupted", fg="red", err=True)
             sys.exit(int(ExitCode.INTERRUPTED))
+
     return wrapper
 
 
 #: ``--yes``/``-y`` of the commands that mass-erase a chip (``erase --chip``, ``protect recover``).
-yes_option = click.option("--yes", "-y", is_flag=True,
-                          help="Do not ask before the mass erase (needed when stdin is not a terminal).")
+yes_option = click.option(
+    "--yes", "-y", is_flag=True, help="Do not ask before the mass erase (needed when stdin is not a terminal)."
+)
 
 
 def confirm_mass_erase(what: str, yes: bool, command: str) -> None:
@@ -103,16 +107,20 @@ def confirm_mass_erase(what: str, yes: bool, command: str) -> None:
     if yes:
         return
     if not sys.stdin.isatty():
-        raise click.UsageError(f"{command} mass-erases the chip, losing {what}; stdin is not a terminal, "
-                               f"so piflash cannot ask: add --yes to go on")
+        raise click.UsageError(
+            f"{command} mass-erases the chip, losing {what}; stdin is not a terminal, "
+            f"so piflash cannot ask: add --yes to go on"
+        )
     if not click.confirm(f"{command} mass-erases the chip, losing {what}. Go on?", default=False, err=True):
         raise OperationInterrupted(f"{command} not confirmed: nothing was erased, the probe was not opened")
 
 
 def sigterm_as_interrupt() -> None:
     """Let SIGTERM take the same clean path as Ctrl-C (disconnect, say what state the board is in)."""
+
     def handler(signum, frame):
         raise KeyboardInterrupt
+
     signal.signal(signal.SIGTERM, handler)
 
 
@@ -134,6 +142,7 @@ def _frequency(ctx, param, value):
     if value is None:
         return None
     from piflash.profiles import parse_frequency
+
     try:
         return parse_frequency(value)
     except PiflashError as exc:
@@ -152,6 +161,7 @@ class Seconds(click.ParamType):
 
     def convert(self, value, param, ctx):
         from piflash.limits import seconds
+
         try:
             return seconds(value, "the value", self.maximum, self.minimum, self.min_open)
         except ValueError as exc:
@@ -164,6 +174,7 @@ def _probe(ctx, param, value):
     if value is None:
         return None
     from piflash.probe.selector import ProbeSelector
+
     try:
         return str(ProbeSelector.parse(value))
     except PiflashError as exc:
@@ -192,41 +203,61 @@ def _pyocd_options(ctx, param, values):
 
 def probe_options(func):
     """--probe, --target, --frequency, --profile and -O, shared by every command that opens a probe."""
-    func = click.option("--option", "-O", "pyocd_options", multiple=True, callback=_pyocd_options,
-                        metavar="NAME=VALUE",
-                        help="A pyOCD session option, e.g. -O flash.timeout.erase_sector=2 (repeatable).")(func)
-    func = click.option("--profile", "-p", "profile", metavar="NAME|FILE",
-                        help="Profile: a YAML file, or a name searched in ./piflash.d, "
-                             "$XDG_CONFIG_HOME/piflash/profiles, /etc/piflash/profiles.")(func)
-    func = click.option("--frequency", "-f", callback=_frequency, metavar="HZ",
-                        help="SWD clock, e.g. 4000000 or 4MHz.")(func)
-    func = click.option("--target", "-t", metavar="TYPE",
-                        help="pyOCD target type, e.g. nrf52840, stm32f103rc ('piflash targets').")(func)
-    func = click.option("--probe", "-u", metavar="UID", callback=_probe,
-                        help="Probe unique ID, matched whole (any case): a serial number, "
-                             "sim:nrf52840, remote:HOST:PORT, picoboot[:SERIAL|:BUS-PORT]; "
-                             "0240* for a prefix that matches one probe.")(func)
+    func = click.option(
+        "--option",
+        "-O",
+        "pyocd_options",
+        multiple=True,
+        callback=_pyocd_options,
+        metavar="NAME=VALUE",
+        help="A pyOCD session option, e.g. -O flash.timeout.erase_sector=2 (repeatable).",
+    )(func)
+    func = click.option(
+        "--profile",
+        "-p",
+        "profile",
+        metavar="NAME|FILE",
+        help="Profile: a YAML file, or a name searched in ./piflash.d, "
+        "$XDG_CONFIG_HOME/piflash/profiles, /etc/piflash/profiles.",
+    )(func)
+    func = click.option(
+        "--frequency", "-f", callback=_frequency, metavar="HZ", help="SWD clock, e.g. 4000000 or 4MHz."
+    )(func)
+    func = click.option(
+        "--target", "-t", metavar="TYPE", help="pyOCD target type, e.g. nrf52840, stm32f103rc ('piflash targets')."
+    )(func)
+    func = click.option(
+        "--probe",
+        "-u",
+        metavar="UID",
+        callback=_probe,
+        help="Probe unique ID, matched whole (any case): a serial number, "
+        "sim:nrf52840, remote:HOST:PORT, picoboot[:SERIAL|:BUS-PORT]; "
+        "0240* for a prefix that matches one probe.",
+    )(func)
     return func
 
 
 def firmware_options(func):
     """The FIRMWARE argument and --base-address, shared by flash and verify."""
-    func = click.option("--base-address", "-a", callback=_int_auto, metavar="ADDR",
-                        help="Load address of a .bin file, e.g. 0x08000000.")(func)
+    func = click.option(
+        "--base-address", "-a", callback=_int_auto, metavar="ADDR", help="Load address of a .bin file, e.g. 0x08000000."
+    )(func)
     # A plain string: a missing, unreadable or directory FIRMWARE is piflash.firmware.image.load_image's
     # FirmwareError (exit 3, as docs/exit-codes.md says), not click's usage error (exit 2).
     return click.argument("firmware", required=False, type=str)(func)
 
 
-reset_option = click.option("--reset/--no-reset", default=None,
-                            help="Reset the target afterwards; --no-reset leaves it halted "
-                                 "[default: reset, or the profile's].")
+reset_option = click.option(
+    "--reset/--no-reset",
+    default=None,
+    help="Reset the target afterwards; --no-reset leaves it halted [default: reset, or the profile's].",
+)
 
 
 def output_options(func):
     """--json (one result object on stdout) and --quiet (no progress display)."""
-    func = click.option("--json", "json_mode", is_flag=True,
-                        help="Print one JSON result object on stdout.")(func)
+    func = click.option("--json", "json_mode", is_flag=True, help="Print one JSON result object on stdout.")(func)
     func = click.option("--quiet", "-q", is_flag=True, help="No progress display.")(func)
     return func
 
@@ -298,10 +329,17 @@ def resolve(profile: Optional[str], **cli_values) -> Settings:
         prof = prof.with_overrides(**given)
     except ProfileError as exc:  # the command line contradicts the profile: a usage error
         raise click.UsageError(f"{exc.message} (with profile {prof.path})") from None
-    return Settings(profile=prof.name, profile_obj=prof, firmware=str(prof.firmware), sha256=prof.sha256,
-                    base_address=prof.base_address, target=prof.target, probe=prof.probe, pack=prof.pack,
-                    job=_flash_options(erase=prof.erase, verify=prof.verify, reset=prof.reset,
-                                       frequency=prof.frequency))
+    return Settings(
+        profile=prof.name,
+        profile_obj=prof,
+        firmware=str(prof.firmware),
+        sha256=prof.sha256,
+        base_address=prof.base_address,
+        target=prof.target,
+        probe=prof.probe,
+        pack=prof.pack,
+        job=_flash_options(erase=prof.erase, verify=prof.verify, reset=prof.reset, frequency=prof.frequency),
+    )
 
 
 def session_options(settings: Settings, pyocd_options: Optional[dict]) -> dict:
@@ -324,17 +362,26 @@ def memory_guarded(operation: str):
         (``flash``, ``verify``, ``erase``, ``info``). The command must take ``firmware``,
         ``profile`` and ``pyocd_options`` keyword arguments where it has them.
     """
+
     def decorate(func):
         @functools.wraps(func)
         def wrapper(*args, force=False, **kwargs):
             from piflash.profiles import check_job
 
-            check_job(operation, kwargs.get("firmware"), kwargs.get("profile"),
-                      kwargs.get("pyocd_options"), force=force,
-                      warn=lambda text: click.secho(text, fg="yellow", err=True))
+            check_job(
+                operation,
+                kwargs.get("firmware"),
+                kwargs.get("profile"),
+                kwargs.get("pyocd_options"),
+                force=force,
+                warn=lambda text: click.secho(text, fg="yellow", err=True),
+            )
             return func(*args, **kwargs)
-        return click.option("--force", is_flag=True,
-                            help="Go on even when the memory guard says it will not fit.")(wrapper)
+
+        return click.option("--force", is_flag=True, help="Go on even when the memory guard says it will not fit.")(
+            wrapper
+        )
+
     return decorate
 
 

@@ -20,8 +20,7 @@ def list_cmd(json_mode):
 
     rows = list_profiles()
     if json_mode:
-        emit_json({"profiles": [{"name": n, "path": str(p), "error": e, "description": d}
-                                for n, p, e, d in rows]})
+        emit_json({"profiles": [{"name": n, "path": str(p), "error": e, "description": d} for n, p, e, d in rows]})
         return
     if not rows:
         click.echo("No profiles found. Searched: " + ", ".join(str(d) for d in profile_dirs()))
@@ -58,6 +57,6 @@ def check(name):
     from piflash.targets.catalog import check_target
 
     prof = load_profile(find_profile(name), check_target=check_target)
-    image = prof.load_image()   # a digest mismatch names the actual SHA-256 in its message
+    image = prof.load_image()  # a digest mismatch names the actual SHA-256 in its message
     click.echo(f"firmware sha256: {image.sha256}")
     click.secho(f"{prof.path}: OK ({image.describe()})", fg="green")

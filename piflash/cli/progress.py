@@ -14,8 +14,13 @@ from piflash.progress import Phase, ProgressSink
 if TYPE_CHECKING:
     from rich.progress import TaskID
 
-_LABELS: Dict[str, str] = {Phase.CONNECT: "Connecting", Phase.ERASE: "Erasing", Phase.PROGRAM: "Programming",
-           Phase.VERIFY: "Verifying", Phase.RESET: "Resetting"}
+_LABELS: Dict[str, str] = {
+    Phase.CONNECT: "Connecting",
+    Phase.ERASE: "Erasing",
+    Phase.PROGRAM: "Programming",
+    Phase.VERIFY: "Verifying",
+    Phase.RESET: "Resetting",
+}
 
 
 #: Phases whose bytes go through the probe, so that bytes per second mean something: the
@@ -115,6 +120,7 @@ class RichProgress(ProgressSink):
             class Sized(column_cls):
                 def render(self, task):
                     return super().render(task) if task.fields.get("sized") else Text("")
+
             return Sized(**kw)
 
         class Rate(ProgressColumn):
@@ -143,15 +149,19 @@ class RichProgress(ProgressSink):
             """Progress drawn task by task: the fixed columns, then the detail beside or below."""
 
             def get_renderables(self):
-                width = console.width   # (not self.console: rich asks before self.live exists)
+                width = console.width  # (not self.console: rich asks before self.live exists)
                 parts = []
                 for task in self.tasks:
                     if not task.visible:
                         continue
                     grid = Table.grid(padding=(0, 1), collapse_padding=True)
                     for column in self.columns:
-                        grid.add_column(**{k: getattr(column.get_table_column(), k) for k in
-                                           ("width", "no_wrap", "overflow", "justify")})
+                        grid.add_column(
+                            **{
+                                k: getattr(column.get_table_column(), k)
+                                for k in ("width", "no_wrap", "overflow", "justify")
+                            }
+                        )
                     cells = [column(task) for column in self.columns]
                     detail = Text.from_markup(task.fields.get("summary", ""))
                     beside = bool(detail.plain) and width >= BESIDE_WIDTH
@@ -186,9 +196,14 @@ class RichProgress(ProgressSink):
 
     def phase_start(self, phase: str, total: int) -> None:
         self._start[phase] = time.monotonic()
-        self._tasks[phase] = self._progress.add_task(_LABELS.get(phase, phase), total=total or None,
-                                                     summary="", sized=bool(total), live=phase in LIVE_RATE,
-                                                     rate="")
+        self._tasks[phase] = self._progress.add_task(
+            _LABELS.get(phase, phase),
+            total=total or None,
+            summary="",
+            sized=bool(total),
+            live=phase in LIVE_RATE,
+            rate="",
+        )
 
     def phase_update(self, phase: str, done: int) -> None:
         task: Optional[TaskID] = self._tasks.get(phase)
@@ -205,9 +220,14 @@ class RichProgress(ProgressSink):
         took = time.monotonic() - self._start.get(phase, time.monotonic())
         rate = "" if failed else _rate(phase, total or 0, took)
         style = "red" if failed else "dim"
-        self._progress.update(task, total=total or 1, completed=(total or 1) if not failed
-                              else state.completed, summary=f"[{style}]{escape(summary)}[/]",
-                              failed=failed, rate=rate)
+        self._progress.update(
+            task,
+            total=total or 1,
+            completed=(total or 1) if not failed else state.completed,
+            summary=f"[{style}]{escape(summary)}[/]",
+            failed=failed,
+            rate=rate,
+        )
         self._progress.stop_task(task)
 
     def message(self, text: str) -> None:

@@ -51,15 +51,16 @@ def _run(operation: str, profile, probe, target, frequency, action):
                 with open_port(s.probe, s.target, s.job.frequency) as port:
                     result.probe_id = port.dp.probe.unique_id
                     result.target_uid = _target_uid(port, s.target)
-                    on_touch(result)                 # the history row opens: the board is reached
+                    on_touch(result)  # the history row opens: the board is reached
                     action(port, s.target, result)
                     if result.target_uid is None:
                         result.target_uid = _target_uid(port, s.target)
             except KeyboardInterrupt:
                 from piflash.errors import OperationInterrupted
 
-                raise OperationInterrupted(f"interrupted during {operation}: run "
-                                           "'piflash protect status' to see the state") from None
+                raise OperationInterrupted(
+                    f"interrupted during {operation}: run 'piflash protect status' to see the state"
+                ) from None
             except Exception as exc:
                 from piflash.errors import PiflashError
                 from piflash.probe.pyocd_errors import translate_error
@@ -83,7 +84,7 @@ def _target_uid(port, target: str):
         words = [port.read32(loc.address + i) for i in range(0, loc.size, 4)]
     except Exception:  # a locked nRF52 hides it
         return None
-    return b"".join(w.to_bytes(4, "little") for w in words)[:loc.size].hex()
+    return b"".join(w.to_bytes(4, "little") for w in words)[: loc.size].hex()
 
 
 def _show(result, status, json_mode: bool, quiet: bool, line: str) -> None:
@@ -114,8 +115,9 @@ def status(probe, target, frequency, profile, pyocd_options, quiet, json_mode):
     note = ""
     if st.configured and not st.locked:
         note = " (the setting is written but not in effect: reset the chip, then read again)"
-    _show(result, st, json_mode, quiet, f"{result.target} on {result.probe_id}: {st.state.upper()}{note}\n"
-                                       f"  {st.detail}")
+    _show(
+        result, st, json_mode, quiet, f"{result.target} on {result.probe_id}: {st.state.upper()}{note}\n  {st.detail}"
+    )
 
 
 @protect.command()
@@ -134,14 +136,24 @@ def lock(probe, target, frequency, profile, pyocd_options, quiet, json_mode):
         result.protection = st.state
 
     result = _run("lock", profile, probe, target, frequency, action)
-    _show(result, got["status"], json_mode, quiet,
-          f"LOCKED {result.target} on {result.probe_id} (read back: {got['status'].detail})")
+    _show(
+        result,
+        got["status"],
+        json_mode,
+        quiet,
+        f"LOCKED {result.target} on {result.probe_id} (read back: {got['status'].detail})",
+    )
 
 
 @protect.command()
 @probe_options
-@click.option("--timeout", type=Seconds(RECOVER_TIMEOUT_MAX_S, minimum=0.1, min_open=False), default=None,
-              metavar="SECONDS", help="How long the mass erase may take, 0.1 to 3600 [default: 15].")
+@click.option(
+    "--timeout",
+    type=Seconds(RECOVER_TIMEOUT_MAX_S, minimum=0.1, min_open=False),
+    default=None,
+    metavar="SECONDS",
+    help="How long the mass erase may take, 0.1 to 3600 [default: 15].",
+)
 @yes_option
 @output_options
 @handles_errors
@@ -159,8 +171,7 @@ def recover(probe, target, frequency, profile, pyocd_options, timeout, yes, quie
     require_transport(probe, ["protect"], "protect recover", "the RP2040 has no read-out protection")
     if not resolve(profile, probe=probe, target=target, frequency=frequency).target:
         raise click.UsageError("protect needs the target type: --target (or 'target:' in a profile)")
-    confirm_mass_erase("all of its flash and, on an nRF, the UICR, if it reads locked", yes,
-                       "protect recover")
+    confirm_mass_erase("all of its flash and, on an nRF, the UICR, if it reads locked", yes, "protect recover")
     got = {}
 
     def action(port, tgt, result):
@@ -178,9 +189,11 @@ def recover(probe, target, frequency, profile, pyocd_options, timeout, yes, quie
     result = _run("recover", profile, probe, target, frequency, action)
     st = got["status"]
     if not got["before"].locked:
-        line = (f"{result.target} on {result.probe_id} is not locked: nothing erased\n  {st.detail}")
+        line = f"{result.target} on {result.probe_id} is not locked: nothing erased\n  {st.detail}"
     else:
-        line = (f"Recovered {result.target} on {result.probe_id}: MASS ERASE done (flash"
-                f"{' and UICR' if st.family.startswith('nrf') else ''} erased), now {st.state.upper()}\n"
-                f"  {st.detail}")
+        line = (
+            f"Recovered {result.target} on {result.probe_id}: MASS ERASE done (flash"
+            f"{' and UICR' if st.family.startswith('nrf') else ''} erased), now {st.state.upper()}\n"
+            f"  {st.detail}"
+        )
     _show(result, st, json_mode, quiet, line)

@@ -37,8 +37,7 @@ def info(probe, target, frequency, profile, pyocd_options, json_mode):
     click.echo("Memory:")
     for r in data["regions"]:
         sizes = f"sector {r['sector_size']:,} B, page {r['page_size']:,} B" if r.get("sector_size") else ""
-        click.echo(f"  {r['type']:<6} {r['name']:<12} {r['start']:#010x}-{r['end']:#010x} "
-                   f"{r['size']:>10,} B  {sizes}")
+        click.echo(f"  {r['type']:<6} {r['name']:<12} {r['start']:#010x}-{r['end']:#010x} {r['size']:>10,} B  {sizes}")
 
 
 @click.command(context_settings=CONTEXT)
@@ -59,20 +58,50 @@ def probes(json_mode):
     bootsel = list_devices()
     running = list_running()
     seen = {p.unique_id for p in found}
-    blocked = [b for b in blocked_probes() if (not b.serial or b.serial not in seen)
-               and not (b.vid == VID and b.pid in CHIPS)]
+    blocked = [
+        b for b in blocked_probes() if (not b.serial or b.serial not in seen) and not (b.vid == VID and b.pid in CHIPS)
+    ]
     if json_mode:
         rows = [dict(p.to_dict(), accessible=True, node=None, reason=None, fix=None) for p in found]
-        rows += [{"probe_id": d.probe_id, "description": f"{d.chip.upper()} in BOOTSEL mode (PICOBOOT), "
-                  f"boot ROM serial {d.serial}", "target": d.chip, "vid_pid": "%04x:%04x" % (VID, _pid(d.chip)),
-                  "accessible": d.accessible, "node": None,
-                  "reason": None if d.accessible else "this user may not open the device",
-                  "fix": None if d.accessible else fix_text(getpass.getuser())} for d in bootsel]
-        rows += [{"probe_id": r.probe_id, "description": _running_text(r), "target": None, "vid_pid": r.vid_pid,
-                  "accessible": True, "node": None, "reason": None, "fix": None} for r in running]
-        rows += [{"probe_id": b.serial, "description": b.name, "target": None, "vid_pid": b.vid_pid,
-                  "accessible": False, "node": b.node, "reason": b.reason, "fix": b.fix}
-                 for b in blocked]
+        rows += [
+            {
+                "probe_id": d.probe_id,
+                "description": f"{d.chip.upper()} in BOOTSEL mode (PICOBOOT), boot ROM serial {d.serial}",
+                "target": d.chip,
+                "vid_pid": "%04x:%04x" % (VID, _pid(d.chip)),
+                "accessible": d.accessible,
+                "node": None,
+                "reason": None if d.accessible else "this user may not open the device",
+                "fix": None if d.accessible else fix_text(getpass.getuser()),
+            }
+            for d in bootsel
+        ]
+        rows += [
+            {
+                "probe_id": r.probe_id,
+                "description": _running_text(r),
+                "target": None,
+                "vid_pid": r.vid_pid,
+                "accessible": True,
+                "node": None,
+                "reason": None,
+                "fix": None,
+            }
+            for r in running
+        ]
+        rows += [
+            {
+                "probe_id": b.serial,
+                "description": b.name,
+                "target": None,
+                "vid_pid": b.vid_pid,
+                "accessible": False,
+                "node": b.node,
+                "reason": b.reason,
+                "fix": b.fix,
+            }
+            for b in blocked
+        ]
         emit_json({"probes": rows})
         return
     if not found and not blocked and not bootsel and not running:
@@ -83,8 +112,10 @@ def probes(json_mode):
         click.echo(f"{p.unique_id:<32} {p.description}{usb}" + (f"  [{p.target}]" if p.target else ""))
     for d in bootsel:
         state = "" if d.accessible else "  " + click.style(f"[cannot open: {fix_text(getpass.getuser())}]", fg="red")
-        click.echo(f"{d.probe_id:<32} {d.chip.upper()} in BOOTSEL mode (PICOBOOT), boot ROM serial "
-                   f"{d.serial or '?'}  [{d.chip}]{state}")
+        click.echo(
+            f"{d.probe_id:<32} {d.chip.upper()} in BOOTSEL mode (PICOBOOT), boot ROM serial "
+            f"{d.serial or '?'}  [{d.chip}]{state}"
+        )
     for r in running:
         click.echo(f"{r.probe_id:<32} {_running_text(r)}  USB {r.vid_pid}")
     for b in blocked:
@@ -102,13 +133,19 @@ def _running_text(r) -> str:
 
 def _pid(chip: str) -> int:
     from piflash.probe.picoboot import CHIPS
+
     return next(pid for pid, name in CHIPS.items() if name == chip)
 
 
 @click.command(context_settings=CONTEXT)
 @click.argument("pattern", required=False)
-@click.option("--pack", "packs", multiple=True, metavar="FILE",
-              help="Also list the parts of this CMSIS pack (.pack or directory; repeatable).")
+@click.option(
+    "--pack",
+    "packs",
+    multiple=True,
+    metavar="FILE",
+    help="Also list the parts of this CMSIS pack (.pack or directory; repeatable).",
+)
 @click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
 @handles_errors
 def targets(pattern, packs, json_mode):
@@ -129,8 +166,12 @@ def targets(pattern, packs, json_mode):
         close = [t for board, types in board_targets().items() if board in pattern.lower() for t in types]
         close += [n for n in difflib.get_close_matches(pattern.lower(), names, n=5, cutoff=0.5) if n not in close]
         click.secho(f"no target type matches '{pattern}' (a part of the name, any case)", fg="yellow", err=True)
-        click.echo("hint: " + (f"close names: {', '.join(close)}; " if close else "")
-                   + f"'piflash targets' lists all {len(names)}", err=True)
+        click.echo(
+            "hint: "
+            + (f"close names: {', '.join(close)}; " if close else "")
+            + f"'piflash targets' lists all {len(names)}",
+            err=True,
+        )
         return
     for row in rows:
         flash = f"{row['flash_bytes'] // 1024:,} KiB flash" if row["flash_bytes"] else ""

@@ -24,14 +24,27 @@ from piflash.limits import RTT_DURATION_MAX_S, RTT_FIND_TIMEOUT_MAX_S
 @click.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
 @click.argument("firmware", required=False, type=click.Path(dir_okay=False))
 @probe_options
-@click.option("--address", callback=_int_auto, metavar="ADDR",
-              help="The RTT control block's address [default: FIRMWARE's _SEGGER_RTT symbol, else RAM "
-                   "is searched].")
+@click.option(
+    "--address",
+    callback=_int_auto,
+    metavar="ADDR",
+    help="The RTT control block's address [default: FIRMWARE's _SEGGER_RTT symbol, else RAM is searched].",
+)
 @click.option("--reset", is_flag=True, help="Reset the target first and show what it prints from its start.")
-@click.option("--find-timeout", type=Seconds(RTT_FIND_TIMEOUT_MAX_S), default=5.0, show_default=True,
-              metavar="SECONDS", help="How long to look for the control block (at most 600).")
-@click.option("--duration", type=Seconds(RTT_DURATION_MAX_S), metavar="SECONDS",
-              help="Stop after this many seconds, at most a week [default: run until Ctrl-C].")
+@click.option(
+    "--find-timeout",
+    type=Seconds(RTT_FIND_TIMEOUT_MAX_S),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long to look for the control block (at most 600).",
+)
+@click.option(
+    "--duration",
+    type=Seconds(RTT_DURATION_MAX_S),
+    metavar="SECONDS",
+    help="Stop after this many seconds, at most a week [default: run until Ctrl-C].",
+)
 @handles_errors
 def rtt(firmware, probe, target, frequency, profile, pyocd_options, address, reset, find_timeout, duration):
     """Print what the board writes to RTT channel 0 until Ctrl-C.
@@ -55,6 +68,15 @@ def rtt(firmware, probe, target, frequency, profile, pyocd_options, address, res
         out.write(data)
         out.flush()
 
-    monitor_rtt(s.probe, s.target, s.job.frequency, write, firmware_path=firmware, address=address,
-                reset=reset, find_timeout=find_timeout, duration=duration,
-                options=session_options(s, pyocd_options))
+    monitor_rtt(
+        s.probe,
+        s.target,
+        s.job.frequency,
+        write,
+        firmware_path=firmware,
+        address=address,
+        reset=reset,
+        find_timeout=find_timeout,
+        duration=duration,
+        options=session_options(s, pyocd_options),
+    )

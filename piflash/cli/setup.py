@@ -16,9 +16,15 @@ def setup():
 @click.option("--user", metavar="NAME", help="User to add to plugdev [default: $SUDO_USER].")
 @click.option("--dry-run", is_flag=True, help="Print every change, make none (runs without root).")
 @click.option("--uninstall", is_flag=True, help="Revert exactly what earlier runs changed.")
-@click.option("--root", "root", default="/", show_default=True, metavar="DIR",
-              type=click.Path(file_okay=False, exists=True),
-              help="Work on the root file system in DIR (image builders, tests).")
+@click.option(
+    "--root",
+    "root",
+    default="/",
+    show_default=True,
+    metavar="DIR",
+    type=click.Path(file_okay=False, exists=True),
+    help="Work on the root file system in DIR (image builders, tests).",
+)
 @handles_errors
 def permissions(user, dry_run, uninstall, root):
     """Let USER open USB debug probes without root.

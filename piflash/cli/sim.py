@@ -106,8 +106,13 @@ def delete(board):
 @sim.command()
 @click.argument("board")
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="Output .bin file.")
-@click.option("--region", default="flash", show_default=True, metavar="NAME",
-              help="Which array: flash, uicr (nRF: customer registers, APPROTECT), option (STM32 option bytes).")
+@click.option(
+    "--region",
+    default="flash",
+    show_default=True,
+    metavar="NAME",
+    help="Which array: flash, uicr (nRF: customer registers, APPROTECT), option (STM32 option bytes).",
+)
 @handles_errors
 def dump(board, out, region):
     """Write BOARD's whole flash (erased bytes 0xFF), or another non-volatile array, to a binary file."""
@@ -133,32 +138,59 @@ def dump(board, out, region):
 
 @sim.command()
 @click.argument("board")
-@click.option("--write-protect", multiple=True, metavar="ADDR", callback=_addresses,
-              help="Protect the sector at ADDR (repeatable).")
+@click.option(
+    "--write-protect",
+    multiple=True,
+    metavar="ADDR",
+    callback=_addresses,
+    help="Protect the sector at ADDR (repeatable).",
+)
 @click.option("--stuck-busy", is_flag=True, help="Flash controller never becomes ready.")
-@click.option("--bit-flip", metavar="ADDR:BIT", callback=_bit_flip,
-              help="After programming, bit BIT of byte ADDR reads wrong.")
+@click.option(
+    "--bit-flip", metavar="ADDR:BIT", callback=_bit_flip, help="After programming, bit BIT of byte ADDR reads wrong."
+)
 @click.option("--disconnect-after", type=int, metavar="N", help="Probe vanishes after N DAP transfers.")
-@click.option("--remove-after", type=int, metavar="N",
-              help="Board pulled off the fixture after N DAP transfers (once).")
+@click.option(
+    "--remove-after", type=int, metavar="N", help="Board pulled off the fixture after N DAP transfers (once)."
+)
 @click.option("--absent", is_flag=True, help="No target on the probe (DP does not answer).")
 @click.option("--lock-ignored", is_flag=True, help="A read-out protection lock does not take (chip stays open).")
 @click.option("--recover-stuck", is_flag=True, help="The recovery mass erase never finishes.")
-@click.option("--option-bytes-fault", is_flag=True,
-              help="STM32F1: debugger reads of the option-byte block 0x1FFFF800 fault (FLASH_OBR still answers).")
+@click.option(
+    "--option-bytes-fault",
+    is_flag=True,
+    help="STM32F1: debugger reads of the option-byte block 0x1FFFF800 fault (FLASH_OBR still answers).",
+)
 @click.option("--clear", is_flag=True, help="Remove every fault first.")
 @handles_errors
-def fault(board, write_protect, stuck_busy, bit_flip, disconnect_after, remove_after, absent, lock_ignored,
-          recover_stuck, option_bytes_fault, clear):
+def fault(
+    board,
+    write_protect,
+    stuck_busy,
+    bit_flip,
+    disconnect_after,
+    remove_after,
+    absent,
+    lock_ignored,
+    recover_stuck,
+    option_bytes_fault,
+    clear,
+):
     """Inject faults into BOARD (they persist until --clear)."""
     store, name = _store(), _name(board)
     if clear:
         _store_call(store.clear_faults, name)
-    given = {"write_protect": write_protect or None, "stuck_busy": stuck_busy or None,
-             "bit_flip": bit_flip, "disconnect_after": disconnect_after,
-             "remove_after": remove_after, "absent": absent or None,
-             "lock_ignored": lock_ignored or None, "recover_stuck": recover_stuck or None,
-             "option_bytes_fault": option_bytes_fault or None}
+    given = {
+        "write_protect": write_protect or None,
+        "stuck_busy": stuck_busy or None,
+        "bit_flip": bit_flip,
+        "disconnect_after": disconnect_after,
+        "remove_after": remove_after,
+        "absent": absent or None,
+        "lock_ignored": lock_ignored or None,
+        "recover_stuck": recover_stuck or None,
+        "option_bytes_fault": option_bytes_fault or None,
+    }
     faults = {key: value for key, value in given.items() if value is not None}
     if faults:
         _store_call(store.set_faults, name, **faults)
@@ -218,12 +250,20 @@ def board_seat(board):
 @board_group.command("swap")
 @click.argument("board")
 @click.option("--uid", metavar="HEX", help="Target unique ID of the new board [default: random].")
-@click.option("--flash", "flash_file", type=click.Path(exists=True, dir_okay=False),
-              help="Raw image of the new board's flash, from the flash base [default: erased].")
-@click.option("--write-protect", multiple=True, metavar="ADDR", callback=_addresses,
-              help="The new board has the sector at ADDR protected (repeatable).")
-@click.option("--remove-after", type=int, metavar="N",
-              help="The new board will be pulled off after N DAP transfers.")
+@click.option(
+    "--flash",
+    "flash_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Raw image of the new board's flash, from the flash base [default: erased].",
+)
+@click.option(
+    "--write-protect",
+    multiple=True,
+    metavar="ADDR",
+    callback=_addresses,
+    help="The new board has the sector at ADDR protected (repeatable).",
+)
+@click.option("--remove-after", type=int, metavar="N", help="The new board will be pulled off after N DAP transfers.")
 @handles_errors
 def board_swap(board, uid, flash_file, write_protect, remove_after):
     """Replace the board on BOARD's fixture with a fresh one (new unique ID, no faults unless given)."""
@@ -232,8 +272,13 @@ def board_swap(board, uid, flash_file, write_protect, remove_after):
         with open(flash_file, "rb") as fh:
             data = fh.read()
     faults = {"write_protect": write_protect or None, "remove_after": remove_after}
-    info = _store_call(_store().swap, _name(board), target_uid=uid, flash=data,
-                       faults={k: v for k, v in faults.items() if v is not None})
+    info = _store_call(
+        _store().swap,
+        _name(board),
+        target_uid=uid,
+        flash=data,
+        faults={k: v for k, v in faults.items() if v is not None},
+    )
     click.echo(f"sim:{info.name}: board {info.target_uid} seated (board #{info.generation})")
 
 
@@ -254,21 +299,25 @@ def serve(target, board, host, port):
     from piflash.sim.probes.server import serve as run_server
 
     name = _name(board) if board else target
+
     def ready(server):
-        click.echo(f"serving sim:{name} on {host}:{server.port} "
-                   f"(use: -u remote:{host}:{server.port} -t {target or '<target>'})")
+        click.echo(
+            f"serving sim:{name} on {host}:{server.port} "
+            f"(use: -u remote:{host}:{server.port} -t {target or '<target>'})"
+        )
         sys.stdout.flush()
+
     _store_call(run_server, name, host=host, port=port, target=target, on_ready=ready)
 
 
 def _renamed(group: click.Group, old: str, command: click.Command, new: str) -> None:
     """Keep ``old`` working for scripts written before the rename, hidden from --help."""
+
     def callback(**kwargs):
-        click.secho(f"note: 'piflash {new}' is the new name of this command",
-                    fg="yellow", err=True)
+        click.secho(f"note: 'piflash {new}' is the new name of this command", fg="yellow", err=True)
         return command.callback(**kwargs)
-    group.add_command(click.Command(old, params=command.params, callback=callback, hidden=True,
-                                    help=command.help))
+
+    group.add_command(click.Command(old, params=command.params, callback=callback, hidden=True, help=command.help))
 
 
 # Renamed in 0.2 so each name says what it does: delete a board, (un)plug its probe, pull/seat

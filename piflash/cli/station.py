@@ -15,11 +15,18 @@ CONFIG_ENV = "PIFLASH_STATION_CONFIG"
 DEFAULT_CONFIG = "/etc/piflash/station.yaml"
 
 config_option = click.option(
-    "--config", "-c", "config", metavar="FILE", envvar=CONFIG_ENV, default=DEFAULT_CONFIG,
-    show_default=True, show_envvar=True, type=click.Path(dir_okay=False),
-    help="The station config (YAML, see docs/station.md).")
-plain_option = click.option("--plain", is_flag=True,
-                            help="Plain log lines even on a terminal (no live view).")
+    "--config",
+    "-c",
+    "config",
+    metavar="FILE",
+    envvar=CONFIG_ENV,
+    default=DEFAULT_CONFIG,
+    show_default=True,
+    show_envvar=True,
+    type=click.Path(dir_okay=False),
+    help="The station config (YAML, see docs/station.md).",
+)
+plain_option = click.option("--plain", is_flag=True, help="Plain log lines even on a terminal (no live view).")
 
 
 @click.group(context_settings=CONTEXT, invoke_without_command=True, epilog=EXIT_CODES_EPILOG)
@@ -62,27 +69,40 @@ def check(config):
 
     loaded = load_station(config)
     cfg = loaded.config
-    click.echo(f"{os.fspath(cfg.path)}: station {cfg.station}, profile {cfg.profile.name} "
-               f"({cfg.profile.target}), firmware {cfg.profile.firmware} "
-               f"({loaded.image.size:,} bytes, sha256 {loaded.image.sha256}), probes "
-               f"{', '.join(cfg.probes) if cfg.probes else 'any'}, on same firmware "
-               f"{cfg.on_same_firmware}, poll every {cfg.poll_interval:g} s")
+    click.echo(
+        f"{os.fspath(cfg.path)}: station {cfg.station}, profile {cfg.profile.name} "
+        f"({cfg.profile.target}), firmware {cfg.profile.firmware} "
+        f"({loaded.image.size:,} bytes, sha256 {loaded.image.sha256}), probes "
+        f"{', '.join(cfg.probes) if cfg.probes else 'any'}, on same firmware "
+        f"{cfg.on_same_firmware}, poll every {cfg.poll_interval:g} s"
+    )
 
 
 @station.command("install-service", context_settings=CONTEXT)
-@click.option("--root", "root", type=click.Path(file_okay=False, path_type=Path), default="/",
-              show_default=True, metavar="DIR",
-              help="Install into this file system root (an image being built) instead of /.")
-@click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
-              help="Station config to copy to /etc/piflash/station.yaml.")
-@click.option("--executable", metavar="PATH",
-              help="Absolute path of piflash as seen inside --root for ExecStart= "
-                   "(default: the piflash running now).")
+@click.option(
+    "--root",
+    "root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default="/",
+    show_default=True,
+    metavar="DIR",
+    help="Install into this file system root (an image being built) instead of /.",
+)
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Station config to copy to /etc/piflash/station.yaml.",
+)
+@click.option(
+    "--executable",
+    metavar="PATH",
+    help="Absolute path of piflash as seen inside --root for ExecStart= (default: the piflash running now).",
+)
 @click.option("--enable", is_flag=True, help="Start the station at every boot.")
-@click.option("--now", is_flag=True,
-              help="Enable and start it now (needs systemd running on /).")
-@click.option("--uninstall", is_flag=True,
-              help="Stop, disable and remove the unit (config and history are kept).")
+@click.option("--now", is_flag=True, help="Enable and start it now (needs systemd running on /).")
+@click.option("--uninstall", is_flag=True, help="Stop, disable and remove the unit (config and history are kept).")
 @click.option("--dry-run", "-n", is_flag=True, help="Print what would be done, change nothing.")
 @handles_errors
 def install_service(root, config, executable, enable, now, uninstall, dry_run):
@@ -100,8 +120,9 @@ def install_service(root, config, executable, enable, now, uninstall, dry_run):
             raise click.UsageError("--uninstall takes only --root and --dry-run")
         steps = service.plan_uninstall(root, dry_run=dry_run)
     else:
-        steps = service.plan_install(root, executable=executable, config=config, enable=enable,
-                                     now=now, dry_run=dry_run)
+        steps = service.plan_install(
+            root, executable=executable, config=config, enable=enable, now=now, dry_run=dry_run
+        )
     if dry_run:
         for step in steps:
             click.echo(("would " if step.run else "") + step.text)

@@ -39,7 +39,7 @@ __all__ = ["cache_dir", "cached_chunks", "MAX_ENTRIES", "MAX_BYTES"]
 MAX_ENTRIES = 16
 #: Bytes kept at most over all entries: a Pi's SD card is small and slow.
 MAX_BYTES = 32 * 1024 * 1024
-_MAGIC = b"PFSEG2\0\0"   # 2: Intel HEX parsed by bincopy after piflash's record checks
+_MAGIC = b"PFSEG2\0\0"  # 2: Intel HEX parsed by bincopy after piflash's record checks
 
 Chunks = List[Tuple[int, bytes]]
 
@@ -88,7 +88,7 @@ def _decode(blob: bytes) -> Optional[Tuple[Chunks, Tuple[int, ...]]]:
         pos += 8
         if pos + length > len(body):
             return None
-        chunks.append((address, bytes(view[pos:pos + length])))
+        chunks.append((address, bytes(view[pos : pos + length])))
         pos += length
     return (chunks, tuple(families)) if pos == len(body) else None
 
@@ -101,7 +101,7 @@ def _prune(folder: Path) -> None:
         except OSError:
             continue
         entries.append((st.st_mtime, st.st_size, p))
-    entries.sort(reverse=True)                    # newest (most recently used) first
+    entries.sort(reverse=True)  # newest (most recently used) first
     total = 0
     for n, (_, size, p) in enumerate(entries):
         total += size
@@ -112,8 +112,9 @@ def _prune(folder: Path) -> None:
                 pass
 
 
-def cached_chunks(sha256: str, fmt: str, parse: Callable[[], Tuple[Chunks, Tuple[int, ...]]],
-                  folder: Optional[Path] = None) -> Tuple[Chunks, Tuple[int, ...], bool]:
+def cached_chunks(
+    sha256: str, fmt: str, parse: Callable[[], Tuple[Chunks, Tuple[int, ...]]], folder: Optional[Path] = None
+) -> Tuple[Chunks, Tuple[int, ...], bool]:
     """The file's (chunks, UF2 family IDs) from the cache, or from ``parse()`` (then stored).
 
     :param sha256: hex SHA-256 of the file's bytes. :param fmt: its format (``hex``, ``elf``,
@@ -134,7 +135,7 @@ def cached_chunks(sha256: str, fmt: str, parse: Callable[[], Tuple[Chunks, Tuple
         got = None
     if got is not None:
         try:
-            os.utime(entry)                       # recently used: pruned last
+            os.utime(entry)  # recently used: pruned last
         except OSError:
             pass
         return got[0], got[1], True
@@ -151,5 +152,5 @@ def cached_chunks(sha256: str, fmt: str, parse: Callable[[], Tuple[Chunks, Tuple
             raise
         _prune(images)
     except OSError:
-        pass                                      # a cache that cannot be written is skipped
+        pass  # a cache that cannot be written is skipped
     return chunks, families, False

@@ -43,39 +43,57 @@ def check_records(path: "os.PathLike[str] | str", raw: bytes) -> Tuple[str, int]
         record at all (a truncated file).
     """
     if not raw.strip():
-        raise FirmwareError(f"{path}: the file is empty ({len(raw)} bytes)" if raw else f"{path}: the file is empty",
-                            hint="check the build: the output is empty")
+        raise FirmwareError(
+            f"{path}: the file is empty ({len(raw)} bytes)" if raw else f"{path}: the file is empty",
+            hint="check the build: the output is empty",
+        )
     records: List[bytes] = []
     data_bytes = 0
-    end = None          # line of the end-of-file record
-    kinds: Dict[int, int] = {}      # 0x02 / 0x04 -> the first line that used it
+    end = None  # line of the end-of-file record
+    kinds: Dict[int, int] = {}  # 0x02 / 0x04 -> the first line that used it
     for number, line in enumerate(raw.splitlines(), 1):
         line = line.strip()
         if not line:
             continue
         if not line.startswith(b":") or line[1:].translate(None, _HEX_DIGITS):
-            what = "does not start with ':'" if not line.startswith(b":") else "holds characters that are not hex digits"
-            raise FirmwareError(f"{path}: not an Intel HEX file: line {number} {what}",
-                                hint="is it a .bin or .elf named .hex? Give it its right extension "
-                                     "(a .bin also needs --base-address)")
+            what = (
+                "does not start with ':'" if not line.startswith(b":") else "holds characters that are not hex digits"
+            )
+            raise FirmwareError(
+                f"{path}: not an Intel HEX file: line {number} {what}",
+                hint="is it a .bin or .elf named .hex? Give it its right extension (a .bin also needs --base-address)",
+            )
         if end is not None:
-            raise FirmwareError(f"{path}: line {number}: a record after the end-of-file record of line {end}",
-                                hint="two files were joined into one (cat a.hex b.hex): merge them with a "
-                                     "tool that drops the first end-of-file record, or flash them one by one")
+            raise FirmwareError(
+                f"{path}: line {number}: a record after the end-of-file record of line {end}",
+                hint="two files were joined into one (cat a.hex b.hex): merge them with a "
+                "tool that drops the first end-of-file record, or flash them one by one",
+            )
         fields = bytes.fromhex(line[1:].decode("ascii")) if len(line) % 2 else b""
         if len(fields) < 5 or fields[0] != len(fields) - 5:
-            raise FirmwareError(f"{path}: corrupt Intel HEX file: line {number}: the record's length does not match "
-                                f"its byte count", hint=_DAMAGED)
+            raise FirmwareError(
+                f"{path}: corrupt Intel HEX file: line {number}: the record's length does not match its byte count",
+                hint=_DAMAGED,
+            )
         if sum(fields) & 0xFF:
-            raise FirmwareError(f"{path}: corrupt Intel HEX file: line {number}: bad checksum "
-                                f"(the record's bytes sum to {sum(fields) & 0xFF:#04x}, not 0)", hint=_DAMAGED)
+            raise FirmwareError(
+                f"{path}: corrupt Intel HEX file: line {number}: bad checksum "
+                f"(the record's bytes sum to {sum(fields) & 0xFF:#04x}, not 0)",
+                hint=_DAMAGED,
+            )
         count, kind = fields[0], fields[3]
         if kind not in _COUNTS:
-            raise FirmwareError(f"{path}: corrupt Intel HEX file: line {number}: record type {kind:#04x} "
-                                f"(Intel HEX has types 0x00-0x05)", hint=_DAMAGED)
+            raise FirmwareError(
+                f"{path}: corrupt Intel HEX file: line {number}: record type {kind:#04x} "
+                f"(Intel HEX has types 0x00-0x05)",
+                hint=_DAMAGED,
+            )
         if _COUNTS[kind] is not None and (count != _COUNTS[kind] or (kind != 0x01 and fields[1:3] != b"\0\0")):
-            raise FirmwareError(f"{path}: corrupt Intel HEX file: line {number}: a type {kind:#04x} record must "
-                                f"carry {_COUNTS[kind]} bytes at address 0000", hint=_DAMAGED)
+            raise FirmwareError(
+                f"{path}: corrupt Intel HEX file: line {number}: a type {kind:#04x} record must "
+                f"carry {_COUNTS[kind]} bytes at address 0000",
+                hint=_DAMAGED,
+            )
         if kind == 0x00:
             data_bytes += count
         elif kind == 0x01:
@@ -83,13 +101,18 @@ def check_records(path: "os.PathLike[str] | str", raw: bytes) -> Tuple[str, int]
         elif kind in (0x02, 0x04):
             kinds.setdefault(kind, number)
             if len(kinds) == 2:
-                raise FirmwareError(f"{path}: line {number}: both segment (type 02, line {kinds[0x02]}) and linear "
-                                    f"(type 04, line {kinds[0x04]}) address records: tools place such data "
-                                    f"differently", hint="rebuild the file with one kind of address record")
+                raise FirmwareError(
+                    f"{path}: line {number}: both segment (type 02, line {kinds[0x02]}) and linear "
+                    f"(type 04, line {kinds[0x04]}) address records: tools place such data "
+                    f"differently",
+                    hint="rebuild the file with one kind of address record",
+                )
         records.append(line)
     if end is None:
-        raise FirmwareError(f"{path}: Intel HEX file is truncated (no end-of-file record)",
-                            hint="the file was cut short: copy or download it again")
+        raise FirmwareError(
+            f"{path}: Intel HEX file is truncated (no end-of-file record)",
+            hint="the file was cut short: copy or download it again",
+        )
     return b"\n".join(records).decode("ascii"), data_bytes
 
 
@@ -106,9 +129,9 @@ def load_hex(path: "os.PathLike[str] | str", raw: bytes) -> List[Tuple[int, byte
     hexfile = bincopy.BinFile()
     try:
         hexfile.add_ihex(text)
-    except bincopy.AddDataError as exc:     # bincopy's text names neither record nor address
+    except bincopy.AddDataError as exc:  # bincopy's text names neither record nor address
         raise _overlap(path) from exc
-    except bincopy.Error as exc:            # not expected after check_records
+    except bincopy.Error as exc:  # not expected after check_records
         raise FirmwareError(f"{path}: corrupt Intel HEX file: {exc}", hint=_DAMAGED) from exc
     chunks = [(segment.minimum_address, bytes(segment.data)) for segment in hexfile.segments]
     if sum(len(data) for _, data in chunks) != data_bytes:
@@ -117,5 +140,7 @@ def load_hex(path: "os.PathLike[str] | str", raw: bytes) -> List[Tuple[int, byte
 
 
 def _overlap(path) -> FirmwareError:
-    return FirmwareError(f"{path}: Intel HEX records overlap: two records write the same address",
-                         hint="the file is damaged or two images were joined: rebuild it")
+    return FirmwareError(
+        f"{path}: Intel HEX records overlap: two records write the same address",
+        hint="the file is damaged or two images were joined: rebuild it",
+    )

@@ -41,6 +41,7 @@ def format_for_name(path: "os.PathLike[str] | str") -> Optional[str]:
     suffix = Path(path).suffix.lower()
     return next((fmt for fmt, ends in FORMAT_SUFFIXES.items() if suffix in ends), None)
 
+
 _ELF_MAGIC = b"\x7fELF"
 
 
@@ -95,8 +96,10 @@ class FirmwareImage:
     def describe(self) -> str:
         """One line such as ``firmware.hex: hex, 245,760 bytes in 2 segments, 0x00000000-0x0003bfff``."""
         name = self.path.name if self.path else "<memory>"
-        return (f"{name}: {self.format}, {self.size:,} bytes in {len(self.segments)} segment(s), "
-                f"{self.start:#010x}-{self.end - 1:#010x}")
+        return (
+            f"{name}: {self.format}, {self.size:,} bytes in {len(self.segments)} segment(s), "
+            f"{self.start:#010x}-{self.end - 1:#010x}"
+        )
 
 
 def detect_format(path: Path, head: bytes) -> str:
@@ -110,12 +113,14 @@ def detect_format(path: Path, head: bytes) -> str:
     suffix = path.suffix.lower()
     if head.startswith(_ELF_MAGIC):
         return "elf"
-    if head[:4] == b"UF2\n":     # the UF2 block's first magic, 0x0A324655 (piflash.firmware.uf2)
+    if head[:4] == b"UF2\n":  # the UF2 block's first magic, 0x0A324655 (piflash.firmware.uf2)
         return "uf2"
     if head[:1] == b":":
         return "hex"
-    raise FirmwareError(f"{path}: unknown firmware format '{suffix or '(no extension)'}'",
-                        hint="use a .hex, .bin, .elf or .uf2 file (a .bin also needs --base-address)")
+    raise FirmwareError(
+        f"{path}: unknown firmware format '{suffix or '(no extension)'}'",
+        hint="use a .hex, .bin, .elf or .uf2 file (a .bin also needs --base-address)",
+    )
 
 
 def merge_segments(chunks: Iterable[Tuple[int, bytes]]) -> Tuple[Segment, ...]:
@@ -145,8 +150,15 @@ def merge_segments(chunks: Iterable[Tuple[int, bytes]]) -> Tuple[Segment, ...]:
 #: ELF ``e_machine`` values (System V ABI, "ELF Header"; pyelftools ``ENUM_E_MACHINE``) of the
 #: machines a Cortex-M firmware is most often confused with, by pyelftools name -> short name.
 #: A Cortex-M runs only ``EM_ARM`` (40) code.
-_MACHINE_NAMES = {"EM_ARM": "Arm", "EM_X86_64": "x86-64", "EM_386": "i386", "EM_RISCV": "RISC-V",
-                  "EM_AARCH64": "AArch64", "EM_XTENSA": "Xtensa", "EM_AVR": "AVR"}
+_MACHINE_NAMES = {
+    "EM_ARM": "Arm",
+    "EM_X86_64": "x86-64",
+    "EM_386": "i386",
+    "EM_RISCV": "RISC-V",
+    "EM_AARCH64": "AArch64",
+    "EM_XTENSA": "Xtensa",
+    "EM_AVR": "AVR",
+}
 
 
 def _machine(elf) -> str:
@@ -164,9 +176,10 @@ def _check_table(path: Path, size: int, what: str, offset: int, count: int, ents
     want = count * entsize
     if count and offset + want > size:
         have = max(0, size - offset)
-        raise FirmwareError(f"{path}: ELF file is truncated: the file ends inside its {what} "
-                            f"({have:,} of {want:,} bytes)",
-                            hint="the file was cut short: copy it again or rebuild it")
+        raise FirmwareError(
+            f"{path}: ELF file is truncated: the file ends inside its {what} ({have:,} of {want:,} bytes)",
+            hint="the file was cut short: copy it again or rebuild it",
+        )
 
 
 def _load_elf(path: Path, raw: bytes) -> List[Tuple[int, bytes]]:
@@ -188,10 +201,12 @@ def _load_elf(path: Path, raw: bytes) -> List[Tuple[int, bytes]]:
     try:
         elf = ELFFile(io.BytesIO(raw))
         if elf["e_machine"] != "EM_ARM":
-            raise FirmwareError(f"{path}: ELF file for {_machine(elf)}, not for Arm: a Cortex-M runs only "
-                                f"Arm code (e_machine EM_ARM, 40)",
-                                hint="this is a build for another processor: flash the firmware built for "
-                                     "the target (arm-none-eabi toolchain)")
+            raise FirmwareError(
+                f"{path}: ELF file for {_machine(elf)}, not for Arm: a Cortex-M runs only "
+                f"Arm code (e_machine EM_ARM, 40)",
+                hint="this is a build for another processor: flash the firmware built for "
+                "the target (arm-none-eabi toolchain)",
+            )
         _check_table(path, len(raw), "program header table", elf["e_phoff"], elf["e_phnum"], elf["e_phentsize"])
         chunks = []
         for number, seg in enumerate(elf.iter_segments()):
@@ -199,29 +214,36 @@ def _load_elf(path: Path, raw: bytes) -> List[Tuple[int, bytes]]:
             if seg["p_type"] != "PT_LOAD" or seg["p_filesz"] == 0:
                 continue
             have = max(0, min(seg["p_filesz"], len(raw) - seg["p_offset"]))
-            if have < seg["p_filesz"]:       # numbered as readelf -l numbers segments, from 0
-                raise FirmwareError(f"{path}: ELF file is truncated: the file ends inside segment {number} "
-                                    f"({have:,} of {seg['p_filesz']:,} bytes, load address "
-                                    f"{seg['p_paddr']:#010x})",
-                                    hint="the file was cut short: copy it again or rebuild it")
+            if have < seg["p_filesz"]:  # numbered as readelf -l numbers segments, from 0
+                raise FirmwareError(
+                    f"{path}: ELF file is truncated: the file ends inside segment {number} "
+                    f"({have:,} of {seg['p_filesz']:,} bytes, load address "
+                    f"{seg['p_paddr']:#010x})",
+                    hint="the file was cut short: copy it again or rebuild it",
+                )
             chunks.append((seg["p_paddr"], seg.data()[: seg["p_filesz"]]))
         _check_table(path, len(raw), "section header table", elf["e_shoff"], elf["e_shnum"], elf["e_shentsize"])
     except (ELFError, ValueError, IndexError, KeyError) as exc:
-        raise FirmwareError(f"{path}: corrupt ELF file: {exc}",
-                            hint="the file is damaged: rebuild it") from exc
+        raise FirmwareError(f"{path}: corrupt ELF file: {exc}", hint="the file is damaged: rebuild it") from exc
     return chunks
 
 
 #: What a file that is not a regular file is, by :mod:`stat` test, for the error message.
-_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-               (stat.S_ISSOCK, "a socket"))
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def _not_regular(path: Path, mode: int) -> FirmwareError:
     kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
-    return FirmwareError(f"{path}: is {kind}, not a regular file",
-                         hint="give the built .hex, .bin or .elf file itself (save a stream to a file first)")
+    return FirmwareError(
+        f"{path}: is {kind}, not a regular file",
+        hint="give the built .hex, .bin or .elf file itself (save a stream to a file first)",
+    )
 
 
 def open_firmware(path: "os.PathLike[str] | str") -> BinaryIO:
@@ -260,8 +282,9 @@ def open_firmware(path: "os.PathLike[str] | str") -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
-def load_image(path: os.PathLike | str, base_address: Optional[int] = None,
-               file_format: Optional[str] = None) -> FirmwareImage:
+def load_image(
+    path: os.PathLike | str, base_address: Optional[int] = None, file_format: Optional[str] = None
+) -> FirmwareImage:
     """Read and parse a firmware file.
 
     :param path: the file (``.hex``, ``.bin``, ``.elf``, ``.uf2``; the format is also sniffed from
@@ -288,12 +311,16 @@ def load_image(path: os.PathLike | str, base_address: Optional[int] = None,
     families: Tuple[int, ...] = ()
     if fmt == "bin":
         if base_address is None:
-            raise FirmwareError(f"{path}: a .bin file has no address: give --base-address",
-                                hint="for example --base-address 0x08000000 (STM32), 0x0 (nRF) or 0x10000000 (RP2040)")
+            raise FirmwareError(
+                f"{path}: a .bin file has no address: give --base-address",
+                hint="for example --base-address 0x08000000 (STM32), 0x0 (nRF) or 0x10000000 (RP2040)",
+            )
         chunks = [(base_address, raw)]
     else:
         if base_address is not None:
-            raise FirmwareError(f"{path}: --base-address applies only to .bin files; a .{fmt} carries its own addresses")
+            raise FirmwareError(
+                f"{path}: --base-address applies only to .bin files; a .{fmt} carries its own addresses"
+            )
         from piflash.firmware.cache import cached_chunks
 
         def parse() -> Tuple[List[Tuple[int, bytes]], Tuple[int, ...]]:
@@ -315,20 +342,22 @@ def load_image(path: os.PathLike | str, base_address: Optional[int] = None,
 
     segments = merge_segments(chunks)
     if not segments:
-        raise FirmwareError(f"{path}: the firmware file contains no data",
-                            hint="check the build: the output is empty")
-    return FirmwareImage(path=path, format=fmt, segments=segments,
-                         sha256=digest, file_size=len(raw), families=families)
+        raise FirmwareError(f"{path}: the firmware file contains no data", hint="check the build: the output is empty")
+    return FirmwareImage(path=path, format=fmt, segments=segments, sha256=digest, file_size=len(raw), families=families)
 
 
 def image_from_bytes(data: bytes, address: int) -> FirmwareImage:
     """Wrap raw bytes (placed at ``address``) as an image, for API users and tests."""
-    return FirmwareImage(path=None, format="bin", segments=merge_segments([(address, data)]),
-                         sha256=hashlib.sha256(data).hexdigest(), file_size=len(data))
+    return FirmwareImage(
+        path=None,
+        format="bin",
+        segments=merge_segments([(address, data)]),
+        sha256=hashlib.sha256(data).hexdigest(),
+        file_size=len(data),
+    )
 
 
-def check_fits(image: FirmwareImage, flash_regions: Sequence[Tuple[int, int, str]],
-               target: str = "the target") -> None:
+def check_fits(image: FirmwareImage, flash_regions: Sequence[Tuple[int, int, str]], target: str = "the target") -> None:
     """Check that every byte of the image lies inside one of the flash regions.
 
     :param flash_regions: (start, end_exclusive, name) triples, e.g. from
@@ -352,6 +381,8 @@ def check_fits(image: FirmwareImage, flash_regions: Sequence[Tuple[int, int, str
                 listing = ", ".join(f"{n} {s:#010x}-{e - 1:#010x}" for s, e, n in regions) or "none"
                 raise ImageRangeError(
                     f"image data at {addr:#010x}-{stop - 1:#010x} ({stop - addr:,} bytes) is outside "
-                    f"the flash of {target} (flash: {listing})", address=addr,
-                    hint="check the --target, the .bin --base-address, or the linker script")
+                    f"the flash of {target} (flash: {listing})",
+                    address=addr,
+                    hint="check the --target, the .bin --base-address, or the linker script",
+                )
             addr = min(seg.end, region[1])

@@ -43,8 +43,11 @@ from piflash.firmware.image import FirmwareImage, merge_segments
 #: Encodings and their fixed sizes in bytes (None: text, ``length`` required).
 ENCODINGS = {"u32": 4, "u64": 8, "ascii": None, "utf-8": None}
 #: Template fields and what they are.
-TEMPLATE_FIELDS = {"n": "the serial number (int)", "target_uid": "the chip's unique ID (hex str)",
-                   "date": "today, UTC (YYYY-MM-DD)"}
+TEMPLATE_FIELDS = {
+    "n": "the serial number (int)",
+    "target_uid": "the chip's unique ID (hex str)",
+    "date": "today, UTC (YYYY-MM-DD)",
+}
 
 #: No extra keys (``parse_entry``'s default): read-only, so one shared instance is safe.
 _NO_KEYS: Mapping[str, Tuple[type, str]] = MappingProxyType({})
@@ -101,8 +104,10 @@ class PatchEntry:
             field that is unknown for this board (no serial number, unreadable unique ID).
         """
         if n is None and self.uses_serial:
-            raise SerialError(f"patch '{self.name}' needs a serial number",
-                              hint="give one with --serial N, or run the station (it uses the counter)")
+            raise SerialError(
+                f"patch '{self.name}' needs a serial number",
+                hint="give one with --serial N, or run the station (it uses the counter)",
+            )
         if target_uid is None and "target_uid" in _fields(self.template):
             raise SerialError(f"patch '{self.name}' needs the target unique ID, which could not be read")
         text = self.template.format(n=n, target_uid=target_uid, date=date)
@@ -116,8 +121,10 @@ class PatchEntry:
             return text, value.to_bytes(self.length, "little")
         data = text.encode(self.encoding)
         if len(data) > self.length:
-            raise SerialError(f"patch '{self.name}': {text!r} is {len(data)} bytes, more than its "
-                              f"length {self.length}", hint="raise 'length' or shorten the template")
+            raise SerialError(
+                f"patch '{self.name}': {text!r} is {len(data)} bytes, more than its length {self.length}",
+                hint="raise 'length' or shorten the template",
+            )
         return text, data + bytes([self.pad]) * (self.length - len(data))
 
 
@@ -145,14 +152,16 @@ class PatchPlan:
         """Whether any entry takes the serial number."""
         return any(e.uses_serial for e in self.entries)
 
-    def render(self, n: Optional[int], target_uid: Optional[str],
-               now: Optional[datetime.datetime] = None) -> List[Tuple[PatchEntry, str, bytes]]:
+    def render(
+        self, n: Optional[int], target_uid: Optional[str], now: Optional[datetime.datetime] = None
+    ) -> List[Tuple[PatchEntry, str, bytes]]:
         """Every entry's (entry, text, bytes) for one board. :raises SerialError:"""
         date = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%d")
         return [(e, *e.render(n, target_uid, date)) for e in self.entries]
 
-    def apply(self, image: FirmwareImage, n: Optional[int], target_uid: Optional[str],
-              now: Optional[datetime.datetime] = None) -> Tuple[FirmwareImage, Dict[str, Dict[str, str]]]:
+    def apply(
+        self, image: FirmwareImage, n: Optional[int], target_uid: Optional[str], now: Optional[datetime.datetime] = None
+    ) -> Tuple[FirmwareImage, Dict[str, Dict[str, str]]]:
         """The image with this board's bytes laid over it, and the values for the history.
 
         :returns: ``(patched image, {name: {"address": "0x...", "value": text, "bytes": hex}})``;
@@ -161,9 +170,13 @@ class PatchPlan:
         :raises SerialError: see :meth:`PatchEntry.render`.
         """
         rendered = self.render(n, target_uid, now)
-        return (overlay(image, [(e.address, data) for e, _, data in rendered]),
-                {e.name: {"address": f"{e.address:#010x}", "value": text, "bytes": data.hex()}
-                 for e, text, data in rendered})
+        return (
+            overlay(image, [(e.address, data) for e, _, data in rendered]),
+            {
+                e.name: {"address": f"{e.address:#010x}", "value": text, "bytes": data.hex()}
+                for e, text, data in rendered
+            },
+        )
 
 
 def overlay(image: FirmwareImage, patches: List[Tuple[int, bytes]]) -> FirmwareImage:
@@ -171,7 +184,7 @@ def overlay(image: FirmwareImage, patches: List[Tuple[int, bytes]]) -> FirmwareI
     chunks = [(s.address, bytearray(s.data)) for s in image.segments]
     extra = []
     for addr, data in patches:
-        rest = []                                       # parts of the patch no segment covers
+        rest = []  # parts of the patch no segment covers
         todo = [(addr, data)]
         for seg_addr, buf in chunks:
             nxt = []
@@ -180,11 +193,11 @@ def overlay(image: FirmwareImage, patches: List[Tuple[int, bytes]]) -> FirmwareI
                 if lo >= hi:
                     nxt.append((a, d))
                     continue
-                buf[lo - seg_addr:hi - seg_addr] = d[lo - a:hi - a]
+                buf[lo - seg_addr : hi - seg_addr] = d[lo - a : hi - a]
                 if a < lo:
-                    nxt.append((a, d[:lo - a]))
+                    nxt.append((a, d[: lo - a]))
                 if hi < a + len(d):
-                    nxt.append((hi, d[hi - a:]))
+                    nxt.append((hi, d[hi - a :]))
             todo = nxt
         rest.extend(todo)
         extra.extend(rest)
@@ -196,8 +209,14 @@ def _fields(template: str) -> List[str]:
     return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
 
 
-def parse_entry(raw: Any, where: str, target: str, fail: Fail, default_name: str,
-                extra_keys: Mapping[str, Tuple[type, str]] = _NO_KEYS) -> Tuple[PatchEntry, Dict[str, Any]]:
+def parse_entry(
+    raw: Any,
+    where: str,
+    target: str,
+    fail: Fail,
+    default_name: str,
+    extra_keys: Mapping[str, Tuple[type, str]] = _NO_KEYS,
+) -> Tuple[PatchEntry, Dict[str, Any]]:
     """Validate one entry mapping from a profile.
 
     :param where: the dotted key for messages ("serial", "patch[2]").
@@ -212,12 +231,18 @@ def parse_entry(raw: Any, where: str, target: str, fail: Fail, default_name: str
             fail(f"{where}.{key}", f"unknown key; allowed: {', '.join(allowed)}")
         kind = allowed[key][0]
         if not isinstance(value, kind) or isinstance(value, bool):
-            fail(f"{where}.{key}", f"expected {'an integer' if kind is int else 'a string'} "
-                                   f"({allowed[key][1]}), got {value!r}")
+            fail(
+                f"{where}.{key}",
+                f"expected {'an integer' if kind is int else 'a string'} ({allowed[key][1]}), got {value!r}",
+            )
     places = [k for k in ("address", "uicr_customer", "otp") if k in raw]
     if len(places) != 1:
-        fail(where, "give exactly one of address:, uicr_customer:, otp:" if places else
-             "says what but not where: add address:, uicr_customer: or otp:")
+        fail(
+            where,
+            "give exactly one of address:, uicr_customer:, otp:"
+            if places
+            else "says what but not where: add address:, uicr_customer: or otp:",
+        )
     encoding = raw.get("encoding")
     if encoding not in ENCODINGS:
         fail(f"{where}.encoding", f"must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
@@ -233,12 +258,17 @@ def parse_entry(raw: Any, where: str, target: str, fail: Fail, default_name: str
         fields = _fields(template)
         for f in fields:
             if f not in TEMPLATE_FIELDS:
-                fail(f"{where}.template", f"unknown field {{{f}}}; templates take "
-                     + ", ".join("{%s}" % k for k in TEMPLATE_FIELDS))
+                fail(
+                    f"{where}.template",
+                    f"unknown field {{{f}}}; templates take " + ", ".join("{%s}" % k for k in TEMPLATE_FIELDS),
+                )
         template.format(n=1, target_uid="0" * 16, date="2000-01-01")
-    except (KeyError, IndexError) as exc:                # a field inside a format spec: "{n:{x}}"
-        fail(f"{where}.template", f"unknown field {{{exc.args[0] if exc.args else ''}}} in a format "
-             "spec; templates take " + ", ".join("{%s}" % k for k in TEMPLATE_FIELDS))
+    except (KeyError, IndexError) as exc:  # a field inside a format spec: "{n:{x}}"
+        fail(
+            f"{where}.template",
+            f"unknown field {{{exc.args[0] if exc.args else ''}}} in a format "
+            "spec; templates take " + ", ".join("{%s}" % k for k in TEMPLATE_FIELDS),
+        )
     except (ValueError, TypeError, AttributeError) as exc:
         fail(f"{where}.template", f"not a valid template: {exc}")
     pad = raw.get("pad", 0)
@@ -262,8 +292,11 @@ def _place(raw: dict, kind: str, length: int, where: str, target: str, fail: Fai
             fail(f"{where}.uicr_customer", f"UICR customer registers are an nRF feature, not {target}'s")
         base, words = family.uicr_customer
         if not 0 <= value < words or value * 4 + length > words * 4:
-            fail(f"{where}.uicr_customer", f"CUSTOMER[{value}] with {length} byte(s) runs past "
-                 f"CUSTOMER[{words - 1}] (0..{words - 1}, 4 bytes each)")
+            fail(
+                f"{where}.uicr_customer",
+                f"CUSTOMER[{value}] with {length} byte(s) runs past "
+                f"CUSTOMER[{words - 1}] (0..{words - 1}, 4 bytes each)",
+            )
         return base + 4 * value
     otp = family.otp_area(target)
     if otp is None:
@@ -291,8 +324,7 @@ def parse_plan(serial: Any, patch: Any, target: str, profile_name: str, fail: Fa
         if entry.encoding in ("u32", "u64") and entry.template == "{n}":
             top = end if end is not None else start
             if top >= 1 << (8 * entry.length):
-                fail("serial.end" if end is not None else "serial.start",
-                     f"{top} does not fit in {entry.encoding}")
+                fail("serial.end" if end is not None else "serial.start", f"{top} does not fit in {entry.encoding}")
         numbering = extra.get("numbering", "every")
         if numbering not in NUMBERING:
             fail("serial.numbering", f"must be one of {', '.join(NUMBERING)}, got {numbering!r}")
@@ -316,5 +348,15 @@ def parse_plan(serial: Any, patch: Any, target: str, profile_name: str, fail: Fa
     return PatchPlan(tuple(entries), counter)
 
 
-__all__ = ["PatchEntry", "PatchPlan", "CounterSpec", "ENCODINGS", "ENTRY_KEYS", "COUNTER_KEYS", "NUMBERING",
-           "TEMPLATE_FIELDS", "parse_plan", "overlay"]
+__all__ = [
+    "PatchEntry",
+    "PatchPlan",
+    "CounterSpec",
+    "ENCODINGS",
+    "ENTRY_KEYS",
+    "COUNTER_KEYS",
+    "NUMBERING",
+    "TEMPLATE_FIELDS",
+    "parse_plan",
+    "overlay",
+]

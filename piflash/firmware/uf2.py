@@ -40,8 +40,16 @@ from typing import Dict, List, Optional, Set, Tuple, TypedDict
 
 from piflash.errors import FirmwareError, ImageRangeError
 
-__all__ = ["BLOCK_SIZE", "FAMILIES", "Uf2Contents", "is_uf2", "parse_uf2", "family_name", "target_families",
-           "check_family"]
+__all__ = [
+    "BLOCK_SIZE",
+    "FAMILIES",
+    "Uf2Contents",
+    "is_uf2",
+    "parse_uf2",
+    "family_name",
+    "target_families",
+    "check_family",
+]
 
 BLOCK_SIZE = 512
 MAGIC_START0, MAGIC_START1, MAGIC_END = 0x0A324655, 0x9E5D5157, 0x0AB16F30
@@ -92,6 +100,7 @@ FAMILIES: Dict[int, Tuple[str, str]] = {
     0x1C5F21B0: ("ESP32", "ESP32"),
     0x9AF03E33: ("GD32VF103", "GigaDevice GD32VF103"),
 }
+
 
 def family_name(family_id: int) -> str:
     """``"0xada52840 (NRF52840, Nordic nRF52840)"``, or the number alone for an unknown ID."""
@@ -165,25 +174,30 @@ def parse_uf2(path: Path, raw: bytes) -> Uf2Contents:
         raise FirmwareError(f"{path}: the firmware file is empty")
     if len(raw) % BLOCK_SIZE:
         whole = len(raw) // BLOCK_SIZE
-        raise FirmwareError(f"{path}: UF2 file cut short: {len(raw):,} bytes is not whole 512-byte blocks "
-                            f"(block {whole} has {len(raw) % BLOCK_SIZE} of 512 bytes)",
-                            hint="the download or copy was interrupted: fetch the file again")
+        raise FirmwareError(
+            f"{path}: UF2 file cut short: {len(raw):,} bytes is not whole 512-byte blocks "
+            f"(block {whole} has {len(raw) % BLOCK_SIZE} of 512 bytes)",
+            hint="the download or copy was interrupted: fetch the file again",
+        )
     chunks: List[Tuple[int, bytes]] = []
     families = set()
     skipped = 0
     # Each image of the file numbers its blocks 0..total-1; a new image starts at block 0.
     images: List[_Image] = []
     for index in range(len(raw) // BLOCK_SIZE):
-        block = raw[index * BLOCK_SIZE:(index + 1) * BLOCK_SIZE]
+        block = raw[index * BLOCK_SIZE : (index + 1) * BLOCK_SIZE]
         m0, m1, flags, addr, size, number, total, family = _HEADER.unpack_from(block)
         (end_magic,) = struct.unpack_from("<I", block, 508)
         where = f"{path}: UF2 block {index} (at byte {index * BLOCK_SIZE:,})"
         if (m0, m1, end_magic) != (MAGIC_START0, MAGIC_START1, MAGIC_END):
-            raise FirmwareError(f"{where} has a wrong magic number: not a UF2 block",
-                                hint="the file is damaged, or not UF2")
+            raise FirmwareError(
+                f"{where} has a wrong magic number: not a UF2 block", hint="the file is damaged, or not UF2"
+            )
         if flags & FLAG_FILE_CONTAINER:
-            raise FirmwareError(f"{where} is a file container block (flag 0x1000): the file carries "
-                                "files for a UF2 file system, not flash contents")
+            raise FirmwareError(
+                f"{where} is a file container block (flag 0x1000): the file carries "
+                "files for a UF2 file system, not flash contents"
+            )
         if size > MAX_PAYLOAD:
             raise FirmwareError(f"{where} says its payload is {size} bytes: at most {MAX_PAYLOAD} fit")
         if total == 0 or number >= total:
@@ -192,11 +206,15 @@ def parse_uf2(path: Path, raw: bytes) -> Uf2Contents:
             images.append({"total": total, "seen": 0, "numbers": set(), "first": index})
         image = images[-1] if images else None
         if image is None or image["total"] != total:
-            raise FirmwareError(f"{where} says its image has {total} blocks, the blocks before it "
-                                f"{image['total'] if image else 'none'}: blocks are missing or mixed")
+            raise FirmwareError(
+                f"{where} says its image has {total} blocks, the blocks before it "
+                f"{image['total'] if image else 'none'}: blocks are missing or mixed"
+            )
         if number in image["numbers"]:
-            raise FirmwareError(f"{where} repeats block number {number} of the image that starts at "
-                                f"block {image['first']}", hint="the file is damaged: build or fetch it again")
+            raise FirmwareError(
+                f"{where} repeats block number {number} of the image that starts at block {image['first']}",
+                hint="the file is damaged: build or fetch it again",
+            )
         image["numbers"].add(number)
         image["seen"] += 1
         if flags & FLAG_NOT_MAIN_FLASH:
@@ -204,7 +222,7 @@ def parse_uf2(path: Path, raw: bytes) -> Uf2Contents:
             continue
         if flags & FLAG_FAMILY_ID:
             families.add(family)
-        chunks.append((addr, block[32:32 + size]))
+        chunks.append((addr, block[32 : 32 + size]))
     for image in images:
         if image["seen"] != image["total"]:
             # The numbers missing are found from those present (at most the file's blocks): a
@@ -212,12 +230,15 @@ def parse_uf2(path: Path, raw: bytes) -> Uf2Contents:
             missing = _first_missing(image["numbers"], image["total"], 5)
             more = image["total"] - image["seen"] > len(missing)
             shown = ", ".join(str(n) for n in missing) + (" ..." if more else "")
-            raise FirmwareError(f"{path}: UF2 image starting at block {image['first']} has {image['seen']} of "
-                                f"its {image['total']} blocks: block(s) {shown} missing",
-                                hint="the file is incomplete: build or fetch it again")
+            raise FirmwareError(
+                f"{path}: UF2 image starting at block {image['first']} has {image['seen']} of "
+                f"its {image['total']} blocks: block(s) {shown} missing",
+                hint="the file is incomplete: build or fetch it again",
+            )
     if not chunks:
-        raise FirmwareError(f"{path}: the UF2 file has no block for main flash "
-                            f"({skipped} block(s) flagged 'not main flash')")
+        raise FirmwareError(
+            f"{path}: the UF2 file has no block for main flash ({skipped} block(s) flagged 'not main flash')"
+        )
     return Uf2Contents(tuple(chunks), tuple(sorted(families)), len(raw) // BLOCK_SIZE, skipped)
 
 
@@ -235,8 +256,9 @@ def check_family(families: Tuple[int, ...], target: str, start: int = 0) -> None
     if not wrong:
         return
     found = ", ".join(family_name(f) for f in wrong)
-    expected = (", ".join(family_name(f) for f in allowed) if allowed
-                else "no UF2 family is known for it")
-    raise ImageRangeError(f"the UF2 file is for family {found}, not for {target} ({expected})",
-                          address=start,
-                          hint="flash the build for this chip, or check --target")
+    expected = ", ".join(family_name(f) for f in allowed) if allowed else "no UF2 family is known for it"
+    raise ImageRangeError(
+        f"the UF2 file is for family {found}, not for {target} ({expected})",
+        address=start,
+        hint="flash the build for this chip, or check --target",
+    )

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["FlashCheck", "binary", "runs_of", "MAGIC"]
 
 #: The binary's second word: the check that the header read is flashcheck.bin's.
-MAGIC = 0x4B434650      # "PFCK"
+MAGIC = 0x4B434650  # "PFCK"
 #: Bytes of the CRC table ``fc_crc32`` fills: 256 words.
 TABLE_BYTES = 1024
 #: Bytes per run descriptor (address, block size, block count: three 32-bit words).
@@ -99,8 +99,7 @@ class FlashCheck:
         self.table_address = (self.code_address + len(self._code) + 3) & ~3
         self.io_address = self.table_address + TABLE_BYTES
         self.io_bytes = min(MAX_IO_BYTES, (window[1] - self.io_address) & ~3)
-        self._entries = {"blank": self.code_address + blank_entry,
-                         "crc32": self.code_address + crc_entry}
+        self._entries = {"blank": self.code_address + blank_entry, "crc32": self.code_address + crc_entry}
         self._loaded = False
 
     @classmethod
@@ -125,11 +124,19 @@ class FlashCheck:
             self._loaded = True
         target.write_core_registers_raw(
             ["pc", "r0", "r1", "r2", "r3", "sp", "xpsr", "lr"],
-            [self._entries[entry], r0, r1, r2, r3, self.flash.flash_algo["begin_stack"], _XPSR_THUMB,
-             self.code_address + 1])
+            [
+                self._entries[entry],
+                r0,
+                r1,
+                r2,
+                r3,
+                self.flash.flash_algo["begin_stack"],
+                _XPSR_THUMB,
+                self.code_address + 1,
+            ],
+        )
         target.resume()
-        result: int = self.flash.wait_for_completion(
-            timeout=target.session.options.get("flash.timeout.analyzer"))
+        result: int = self.flash.wait_for_completion(timeout=target.session.options.get("flash.timeout.analyzer"))
         if result == self.flash.TIMEOUT_ERROR:
             raise FlashFailure(f"piflash's on-target flash check ({entry}) timed out")
         return result
@@ -160,7 +167,7 @@ class FlashCheck:
             (``flash.timeout.analyzer``) or did not halt; transfer errors from pyOCD.
         """
         out: List[bool] = []
-        for batch in self._batches(blocks, 1):      # a bit per block, rounded up below
+        for batch in self._batches(blocks, 1):  # a bit per block, rounded up below
             runs = runs_of(batch)
             bitmap = self.io_address + len(runs) * RUN_BYTES
             words = (len(batch) + 31) // 32
@@ -196,5 +203,7 @@ def _raise_bad_result(entry: str, done: int, expected: int) -> None:
     its code or arguments in RAM were not what the host wrote."""
     from pyocd.core.exceptions import FlashFailure
 
-    raise FlashFailure(f"piflash's on-target flash check ({entry}) returned {done:#x} for "
-                       f"{expected} blocks: its code or arguments in target RAM were changed")
+    raise FlashFailure(
+        f"piflash's on-target flash check ({entry}) returned {done:#x} for "
+        f"{expected} blocks: its code or arguments in target RAM were changed"
+    )

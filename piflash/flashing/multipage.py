@@ -48,9 +48,25 @@ if TYPE_CHECKING:
 
 from piflash.targets.algorithms import RP2_ALGORITHM, algorithm_digest
 
-__all__ = ["KNOWN_ALGORITHMS", "MEMORY_MAPPED", "MAX_RUN_BYTES", "GROW_BYTES", "GROW_RATIO", "RUN_BYTES", "STACK_BYTES", "CALLER_BYTES", "Layout", "algorithm_digest",
-           "reads_without_init", "run_caller",
-           "free_window", "layout_for", "group_runs", "link_outpaces_flash", "RunProgrammer"]
+__all__ = [
+    "KNOWN_ALGORITHMS",
+    "MEMORY_MAPPED",
+    "MAX_RUN_BYTES",
+    "GROW_BYTES",
+    "GROW_RATIO",
+    "RUN_BYTES",
+    "STACK_BYTES",
+    "CALLER_BYTES",
+    "Layout",
+    "algorithm_digest",
+    "reads_without_init",
+    "run_caller",
+    "free_window",
+    "layout_for",
+    "group_runs",
+    "link_outpaces_flash",
+    "RunProgrammer",
+]
 
 #: Flash algorithms whose ProgramPage programs any multiple of the write unit across pages,
 #: keyed by the first 16 hex digits of the SHA-256 of their instruction words (little-endian).
@@ -118,8 +134,6 @@ _MAILBOX_BYTES = 16
 CALLER_BYTES = _CODE_BYTES + 2 * _MAILBOX_BYTES
 
 
-
-
 def reads_without_init(flash: Flash) -> bool:
     """Whether ``flash`` (a pyOCD ``Flash``) runs one of the :data:`MEMORY_MAPPED` algorithms:
     its region reads through the bus with the algorithm not initialised (nor loaded)."""
@@ -134,8 +148,7 @@ def run_caller() -> bytes:
     ``targetcode/runcall.S`` by ``make -C targetcode``), at most ``_CODE_BYTES`` bytes."""
     code = resources.files("piflash").joinpath("data/runcall.bin").read_bytes()
     if not 0 < len(code) <= _CODE_BYTES or len(code) % 2:
-        raise ValueError(f"piflash/data/runcall.bin is {len(code)} bytes, not Thumb code of "
-                         f"at most {_CODE_BYTES}")
+        raise ValueError(f"piflash/data/runcall.bin is {len(code)} bytes, not Thumb code of at most {_CODE_BYTES}")
     return code
 
 
@@ -206,8 +219,9 @@ def layout_for(flash: Flash, page_size: int) -> Optional[Layout]:
     return Layout((start, start + buffer), run, name, caller, buffer)
 
 
-def group_runs(pages: Sequence[Tuple[int, bytes]], run_size: int,
-               first_run: Optional[int] = None) -> List[Tuple[int, bytes]]:
+def group_runs(
+    pages: Sequence[Tuple[int, bytes]], run_size: int, first_run: Optional[int] = None
+) -> List[Tuple[int, bytes]]:
     """Join consecutive pages into runs of at most ``run_size`` bytes.
 
     :param pages: (address, data) per page, in address order.
@@ -309,15 +323,22 @@ class RunProgrammer:
         page_size = self.flash.region.page_size
         try:
             got = bytes(self.flash.target.read_memory_block8(address, len(data)))
-        except Exception:      # noqa: BLE001 - a diagnosis only: the failure itself is raised
+        except Exception:  # noqa: BLE001 - a diagnosis only: the failure itself is raised
             return None
         for offset in range(0, len(data), page_size):
-            if got[offset:offset + page_size] != data[offset:offset + page_size]:
+            if got[offset : offset + page_size] != data[offset : offset + page_size]:
                 return address + offset
         return None
 
-    def _wait(self, buffer: int, address: int, data: bytes, timeout: Optional[float],
-              regrdy: Optional[Callable[[], int]], post: Optional[Tuple[int, int, int]]) -> int:
+    def _wait(
+        self,
+        buffer: int,
+        address: int,
+        data: bytes,
+        timeout: Optional[float],
+        regrdy: Optional[Callable[[], int]],
+        post: Optional[Tuple[int, int, int]],
+    ) -> int:
         """Poll DHCSR until the core halts, then check the result word of ``buffer``'s mailbox.
         ``post`` (buffer, address, size) rides in the first poll's report.
 
@@ -350,8 +371,10 @@ class RunProgrammer:
                 if regrdy is not None:
                     if not regrdy() & CortexM.S_REGRDY:
                         target.halt()
-                        raise FlashProgramFailure(f"flash program failed: the core took no start "
-                                                  f"address (DHCSR.S_REGRDY clear) {what}", address=address)
+                        raise FlashProgramFailure(
+                            f"flash program failed: the core took no start address (DHCSR.S_REGRDY clear) {what}",
+                            address=address,
+                        )
                     regrdy = None
                 status = dhcsr()
                 if status & CortexM.S_LOCKUP:
@@ -359,24 +382,31 @@ class RunProgrammer:
                 if status & CortexM.S_HALT:
                     result = result_word()
                     if result == size:
-                        raise FlashProgramFailure(f"flash program failed: the core halted before "
-                                                  f"the flash algorithm returned {what}", address=address)
+                        raise FlashProgramFailure(
+                            f"flash program failed: the core halted before the flash algorithm returned {what}",
+                            address=address,
+                        )
                     if result != 0:
                         page = self._failed_page(address, data)
-                        where = (f"at page {page:#010x} " if page is not None else "") + \
-                            f"({size} bytes from {address:#010x} in one call)"
-                        raise FlashProgramFailure(f"flash program failure {where}",
-                                                  address=page if page is not None else address,
-                                                  result_code=result)
+                        where = (
+                            f"at page {page:#010x} " if page is not None else ""
+                        ) + f"({size} bytes from {address:#010x} in one call)"
+                        raise FlashProgramFailure(
+                            f"flash program failure {where}",
+                            address=page if page is not None else address,
+                            result_code=result,
+                        )
                     return running
                 running += 1
         locked = target.read32(CortexM.DHCSR) & CortexM.S_LOCKUP
         target.halt()
         if locked:
-            raise FlashProgramFailure(f"flash program failed: the core locked up in the flash "
-                                      f"algorithm (a fault) {what}", address=address)
-        raise FlashProgramFailure(f"flash program timed out {what}", address=address,
-                                  result_code=self.flash.TIMEOUT_ERROR)
+            raise FlashProgramFailure(
+                f"flash program failed: the core locked up in the flash algorithm (a fault) {what}", address=address
+            )
+        raise FlashProgramFailure(
+            f"flash program timed out {what}", address=address, result_code=self.flash.TIMEOUT_ERROR
+        )
 
     def program(self, runs: Sequence[Tuple[int, bytes]], done: Callable[[int], None]) -> None:
         """Program ``runs`` ((address, data), each at most ``layout.run_size`` bytes): the next
@@ -398,10 +428,12 @@ class RunProgrammer:
         flash, target, layout = self.flash, self.flash.target, self.layout
         timeout = target.session.options.get("flash.timeout.program")
         mailbox = [0, 0, layout.buffers[0], 0, 0, 0, layout.buffers[1], 0]
-        target.write_memory_block8(layout.caller, list(run_caller().ljust(_CODE_BYTES, b"\0")
-                                                       + struct.pack("<8I", *mailbox)))
-        target.write_core_registers_raw(["r4", "r5", "r6"], [self.mailboxes[0], self.mailboxes[1],
-                                                             flash.flash_algo["pc_program_page"] | 1])
+        target.write_memory_block8(
+            layout.caller, list(run_caller().ljust(_CODE_BYTES, b"\0") + struct.pack("<8I", *mailbox))
+        )
+        target.write_core_registers_raw(
+            ["r4", "r5", "r6"], [self.mailboxes[0], self.mailboxes[1], flash.flash_algo["pc_program_page"] | 1]
+        )
         todo = list(runs)
         current: Optional[Tuple[int, bytes]]
         current = todo.pop(0)

@@ -150,7 +150,7 @@ def compute_crcs(flash: Flash, blocks: Sequence[Tuple[int, int]], check: Optiona
     batch = max(1, flash.region.page_size // 4)
     out: List[int] = []
     for i in range(0, len(blocks), batch):
-        out.extend(c & 0xFFFFFFFF for c in flash.compute_crcs(list(blocks[i:i + batch])))
+        out.extend(c & 0xFFFFFFFF for c in flash.compute_crcs(list(blocks[i : i + batch])))
     return out
 
 
@@ -186,9 +186,9 @@ def init_for_read(flash: Flash) -> None:
     else:
         try:
             flash.init(flash.Operation.VERIFY)
-        except FlashFailure:    # some algorithms only init for erase/program
+        except FlashFailure:  # some algorithms only init for erase/program
             flash.init(flash.Operation.ERASE)
-    speedups.enable_reads(flash)   # RP2040: fast XIP reads (the algorithm's Init took the flash out of XIP)
+    speedups.enable_reads(flash)  # RP2040: fast XIP reads (the algorithm's Init took the flash out of XIP)
 
 
 def end_read(flash: Flash) -> None:
@@ -235,7 +235,7 @@ def _end_read_quietly(flash: Flash) -> None:
     :func:`piflash.targets.families.rp2_flash.reads_without_init`.)"""
     try:
         end_read(flash)
-    except Exception:   # noqa: BLE001 - the caller's error is the one to report
+    except Exception:  # noqa: BLE001 - the caller's error is the one to report
         LOG.debug("could not end the read phase", exc_info=True)
 
 
@@ -274,7 +274,7 @@ class PagePlan:
         """``base`` (the page's old contents) with the image's bytes written over it."""
         buf = bytearray(base)
         for off, data in self.pieces:
-            buf[off:off + len(data)] = data
+            buf[off : off + len(data)] = data
         return bytes(buf)
 
 
@@ -345,8 +345,11 @@ class RegionPlan:
         """Byte and page counts as pyOCD's ProgrammingInfo gives them: erased sectors' bytes (the
         region's size for a chip erase), pages programmed, image pages left alone."""
         st = RegionStats(chip_erase=self.chip_erase)
-        st.erased_bytes = ((self.chip_bytes or self.flash.region.length) if self.chip_erase
-                           else sum(s.size for s in self.sectors if s.erase))
+        st.erased_bytes = (
+            (self.chip_bytes or self.flash.region.length)
+            if self.chip_erase
+            else sum(s.size for s in self.sectors if s.erase)
+        )
         for page in (p for s in self.sectors for p in s.pages):
             if page.write:
                 st.programmed_pages += 1
@@ -373,7 +376,7 @@ class RegionPlan:
             flash.init(flash.Operation.ERASE)
             speedups = flash_speedups(flash)
             if self.chip_erase and speedups.erases_chip:
-                self.chip_bytes = speedups.erase_chip(flash)     # RP2: the flash's own Chip Erase
+                self.chip_bytes = speedups.erase_chip(flash)  # RP2: the flash's own Chip Erase
             elif self.chip_erase:
                 flash.erase_all()
             else:
@@ -381,8 +384,9 @@ class RegionPlan:
                     # RP2: whole 64/32 KiB blocks by the flash's block erase (piflash.targets.families.rp2_flash).
                     blocks, rest = speedups.erase_blocks(flash, [s.address for s in todo])
                     if blocks:
-                        LOG.debug("%s: %d block erase(s), %d sector erase(s)", flash.region.name,
-                                  len(blocks), len(rest))
+                        LOG.debug(
+                            "%s: %d block erase(s), %d sector erase(s)", flash.region.name, len(blocks), len(rest)
+                        )
                     keep = set(rest)
                     done += sum(s.image_bytes for s in todo if s.address not in keep)
                     progress(done / total)
@@ -414,16 +418,25 @@ class RegionPlan:
         if pages:
             flash.init(flash.Operation.PROGRAM)
             speedups = flash_speedups(flash)
-            speedups.prepare_program(flash)    # RP2040/RP2350: the boot ROM's SPI clock, 3x faster
-            if layout is not None:     # several pages per algorithm call (piflash.flashing.multipage)
+            speedups.prepare_program(flash)  # RP2040/RP2350: the boot ROM's SPI clock, 3x faster
+            if layout is not None:  # several pages per algorithm call (piflash.flashing.multipage)
+
                 def run_done(nbytes: int) -> None:
                     nonlocal done
                     done += nbytes
                     progress(done / total)
-                runs = multipage.group_runs([(p.address, _planned(p)) for p in pages], layout.run_size,
-                                           first_run=flash.region.page_size)
-                LOG.debug("%s: %d pages in %d calls of up to %d B (%s)", flash.region.name, len(pages),
-                          len(runs), layout.run_size, layout.algorithm)
+
+                runs = multipage.group_runs(
+                    [(p.address, _planned(p)) for p in pages], layout.run_size, first_run=flash.region.page_size
+                )
+                LOG.debug(
+                    "%s: %d pages in %d calls of up to %d B (%s)",
+                    flash.region.name,
+                    len(pages),
+                    len(runs),
+                    layout.run_size,
+                    layout.algorithm,
+                )
                 multipage.RunProgrammer(flash, layout).program(runs, run_done)
             elif flash.is_double_buffering_supported:
                 timeout = flash.target.session.options.get("flash.timeout.program")
@@ -431,13 +444,14 @@ class RegionPlan:
                 buf = 0
                 for i, page in enumerate(pages):
                     flash.start_program_page_with_buffer(buf, page.address)
-                    if i + 1 < len(pages):   # the next page crosses the probe while this one programs
+                    if i + 1 < len(pages):  # the next page crosses the probe while this one programs
                         flash.load_page_buffer(1 - buf, pages[i + 1].address, list(_planned(pages[i + 1])))
                     result = flash.wait_for_completion(timeout=timeout)
                     if result != 0:
                         what = "timeout" if result == flash.TIMEOUT_ERROR else "failure"
-                        raise FlashProgramFailure(f"flash program page {what}", address=page.address,
-                                                  result_code=result)
+                        raise FlashProgramFailure(
+                            f"flash program page {what}", address=page.address, result_code=result
+                        )
                     buf = 1 - buf
                     done += page.size
                     progress(done / total)
@@ -446,7 +460,7 @@ class RegionPlan:
                     flash.program_page(page.address, list(_planned(page)))
                     done += page.size
                     progress(done / total)
-            speedups.before_uninit(flash)      # RP2040: 03h XIP within 50 MHz after the UnInit
+            speedups.before_uninit(flash)  # RP2040: 03h XIP within 50 MHz after the UnInit
             flash.uninit()
         flash.cleanup()
         progress(1.0)
@@ -487,13 +501,14 @@ def _sectors_for(flash: Flash, chunks: Sequence[Tuple[int, bytes]]) -> List[Sect
                 sectors[base] = sector
             page = pages[page_info.base_addr]
             take = min(len(data) - pos, page.address + page.size - at)
-            page.pieces.append((at - page.address, bytes(data[pos:pos + take])))
+            page.pieces.append((at - page.address, bytes(data[pos : pos + take])))
             pos += take
     return [sectors[a] for a in sorted(sectors)]
 
 
-def _sector_crcs(flash: Flash, sectors: Sequence[SectorPlan], keys: List[int], unit: int,
-                 check: FlashCheck) -> Tuple[List[int], int]:
+def _sector_crcs(
+    flash: Flash, sectors: Sequence[SectorPlan], keys: List[int], unit: int, check: FlashCheck
+) -> Tuple[List[int], int]:
     """The plan's CRC pass by whole sectors first, with piflash's own routine (``check``), which
     takes any (address, size): one CRC per sector whose every block is in ``keys`` (not blank),
     where an RP2040's 4 KiB sector of 256-byte blocks would need 16 CRCs and 16 result words.
@@ -546,7 +561,7 @@ def plan_region(flash: Flash, chunks: Sequence[Tuple[int, bytes]], chip_erase: b
     if not region.is_readable or not region.are_erased_sectors_readable:
         raise NotApplicable("the region's erased sectors cannot be read")
     if chip_erase and not flash.is_erase_all_supported and not flash_speedups(flash).erases_chip:
-        chip_erase = False         # as FlashBuilder: no EraseAll in the algorithm, erase sectors
+        chip_erase = False  # as FlashBuilder: no EraseAll in the algorithm, erase sectors
     sectors = _sectors_for(flash, chunks)
     with _read_phase(flash):
         return _plan_pages(flash, sectors, chip_erase)
@@ -574,7 +589,7 @@ def _plan_pages(flash: Flash, sectors: List[SectorPlan], chip_erase: bool) -> Re
             if page.size == page_size and start + unit - 1 <= region.end:
                 blocks.setdefault(start, []).append(page)
     keys = sorted(blocks)
-    crc_block = unit or 0         # the CRC block size; keys is empty when there is none
+    crc_block = unit or 0  # the CRC block size; keys is empty when there is none
     # A fresh board's pages are all blank: piflash's blank check tells that at about a cycle
     # per byte, and only the blocks that are not blank need the CRC.
     from piflash.flashing.flashcheck import FlashCheck
@@ -616,7 +631,7 @@ def _plan_pages(flash: Flash, sectors: List[SectorPlan], chip_erase: bool) -> Re
         image_pages = [p for p in sector.pages if p.pieces]
         for page in image_pages:
             if page.current is None and page.covered < page.size:
-                read_back(page)          # the bytes the image does not cover must be kept
+                read_back(page)  # the bytes the image does not cover must be kept
             page.data = page.overlay(page.current) if page.current is not None else page.overlay(blank(page.size))
             page.write = page.current != page.data
         changed = [p for p in image_pages if p.write]
@@ -624,7 +639,7 @@ def _plan_pages(flash: Flash, sectors: List[SectorPlan], chip_erase: bool) -> Re
         if sector.erase:
             for page in sector.pages:
                 if not page.pieces:
-                    read_back(page)      # outside the image: restored after the erase
+                    read_back(page)  # outside the image: restored after the erase
                     page.data = page.current
                 page.write = page.data != blank(page.size)
     return RegionPlan(flash, sectors, chip_erase, sector_crcs + len(keys), read_bytes[0])
@@ -644,8 +659,12 @@ class EngineRegion:
         self.plan: Optional[RegionPlan] = None
         self._fallback: Optional[BuilderRegion] = None
 
-    def erase(self, mode: str, progress: Progress = _no_progress,
-              on_plan: Optional[Callable[[List[Tuple[int, int]]], None]] = None) -> bool:
+    def erase(
+        self,
+        mode: str,
+        progress: Progress = _no_progress,
+        on_plan: Optional[Callable[[List[Tuple[int, int]]], None]] = None,
+    ) -> bool:
         """Plan (one CRC pass), then erase; ``mode`` ``"chip"`` erases the chip. A region the
         plan finds the engine cannot handle (:class:`NotApplicable`) goes to FlashBuilder.
         ``on_plan`` receives the (start, end exclusive) byte ranges of the sectors about to be
@@ -660,10 +679,14 @@ class EngineRegion:
             return self._fallback.erase(mode, progress, on_plan)
         if on_plan is not None:
             on_plan([(s.address, s.address + s.size) for s in self.plan.sectors if s.erase])
-        LOG.debug("plan for %s: %d CRC blocks, %d B read, erase %s, program %d pages",
-                  self.flash.region.name, self.plan.crc_blocks, self.plan.read_bytes,
-                  "chip" if self.plan.chip_erase else f"{sum(s.erase for s in self.plan.sectors)} sectors",
-                  len(self.plan.pages_to_program))
+        LOG.debug(
+            "plan for %s: %d CRC blocks, %d B read, erase %s, program %d pages",
+            self.flash.region.name,
+            self.plan.crc_blocks,
+            self.plan.read_bytes,
+            "chip" if self.plan.chip_erase else f"{sum(s.erase for s in self.plan.sectors)} sectors",
+            len(self.plan.pages_to_program),
+        )
         self.plan.erase(progress)
         return self.plan.chip_erase
 
@@ -706,22 +729,30 @@ class BuilderRegion:
         self.data_size = self.builder.buffered_data_size
         self._smart = smart_flash
 
-    unchanged_plan = None     #: FlashBuilder gives no per-page evidence
-    erased_sectors = None     #: nor says what it erased before program()
+    unchanged_plan = None  #: FlashBuilder gives no per-page evidence
+    erased_sectors = None  #: nor says what it erased before program()
 
-    def erase(self, mode: str, progress: Progress = _no_progress,
-              on_plan: Optional[Callable[[List[Tuple[int, int]]], None]] = None) -> bool:
-        if on_plan is not None:     # FlashBuilder decides inside erase(): the image's ranges
+    def erase(
+        self,
+        mode: str,
+        progress: Progress = _no_progress,
+        on_plan: Optional[Callable[[List[Tuple[int, int]]], None]] = None,
+    ) -> bool:
+        if on_plan is not None:  # FlashBuilder decides inside erase(): the image's ranges
             on_plan([(addr, addr + len(data)) for addr, data in self._chunks])
         self.builder.erase(chip_erase=mode, progress_cb=progress, smart_flash=self._smart, keep_unwritten=True)
         return bool(self.builder.last_erase_was_chip)
 
     def program(self, progress: Progress = _no_progress) -> RegionStats:
         info = self.builder.program(progress_cb=progress, smart_flash=self._smart, keep_unwritten=True)
-        return RegionStats(chip_erase=bool(self.builder.last_erase_was_chip),
-                           erased_bytes=info.erase_byte_count, programmed_bytes=info.program_byte_count,
-                           programmed_pages=info.program_page_count, skipped_bytes=info.skipped_byte_count,
-                           skipped_pages=info.skipped_page_count)
+        return RegionStats(
+            chip_erase=bool(self.builder.last_erase_was_chip),
+            erased_bytes=info.erase_byte_count,
+            programmed_bytes=info.program_byte_count,
+            programmed_pages=info.program_page_count,
+            skipped_bytes=info.skipped_byte_count,
+            skipped_pages=info.skipped_page_count,
+        )
 
 
 #: What :func:`make_region_programmer` returns: both have ``data_size`` (int), ``erase``, ``program``,
@@ -729,8 +760,9 @@ class BuilderRegion:
 RegionProgrammer = Union[EngineRegion, BuilderRegion]
 
 
-def make_region_programmer(flash: Flash, chunks: Sequence[Tuple[int, bytes]],
-                           smart_flash: bool = True) -> RegionProgrammer:
+def make_region_programmer(
+    flash: Flash, chunks: Sequence[Tuple[int, bytes]], smart_flash: bool = True
+) -> RegionProgrammer:
     """The engine for ``flash``'s region, or pyOCD's FlashBuilder where the engine does not apply
     (see the module docstring): an :class:`EngineRegion` or a :class:`BuilderRegion`."""
     region = flash.region

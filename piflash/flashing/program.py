@@ -73,8 +73,14 @@ class ImageProgrammer:
     :raises FlashError: part of the image is in memory without a flash algorithm.
     """
 
-    def __init__(self, session: Session, image: FirmwareImage, erase: str = "auto", smart_flash: bool = True,
-                 progress: Optional[ProgressSink] = None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        image: FirmwareImage,
+        erase: str = "auto",
+        smart_flash: bool = True,
+        progress: Optional[ProgressSink] = None,
+    ) -> None:
         if erase not in ERASE_MODES:
             raise ValueError(f"erase mode must be one of {ERASE_MODES}, not {erase!r}")
         self._erase_mode, self._smart = erase, smart_flash
@@ -99,7 +105,8 @@ class ImageProgrammer:
                     raise FlashError(f"no flash algorithm for address {addr:#010x}", address=addr)
                 stop = min(seg.end, region.end + 1)
                 chunks.setdefault(region.start, (flash, []))[1].append(
-                    (addr, seg.data[addr - seg.address: stop - seg.address]))
+                    (addr, seg.data[addr - seg.address : stop - seg.address])
+                )
                 addr = stop
         return [make_region_programmer(chunks[k][0], chunks[k][1], smart_flash) for k in sorted(chunks)]
 
@@ -119,7 +126,7 @@ class ImageProgrammer:
         :raises pyocd.core.exceptions.FlashFailure: and other pyOCD errors.
         """
         chip = [False]
-        spans: List[Tuple[int, int]] = []   # (start, end) of the sectors about to be erased
+        spans: List[Tuple[int, int]] = []  # (start, end) of the sectors about to be erased
 
         def one(i: int, region: RegionProgrammer, cb: Callable[[float], None]) -> None:
             # Chip erase once at most: the first region erases the chip, later ones use sectors.
@@ -136,8 +143,10 @@ class ImageProgrammer:
         elif len(counts) < len(erased):
             summary = "sector erase"
         elif sum(n for n, _ in counts):
-            summary = (f"{sum(n for n, _ in counts)} sector(s) erased ({sum(b for _, b in counts):,} B); "
-                       "the others blank or unchanged")
+            summary = (
+                f"{sum(n for n, _ in counts)} sector(s) erased ({sum(b for _, b in counts):,} B); "
+                "the others blank or unchanged"
+            )
         else:
             summary = "nothing to erase: the sectors are blank or unchanged"
         self._sink.phase_end(Phase.ERASE, summary)
@@ -148,12 +157,14 @@ class ImageProgrammer:
         :returns: :attr:`stats`, now complete.
         :raises pyocd.core.exceptions.FlashFailure: and other pyOCD errors.
         """
+
         def one(i: int, region: RegionProgrammer, cb: Callable[[float], None]) -> None:
             self.stats.add(region.program(cb))
 
         self._each(Phase.PROGRAM, one)
-        self._sink.phase_end(Phase.PROGRAM, f"{self.stats.programmed_bytes:,} B written, "
-                             f"{self.stats.skipped_bytes:,} B unchanged")
+        self._sink.phase_end(
+            Phase.PROGRAM, f"{self.stats.programmed_bytes:,} B written, {self.stats.skipped_bytes:,} B unchanged"
+        )
         return self.stats
 
     def unchanged_proof(self) -> Optional[VerifyStats]:
@@ -202,8 +213,11 @@ def _check_erase_range(start: int, end: int, regions: Sequence[Tuple[int, int, s
         region = next((r for r in regions if r[0] <= addr < r[1]), None)
         if region is None:
             listing = ", ".join(f"{n} {s:#010x}-{e - 1:#010x}" for s, e, n in regions)
-            raise ImageRangeError(f"cannot erase at {addr:#010x}: not in flash (flash: {listing})",
-                                  address=addr, hint="'piflash info' shows the flash regions")
+            raise ImageRangeError(
+                f"cannot erase at {addr:#010x}: not in flash (flash: {listing})",
+                address=addr,
+                hint="'piflash info' shows the flash regions",
+            )
         addr = region[1]
 
 
@@ -281,8 +295,13 @@ def _chip_erase(session: Session) -> List[Tuple[int, int]]:
     from piflash.flashing.multipage import algorithm_digest
     from piflash.targets.families import flash_speedups  # not at import: ``piflash --help`` imports this module
 
-    regions = [r for r in _soc(session).memory_map.iter_matching_regions(
-        type=MemoryType.FLASH, pname=_soc(session).selected_core_or_raise.node_name) if r.flash is not None]
+    regions = [
+        r
+        for r in _soc(session).memory_map.iter_matching_regions(
+            type=MemoryType.FLASH, pname=_soc(session).selected_core_or_raise.node_name
+        )
+        if r.flash is not None
+    ]
     chip_wide_done: Set[Optional[str]] = set()
     spans = [(r.start, r.end + 1) for r in regions]
     for i, region in enumerate(regions):
@@ -316,12 +335,13 @@ def _check_blank(session: Session, mode: str, ranges: Sequence[Tuple[int, int]])
     if not stats.dirty_bytes:
         return
     raise FlashError(
-        f"{mode} erase did not take: {stats.dirty_bytes:,} byte(s) are not blank, first at "
-        f"{stats.first_dirty:#010x}", address=stats.first_dirty,
+        f"{mode} erase did not take: {stats.dirty_bytes:,} byte(s) are not blank, first at {stats.first_dirty:#010x}",
+        address=stats.first_dirty,
         hint="the flash controller refused or skipped the erase, as it does for write-protected "
-             "flash (STM32: the WRP option bytes; nRF: the NVMC protection, BPROT/ACL); remove the "
-             "protection and erase again. The same bytes staying programmed without protection "
-             "means worn flash")
+        "flash (STM32: the WRP option bytes; nRF: the NVMC protection, BPROT/ACL); remove the "
+        "protection and erase again. The same bytes staying programmed without protection "
+        "means worn flash",
+    )
 
 
 @contextlib.contextmanager
@@ -346,8 +366,9 @@ def _naming_stuck_sector(session: Session, spans: Sequence[Tuple[int, int]]) -> 
             f"erasing the sector{at} timed out: the flash controller did not finish within {seconds:g} s",
             address=where,
             hint="the sector is probably write-protected (nRF: NVMC BPROT/ACL, or APPROTECT; STM32: "
-                 "the WRP option bytes) or the controller is locked: remove the protection, "
-                 "power-cycle the board and try again") from exc
+            "the WRP option bytes) or the controller is locked: remove the protection, "
+            "power-cycle the board and try again",
+        ) from exc
 
 
 def _first_dirty_sector(session: Session, spans: Sequence[Tuple[int, int]]) -> Optional[int]:

@@ -45,7 +45,7 @@ LOG = logging.getLogger(__name__)
 # selects it). A verify must not depend on a boot pin: such pages are checked in larger blocks
 # whose index fits (STM32: 4 KiB, index 0x8000; :func:`piflash.flashing.plan.crc_unit`) when the
 # image fills every page of the block, and read back otherwise (the nRF UICR always).
-MAX_CRC_PAGE_INDEX = 0xFFFF     #: the same limit as :data:`piflash.flashing.plan.MAX_CRC_INDEX`
+MAX_CRC_PAGE_INDEX = 0xFFFF  #: the same limit as :data:`piflash.flashing.plan.MAX_CRC_INDEX`
 
 #: Blocks per analyzer call in :func:`blank_check`. compute_crcs() writes one word per block into
 #: the algorithm's first page buffer and reads the CRCs back from it, so this stays well below the
@@ -72,7 +72,7 @@ class _Page:
         """The whole page's expected contents; only meaningful when fully covered."""
         buf = bytearray(self.size)
         for addr, data in self.chunks:
-            buf[addr - self.address: addr - self.address + len(data)] = data
+            buf[addr - self.address : addr - self.address + len(data)] = data
         return bytes(buf)
 
 
@@ -111,14 +111,13 @@ def _pages_of(image: FirmwareImage, memory_map: MemoryMap) -> List[_Page]:
                 start, size = addr, min(seg.end, region.end + 1) - addr
             stop = min(seg.end, start + size, region.end + 1)
             page = pages.setdefault(start, _Page(start, size, region))
-            page.chunks.append((addr, seg.data[addr - seg.address: stop - seg.address]))
+            page.chunks.append((addr, seg.data[addr - seg.address : stop - seg.address]))
             addr = stop
     return [pages[a] for a in sorted(pages)]
 
 
 def _differs(page: _Page) -> None:
-    raise VerifyError(f"flash differs from the image in the page at {page.address:#010x}",
-                      page.address, page.covered)
+    raise VerifyError(f"flash differs from the image in the page at {page.address:#010x}", page.address, page.covered)
 
 
 def _crc_group(flash: Flash, page: _Page, unit: int) -> int:
@@ -134,8 +133,9 @@ def _crc_group(flash: Flash, page: _Page, unit: int) -> int:
     return size if size > unit and size % unit == 0 else unit
 
 
-def _page_crcs(flash: Flash, check: Optional[FlashCheck], pages: List[_Page], stats: VerifyStats,
-               todo: List[_Page], quick: bool) -> None:
+def _page_crcs(
+    flash: Flash, check: Optional[FlashCheck], pages: List[_Page], stats: VerifyStats, todo: List[_Page], quick: bool
+) -> None:
     """The pages of sectors whose one CRC differed, each by its own CRC (piflash's routine
     ``check``): those that match are verified, the others go to ``todo`` to be read back (with
     ``quick``, the first raises VerifyError naming it), so a differing byte costs a page's read
@@ -152,12 +152,13 @@ def _page_crcs(flash: Flash, check: Optional[FlashCheck], pages: List[_Page], st
         else:
             page.crc_failed = True
             todo.append(page)
-    if quick:       # the sector's CRC differed but none of its pages' did: name its first page
+    if quick:  # the sector's CRC differed but none of its pages' did: name its first page
         _differs(pages[0])
 
 
-def _crc_check(pages: List[_Page], stats: VerifyStats, advance: Callable[[int], None],
-               quick: bool = False) -> List[_Page]:
+def _crc_check(
+    pages: List[_Page], stats: VerifyStats, advance: Callable[[int], None], quick: bool = False
+) -> List[_Page]:
     """CRC32 on the target (:func:`piflash.flashing.plan.compute_crcs`) of fully covered pages, in
     CRC blocks of one page or, where a page's index does not fit the analyzer's 16 bits, of the
     pages of one :func:`crc_unit` block; return the pages still to read back. With ``quick``,
@@ -180,9 +181,9 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance: Callable[[int], 
         blocks: List[Tuple[int, int, List[_Page]]] = []
         for start, members in sorted(groups.items()):
             size = sum(p.size for p in members)
-            if size == _crc_group(flash, members[0], unit):     # the image fills the whole block
+            if size == _crc_group(flash, members[0], unit):  # the image fills the whole block
                 blocks.append((start, size, members))
-            elif unit == members[0].size:       # piflash's routine: each whole page on its own
+            elif unit == members[0].size:  # piflash's routine: each whole page on its own
                 blocks.extend((p.address, p.size, [p]) for p in members)
             else:
                 todo.extend(members)
@@ -194,7 +195,7 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance: Callable[[int], 
             # not carry the image (a fresh one: the station's usual case) costs one short call.
             size, done = (1 if quick else len(blocks)), 0
             while done < len(blocks):
-                part = blocks[done:done + size]
+                part = blocks[done : done + size]
                 done, size = done + len(part), 2 * size
                 crcs = compute_crcs(flash, [(start, nbytes) for start, nbytes, _ in part], check)
                 differ: List[_Page] = []
@@ -204,7 +205,7 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance: Callable[[int], 
                         stats.crc_pages += len(members)
                         stats.verified_bytes += nbytes
                     elif check is not None and len(members) > 1:
-                        differ.extend(members)      # a sector: which of its pages, by their CRCs
+                        differ.extend(members)  # a sector: which of its pages, by their CRCs
                         if quick:
                             break
                     elif quick:
@@ -219,8 +220,13 @@ def _crc_check(pages: List[_Page], stats: VerifyStats, advance: Callable[[int], 
     return sorted(todo, key=lambda p: p.address)
 
 
-def verify_image(session: Session, image: FirmwareImage, progress: Optional[ProgressSink] = None,
-                 use_crc: bool = True, quick: bool = False) -> VerifyStats:
+def verify_image(
+    session: Session,
+    image: FirmwareImage,
+    progress: Optional[ProgressSink] = None,
+    use_crc: bool = True,
+    quick: bool = False,
+) -> VerifyStats:
     """Compare the target's memory with ``image``, without writing anything.
 
     :param session: an open pyOCD ``Session``.
@@ -253,7 +259,7 @@ def verify_image(session: Session, image: FirmwareImage, progress: Optional[Prog
     for page in todo:
         for addr, data in page.chunks:
             for off in range(0, len(data), READBACK_BLOCK):
-                want = data[off:off + READBACK_BLOCK]
+                want = data[off : off + READBACK_BLOCK]
                 got = bytes(target.read_memory_block8(addr + off, len(want)))
                 stats.readback_bytes += len(want)
                 diff = [i for i in range(len(want)) if want[i] != got[i]] if got != want else []
@@ -272,11 +278,12 @@ def verify_image(session: Session, image: FirmwareImage, progress: Optional[Prog
         first_bad = stats.first_mismatch
         assert first_bad is not None, "set with mismatched_bytes"
         raise VerifyError(
-            f"verify failed: {stats.mismatched_bytes:,} byte(s) differ, first at "
-            f"{first_bad:#010x}", first_bad, stats.mismatched_bytes,
-            hint="flash again; if the same address fails again the flash is worn or protected")
-    sink.phase_end(Phase.VERIFY, f"all match: {stats.crc_pages} pages by CRC32, "
-                   f"{stats.readback_bytes:,} B read back")
+            f"verify failed: {stats.mismatched_bytes:,} byte(s) differ, first at {first_bad:#010x}",
+            first_bad,
+            stats.mismatched_bytes,
+            hint="flash again; if the same address fails again the flash is worn or protected",
+        )
+    sink.phase_end(Phase.VERIFY, f"all match: {stats.crc_pages} pages by CRC32, {stats.readback_bytes:,} B read back")
     return stats
 
 
@@ -363,7 +370,7 @@ def blank_check(session: Session, ranges: List[Tuple[int, int]]) -> BlankStats:
     for flash, erased, blocks in by_flash.values():
         with reading(flash):
             check = FlashCheck.for_flash(flash)
-            if check is not None:       # piflash's blank check: a cycle per byte, not ~15
+            if check is not None:  # piflash's blank check: a cycle per byte, not ~15
                 for (baddr, bsize), blank in zip(blocks, check.blank(blocks, erased)):
                     if blank:
                         stats.crc_bytes += bsize
@@ -371,7 +378,7 @@ def blank_check(session: Session, ranges: List[Tuple[int, int]]) -> BlankStats:
                         readback.append((baddr, bsize, erased))
                 blocks = []
             for i in range(0, len(blocks), CRC_BATCH_PAGES):
-                batch = blocks[i:i + CRC_BATCH_PAGES]
+                batch = blocks[i : i + CRC_BATCH_PAGES]
                 for (baddr, bsize), crc in zip(batch, flash.compute_crcs(batch)):
                     if (crc & 0xFFFFFFFF) == binascii.crc32(bytes([erased]) * bsize):
                         stats.crc_bytes += bsize

@@ -119,21 +119,31 @@ def check_python(ctx: Context) -> List[Check]:
         theirs = _user_venv(sudo_user)
         if theirs is not None and theirs.resolve() != Path(sys.prefix).resolve():
             by += f"; {sudo_user}'s own piflash is another environment, {theirs}"
-        out.append(Check("Python environment", WARN,
-                         f"{detail}{by}: root's environment is not the user's, and flashing does "
-                         "not need root once permissions are set up",
-                         f"run piflash as {sudo_user or 'the user who flashes'}; set up access with: "
-                         f"{permissions.setup_command(sudo_user)}"))
+        out.append(
+            Check(
+                "Python environment",
+                WARN,
+                f"{detail}{by}: root's environment is not the user's, and flashing does "
+                "not need root once permissions are set up",
+                f"run piflash as {sudo_user or 'the user who flashes'}; set up access with: "
+                f"{permissions.setup_command(sudo_user)}",
+            )
+        )
     else:
         out.append(Check("Python environment", OK, detail))
     own_bin = Path(sys.prefix, "bin")
     for tool in ("pyocd", "piflash"):
         found = shutil.which(tool)
         if found and Path(found).resolve().parent != own_bin.resolve():  # a symlink into it is fine
-            out.append(Check(f"{tool} on PATH", WARN,
-                             f"{found} is not this environment's ({own_bin}): the '{tool}' you type "
-                             "runs another Python environment",
-                             f"use {own_bin / tool}, or put {own_bin} first on PATH"))
+            out.append(
+                Check(
+                    f"{tool} on PATH",
+                    WARN,
+                    f"{found} is not this environment's ({own_bin}): the '{tool}' you type "
+                    "runs another Python environment",
+                    f"use {own_bin / tool}, or put {own_bin} first on PATH",
+                )
+            )
     return out
 
 
@@ -146,14 +156,20 @@ def check_install(ctx: Context) -> Check:
         rec = json.loads(path.read_text())
         profile, venv = rec["profile"], rec["venv"]
         where = "system (service)" if rec.get("system") else "user"
-        detail = (f"{profile} profile, {where} install in {venv}, {rec.get('installed_at', '?')}"
-                  + (f", from wheelhouse {rec['wheelhouse']}" if rec.get("wheelhouse") else ""))
+        detail = f"{profile} profile, {where} install in {venv}, {rec.get('installed_at', '?')}" + (
+            f", from wheelhouse {rec['wheelhouse']}" if rec.get("wheelhouse") else ""
+        )
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        return Check("install", WARN, f"{path} is unreadable ({type(exc).__name__}: {exc})",
-                     "run scripts/install.sh again")
+        return Check(
+            "install", WARN, f"{path} is unreadable ({type(exc).__name__}: {exc})", "run scripts/install.sh again"
+        )
     if Path(venv).resolve() != Path(ctx.prefix).resolve():
-        return Check("install", WARN, f"{detail}; but this piflash runs from {ctx.prefix}",
-                     f"run {Path(venv, 'bin', 'piflash')} instead")
+        return Check(
+            "install",
+            WARN,
+            f"{detail}; but this piflash runs from {ctx.prefix}",
+            f"run {Path(venv, 'bin', 'piflash')} instead",
+        )
     return Check("install", OK, detail)
 
 
@@ -163,34 +179,47 @@ def check_pyocd(ctx: Context) -> Check:
 
     try:
         import pyocd  # noqa: F401
+
         version = importlib.metadata.version("pyocd")
     except Exception as exc:  # any import failure blocks flashing
-        return Check("pyOCD", FAIL, f"cannot import pyocd: {type(exc).__name__}: {exc}",
-                     "install piflash with scripts/install.sh")
+        return Check(
+            "pyOCD",
+            FAIL,
+            f"cannot import pyocd: {type(exc).__name__}: {exc}",
+            "install piflash with scripts/install.sh",
+        )
     if importlib.util.find_spec("pylink") is None:
-        return Check("pyOCD", FAIL, f"pyOCD {version}, but pylink is missing: pyOCD imports it "
-                     "whenever it lists probes (pyocd/probe/jlink_probe.py)", "pip install pylink-square")
+        return Check(
+            "pyOCD",
+            FAIL,
+            f"pyOCD {version}, but pylink is missing: pyOCD imports it "
+            "whenever it lists probes (pyocd/probe/jlink_probe.py)",
+            "pip install pylink-square",
+        )
     major_minor = tuple(int(v) for v in version.split(".")[:2] if v.isdigit())
     if major_minor < (0, 46):
-        return Check("pyOCD", WARN, f"pyOCD {version}: piflash needs 0.46 or later",
-                     "pip install 'pyocd>=0.46'")
+        return Check("pyOCD", WARN, f"pyOCD {version}: piflash needs 0.46 or later", "pip install 'pyocd>=0.46'")
     return Check("pyOCD", OK, f"pyOCD {version} ({Path(pyocd.__file__).parent})")
 
 
 #: Optional pyOCD dependencies a minimal install leaves out, and what their absence costs.
 OPTIONAL = (
-    ("capstone", "capstone", "absent: only 'pyocd commander' disassembly (disasm) is unavailable; "
-                             "flashing never needs it"),
-    ("cmsis-pack-manager", "cmsis_pack_manager",
-     "absent: 'pyocd pack' (the CMSIS-Pack index and downloads) is unavailable; an explicit "
-     "--pack FILE still works"),
+    (
+        "capstone",
+        "capstone",
+        "absent: only 'pyocd commander' disassembly (disasm) is unavailable; flashing never needs it",
+    ),
+    (
+        "cmsis-pack-manager",
+        "cmsis_pack_manager",
+        "absent: 'pyocd pack' (the CMSIS-Pack index and downloads) is unavailable; an explicit --pack FILE still works",
+    ),
 )
 
 
 def check_optional(ctx: Context) -> List[Check]:
     """capstone and cmsis-pack-manager: present or not (looked up, never imported)."""
-    return [Check(name, OK, "present" if importlib.util.find_spec(module) else cost)
-            for name, module, cost in OPTIONAL]
+    return [Check(name, OK, "present" if importlib.util.find_spec(module) else cost) for name, module, cost in OPTIONAL]
 
 
 def check_simulator(ctx: Context) -> Check:
@@ -202,8 +231,9 @@ def check_simulator(ctx: Context) -> Check:
     module, purpose, how = EXTRAS["sim"]
     if extra_available("sim"):
         return Check("simulator", OK, f"present ({module}): 'piflash sim' and sim: probes work")
-    return Check("simulator", OK, f"not installed: {purpose} ('piflash sim', sim: probes) needs {module}; "
-                                  f"install it {how}")
+    return Check(
+        "simulator", OK, f"not installed: {purpose} ('piflash sim', sim: probes) needs {module}; install it {how}"
+    )
 
 
 def check_libusb(ctx: Context) -> Check:
@@ -220,11 +250,13 @@ def check_libusb(ctx: Context) -> Check:
 
             backend, how = usb.backend.libusb1.get_backend(), "the system's, through pyusb"
     except Exception as exc:
-        return Check("libusb", FAIL, f"cannot load libusb: {type(exc).__name__}: {exc}",
-                     "sudo apt install libusb-1.0-0")
+        return Check(
+            "libusb", FAIL, f"cannot load libusb: {type(exc).__name__}: {exc}", "sudo apt install libusb-1.0-0"
+        )
     if backend is None:
-        return Check("libusb", FAIL, "libusb-1.0 not found: USB probes cannot be opened",
-                     "sudo apt install libusb-1.0-0")
+        return Check(
+            "libusb", FAIL, "libusb-1.0 not found: USB probes cannot be opened", "sudo apt install libusb-1.0-0"
+        )
     name = getattr(getattr(backend, "lib", None), "_name", "libusb-1.0")
     return Check("libusb", OK, f"{name} ({how})")
 
@@ -236,13 +268,25 @@ def check_rules(ctx: Context) -> List[Check]:
     installed = [Path(ctx.sysroot, d, probetable.RULES_NAME) for d in RULES_DIRS]
     in_effect = next((p for p in installed if p.exists()), None)
     if in_effect is None:
-        out = [Check("udev rules", WARN, f"{probetable.RULES_NAME} not installed: probes can be opened "
-                     "by root only (or by the desktop user if another rule tags them)",
-                     permissions.fix_text(None if os.geteuid() == 0 else _user()))]
+        out = [
+            Check(
+                "udev rules",
+                WARN,
+                f"{probetable.RULES_NAME} not installed: probes can be opened "
+                "by root only (or by the desktop user if another rule tags them)",
+                permissions.fix_text(None if os.geteuid() == 0 else _user()),
+            )
+        ]
     elif in_effect.read_text() != packaged:
-        out = [Check("udev rules", WARN, f"{in_effect} differs from this piflash's copy "
-                     f"({probetable.packaged_rules_path()}): an older or edited version",
-                     permissions.setup_command())]
+        out = [
+            Check(
+                "udev rules",
+                WARN,
+                f"{in_effect} differs from this piflash's copy "
+                f"({probetable.packaged_rules_path()}): an older or edited version",
+                permissions.setup_command(),
+            )
+        ]
     else:
         out = [Check("udev rules", OK, f"{in_effect} is current")]
     vids = {f"{vid:04x}" for vid, _ in probetable.all_ids()}
@@ -252,12 +296,20 @@ def check_rules(ctx: Context) -> List[Check]:
                 text = path.read_text(errors="replace")
             except OSError:
                 continue
-            bad = [line for line in text.splitlines() if not line.lstrip().startswith("#")
-                   and "0666" in line and any(f'"{v}"' in line for v in vids)]
+            bad = [
+                line
+                for line in text.splitlines()
+                if not line.lstrip().startswith("#") and "0666" in line and any(f'"{v}"' in line for v in vids)
+            ]
             if bad:
-                out.append(Check("world-writable rule", WARN,
-                                 f"{path} makes a probe world-writable (MODE 0666): any local "
-                                 "program can reprogram your boards", f"sudo rm {path}"))
+                out.append(
+                    Check(
+                        "world-writable rule",
+                        WARN,
+                        f"{path} makes a probe world-writable (MODE 0666): any local program can reprogram your boards",
+                        f"sudo rm {path}",
+                    )
+                )
     return out
 
 
@@ -277,8 +329,12 @@ def check_group(ctx: Context) -> Check:
     if in_session:
         return Check(f"{group} group", OK, f"{user} is in {group} (in /etc/group and in this session)")
     if listed:
-        return Check(f"{group} group", WARN, f"{user} is in {group} in /etc/group, but this session "
-                     "started before that", f"log out and back in (or run: newgrp {group})")
+        return Check(
+            f"{group} group",
+            WARN,
+            f"{user} is in {group} in /etc/group, but this session started before that",
+            f"log out and back in (or run: newgrp {group})",
+        )
     return Check(f"{group} group", WARN, f"{user} is not in {group}", permissions.fix_text(user))
 
 
@@ -291,9 +347,15 @@ def check_probes(ctx: Context) -> List[Check]:
     found = usbscan.scan(ctx.sysfs_root, ctx.dev_root, ctx.sysroot) + simulated
     if not found:
         return [Check("USB probes", OK, "no USB debug probe attached")]
-    checks = [Check(f"probe {p.vid_pid}", OK if p.accessible else FAIL,
-                    f"{p.label}: " + (f"{p.node} can be opened" if p.accessible else p.reason), p.fix)
-              for p in found]
+    checks = [
+        Check(
+            f"probe {p.vid_pid}",
+            OK if p.accessible else FAIL,
+            f"{p.label}: " + (f"{p.node} can be opened" if p.accessible else p.reason),
+            p.fix,
+        )
+        for p in found
+    ]
     return checks + check_hubs(ctx, found)
 
 
@@ -308,36 +370,50 @@ def check_hubs(ctx: Context, found: List[usbscan.UsbProbe]) -> List[Check]:
             continue
         names = ", ".join(p.port for p in hub.probes)
         if hub.multi_tt:
-            rows.append(Check(f"hub {hub.port}", OK, f"a transaction translator per port for the "
-                              f"{len(hub.probes)} full-speed probes on {names}"))
+            rows.append(
+                Check(
+                    f"hub {hub.port}",
+                    OK,
+                    f"a transaction translator per port for the {len(hub.probes)} full-speed probes on {names}",
+                )
+            )
         else:
-            rows.append(Check(f"hub {hub.port}", WARN,
-                              f"{len(hub.probes)} full-speed probes ({names}) share this hub's single "
-                              "transaction translator (12 Mbit/s between them): boards flashed at once "
-                              "wait for each other's USB packets",
-                              "a multi-TT hub (lsusb -v: bDeviceProtocol 2, 'TT per port') gives each its "
-                              "own; or seat boards one after another rather than all at once"))
+            rows.append(
+                Check(
+                    f"hub {hub.port}",
+                    WARN,
+                    f"{len(hub.probes)} full-speed probes ({names}) share this hub's single "
+                    "transaction translator (12 Mbit/s between them): boards flashed at once "
+                    "wait for each other's USB packets",
+                    "a multi-TT hub (lsusb -v: bDeviceProtocol 2, 'TT per port') gives each its "
+                    "own; or seat boards one after another rather than all at once",
+                )
+            )
     return rows
 
 
 def check_station(ctx: Context) -> Optional[Check]:
     """The station service's state, when its unit is installed (``systemctl is-active``)."""
-    unit = next((Path(ctx.sysroot, d, STATION_UNIT) for d in UNIT_DIRS
-                 if Path(ctx.sysroot, d, STATION_UNIT).exists()), None)
+    unit = next(
+        (Path(ctx.sysroot, d, STATION_UNIT) for d in UNIT_DIRS if Path(ctx.sysroot, d, STATION_UNIT).exists()), None
+    )
     if unit is None:
         return None
     systemctl = shutil.which("systemctl")
     if os.path.realpath(ctx.sysroot) != "/" or systemctl is None:
         return Check("station service", OK, f"{unit} installed (state not checked here)")
     try:
-        proc = subprocess.run([systemctl, "is-active", STATION_UNIT], capture_output=True,
-                              text=True, timeout=10)
+        proc = subprocess.run([systemctl, "is-active", STATION_UNIT], capture_output=True, text=True, timeout=10)
         state = proc.stdout.strip() or proc.stderr.strip()
     except (OSError, subprocess.TimeoutExpired) as exc:
         state = f"unknown ({exc})"
     if state == "active":
-        return Check("station service", OK, "active: it holds its probe; stop it before flashing by hand",
-                     f"sudo systemctl stop {STATION_UNIT}")
+        return Check(
+            "station service",
+            OK,
+            "active: it holds its probe; stop it before flashing by hand",
+            f"sudo systemctl stop {STATION_UNIT}",
+        )
     if state == "failed":
         return Check("station service", WARN, "failed", f"journalctl -u {STATION_UNIT} -n 50")
     return Check("station service", OK, f"{unit} installed, {state or 'state unknown'}")
@@ -354,26 +430,38 @@ def check_memory(ctx: Context) -> Check:
     verdict = assess_memory("flash", image_bytes=MIB, image_format="bin")
     facts = verdict.facts
     mib = lambda n: f"{n / MIB:,.0f} MiB"  # noqa: E731
-    detail = (f"{facts.short_model if facts.model else 'this machine'}: RAM {mib(facts.mem_total)}, available {mib(verdict.available)}, "
-              f"swap {mib(facts.swap_free)} free of {mib(facts.swap_total)}; "
-              f"a 1 MiB flash needs about {mib(verdict.need)}")
+    detail = (
+        f"{facts.short_model if facts.model else 'this machine'}: RAM {mib(facts.mem_total)}, available {mib(verdict.available)}, "
+        f"swap {mib(facts.swap_free)} free of {mib(facts.swap_total)}; "
+        f"a 1 MiB flash needs about {mib(verdict.need)}"
+    )
     swap_fix = "raise CONF_SWAPSIZE in /etc/dphys-swapfile, then: sudo systemctl restart dphys-swapfile"
     if verdict.status == "refuse":
-        return Check("memory", FAIL, detail + ": the memory guard would refuse it",
-                     "close other programs, or " + swap_fix)
+        return Check(
+            "memory", FAIL, detail + ": the memory guard would refuse it", "close other programs, or " + swap_fix
+        )
     if verdict.status == "tight":
         return Check("memory", WARN, detail + ": tight, it would swap", swap_fix)
     return Check("memory", OK, detail)
 
 
 #: The checks :func:`run_checks` runs, in display order. Add a check by adding a function.
-CHECKS: List[CheckFunction] = [check_python, check_install, check_pyocd, check_optional, check_simulator,
-                               check_libusb, check_rules, check_group, check_probes, check_memory,
-                               check_station]
+CHECKS: List[CheckFunction] = [
+    check_python,
+    check_install,
+    check_pyocd,
+    check_optional,
+    check_simulator,
+    check_libusb,
+    check_rules,
+    check_group,
+    check_probes,
+    check_memory,
+    check_station,
+]
 
 
-def run_checks(ctx: Optional[Context] = None,
-               checks: Optional[Sequence[CheckFunction]] = None) -> List[Check]:
+def run_checks(ctx: Optional[Context] = None, checks: Optional[Sequence[CheckFunction]] = None) -> List[Check]:
     """Run ``checks`` (default :data:`CHECKS`) and flatten their results.
 
     A check that raises becomes a ``fail`` row naming the exception: the doctor must not crash.
@@ -384,9 +472,12 @@ def run_checks(ctx: Optional[Context] = None,
         try:
             result = fn(ctx)
         except Exception as exc:
-            result = Check(fn.__name__.replace("check_", ""), FAIL,
-                           f"the check itself failed: {type(exc).__name__}: {exc}",
-                           "please report this with the output of 'piflash doctor --json'")
+            result = Check(
+                fn.__name__.replace("check_", ""),
+                FAIL,
+                f"the check itself failed: {type(exc).__name__}: {exc}",
+                "please report this with the output of 'piflash doctor --json'",
+            )
         if isinstance(result, Check):
             out.append(result)
         elif result:

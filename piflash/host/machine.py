@@ -97,12 +97,19 @@ class MachineFacts:
 
     def to_dict(self) -> dict:
         """JSON-friendly dict of the fields plus ``is_raspberry_pi``, ``short_model``, ``available``."""
-        return {"model": self.model, "short_model": self.short_model,
-                "is_raspberry_pi": self.is_raspberry_pi, "mem_total": self.mem_total,
-                "mem_available": self.mem_available, "swap_total": self.swap_total,
-                "swap_free": self.swap_free, "cgroup_limit": self.cgroup_limit,
-                "cgroup_usage": self.cgroup_usage, "cgroup_reclaimable": self.cgroup_reclaimable,
-                "available": self.available}
+        return {
+            "model": self.model,
+            "short_model": self.short_model,
+            "is_raspberry_pi": self.is_raspberry_pi,
+            "mem_total": self.mem_total,
+            "mem_available": self.mem_available,
+            "swap_total": self.swap_total,
+            "swap_free": self.swap_free,
+            "cgroup_limit": self.cgroup_limit,
+            "cgroup_usage": self.cgroup_usage,
+            "cgroup_reclaimable": self.cgroup_reclaimable,
+            "available": self.available,
+        }
 
 
 def read_model(root: Optional[PathLike] = None) -> Optional[str]:
@@ -244,7 +251,13 @@ def read_machine(root: Optional[PathLike] = None) -> MachineFacts:
     if available is None:
         available = sum(mem.get(k, 0) for k in ("MemFree", "Buffers", "Cached"))
     limit, usage, reclaimable = read_cgroup_memory(base)
-    return MachineFacts(model=read_model(base), mem_total=mem.get("MemTotal", 0),
-                        mem_available=available, swap_total=mem.get("SwapTotal", 0),
-                        swap_free=mem.get("SwapFree", 0), cgroup_limit=limit, cgroup_usage=usage,
-                        cgroup_reclaimable=reclaimable)
+    return MachineFacts(
+        model=read_model(base),
+        mem_total=mem.get("MemTotal", 0),
+        mem_available=available,
+        swap_total=mem.get("SwapTotal", 0),
+        swap_free=mem.get("SwapFree", 0),
+        cgroup_limit=limit,
+        cgroup_usage=usage,
+        cgroup_reclaimable=reclaimable,
+    )

@@ -170,50 +170,66 @@ class MemoryVerdict:
         where = "available" if self.facts.cgroup_limit is None else "available (cgroup limit)"
         on = f" on {self.facts.short_model}" if self.facts.model else ""
         holds = f", {_mib(self.held)} of it already in use by this process" if self.held else ""
-        return (f"{self.operation} needs about {_mib(self.need)} ({' + '.join(parts)}){holds}; "
-                f"MemAvailable {_mib(self.facts.mem_available)}"
-                + (f", {_mib(self.available)} {where}" if self.facts.cgroup_limit is not None else "")
-                + f", swap free {_mib(self.swap_free)}{on}")
+        return (
+            f"{self.operation} needs about {_mib(self.need)} ({' + '.join(parts)}){holds}; "
+            f"MemAvailable {_mib(self.facts.mem_available)}"
+            + (f", {_mib(self.available)} {where}" if self.facts.cgroup_limit is not None else "")
+            + f", swap free {_mib(self.swap_free)}{on}"
+        )
 
     @property
     def message(self) -> str:
         """The refusal or warning sentence."""
         if self.status == "refuse":
-            return (f"not enough memory: {self.describe()} ({_mib(self.margin)} is kept free "
-                    "as a safety margin)")
+            return f"not enough memory: {self.describe()} ({_mib(self.margin)} is kept free as a safety margin)"
         if self.status == "tight":
-            how = ("it fits only by swapping, which is slow on an SD card"
-                   if self.more > self.available else
-                   f"less than {_mib(self.margin)} would be left")
+            how = (
+                "it fits only by swapping, which is slow on an SD card"
+                if self.more > self.available
+                else f"less than {_mib(self.margin)} would be left"
+            )
             return f"memory is tight: {self.describe()}: {how}"
         return f"memory ok: {self.describe()}"
 
     @property
     def hint(self) -> str:
         """What to do about a refusal."""
-        advice = ["close other programs",
-                  "add swap (raise CONF_SWAPSIZE in /etc/dphys-swapfile, then "
-                  "'sudo systemctl restart dphys-swapfile')"]
+        advice = [
+            "close other programs",
+            "add swap (raise CONF_SWAPSIZE in /etc/dphys-swapfile, then 'sudo systemctl restart dphys-swapfile')",
+        ]
         if self.image or self.pack:
-            advice.append("use a smaller image (a .bin or .elf costs less than a .hex)"
-                          + (" or no pack" if self.pack else ""))
+            advice.append(
+                "use a smaller image (a .bin or .elf costs less than a .hex)" + (" or no pack" if self.pack else "")
+            )
         advice.append("or use --force (PIFLASH_MEMORY_GUARD=warn) to try anyway")
         return "; ".join(advice)
 
     def to_dict(self) -> dict:
         """JSON-friendly dict of the fields (``facts`` as :meth:`MachineFacts.to_dict`)."""
-        return {"status": self.status, "operation": self.operation, "need": self.need,
-                "baseline": self.baseline, "image": self.image, "pack": self.pack,
-                "available": self.available, "swap_free": self.swap_free, "margin": self.margin,
-                "held": self.held, "more": self.more, "facts": self.facts.to_dict()}
+        return {
+            "status": self.status,
+            "operation": self.operation,
+            "need": self.need,
+            "baseline": self.baseline,
+            "image": self.image,
+            "pack": self.pack,
+            "available": self.available,
+            "swap_free": self.swap_free,
+            "margin": self.margin,
+            "held": self.held,
+            "more": self.more,
+            "facts": self.facts.to_dict(),
+        }
 
 
 def _mib(n: int) -> str:
     return f"{n / MIB:.0f} MiB"
 
 
-def estimate_need(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
-                  image_format: Optional[str] = None) -> tuple:
+def estimate_need(
+    operation: str, image_bytes: int = 0, pack_bytes: int = 0, image_format: Optional[str] = None
+) -> tuple:
     """What ``operation`` needs, as ``(baseline, image, pack)`` in bytes.
 
     :param operation: a key of :data:`BASELINE` (``info``, ``erase``, ``flash``, ``verify``,
@@ -231,10 +247,16 @@ def estimate_need(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
     return BASELINE[operation], int(slope * max(0, image_bytes)), pack
 
 
-def assess_memory(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
-                  image_format: Optional[str] = None, facts: Optional[MachineFacts] = None,
-                  root: Optional[PathLike] = None, margin: int = MARGIN,
-                  held: int = 0) -> MemoryVerdict:
+def assess_memory(
+    operation: str,
+    image_bytes: int = 0,
+    pack_bytes: int = 0,
+    image_format: Optional[str] = None,
+    facts: Optional[MachineFacts] = None,
+    root: Optional[PathLike] = None,
+    margin: int = MARGIN,
+    held: int = 0,
+) -> MemoryVerdict:
     """The verdict on ``operation``, without acting on it (for ``doctor`` and reports).
 
     :param facts: the machine's figures; default :func:`piflash.host.machine.read_machine` of ``root``.
@@ -258,8 +280,9 @@ def assess_memory(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
         status = "tight"
     else:
         status = "ok"
-    return MemoryVerdict(status, operation, need, baseline, image, pack, available,
-                         facts.swap_free, margin, facts, max(0, held))
+    return MemoryVerdict(
+        status, operation, need, baseline, image, pack, available, facts.swap_free, margin, facts, max(0, held)
+    )
 
 
 def guard_mode(profile_value: Optional[str] = None) -> str:
@@ -274,12 +297,19 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def check_memory(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
-                 image_format: Optional[str] = None, *, mode: Optional[str] = None,
-                 force: bool = False, facts: Optional[MachineFacts] = None,
-                 root: Optional[PathLike] = None,
-                 warn: Optional[Callable[[str], None]] = None,
-                 held: Optional[int] = None) -> Optional[MemoryVerdict]:
+def check_memory(
+    operation: str,
+    image_bytes: int = 0,
+    pack_bytes: int = 0,
+    image_format: Optional[str] = None,
+    *,
+    mode: Optional[str] = None,
+    force: bool = False,
+    facts: Optional[MachineFacts] = None,
+    root: Optional[PathLike] = None,
+    warn: Optional[Callable[[str], None]] = None,
+    held: Optional[int] = None,
+) -> Optional[MemoryVerdict]:
     """Check that ``operation`` fits in memory; call this before importing pyOCD, in the process
     that will run the operation.
 
@@ -309,8 +339,7 @@ def check_memory(operation: str, image_bytes: int = 0, pack_bytes: int = 0,
         return None
     try:
         held = read_self_rss(root) if held is None else held
-        verdict = assess_memory(operation, image_bytes, pack_bytes, image_format, facts, root,
-                                held=held)
+        verdict = assess_memory(operation, image_bytes, pack_bytes, image_format, facts, root, held=held)
     except OSError:
         return None
     say = warn or _stderr

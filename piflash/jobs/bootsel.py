@@ -58,8 +58,19 @@ from piflash.probe.picoboot import PAGE, SECTOR
 from piflash.progress import Phase, ProgressSink
 from piflash.record.result import OperationResult
 
-__all__ = ["flash_bootsel", "verify_bootsel", "reset_bootsel", "bootsel_session", "flash_bootsel_session", "bootsel_image", "plan_sectors", "SectorPlan",
-           "WRITE_CHUNK", "reached_board", "wants_bootsel"]
+__all__ = [
+    "flash_bootsel",
+    "verify_bootsel",
+    "reset_bootsel",
+    "bootsel_session",
+    "flash_bootsel_session",
+    "bootsel_image",
+    "plan_sectors",
+    "SectorPlan",
+    "WRITE_CHUNK",
+    "reached_board",
+    "wants_bootsel",
+]
 
 #: Bytes per WRITE command: large enough that the host's work per command (three USB transfers)
 #: is small beside the data's, small enough for a progress update every ~0.2 s (64 KiB take
@@ -92,13 +103,14 @@ def _sectors_of(image: FirmwareImage) -> Dict[int, List[Tuple[int, bytes]]]:
             sector = (addr + pos) & ~(SECTOR - 1)
             off = addr + pos - sector
             n = min(SECTOR - off, len(data) - pos)
-            out.setdefault(sector, []).append((off, data[pos:pos + n]))
+            out.setdefault(sector, []).append((off, data[pos : pos + n]))
             pos += n
     return out
 
 
-def plan_sectors(image: FirmwareImage, crcs, read,
-                 parts: Optional[Dict[int, List[Tuple[int, bytes]]]] = None) -> Tuple[List[SectorPlan], int]:
+def plan_sectors(
+    image: FirmwareImage, crcs, read, parts: Optional[Dict[int, List[Tuple[int, bytes]]]] = None
+) -> Tuple[List[SectorPlan], int]:
     """The plan of every sector the image touches.
 
     :param crcs: ``crcs(addr, pages) -> [int]``: the chip's CRC-32 of each page (called once per
@@ -119,12 +131,12 @@ def plan_sectors(image: FirmwareImage, crcs, read,
             want = bytearray(b"\xff" * SECTOR)
             covered = bytearray(SECTOR)
             for off, data in parts[sector]:
-                want[off:off + len(data)] = data
-                covered[off:off + len(data)] = b"\x01" * len(data)
-            have = have_crcs[i * per_sector:(i + 1) * per_sector]
-            known: Dict[int, bytes] = {}        # page offset -> bytes read from the chip
+                want[off : off + len(data)] = data
+                covered[off : off + len(data)] = b"\x01" * len(data)
+            have = have_crcs[i * per_sector : (i + 1) * per_sector]
+            known: Dict[int, bytes] = {}  # page offset -> bytes read from the chip
             for p in range(per_sector):
-                page = covered[p * PAGE:(p + 1) * PAGE]
+                page = covered[p * PAGE : (p + 1) * PAGE]
                 if any(page) and not all(page) and have[p] != BLANK_CRC:
                     known[p] = read(sector + p * PAGE, PAGE)
                     read_bytes += PAGE
@@ -133,8 +145,8 @@ def plan_sectors(image: FirmwareImage, crcs, read,
                             want[p * PAGE + k] = known[p][k]
             states = []
             for p in range(per_sector):
-                page = covered[p * PAGE:(p + 1) * PAGE]
-                new = bytes(want[p * PAGE:(p + 1) * PAGE])
+                page = covered[p * PAGE : (p + 1) * PAGE]
+                new = bytes(want[p * PAGE : (p + 1) * PAGE])
                 if not any(page):
                     states.append("outside")
                 elif binascii.crc32(new) == have[p]:
@@ -144,15 +156,18 @@ def plan_sectors(image: FirmwareImage, crcs, read,
                 else:
                     states.append("other")
             erase = "other" in states
-            if erase:                       # the pages outside the image come back after the erase
+            if erase:  # the pages outside the image come back after the erase
                 for p, state in enumerate(states):
                     if state == "outside" and have[p] != BLANK_CRC:
                         got = known.get(p) or read(sector + p * PAGE, PAGE)
                         read_bytes += PAGE if p not in known else 0
-                        want[p * PAGE:(p + 1) * PAGE] = got
-            pages = [p * PAGE for p, state in enumerate(states)
-                     if (erase and bytes(want[p * PAGE:(p + 1) * PAGE]) != b"\xff" * PAGE)
-                     or (not erase and state == "blank" and bytes(want[p * PAGE:(p + 1) * PAGE]) != b"\xff" * PAGE)]
+                        want[p * PAGE : (p + 1) * PAGE] = got
+            pages = [
+                p * PAGE
+                for p, state in enumerate(states)
+                if (erase and bytes(want[p * PAGE : (p + 1) * PAGE]) != b"\xff" * PAGE)
+                or (not erase and state == "blank" and bytes(want[p * PAGE : (p + 1) * PAGE]) != b"\xff" * PAGE)
+            ]
             plans.append(SectorPlan(sector, bytes(want), erase, pages))
     return plans, read_bytes
 
@@ -177,15 +192,25 @@ def wants_bootsel(probe: Optional[str]) -> bool:
 
 def _check_chip(device: picoboot.BootselDevice, target: Optional[str]) -> str:
     if target and target != device.chip:
-        raise WrongTargetError(f"{device.probe_id} is an {device.chip.upper()} in BOOTSEL mode, not {target}",
-                               device.chip.upper(), device.chip, hint=f"use --target {device.chip}, or leave --target out")
+        raise WrongTargetError(
+            f"{device.probe_id} is an {device.chip.upper()} in BOOTSEL mode, not {target}",
+            device.chip.upper(),
+            device.chip,
+            hint=f"use --target {device.chip}, or leave --target out",
+        )
     return device.chip
 
 
 @contextlib.contextmanager
-def bootsel_session(probe: Optional[str], result: OperationResult, sink: ProgressSink, on_touch=None,
-                    target: Optional[str] = None, image: Optional[FirmwareImage] = None,
-                    reboot_running: bool = True) -> Iterator[picoboot.PicobootConnection]:
+def bootsel_session(
+    probe: Optional[str],
+    result: OperationResult,
+    sink: ProgressSink,
+    on_touch=None,
+    target: Optional[str] = None,
+    image: Optional[FirmwareImage] = None,
+    reboot_running: bool = True,
+) -> Iterator[picoboot.PicobootConnection]:
     """The connect phase over PICOBOOT, as a context: find the device (a running Pico rebooted into
     BOOTSEL when ``reboot_running``), open it, take exclusive access, make the flash commands ready
     (RP2040: leave XIP, load piflash's helper, speed the SPI clock up), read the board's unique ID
@@ -258,9 +283,14 @@ def _check_reported(conn: picoboot.PicobootConnection, image: FirmwareImage, tar
     check_fits(image, regions_of_size(regions, size, jedec) if size else regions, target)
 
 
-def flash_bootsel(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
-                  job: Optional[FlashOptions] = None, progress: Optional[ProgressSink] = None,
-                  on_touch=None) -> OperationResult:
+def flash_bootsel(
+    image: FirmwareImage,
+    probe: Optional[str] = None,
+    target: Optional[str] = None,
+    job: Optional[FlashOptions] = None,
+    progress: Optional[ProgressSink] = None,
+    on_touch=None,
+) -> OperationResult:
     """Flash ``image`` into the Pico in BOOTSEL mode that ``probe`` names (see
     :func:`piflash.probe.picoboot.select_device`).
 
@@ -292,8 +322,14 @@ def flash_bootsel(image: FirmwareImage, probe: Optional[str] = None, target: Opt
     return result
 
 
-def verify_bootsel(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
-                   reset: bool = False, progress: Optional[ProgressSink] = None, on_touch=None) -> OperationResult:
+def verify_bootsel(
+    image: FirmwareImage,
+    probe: Optional[str] = None,
+    target: Optional[str] = None,
+    reset: bool = False,
+    progress: Optional[ProgressSink] = None,
+    on_touch=None,
+) -> OperationResult:
     """Compare the flash of the Pico in BOOTSEL mode that ``probe`` names with ``image``, nothing
     written: the chip's CRC of each page the image covers whole against the host's, a read of
     each page it covers in part; then REBOOT into the flash when ``reset``.
@@ -309,8 +345,11 @@ def verify_bootsel(image: FirmwareImage, probe: Optional[str] = None, target: Op
             with phase(result, sink, Phase.VERIFY):
                 sink.phase_start(Phase.VERIFY, image.size)
                 result.verify = _compare(conn, image, sink)
-                sink.phase_end(Phase.VERIFY, f"all match: {result.verify.crc_pages} pages by CRC32, "
-                               f"{result.verify.readback_bytes:,} B read back")
+                sink.phase_end(
+                    Phase.VERIFY,
+                    f"all match: {result.verify.crc_pages} pages by CRC32, "
+                    f"{result.verify.readback_bytes:,} B read back",
+                )
             if reset:
                 _reboot(conn, result, sink)
     return result
@@ -345,10 +384,10 @@ def _compare(conn: picoboot.PicobootConnection, image: FirmwareImage, sink: Prog
     done = 0
     for addr, want in _page_runs(whole, limit=None):
         for k, crc in enumerate(conn.page_crcs(addr, len(want) // PAGE)):
-            if crc != binascii.crc32(want[k * PAGE:(k + 1) * PAGE]):
+            if crc != binascii.crc32(want[k * PAGE : (k + 1) * PAGE]):
                 back = conn.read(addr + k * PAGE, PAGE)
                 stats.readback_bytes += PAGE
-                _mismatch(stats, addr + k * PAGE, back, want[k * PAGE:(k + 1) * PAGE], bytes(PAGE * [1]))
+                _mismatch(stats, addr + k * PAGE, back, want[k * PAGE : (k + 1) * PAGE], bytes(PAGE * [1]))
         stats.crc_pages += len(want) // PAGE
         done += len(want)
         sink.phase_update(Phase.VERIFY, min(done, image.size))
@@ -364,9 +403,13 @@ def _mismatch(stats: VerifyStats, addr: int, got: bytes, want: bytes, mask: byte
     diffs = [i for i in range(PAGE) if mask[i] and got[i] != want[i]]
     if diffs:
         stats.mismatched_bytes, stats.first_mismatch = len(diffs), addr + diffs[0]
-        raise VerifyError(f"verify failed: {len(diffs)} bytes of the page at {addr:#010x} differ, the first at "
-                          f"{addr + diffs[0]:#010x}", addr + diffs[0], len(diffs),
-                          hint="flash the board again (piflash flash -u picoboot)")
+        raise VerifyError(
+            f"verify failed: {len(diffs)} bytes of the page at {addr:#010x} differ, the first at "
+            f"{addr + diffs[0]:#010x}",
+            addr + diffs[0],
+            len(diffs),
+            hint="flash the board again (piflash flash -u picoboot)",
+        )
 
 
 class _touched_on_error:
@@ -388,8 +431,13 @@ def reached_board(exc: PiflashError) -> bool:
     return isinstance(exc, (ProbeLostError, ProbeTimeoutError, PicobootError))
 
 
-def flash_bootsel_session(conn: picoboot.PicobootConnection, image: FirmwareImage, result: OperationResult,
-                          sink: ProgressSink, job: Optional[FlashOptions] = None) -> None:
+def flash_bootsel_session(
+    conn: picoboot.PicobootConnection,
+    image: FirmwareImage,
+    result: OperationResult,
+    sink: ProgressSink,
+    job: Optional[FlashOptions] = None,
+) -> None:
     """The erase, program, verify and reset phases of :func:`flash_bootsel` on an open
     connection (:func:`bootsel_session`), each timed into ``result``; ``result.program`` and
     ``result.verify`` are filled. The caller wraps it in :func:`piflash.jobs.workflow.tracking`.
@@ -423,9 +471,10 @@ def flash_bootsel_session(conn: picoboot.PicobootConnection, image: FirmwareImag
             conn.erase_range(start, count * SECTOR)
             stats.erased_bytes += count * SECTOR
         erased = stats.erased_bytes
-        sink.phase_end(Phase.ERASE, f"{erased:,} B erased" if erased else
-                       "nothing to erase: the sectors are blank or unchanged")
-    pages = {p.address + off: p.want[off:off + PAGE] for p in plans for off in p.pages}
+        sink.phase_end(
+            Phase.ERASE, f"{erased:,} B erased" if erased else "nothing to erase: the sectors are blank or unchanged"
+        )
+    pages = {p.address + off: p.want[off : off + PAGE] for p in plans for off in p.pages}
     stats.programmed_pages = len(pages)
     stats.programmed_bytes = len(pages) * PAGE
     stats.skipped_pages = len(plans) * (SECTOR // PAGE) - len(pages)
@@ -443,8 +492,11 @@ def flash_bootsel_session(conn: picoboot.PicobootConnection, image: FirmwareImag
             sink.phase_start(Phase.VERIFY, stats.programmed_bytes)
             result.verify = _verify(conn, image, pages, plans, sink)
             v = result.verify
-            sink.phase_end(Phase.VERIFY, f"all match: {v.crc_pages} pages by CRC32"
-                           + (f", {v.readback_bytes:,} B read back" if v.readback_bytes else ""))
+            sink.phase_end(
+                Phase.VERIFY,
+                f"all match: {v.crc_pages} pages by CRC32"
+                + (f", {v.readback_bytes:,} B read back" if v.readback_bytes else ""),
+            )
     if reset:
         _reboot(conn, result, sink)
 
@@ -470,8 +522,13 @@ def _page_runs(pages: Dict[int, bytes], limit: Optional[int] = WRITE_CHUNK):
     return out
 
 
-def _verify(conn: picoboot.PicobootConnection, image: FirmwareImage, pages: Dict[int, bytes],
-            plans: List[SectorPlan], sink: ProgressSink) -> VerifyStats:
+def _verify(
+    conn: picoboot.PicobootConnection,
+    image: FirmwareImage,
+    pages: Dict[int, bytes],
+    plans: List[SectorPlan],
+    sink: ProgressSink,
+) -> VerifyStats:
     """Every page written, by the chip's CRC against the host's (a page that differs is read
     back to name its first differing byte); the pages left alone were proven by the plan's CRCs."""
     stats = VerifyStats(verified_bytes=image.size)
@@ -481,16 +538,20 @@ def _verify(conn: picoboot.PicobootConnection, image: FirmwareImage, pages: Dict
         got = conn.page_crcs(addr, n)
         stats.crc_pages += n
         for k, crc in enumerate(got):
-            page = want[k * PAGE:(k + 1) * PAGE]
+            page = want[k * PAGE : (k + 1) * PAGE]
             if crc != binascii.crc32(page):
                 back = conn.read(addr + k * PAGE, PAGE)
                 stats.readback_bytes += PAGE
                 diffs = [i for i, (a, b) in enumerate(zip(back, page)) if a != b] or [0]
                 first = addr + k * PAGE + diffs[0]
                 stats.mismatched_bytes, stats.first_mismatch = len(diffs), first
-                raise VerifyError(f"verify failed: {len(diffs)} bytes of the page at {addr + k * PAGE:#010x} "
-                                  f"differ, the first at {first:#010x}", first, len(diffs),
-                                  hint="flash again; if it repeats, the board's flash may be worn or faulty")
+                raise VerifyError(
+                    f"verify failed: {len(diffs)} bytes of the page at {addr + k * PAGE:#010x} "
+                    f"differ, the first at {first:#010x}",
+                    first,
+                    len(diffs),
+                    hint="flash again; if it repeats, the board's flash may be worn or faulty",
+                )
         done += len(want)
         sink.phase_update(Phase.VERIFY, done)
     return stats

@@ -129,18 +129,41 @@ def register_transport(caps: TransportCaps) -> TransportCaps:
 
 #: A debug probe (CMSIS-DAP, ST-Link, J-Link, a simulated board, a remote probe server) opened
 #: through pyOCD: every job piflash has.
-PYOCD = register_transport(TransportCaps(
-    "pyocd", "a debug probe (SWD through pyOCD)", "a debug probe",
-    flash=True, verify=True, chip_erase=True, sector_erase=True, read=True, reset=True, reset_halt=True,
-    protect=True, rtt=True, boot_check=True, identify=True, tool_options=True))
+PYOCD = register_transport(
+    TransportCaps(
+        "pyocd",
+        "a debug probe (SWD through pyOCD)",
+        "a debug probe",
+        flash=True,
+        verify=True,
+        chip_erase=True,
+        sector_erase=True,
+        read=True,
+        reset=True,
+        reset_halt=True,
+        protect=True,
+        rtt=True,
+        boot_check=True,
+        identify=True,
+        tool_options=True,
+    )
+)
 
 #: A Pico in USB BOOTSEL mode, through its boot ROM's PICOBOOT interface (:mod:`piflash.jobs.bootsel`):
 #: READ, WRITE, FLASH_ERASE of 4 KiB sectors and REBOOT (RP2040 datasheet 2.8.5.4-5; RP2350
 #: datasheet 5.6). No debug port: no halt, no RAM while the firmware runs (RTT, a boot check), no
 #: protection to read or set, and no mass erase command; piflash's erase job is not offered.
-PICOBOOT = register_transport(TransportCaps(
-    "picoboot", "a Pico in BOOTSEL mode (PICOBOOT)", "a Pico in BOOTSEL mode",
-    flash=True, verify=True, read=True, reset=True))
+PICOBOOT = register_transport(
+    TransportCaps(
+        "picoboot",
+        "a Pico in BOOTSEL mode (PICOBOOT)",
+        "a Pico in BOOTSEL mode",
+        flash=True,
+        verify=True,
+        read=True,
+        reset=True,
+    )
+)
 
 #: The transport of a command that names no probe: the only probe attached, as pyOCD finds it.
 DEFAULT = PYOCD
@@ -204,8 +227,9 @@ def flash_needs(job) -> List[str]:
     return needs
 
 
-def refusal(caps: TransportCaps, needs: Iterable[str], command: Optional[str] = None,
-            hint: Optional[str] = None) -> Optional[UnsupportedError]:
+def refusal(
+    caps: TransportCaps, needs: Iterable[str], command: Optional[str] = None, hint: Optional[str] = None
+) -> Optional[UnsupportedError]:
     """The error for the first of ``needs`` that ``caps`` does not do, or None when it does them all.
 
     :param needs: capability names (keys of :data:`CAPABILITIES`).
@@ -220,14 +244,15 @@ def refusal(caps: TransportCaps, needs: Iterable[str], command: Optional[str] = 
         what = CAPABILITIES[need][1]
         message = (f"{command}: " if command else "") + (
             f"{what} needs {' or '.join(able) or 'a transport that does it'}; {caps.description} does "
-            f"not do it (it does {', '.join(caps.does())} only)")
-        return UnsupportedError(message, caps.name, need,
-                                hint=hint or (f"do it through {able[0]}" if able else None))
+            f"not do it (it does {', '.join(caps.does())} only)"
+        )
+        return UnsupportedError(message, caps.name, need, hint=hint or (f"do it through {able[0]}" if able else None))
     return None
 
 
-def require(caps: TransportCaps, needs: Iterable[str], command: Optional[str] = None,
-            hint: Optional[str] = None) -> None:
+def require(
+    caps: TransportCaps, needs: Iterable[str], command: Optional[str] = None, hint: Optional[str] = None
+) -> None:
     """Refuse, before anything is opened, what ``caps`` does not do of ``needs`` (see :func:`refusal`).
 
     :raises UnsupportedError: (exit 2) the first capability it lacks.

@@ -74,7 +74,7 @@ _STATE_AFTER_INTERRUPT = {
     Phase.VERIFY: "the flash was fully programmed but not verified: run 'piflash verify'",
     Phase.RESET: "the flash was programmed and verified; the target was not reset",
     LOCK_PHASE: "the flash was programmed and verified; read-out protection may or may not be set: "
-                "run 'piflash protect status'",
+    "run 'piflash protect status'",
     BOOT_CHECK_PHASE: "the flash was programmed and verified and the board reset; its boot check did not finish",
 }
 
@@ -93,8 +93,10 @@ def phase(result: OperationResult, sink: ProgressSink, name: Phase) -> Iterator[
     try:
         yield
     except KeyboardInterrupt:
-        raise OperationInterrupted(f"interrupted during {name}: {_STATE_AFTER_INTERRUPT.get(name, '')}",
-                                   hint="run the same command again to finish the job") from None
+        raise OperationInterrupted(
+            f"interrupted during {name}: {_STATE_AFTER_INTERRUPT.get(name, '')}",
+            hint="run the same command again to finish the job",
+        ) from None
     except PiflashError:
         raise
     except Exception as exc:
@@ -124,7 +126,7 @@ def tracking(result: OperationResult) -> Iterator[OperationResult]:
         result.ok = True
     except PiflashError as exc:
         result.fail(exc)
-        exc.result = result           # declared on PiflashError (None until a job fails)
+        exc.result = result  # declared on PiflashError (None until a job fails)
         raise
     finally:
         result.finish()
@@ -140,14 +142,15 @@ def describe_session(session, result: OperationResult, image: Optional[FirmwareI
     from piflash.targets.corrected import user_name
 
     result.target = user_name(session.options.get("target_override") or session.target.part_number)
-    result.target_uid = read_target_uid(session, intrusive=True)   # the board is reprogrammed or checked next
+    result.target_uid = read_target_uid(session, intrusive=True)  # the board is reprogrammed or checked next
     if image is not None:
         from piflash.targets.families.rp2 import reported_flash_regions
 
         # The memory map's regions, cut to the size the flash reports where it was read (an
         # RP2040's JEDEC ID, read with its unique ID): nothing is erased past the real flash.
-        check_fits(image, reported_flash_regions(session.target, flash_regions(session.target.memory_map)),
-                   result.target)
+        check_fits(
+            image, reported_flash_regions(session.target, flash_regions(session.target.memory_map)), result.target
+        )
 
 
 #: Type of the ``on_touch`` hook: called with the running result when the board is first reached.
@@ -160,13 +163,21 @@ def _reached_board(exc: BaseException) -> bool:
     if isinstance(exc, (NoProbeError, SeveralProbesError, ProbePermissionError)):
         return False
     if isinstance(exc, ProbeTimeoutError) and exc.reached_target is False:
-        return False            # a probe server silent before any SWD transfer (issue 19)
+        return False  # a probe server silent before any SWD transfer (issue 19)
     return not (isinstance(exc, PiflashError) and exc.exit_code == ExitCode.USAGE)
 
 
-def _run(operation: str, image: Optional[FirmwareImage], probe: Optional[str], target: Optional[str],
-         frequency: Optional[int], progress: Optional[ProgressSink], body,
-         options: Optional[dict] = None, on_touch: TouchHook = None) -> OperationResult:
+def _run(
+    operation: str,
+    image: Optional[FirmwareImage],
+    probe: Optional[str],
+    target: Optional[str],
+    frequency: Optional[int],
+    progress: Optional[ProgressSink],
+    body,
+    options: Optional[dict] = None,
+    on_touch: TouchHook = None,
+) -> OperationResult:
     sink = progress or ProgressSink()
     result = OperationResult.start(operation, image, probe, target)
     touch = on_touch or (lambda r: None)
@@ -220,15 +231,16 @@ def check_protection(session, result: OperationResult) -> None:
     except PiflashError:
         raise
     except KeyboardInterrupt:
-        raise OperationInterrupted("interrupted while reading the protection state: the board was not "
-                                   "changed", hint="run the same command again") from None
+        raise OperationInterrupted(
+            "interrupted while reading the protection state: the board was not changed",
+            hint="run the same command again",
+        ) from None
     except Exception as exc:
         raise translate_error(exc, "protection check") from exc
     result.protection = status.state if status is not None else None
 
 
-def patched_image(session, result: OperationResult, image: FirmwareImage, plan, serial: Optional[int]
-                  ) -> FirmwareImage:
+def patched_image(session, result: OperationResult, image: FirmwareImage, plan, serial: Optional[int]) -> FirmwareImage:
     """``image`` with this board's serial / patch bytes (``plan``: a :class:`piflash.firmware.patch.PatchPlan`)
     laid over it, checked against the connected target's flash map; the values go into
     ``result.serial`` / ``result.patch``.
@@ -243,9 +255,16 @@ def patched_image(session, result: OperationResult, image: FirmwareImage, plan, 
     return patched
 
 
-def _verify_and_reset(session, result: OperationResult, sink: ProgressSink,
-                      image: Optional[FirmwareImage], reset: bool, quick: bool = False,
-                      proof=None, boot_check=None) -> None:
+def _verify_and_reset(
+    session,
+    result: OperationResult,
+    sink: ProgressSink,
+    image: Optional[FirmwareImage],
+    reset: bool,
+    quick: bool = False,
+    proof=None,
+    boot_check=None,
+) -> None:
     """The tail of flash and verify: verify ``image`` (if given), then reset or leave halted, then
     the boot check (``boot_check``, a :class:`piflash.production.bootcheck.BootCheck`; needs
     ``reset``). ``proof`` (VerifyStats) is the flash's own complete check when it wrote nothing
@@ -257,15 +276,18 @@ def _verify_and_reset(session, result: OperationResult, sink: ProgressSink,
             if proof is not None:
                 sink.phase_start(Phase.VERIFY, proof.verified_bytes)
                 sink.phase_update(Phase.VERIFY, proof.verified_bytes)
-                sink.phase_end(Phase.VERIFY, f"all match: nothing written, {proof.crc_pages} pages by CRC32 "
-                               f"and {proof.readback_bytes:,} B read back before programming")
+                sink.phase_end(
+                    Phase.VERIFY,
+                    f"all match: nothing written, {proof.crc_pages} pages by CRC32 "
+                    f"and {proof.readback_bytes:,} B read back before programming",
+                )
                 result.verify = proof
             else:
                 result.verify = verify_image(session, image, sink, quick=quick)
     catch_before = None
     if reset:
         with phase(result, sink, Phase.RESET):
-            if boot_check is not None:      # set before the reset: a fault at the first instruction counts
+            if boot_check is not None:  # set before the reset: a fault at the first instruction counts
                 catch_before = arm_boot_check(session, boot_check, _path(image))
             reset_target(session, progress=sink)
             result.reset = True
@@ -296,9 +318,14 @@ def _boot_check(session, result: OperationResult, sink: ProgressSink, check, ima
     sink.message(f"boot check passed: {outcome.detail} ({outcome.seconds:.2f} s)")
 
 
-def flash_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
-                   job: Optional[FlashOptions] = None, progress: Optional[ProgressSink] = None,
-                   on_touch: TouchHook = None) -> OperationResult:
+def flash_firmware(
+    image: FirmwareImage,
+    probe: Optional[str] = None,
+    target: Optional[str] = None,
+    job: Optional[FlashOptions] = None,
+    progress: Optional[ProgressSink] = None,
+    on_touch: TouchHook = None,
+) -> OperationResult:
     """Flash ``image``: connect, erase, program, read-back verify, reset, and the boot check if asked.
 
     :param image: from :func:`piflash.firmware.image.load_image`.
@@ -323,8 +350,13 @@ def flash_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Op
     return _run("flash", image, probe, target, job.frequency, progress, body, job.session_options, on_touch)
 
 
-def flash_session(session, image: FirmwareImage, result: OperationResult,
-                  progress: Optional[ProgressSink] = None, job: Optional[FlashOptions] = None) -> None:
+def flash_session(
+    session,
+    image: FirmwareImage,
+    result: OperationResult,
+    progress: Optional[ProgressSink] = None,
+    job: Optional[FlashOptions] = None,
+) -> None:
     """The erase, program, verify, reset and boot check phases of :func:`flash_firmware` on an
     open session.
 
@@ -344,8 +376,10 @@ def flash_session(session, image: FirmwareImage, result: OperationResult,
     job = job or FlashOptions()
     protect, verify = job.protect, job.verify
     if protect == "lock" and not verify:
-        raise ProtectError("refusing to lock a board that is not verified",
-                           hint="locking comes after a passed verify: drop --no-verify")
+        raise ProtectError(
+            "refusing to lock a board that is not verified",
+            hint="locking comes after a passed verify: drop --no-verify",
+        )
     sink = progress or ProgressSink()
     check_protection(session, result)
     with phase(result, sink, Phase.ERASE):
@@ -359,8 +393,9 @@ def flash_session(session, image: FirmwareImage, result: OperationResult,
     # plan's CRC pass, seconds ago, nothing written since): that check is the verify. Before a
     # lock (hard to undo) the verify runs again all the same.
     proof = programmer.unchanged_proof() if verify and protect != "lock" else None
-    _verify_and_reset(session, result, sink, image if verify else None, job.reset, proof=proof,
-                      boot_check=job.boot_check)
+    _verify_and_reset(
+        session, result, sink, image if verify else None, job.reset, proof=proof, boot_check=job.boot_check
+    )
     checkpoint("verified")
     if protect == "lock":
         from piflash.production.protect import lock, session_port
@@ -369,9 +404,14 @@ def flash_session(session, image: FirmwareImage, result: OperationResult,
             result.protection = lock(session_port(session), result.target or "").state
 
 
-def verify_session(session, image: FirmwareImage, result: OperationResult,
-                   progress: Optional[ProgressSink] = None, reset: bool = True,
-                   quick: bool = False) -> None:
+def verify_session(
+    session,
+    image: FirmwareImage,
+    result: OperationResult,
+    progress: Optional[ProgressSink] = None,
+    reset: bool = True,
+    quick: bool = False,
+) -> None:
     """The verify (and reset) phases of :func:`verify_firmware` on an open session.
 
     :param quick: stop at the first page that differs, without reading it back (see
@@ -383,10 +423,16 @@ def verify_session(session, image: FirmwareImage, result: OperationResult,
     _verify_and_reset(session, result, sink, image, reset, quick)
 
 
-def verify_firmware(image: FirmwareImage, probe: Optional[str] = None, target: Optional[str] = None,
-                    frequency: Optional[int] = None, progress: Optional[ProgressSink] = None,
-                    reset: bool = True, options: Optional[dict] = None,
-                    on_touch: TouchHook = None) -> OperationResult:
+def verify_firmware(
+    image: FirmwareImage,
+    probe: Optional[str] = None,
+    target: Optional[str] = None,
+    frequency: Optional[int] = None,
+    progress: Optional[ProgressSink] = None,
+    reset: bool = True,
+    options: Optional[dict] = None,
+    on_touch: TouchHook = None,
+) -> OperationResult:
     """Compare the target's flash with ``image`` without writing (the ``verify`` phase of a flash).
 
     The on-target CRC32 runs code on the core, so the target is reset afterwards (``reset=True``)
@@ -394,16 +440,23 @@ def verify_firmware(image: FirmwareImage, probe: Optional[str] = None, target: O
 
     :raises VerifyError: and the connect errors of :func:`flash_firmware`.
     """
+
     def body(session, result, sink):
         verify_session(session, image, result, sink, reset)
 
     return _run("verify", image, probe, target, frequency, progress, body, options, on_touch)
 
 
-def erase_target(probe: Optional[str] = None, target: Optional[str] = None, mode: str = "chip",
-                 ranges: Sequence[Tuple[int, int]] = (), frequency: Optional[int] = None,
-                 progress: Optional[ProgressSink] = None, options: Optional[dict] = None,
-                 on_touch: TouchHook = None) -> OperationResult:
+def erase_target(
+    probe: Optional[str] = None,
+    target: Optional[str] = None,
+    mode: str = "chip",
+    ranges: Sequence[Tuple[int, int]] = (),
+    frequency: Optional[int] = None,
+    progress: Optional[ProgressSink] = None,
+    options: Optional[dict] = None,
+    on_touch: TouchHook = None,
+) -> OperationResult:
     """Erase the whole chip, or the sectors covering ``ranges``.
 
     :param mode: ``"chip"``, or ``"sector"`` with ``ranges``.
@@ -422,22 +475,28 @@ def erase_target(probe: Optional[str] = None, target: Optional[str] = None, mode
         check_protection(session, result)
         with phase(result, sink, Phase.ERASE):
             sink.phase_start(Phase.ERASE, 0)
-            result.program.erase_mode = mode          # as done: erase_flash never changes it
+            result.program.erase_mode = mode  # as done: erase_flash never changes it
             result.program.erased_bytes = erase_flash(session, mode, ranges)
             sink.phase_end(Phase.ERASE, f"{result.program.erased_bytes:,} bytes erased")
 
     return _run("erase", None, probe, target, frequency, progress, body, options, on_touch)
 
 
-def reset_board(probe: Optional[str] = None, target: Optional[str] = None, halt: bool = False,
-                frequency: Optional[int] = None, options: Optional[dict] = None,
-                on_touch: TouchHook = None) -> OperationResult:
+def reset_board(
+    probe: Optional[str] = None,
+    target: Optional[str] = None,
+    halt: bool = False,
+    frequency: Optional[int] = None,
+    options: Optional[dict] = None,
+    on_touch: TouchHook = None,
+) -> OperationResult:
     """Reset the target.
 
     :param halt: leave it halted at the reset vector instead of running.
     :returns: the :class:`~piflash.record.result.OperationResult`.
     :raises: the connect errors of :func:`flash_firmware`; FlashError if the reset fails.
     """
+
     def body(session, result, sink):
         with phase(result, sink, Phase.RESET):
             reset_target(session, halt)
@@ -448,11 +507,19 @@ def reset_board(probe: Optional[str] = None, target: Optional[str] = None, halt:
     return _run("reset", None, probe, target, frequency, None, body, options, on_touch)
 
 
-def monitor_rtt(probe: Optional[str] = None, target: Optional[str] = None, frequency: Optional[int] = None,
-                write: Callable[[bytes], None] = lambda data: None, firmware_path: Optional[str] = None,
-                address: Optional[int] = None, reset: bool = False, find_timeout: float = 5.0,
-                duration: Optional[float] = None, options: Optional[dict] = None,
-                progress: Optional[ProgressSink] = None) -> OperationResult:
+def monitor_rtt(
+    probe: Optional[str] = None,
+    target: Optional[str] = None,
+    frequency: Optional[int] = None,
+    write: Callable[[bytes], None] = lambda data: None,
+    firmware_path: Optional[str] = None,
+    address: Optional[int] = None,
+    reset: bool = False,
+    find_timeout: float = 5.0,
+    duration: Optional[float] = None,
+    options: Optional[dict] = None,
+    progress: Optional[ProgressSink] = None,
+) -> OperationResult:
     """Stream the target's RTT up-channel 0 to ``write(bytes)`` until Ctrl-C (KeyboardInterrupt,
     or SIGTERM made one) or ``duration`` seconds; the end by Ctrl-C is a clean end, not an error.
 
@@ -478,10 +545,12 @@ def monitor_rtt(probe: Optional[str] = None, target: Optional[str] = None, frequ
             memory_map = session.target.get_memory_map()
             # SEGGER_RTT_CB: 16 ID bytes and two channel counts, then the channel descriptors.
             if region_holding(memory_map, address, 24, ram=True) is None:
-                raise RttError(f"no RTT control block can be at 0x{address:08x}: it is not in the target's RAM "
-                               f"({describe_regions(memory_map, ram=True)})",
-                               hint="give the _SEGGER_RTT symbol's address (or the ELF file), or leave "
-                                    "--address out to search RAM")
+                raise RttError(
+                    f"no RTT control block can be at 0x{address:08x}: it is not in the target's RAM "
+                    f"({describe_regions(memory_map, ram=True)})",
+                    hint="give the _SEGGER_RTT symbol's address (or the ELF file), or leave "
+                    "--address out to search RAM",
+                )
         channel = RttUpChannel(session.target, address)
         if reset:
             with phase(result, sink, Phase.RESET):
@@ -491,12 +560,14 @@ def monitor_rtt(probe: Optional[str] = None, target: Optional[str] = None, frequ
         try:
             start = time.monotonic()
             while not channel.find():
-                session.target.get_state()          # a running core goes on (and a simulated one runs)
+                session.target.get_state()  # a running core goes on (and a simulated one runs)
                 if time.monotonic() - start >= find_timeout:
                     where = f"at 0x{address:08x}" if address is not None else "in RAM"
-                    raise RttError(f"no RTT control block found {where} within {find_timeout:g} s",
-                                   hint="the firmware must set up SEGGER RTT (and run: --reset starts it); "
-                                        "give the ELF file or --address for a block outside the default RAM")
+                    raise RttError(
+                        f"no RTT control block found {where} within {find_timeout:g} s",
+                        hint="the firmware must set up SEGGER RTT (and run: --reset starts it); "
+                        "give the ELF file or --address for a block outside the default RAM",
+                    )
                 time.sleep(0.05)
             session.options["resume_on_disconnect"] = True
             while duration is None or time.monotonic() - start < duration:
@@ -507,11 +578,24 @@ def monitor_rtt(probe: Optional[str] = None, target: Optional[str] = None, frequ
                 else:
                     time.sleep(0.02)
         except KeyboardInterrupt:
-            pass                                    # Ctrl-C: the user's way to stop streaming
+            pass  # Ctrl-C: the user's way to stop streaming
 
     return _run("rtt", None, probe, target, frequency, progress, body, options)
 
 
-__all__ = ["flash_firmware", "verify_firmware", "erase_target", "reset_board", "monitor_rtt", "ERASE_MODES", "FlashOptions",
-           "flash_session", "verify_session", "describe_session", "phase", "tracking",
-           "check_protection", "patched_image"]
+__all__ = [
+    "flash_firmware",
+    "verify_firmware",
+    "erase_target",
+    "reset_board",
+    "monitor_rtt",
+    "ERASE_MODES",
+    "FlashOptions",
+    "flash_session",
+    "verify_session",
+    "describe_session",
+    "phase",
+    "tracking",
+    "check_protection",
+    "patched_image",
+]

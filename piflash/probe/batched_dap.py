@@ -77,8 +77,7 @@ def frames_by_packet(vid: int, pid: int, product: Optional[str], bcd_device: int
     :param vid: / pid: USB vendor / product ID (int). :param product: iProduct string.
     :param bcd_device: bcdDevice (BCD release number; debugprobe writes its version there).
     """
-    return ((vid, pid) == _DEBUGPROBE_VID_PID and product in DEBUGPROBE_PRODUCTS
-            and bcd_device >= _FIRST_FRAMED_BCD)
+    return (vid, pid) == _DEBUGPROBE_VID_PID and product in DEBUGPROBE_PRODUCTS and bcd_device >= _FIRST_FRAMED_BCD
 
 
 def batching_enabled() -> bool:
@@ -135,7 +134,7 @@ class _Writer:
             with self.lock:
                 try:
                     self.write(payload)
-                except Exception as exc:      # noqa: BLE001 - raised in the host's thread
+                except Exception as exc:  # noqa: BLE001 - raised in the host's thread
                     self.error = exc
                     self.responses.put(_WRITE_FAILED)
 
@@ -161,11 +160,11 @@ def _interface_class() -> Type[PyUSBv2]:
         zero-length packet) before it releases the device.
         """
 
-        def __init__(self, dev: Any) -> None:      # dev: a pyusb usb.core.Device
+        def __init__(self, dev: Any) -> None:  # dev: a pyusb usb.core.Device
             super().__init__(dev)  # type: ignore[no-untyped-call]
             self._held: List[bytes] = []
-            self._sent = 0          # packets sent or queued for the writer since open
-            self._taken = 0         # responses handed to pyOCD since open
+            self._sent = 0  # packets sent or queued for the writer since open
+            self._taken = 0  # responses handed to pyOCD since open
             self._writer: Optional[_Writer] = None
 
         @property
@@ -178,8 +177,7 @@ def _interface_class() -> Type[PyUSBv2]:
         def open(self) -> None:
             self._held, self._sent, self._taken = [], 0, 0
             super().open()  # type: ignore[no-untyped-call]
-            self._writer = _Writer(self._write_transfer, self.rcv_data,
-                                   "piflash DAP writer (%s)" % self.serial_number)
+            self._writer = _Writer(self._write_transfer, self.rcv_data, "piflash DAP writer (%s)" % self.serial_number)
 
         def _batch_limit(self) -> int:
             # Half the probe's buffers: one half executes while the other crosses the bus, so
@@ -205,13 +203,13 @@ def _interface_class() -> Type[PyUSBv2]:
                 self._send_held()
             self._raise_write_error()
             if self._read_thread_did_exit:
-                raise DAPAccessIntf.DeviceError("Probe %s read thread exited unexpectedly"
-                                                % self.serial_number) from self._read_thread_exception
+                raise DAPAccessIntf.DeviceError(
+                    "Probe %s read thread exited unexpectedly" % self.serial_number
+                ) from self._read_thread_exception
             try:
                 data = self.rcv_data.get(True, self.DEFAULT_USB_TIMEOUT_S)
             except queue.Empty:
-                raise DAPAccessIntf.DeviceError("Timeout reading from probe %s"
-                                                % self.serial_number) from None
+                raise DAPAccessIntf.DeviceError("Timeout reading from probe %s" % self.serial_number) from None
             if data is _WRITE_FAILED:
                 self._raise_write_error()
                 raise DAPAccessIntf.DeviceError("Probe %s: a write failed" % self.serial_number)
@@ -240,7 +238,7 @@ def _interface_class() -> Type[PyUSBv2]:
             # that size completes on it; the last may be short, which ends the transfer.
             payload = b"".join(p.ljust(size, b"\0") for p in held[:-1]) + held[-1]
             for _ in held:
-                self.read_sem.release()         # one IN read per command (pyOCD's rx thread)
+                self.read_sem.release()  # one IN read per command (pyOCD's rx thread)
             writer = self._writer
             assert writer is not None, "open() starts the writer"
             if self._sent == self._taken:
@@ -256,7 +254,7 @@ def _interface_class() -> Type[PyUSBv2]:
             self.ep_out.write(payload, timeout=self.DEFAULT_USB_TIMEOUT_MS)
             last = len(payload) % self.packet_size
             if 0 < last and last % self.ep_out.wMaxPacketSize == 0:
-                self.ep_out.write(b"", timeout=self.DEFAULT_USB_TIMEOUT_MS)   # ZLP, as pyOCD
+                self.ep_out.write(b"", timeout=self.DEFAULT_USB_TIMEOUT_MS)  # ZLP, as pyOCD
 
     return BatchedCmsisDapV2
 
@@ -288,7 +286,7 @@ def batched_probe(probe: DebugProbe) -> DebugProbe:
         from pyocd.probe.pydapaccess.dap_access_cmsis_dap import DAPAccessCMSISDAP
 
         link = DAPAccessCMSISDAP(probe.unique_id, interface=_interface_class()(dev))
-    except Exception as exc:       # descriptors unreadable: pyOCD's own interface still works
+    except Exception as exc:  # descriptors unreadable: pyOCD's own interface still works
         LOG.debug("not batching DAP packets for %s: %s", probe.unique_id, exc)
         return probe
     return CMSISDAPProbe(link)

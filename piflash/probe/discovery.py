@@ -53,8 +53,12 @@ class ProbeInfo:
 
     def to_dict(self) -> Dict[str, Optional[str]]:
         """The probe as a JSON-friendly dict."""
-        return {"probe_id": self.unique_id, "description": self.description, "target": self.target,
-                "vid_pid": self.vid_pid}
+        return {
+            "probe_id": self.unique_id,
+            "description": self.description,
+            "target": self.target,
+            "vid_pid": self.vid_pid,
+        }
 
 
 def _probe_vid_pid(probe: DebugProbe) -> Optional[str]:
@@ -70,7 +74,6 @@ def probe_target(probe: DebugProbe) -> Optional[str]:
     up in pyOCD's ``pyocd/board/board_ids.py``, a ``sim:`` board's type), or None."""
     info = getattr(probe, "associated_board_info", None)
     return getattr(info, "target", None) if info else None
-
 
 
 def _all_probes() -> List[DebugProbe]:
@@ -104,8 +107,10 @@ def _find_probes(selector: Optional[ProbeSelector], listed: Optional[List[DebugP
     if selector is None:
         return _all_probes()
     if selector.transport != "pyocd":
-        raise ProbeSyntaxError(f"{selector} is not a debug probe: it is {selector.kind.description}",
-                               hint="this command needs a debug probe; 'piflash probes' lists them")
+        raise ProbeSyntaxError(
+            f"{selector} is not a debug probe: it is {selector.kind.description}",
+            hint="this command needs a debug probe; 'piflash probes' lists them",
+        )
     if remote.is_remote(selector):
         return [remote.remote_probe(selector.text)]
     if selector.kind is PROBE_KINDS["sim"] and not extra_available("sim"):
@@ -135,8 +140,10 @@ def list_probes(unique_id: Union[str, ProbeSelector, None] = None) -> List[Probe
     :raises ProbeSyntaxError: a selector that cannot be one.
     :raises ConnectError: when a remote probe named by ``unique_id`` does not answer.
     """
-    return [ProbeInfo(p.unique_id, p.description, probe_target(p), _probe_vid_pid(p))
-            for p in _find_probes(parse_selector(unique_id))]
+    return [
+        ProbeInfo(p.unique_id, p.description, probe_target(p), _probe_vid_pid(p))
+        for p in _find_probes(parse_selector(unique_id))
+    ]
 
 
 def select_probe(unique_id: Union[str, ProbeSelector, None] = None) -> DebugProbe:
@@ -160,15 +167,19 @@ def select_probe(unique_id: Union[str, ProbeSelector, None] = None) -> DebugProb
             # The probes listed while looking: a station slot waiting for its probe asks at every
             # poll, and a second USB enumeration per miss is a cost the Zero 2W pays for nothing.
             raise no_probe_error(selector, [p.unique_id for p in listed])
-        raise NoProbeError("no debug probe found",
-                           hint="plug in a probe; 'piflash probes' lists what pyOCD can see, and "
-                                "'piflash doctor' checks USB, udev rules and permissions")
+        raise NoProbeError(
+            "no debug probe found",
+            hint="plug in a probe; 'piflash probes' lists what pyOCD can see, and "
+            "'piflash doctor' checks USB, udev rules and permissions",
+        )
     if len(probes) > 1:
         ids = [p.unique_id for p in probes]
         hint = None
-        if selector is not None and not selector.prefix:     # one ID on two probes
-            hint = ("these probes report the same serial number; unplug all but one (a probe's "
-                    "serial number can often be set with its vendor's tool)")
+        if selector is not None and not selector.prefix:  # one ID on two probes
+            hint = (
+                "these probes report the same serial number; unplug all but one (a probe's "
+                "serial number can often be set with its vendor's tool)"
+            )
         raise several_probes_error(selector, ids, hint=hint)
     return probes[0]
 
@@ -191,7 +202,8 @@ def _raise_if_blocked(selector: Optional[ProbeSelector]) -> None:
     more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
     raise ProbePermissionError(
         f"probe {first.label} is attached but may not be opened{more}: {first.reason}",
-        hint=f"{first.fix}; 'piflash doctor' checks everything (running as root is not the fix)")
+        hint=f"{first.fix}; 'piflash doctor' checks everything (running as root is not the fix)",
+    )
 
 
 __all__ = ["ProbeInfo", "list_probes", "probe_target", "select_probe"]

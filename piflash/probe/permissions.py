@@ -127,8 +127,7 @@ def _run(cmd: List[str], dry_run: bool, echo: Echo, would: str, did: str) -> Non
     if not dry_run:
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise SetupError(f"{cmd[0]} failed (exit {proc.returncode}): "
-                             f"{proc.stderr.strip() or proc.stdout.strip()}")
+            raise SetupError(f"{cmd[0]} failed (exit {proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
     _say(echo, dry_run, would, did, cmd)
 
 
@@ -144,8 +143,9 @@ def _load_state(root: str) -> Dict[str, Any]:
         state: Dict[str, Any] = json.loads(path.read_text())
         return state
     except ValueError as exc:
-        raise SetupError(f"{path} is not valid JSON ({exc})",
-                         hint="it records what the setup changed; fix or remove it by hand") from None
+        raise SetupError(
+            f"{path} is not valid JSON ({exc})", hint="it records what the setup changed; fix or remove it by hand"
+        ) from None
 
 
 def _save_state(root: str, state: Dict[str, Any]) -> None:
@@ -164,10 +164,10 @@ def _missing_dirs(root: str, rel: str) -> List[str]:
 
 def _require_root(dry_run: bool) -> None:
     if not dry_run and os.geteuid() != 0:
-        raise NeedsRootError("setting up probe permissions changes system files (a group, udev rules) "
-                             "and needs root",
-                             hint=f"run it with sudo: {setup_command()}  (--dry-run shows what it "
-                                  "would change, without root)")
+        raise NeedsRootError(
+            "setting up probe permissions changes system files (a group, udev rules) and needs root",
+            hint=f"run it with sudo: {setup_command()}  (--dry-run shows what it would change, without root)",
+        )
 
 
 def reload_udev(root: str, dry_run: bool, echo: Echo) -> bool:
@@ -181,18 +181,29 @@ def reload_udev(root: str, dry_run: bool, echo: Echo) -> bool:
         echo(f"udev reload skipped: {root} is not the running system (its udev reads the rules at boot)")
         return False
     if udevadm is None or not os.path.exists("/run/udev/control"):
-        echo("udev reload skipped: udev is not running here (a container?); "
-             "the rules apply when udev next starts")
+        echo("udev reload skipped: udev is not running here (a container?); the rules apply when udev next starts")
         return False
     _run([udevadm, "control", "--reload"], dry_run, echo, "reload udev rules", "reloaded udev rules")
-    _run([udevadm, "trigger", "--action=change", "--subsystem-match=usb", "--subsystem-match=hidraw",
-          "--subsystem-match=tty"], dry_run, echo, "re-apply the rules to attached USB devices",
-         "re-applied the rules to attached USB devices")
+    _run(
+        [
+            udevadm,
+            "trigger",
+            "--action=change",
+            "--subsystem-match=usb",
+            "--subsystem-match=hidraw",
+            "--subsystem-match=tty",
+        ],
+        dry_run,
+        echo,
+        "re-apply the rules to attached USB devices",
+        "re-applied the rules to attached USB devices",
+    )
     return True
 
 
-def setup_permissions(root: str = "/", user: Optional[str] = None, dry_run: bool = False,
-                      echo: Echo = print) -> List[str]:
+def setup_permissions(
+    root: str = "/", user: Optional[str] = None, dry_run: bool = False, echo: Echo = print
+) -> List[str]:
     """Create ``plugdev`` if missing, add ``user`` to it, install the rules, reload udev.
 
     :param root: root file system to change (str path); ``/`` for this machine.
@@ -210,16 +221,16 @@ def setup_permissions(root: str = "/", user: Optional[str] = None, dry_run: bool
     if user is None:
         user = settings.SUDO_USER.value()
     if user is not None and read_user(root, user) is None:
-        raise UnknownUserError(f"no user '{user}' in {Path(root, 'etc/passwd')}",
-                               hint="give an existing account with --user NAME")
+        raise UnknownUserError(
+            f"no user '{user}' in {Path(root, 'etc/passwd')}", hint="give an existing account with --user NAME"
+        )
     state = _load_state(root)
     changes: List[str] = []
     new_dirs: List[str] = []
     opt = _root_opt(root)
 
     if read_group(root, GROUP) is None:
-        _run(["groupadd", "--system", *opt, GROUP], dry_run, echo, f"create group {GROUP}",
-             f"created group {GROUP}")
+        _run(["groupadd", "--system", *opt, GROUP], dry_run, echo, f"create group {GROUP}", f"created group {GROUP}")
         changes.append(f"created group {GROUP}")
         state["group_created"] = True
     else:
@@ -232,8 +243,13 @@ def setup_permissions(root: str = "/", user: Optional[str] = None, dry_run: bool
     elif is_member(root, user, GROUP):
         echo(f"user {user} is already in {GROUP}")
     else:
-        _run(["gpasswd", "--add", user, *opt, GROUP], dry_run, echo, f"add user {user} to {GROUP}",
-             f"added user {user} to {GROUP}")
+        _run(
+            ["gpasswd", "--add", user, *opt, GROUP],
+            dry_run,
+            echo,
+            f"add user {user} to {GROUP}",
+            f"added user {user} to {GROUP}",
+        )
         changes.append(f"added {user} to {GROUP}")
         state["users_added"] = sorted(set(state.get("users_added", [])) | {user})
 
@@ -253,21 +269,24 @@ def setup_permissions(root: str = "/", user: Optional[str] = None, dry_run: bool
             os.chmod(tmp, 0o644)
             os.replace(tmp, target)
             if "rules" not in state:  # keep what the first run found
-                state["rules"] = {"path": f"/{RULES_DIR}/{RULES_NAME}", "created": previous is None,
-                                  "previous": previous}
+                state["rules"] = {
+                    "path": f"/{RULES_DIR}/{RULES_NAME}",
+                    "created": previous is None,
+                    "previous": previous,
+                }
         _say(echo, dry_run, f"{verb} rules {target}", f"{done} rules {target}")
 
     if changes and not dry_run:
-        new_dirs += [d for d in _missing_dirs(root, str(Path(STATE_FILE).parent))
-                     if d not in state.get("dirs_created", [])]
+        new_dirs += [
+            d for d in _missing_dirs(root, str(Path(STATE_FILE).parent)) if d not in state.get("dirs_created", [])
+        ]
         state["dirs_created"] = state.get("dirs_created", []) + new_dirs
         state["version"] = 1
         _save_state(root, state)
     if changes:
         reload_udev(root, dry_run, echo)
     if any(c.startswith("added ") for c in changes):
-        echo(f"{user} must log out and back in (or reboot) for the new group to apply; "
-             "then check with: piflash doctor")
+        echo(f"{user} must log out and back in (or reboot) for the new group to apply; then check with: piflash doctor")
     elif changes:
         echo("check with: piflash doctor")
     else:
@@ -292,8 +311,13 @@ def uninstall_permissions(root: str = "/", dry_run: bool = False, echo: Echo = p
     opt = _root_opt(root)
     for user in state.get("users_added", []):
         if user in (read_group(root, GROUP) or (0, []))[1]:
-            _run(["gpasswd", "--delete", user, *opt, GROUP], dry_run, echo,
-                 f"remove user {user} from {GROUP}", f"removed user {user} from {GROUP}")
+            _run(
+                ["gpasswd", "--delete", user, *opt, GROUP],
+                dry_run,
+                echo,
+                f"remove user {user} from {GROUP}",
+                f"removed user {user} from {GROUP}",
+            )
             changes.append(f"removed {user} from {GROUP}")
     if state.get("group_created"):
         entry = read_group(root, GROUP)
@@ -303,8 +327,7 @@ def uninstall_permissions(root: str = "/", dry_run: bool = False, echo: Echo = p
         elif left:
             echo(f"group {GROUP} kept: {', '.join(left)} joined it after the setup")
         else:
-            _run(["groupdel", *opt, GROUP], dry_run, echo, f"delete group {GROUP}",
-                 f"deleted group {GROUP}")
+            _run(["groupdel", *opt, GROUP], dry_run, echo, f"delete group {GROUP}", f"deleted group {GROUP}")
             changes.append(f"deleted group {GROUP}")
     record = state.get("rules")
     if record:
@@ -335,12 +358,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="setup-probe-permissions.sh",
         description="Let a user open USB debug probes without root: the plugdev group and "
-                    "piflash's udev rules. Needs root.")
+        "piflash's udev rules. Needs root.",
+    )
     parser.add_argument("--user", metavar="NAME", help="user to add to plugdev (default: $SUDO_USER)")
     parser.add_argument("--dry-run", action="store_true", help="print every change, make none")
     parser.add_argument("--uninstall", action="store_true", help="revert what an earlier run changed")
-    parser.add_argument("--root", metavar="DIR", default="/",
-                        help="work on the root file system in DIR (default: /)")
+    parser.add_argument("--root", metavar="DIR", default="/", help="work on the root file system in DIR (default: /)")
     args = parser.parse_args(argv)
     try:
         if args.uninstall:

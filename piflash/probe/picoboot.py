@@ -53,9 +53,24 @@ from piflash.probe import probetable
 if TYPE_CHECKING:
     from piflash.probe.selector import ProbeSelector
 
-__all__ = ["PREFIX", "BootselDevice", "PicobootConnection", "PicobootError", "is_picoboot", "list_devices",
-           "select_device", "RunningPico", "list_running", "reboot_to_bootsel", "command_timeout", "STATUS_NAMES",
-           "FLASH_BASE", "SECTOR", "PAGE", "device_named"]
+__all__ = [
+    "PREFIX",
+    "BootselDevice",
+    "PicobootConnection",
+    "PicobootError",
+    "is_picoboot",
+    "list_devices",
+    "select_device",
+    "RunningPico",
+    "list_running",
+    "reboot_to_bootsel",
+    "command_timeout",
+    "STATUS_NAMES",
+    "FLASH_BASE",
+    "SECTOR",
+    "PAGE",
+    "device_named",
+]
 
 #: The probe ID prefix.
 PREFIX = "picoboot:"
@@ -91,7 +106,15 @@ MAGIC = 0x431FD10B
 IF_RESET, IF_CMD_STATUS = 0x41, 0x42
 #: Commands (pico-sdk boot/picoboot.h ``enum picoboot_cmd_id``).
 EXCLUSIVE_ACCESS, REBOOT, FLASH_ERASE, READ, WRITE, EXIT_XIP, ENTER_CMD_XIP, EXEC = (
-    0x01, 0x02, 0x03, 0x84, 0x05, 0x06, 0x07, 0x08)
+    0x01,
+    0x02,
+    0x03,
+    0x84,
+    0x05,
+    0x06,
+    0x07,
+    0x08,
+)
 REBOOT2, GET_INFO = 0x0A, 0x8B
 #: GET_INFO type SYS and its CHIP_INFO flag; REBOOT2 type NORMAL (pico-sdk boot/picoboot.h,
 #: boot/bootrom_constants.h, boot/picoboot_constants.h).
@@ -99,11 +122,26 @@ GET_INFO_SYS, SYS_INFO_CHIP_INFO, REBOOT2_NORMAL = 1, 0x01, 0x0
 #: Bytes one READ brings for the host-side CRCs of an RP2350 (64 KiB: a bounded command).
 READ_CHUNK = 0x10000
 #: Status codes (``enum picoboot_status``; RP2040 datasheet 2.8.5.5; 9 and up are RP2350's).
-STATUS_NAMES = {0: "OK", 1: "UNKNOWN_CMD", 2: "INVALID_CMD_LENGTH", 3: "INVALID_TRANSFER_LENGTH",
-                4: "INVALID_ADDRESS", 5: "BAD_ALIGNMENT", 6: "INTERLEAVED_WRITE", 7: "REBOOTING",
-                8: "UNKNOWN_ERROR", 9: "INVALID_STATE", 10: "NOT_PERMITTED", 11: "INVALID_ARG",
-                12: "BUFFER_TOO_SMALL", 13: "PRECONDITION_NOT_MET", 14: "MODIFIED_DATA",
-                15: "INVALID_DATA", 16: "NOT_FOUND", 17: "UNSUPPORTED_MODIFICATION"}
+STATUS_NAMES = {
+    0: "OK",
+    1: "UNKNOWN_CMD",
+    2: "INVALID_CMD_LENGTH",
+    3: "INVALID_TRANSFER_LENGTH",
+    4: "INVALID_ADDRESS",
+    5: "BAD_ALIGNMENT",
+    6: "INTERLEAVED_WRITE",
+    7: "REBOOTING",
+    8: "UNKNOWN_ERROR",
+    9: "INVALID_STATE",
+    10: "NOT_PERMITTED",
+    11: "INVALID_ARG",
+    12: "BUFFER_TOO_SMALL",
+    13: "PRECONDITION_NOT_MET",
+    14: "MODIFIED_DATA",
+    15: "INVALID_DATA",
+    16: "NOT_FOUND",
+    17: "UNSUPPORTED_MODIFICATION",
+}
 #: XIP flash base, flash page (program unit) and sector (FLASH_ERASE unit), bytes (2.8.5.4).
 FLASH_BASE, PAGE, SECTOR = 0x10000000, 256, 4096
 #: Where the flash-ID code is put: the start of SRAM, as picotool puts its own small programs.
@@ -141,8 +179,12 @@ def is_picoboot(probe: Union[str, ProbeSelector, None]) -> bool:
 def command_timeout(erase_bytes: int = 0, program_bytes: int = 0, data_bytes: int = 0) -> float:
     """Seconds to wait for one command that erases ``erase_bytes``, programs ``program_bytes``
     and moves ``data_bytes`` over USB (full speed: at least 200 kB/s counted)."""
-    return (BASE_TIMEOUT_S + -(-erase_bytes // SECTOR) * SECTOR_MAX_S + -(-program_bytes // PAGE) * PAGE_MAX_S
-            + data_bytes / BYTES_PER_S)
+    return (
+        BASE_TIMEOUT_S
+        + -(-erase_bytes // SECTOR) * SECTOR_MAX_S
+        + -(-program_bytes // PAGE) * PAGE_MAX_S
+        + data_bytes / BYTES_PER_S
+    )
 
 
 @dataclass
@@ -159,7 +201,7 @@ class BootselDevice:
     port_path: str
     serial: Optional[str]
     accessible: bool
-    device: Any = None      #: the pyusb ``usb.core.Device``
+    device: Any = None  #: the pyusb ``usb.core.Device``
 
     @property
     def rom(self) -> BootRom:
@@ -173,8 +215,13 @@ class BootselDevice:
 
     def to_dict(self) -> Dict[str, Any]:
         """For ``piflash probes --json``."""
-        return {"probe_id": self.probe_id, "kind": "bootsel", "target": self.chip,
-                "serial": self.serial, "accessible": self.accessible}
+        return {
+            "probe_id": self.probe_id,
+            "kind": "bootsel",
+            "target": self.chip,
+            "serial": self.serial,
+            "accessible": self.accessible,
+        }
 
 
 def _usb() -> ModuleType:
@@ -184,6 +231,7 @@ def _usb() -> ModuleType:
     import usb.util
 
     from piflash.probe.usbscan import install_simulated_bus
+
     install_simulated_bus()
     module: ModuleType = usb
     return module
@@ -195,7 +243,7 @@ def list_devices() -> List[BootselDevice]:
     found = []
     try:
         devices = list(usb.core.find(find_all=True, idVendor=VID) or ())
-    except usb.core.NoBackendError:          # no libusb on this machine: no USB devices to see
+    except usb.core.NoBackendError:  # no libusb on this machine: no USB devices to see
         return []
     for dev in devices:
         chip = CHIPS.get(dev.idProduct)
@@ -204,11 +252,11 @@ def list_devices() -> List[BootselDevice]:
         path = _port_path(dev)
         serial, accessible = None, True
         try:
-            dev.get_active_configuration()      # opens the device: EACCES without the udev rules
+            dev.get_active_configuration()  # opens the device: EACCES without the udev rules
             serial = usb.util.get_string(dev, dev.iSerialNumber)
         except usb.core.USBError as err:
             accessible = err.errno not in (errno.EACCES, errno.EPERM)
-        except ValueError:                      # pyusb: no language IDs, so no strings
+        except ValueError:  # pyusb: no language IDs, so no strings
             pass
         found.append(BootselDevice(chip, path, serial, accessible, dev))
     return sorted(found, key=lambda d: d.port_path)
@@ -228,7 +276,7 @@ class RunningPico:
     product: Optional[str]
     serial: Optional[str]
     interface: Optional[int]
-    device: Any = None      #: the pyusb ``usb.core.Device``
+    device: Any = None  #: the pyusb ``usb.core.Device``
 
     @property
     def probe_id(self) -> str:
@@ -237,8 +285,14 @@ class RunningPico:
 
     def to_dict(self) -> Dict[str, Any]:
         """For ``piflash probes --json``."""
-        return {"probe_id": self.probe_id, "kind": "running", "vid_pid": self.vid_pid, "product": self.product,
-                "serial": self.serial, "reset_interface": self.interface is not None}
+        return {
+            "probe_id": self.probe_id,
+            "kind": "running",
+            "vid_pid": self.vid_pid,
+            "product": self.product,
+            "serial": self.serial,
+            "reset_interface": self.interface is not None,
+        }
 
 
 #: pico-sdk's reset interface (``pico/usb_reset_interface.h``): class, subclass, protocol and the
@@ -259,6 +313,7 @@ def _permission_fix() -> str:
     import getpass
 
     from piflash.probe.permissions import fix_text
+
     return "install piflash's udev rules and group: " + fix_text(getpass.getuser())
 
 
@@ -280,21 +335,30 @@ def list_running() -> List[RunningPico]:
         if dev.idVendor == VID and dev.idProduct in CHIPS:
             continue
         try:
-            number = next((intf.bInterfaceNumber for cfg in dev for intf in cfg
-                           if (intf.bInterfaceClass, intf.bInterfaceSubClass, intf.bInterfaceProtocol) == RESET_INTERFACE),
-                          None)
+            number = next(
+                (
+                    intf.bInterfaceNumber
+                    for cfg in dev
+                    for intf in cfg
+                    if (intf.bInterfaceClass, intf.bInterfaceSubClass, intf.bInterfaceProtocol) == RESET_INTERFACE
+                ),
+                None,
+            )
         except usb.core.USBError:
             continue
         if number is None and (dev.idVendor not in PICO_VIDS or probetable.lookup(dev.idVendor, dev.idProduct)):
-            continue                            # not a Pico, or a debug probe (the Debug Probe is 2E8A too)
+            continue  # not a Pico, or a debug probe (the Debug Probe is 2E8A too)
         strings = []
         for index in (dev.iProduct, dev.iSerialNumber):
             try:
                 strings.append(usb.util.get_string(dev, index) if index else None)
             except (usb.core.USBError, ValueError):
                 strings.append(None)
-        found.append(RunningPico(_port_path(dev), "%04x:%04x" % (dev.idVendor, dev.idProduct), strings[0],
-                                 strings[1], number, dev))
+        found.append(
+            RunningPico(
+                _port_path(dev), "%04x:%04x" % (dev.idVendor, dev.idProduct), strings[0], strings[1], number, dev
+            )
+        )
     return sorted(found, key=lambda d: d.port_path)
 
 
@@ -307,20 +371,24 @@ def reboot_to_bootsel(pico: RunningPico, wait_s: float = BOOTSEL_APPEAR_S) -> Bo
         come back in BOOTSEL mode within ``wait_s`` seconds.
     """
     import time
+
     usb = _usb()
     if pico.interface is None:
-        raise NoProbeError(f"{pico.probe_id} ({pico.vid_pid} {pico.product or ''}) runs firmware without the USB "
-                           "reset interface: piflash cannot reboot it into BOOTSEL mode",
-                           hint="hold BOOTSEL while plugging the board in (or while pressing RUN/reset); "
-                                "pico-sdk firmware with USB stdio offers the interface")
+        raise NoProbeError(
+            f"{pico.probe_id} ({pico.vid_pid} {pico.product or ''}) runs firmware without the USB "
+            "reset interface: piflash cannot reboot it into BOOTSEL mode",
+            hint="hold BOOTSEL while plugging the board in (or while pressing RUN/reset); "
+            "pico-sdk firmware with USB stdio offers the interface",
+        )
     dev = pico.device
     try:
         usb.util.claim_interface(dev, pico.interface)
         dev.ctrl_transfer(0x21, RESET_REQUEST_BOOTSEL, 0, pico.interface, None, 2000)
     except usb.core.USBError as err:
         if err.errno in (errno.EACCES, errno.EPERM):
-            raise ProbePermissionError(f"{pico.probe_id}: this user may not open the running Pico to reboot it",
-                                       hint=_permission_fix()) from None
+            raise ProbePermissionError(
+                f"{pico.probe_id}: this user may not open the running Pico to reboot it", hint=_permission_fix()
+            ) from None
         # EPIPE/EIO/ENODEV: the chip reset before the request's status stage, as it does
     finally:
         try:
@@ -333,9 +401,11 @@ def reboot_to_bootsel(pico: RunningPico, wait_s: float = BOOTSEL_APPEAR_S) -> Bo
         if back:
             return back[0]
         if time.monotonic() >= deadline:
-            raise ProbeTimeoutError(f"{pico.probe_id} did not come back in BOOTSEL mode within {wait_s:.0f} s "
-                                    "of the reboot request", seconds=wait_s,
-                                    hint="hold BOOTSEL while plugging the board in")
+            raise ProbeTimeoutError(
+                f"{pico.probe_id} did not come back in BOOTSEL mode within {wait_s:.0f} s of the reboot request",
+                seconds=wait_s,
+                hint="hold BOOTSEL while plugging the board in",
+            )
         time.sleep(0.2)
 
 
@@ -349,8 +419,9 @@ def _selector(probe: Union[str, ProbeSelector, None]) -> ProbeSelector:
 
     selector = ProbeSelector.parse(probe or "picoboot")
     if selector.transport != "picoboot":
-        raise ProbeSyntaxError(f"{selector} is not a Pico in BOOTSEL mode: use picoboot, picoboot:SERIAL "
-                               "or picoboot:BUS-PORT")
+        raise ProbeSyntaxError(
+            f"{selector} is not a Pico in BOOTSEL mode: use picoboot, picoboot:SERIAL or picoboot:BUS-PORT"
+        )
     return selector
 
 
@@ -383,29 +454,37 @@ def select_device(probe: Union[str, ProbeSelector, None], reboot_running: bool =
     devices = list_devices()
     matches = [d for d in devices if device_named(d, selector)]
     if not matches and reboot_running:
-        running = [r for r in list_running()
-                   if selector.matches(r.probe_id, PREFIX + r.serial if r.serial else None)]
+        running = [r for r in list_running() if selector.matches(r.probe_id, PREFIX + r.serial if r.serial else None)]
         if len(running) > 1:
             names = ", ".join(f"{r.probe_id} ({r.vid_pid} {r.product or ''})" for r in running)
-            raise SeveralProbesError(f"{len(running)} running Picos match {selector}: {names}",
-                                     [r.probe_id for r in running], hint="name one by its port: -u picoboot:PORT-PATH")
+            raise SeveralProbesError(
+                f"{len(running)} running Picos match {selector}: {names}",
+                [r.probe_id for r in running],
+                hint="name one by its port: -u picoboot:PORT-PATH",
+            )
         if running:
             return reboot_to_bootsel(running[0])
     if not matches:
         seen = [d.probe_id for d in devices] + [PREFIX + d.serial for d in devices if d.serial]
-        raise no_probe_error(selector, seen,
-                             hint="hold BOOTSEL while plugging the board in (or while pressing RUN/reset); "
-                                  "'piflash probes' lists what is attached")
+        raise no_probe_error(
+            selector,
+            seen,
+            hint="hold BOOTSEL while plugging the board in (or while pressing RUN/reset); "
+            "'piflash probes' lists what is attached",
+        )
     if len(matches) > 1:
         names = ", ".join(d.probe_id for d in matches)
-        raise SeveralProbesError(f"{len(matches)} Picos in BOOTSEL mode match {selector}: {names}",
-                                 [d.probe_id for d in matches],
-                                 hint="name one by its port: -u picoboot:PORT-PATH (an RP2040's serial "
-                                      "is its ROM version, the same on every board)")
+        raise SeveralProbesError(
+            f"{len(matches)} Picos in BOOTSEL mode match {selector}: {names}",
+            [d.probe_id for d in matches],
+            hint="name one by its port: -u picoboot:PORT-PATH (an RP2040's serial "
+            "is its ROM version, the same on every board)",
+        )
     chosen = matches[0]
     if not chosen.accessible:
-        raise ProbePermissionError(f"{chosen.probe_id}: this user may not open the BOOTSEL device",
-                                   hint=_permission_fix())
+        raise ProbePermissionError(
+            f"{chosen.probe_id}: this user may not open the BOOTSEL device", hint=_permission_fix()
+        )
     return chosen
 
 
@@ -422,13 +501,13 @@ class PicobootConnection:
 
     def __init__(self, device: BootselDevice) -> None:
         self.info = device
-        self.dev: Any = device.device       # pyusb usb.core.Device
+        self.dev: Any = device.device  # pyusb usb.core.Device
         self._token = 0
         self._jedec: Optional[bytes] = None
         self.interface: Optional[int] = None
         self.ep_out: Optional[int] = None
         self.ep_in: Optional[int] = None
-        self.touched = False          #: a command that changes the board was sent
+        self.touched = False  #: a command that changes the board was sent
 
     def __enter__(self) -> "PicobootConnection":
         usb = _usb()
@@ -436,8 +515,10 @@ class PicobootConnection:
             cfg = self.dev.get_active_configuration()
             intf = next((i for i in cfg if i.bInterfaceClass == 0xFF and i.bNumEndpoints == 2), None)
             if intf is None:
-                raise ProbeLostError(f"{self.info.probe_id} has no PICOBOOT interface",
-                                     hint="is it a Pico in BOOTSEL mode? 'piflash probes' lists it")
+                raise ProbeLostError(
+                    f"{self.info.probe_id} has no PICOBOOT interface",
+                    hint="is it a Pico in BOOTSEL mode? 'piflash probes' lists it",
+                )
             eps = list(intf)
             self.ep_out, self.ep_in = eps[0].bEndpointAddress, eps[1].bEndpointAddress
             self.interface = intf.bInterfaceNumber
@@ -457,14 +538,30 @@ class PicobootConnection:
             usb.util.dispose_resources(self.dev)
 
     # -- the protocol ----------------------------------------------------------------------------
-    def command(self, cmd_id: int, args: bytes = b"", size: int = 0, data: Optional[bytes] = None,
-                transfer: int = 0, timeout: float = BASE_TIMEOUT_S) -> bytes:
+    def command(
+        self,
+        cmd_id: int,
+        args: bytes = b"",
+        size: int = 0,
+        data: Optional[bytes] = None,
+        transfer: int = 0,
+        timeout: float = BASE_TIMEOUT_S,
+    ) -> bytes:
         """One PICOBOOT command: ``args`` (``size`` bytes of them count as bCmdSize), then
         ``data`` out or ``transfer`` bytes in, then the acknowledgement. Returns the IN data."""
         usb = _usb()
-        name = {EXCLUSIVE_ACCESS: "EXCLUSIVE_ACCESS", REBOOT: "REBOOT", FLASH_ERASE: "FLASH_ERASE", READ: "READ",
-                WRITE: "WRITE", EXIT_XIP: "EXIT_XIP", ENTER_CMD_XIP: "ENTER_CMD_XIP", EXEC: "EXEC",
-                REBOOT2: "REBOOT2", GET_INFO: "GET_INFO"}.get(cmd_id, hex(cmd_id))
+        name = {
+            EXCLUSIVE_ACCESS: "EXCLUSIVE_ACCESS",
+            REBOOT: "REBOOT",
+            FLASH_ERASE: "FLASH_ERASE",
+            READ: "READ",
+            WRITE: "WRITE",
+            EXIT_XIP: "EXIT_XIP",
+            ENTER_CMD_XIP: "ENTER_CMD_XIP",
+            EXEC: "EXEC",
+            REBOOT2: "REBOOT2",
+            GET_INFO: "GET_INFO",
+        }.get(cmd_id, hex(cmd_id))
         self._token = (self._token + 1) & 0xFFFFFFFF
         length = len(data) if data is not None else transfer
         packet = struct.pack("<IIBBxxI", MAGIC, self._token, cmd_id, size, length) + args.ljust(16, b"\0")
@@ -500,28 +597,39 @@ class PicobootConnection:
         except usb.core.USBError as err:
             return self._translate(err, name + " status", 1.0)
         text = STATUS_NAMES.get(status, str(status))
-        return PicobootError(name, status, text, f"the boot ROM refused {name}: {text}",
-                             hint=_STATUS_HINTS.get(text, "run the command again; if it repeats, unplug the board "
-                                                          "and put it back in BOOTSEL mode"))
+        return PicobootError(
+            name,
+            status,
+            text,
+            f"the boot ROM refused {name}: {text}",
+            hint=_STATUS_HINTS.get(
+                text, "run the command again; if it repeats, unplug the board and put it back in BOOTSEL mode"
+            ),
+        )
 
     def _translate(self, err: Exception, what: str, timeout: float) -> PiflashError:
         code = getattr(err, "errno", None)
         pid = self.info.probe_id
         if code == errno.ENODEV or code == errno.EIO or code == errno.ENOENT:
             state = "the flash may be partly written" if self.touched else "its flash was not changed"
-            return ProbeLostError(f"{pid} left the USB bus during {what}: {state}",
-                                  hint="the board was unplugged or rebooted: put it back in BOOTSEL mode and run "
-                                       "the same command again")
+            return ProbeLostError(
+                f"{pid} left the USB bus during {what}: {state}",
+                hint="the board was unplugged or rebooted: put it back in BOOTSEL mode and run the same command again",
+            )
         if code == errno.ETIMEDOUT:
-            return ProbeTimeoutError(f"{pid} did not answer {what} within {timeout:.1f} s", seconds=timeout,
-                                     hint="unplug the board and put it back in BOOTSEL mode (hold BOOTSEL while "
-                                          "plugging it in); the flash may be partly written: flash it again")
+            return ProbeTimeoutError(
+                f"{pid} did not answer {what} within {timeout:.1f} s",
+                seconds=timeout,
+                hint="unplug the board and put it back in BOOTSEL mode (hold BOOTSEL while "
+                "plugging it in); the flash may be partly written: flash it again",
+            )
         if code == errno.EBUSY:
-            return ProbeBusyError(f"{pid} is in use by another program (its PICOBOOT interface is claimed)",
-                                  hint="close picotool or the other piflash using this board, then run again")
+            return ProbeBusyError(
+                f"{pid} is in use by another program (its PICOBOOT interface is claimed)",
+                hint="close picotool or the other piflash using this board, then run again",
+            )
         if code in (errno.EACCES, errno.EPERM):
-            return ProbePermissionError(f"{pid}: this user may not open the BOOTSEL device",
-                                        hint=_permission_fix())
+            return ProbePermissionError(f"{pid}: this user may not open the BOOTSEL device", hint=_permission_fix())
         return ProbeLostError(f"{pid}: USB error during {what}: {getattr(err, 'strerror', None) or err}")
 
     # -- commands ---------------------------------------------------------------------------------
@@ -541,13 +649,19 @@ class PicobootConnection:
     def write(self, addr: int, data: bytes) -> None:
         """WRITE ``data`` at ``addr`` (flash: 256-byte aligned pages, programmed, not erased)."""
         self.touched = self.touched or addr < 0x20000000
-        self.command(WRITE, struct.pack("<II", addr, len(data)), 8, data=data,
-                     timeout=command_timeout(program_bytes=len(data), data_bytes=len(data)))
+        self.command(
+            WRITE,
+            struct.pack("<II", addr, len(data)),
+            8,
+            data=data,
+            timeout=command_timeout(program_bytes=len(data), data_bytes=len(data)),
+        )
 
     def read(self, addr: int, size: int) -> bytes:
         """READ ``size`` bytes from ``addr``."""
-        return self.command(READ, struct.pack("<II", addr, size), 8, transfer=size,
-                            timeout=command_timeout(data_bytes=size * 3))
+        return self.command(
+            READ, struct.pack("<II", addr, size), 8, transfer=size, timeout=command_timeout(data_bytes=size * 3)
+        )
 
     def exec(self, addr: int) -> None:
         """EXEC: the core calls the Thumb code at ``addr`` and returns."""
@@ -567,8 +681,13 @@ class PicobootConnection:
         got = self.command(GET_INFO, struct.pack("<BBHIII", GET_INFO_SYS, 0, 0, flags, 0, 0), 16, transfer=256)
         count = struct.unpack_from("<I", got)[0]
         if not 1 <= count <= 63:
-            raise PicobootError("GET_INFO", 0, "BAD_ANSWER", f"{self.info.probe_id}: GET_INFO answered {count} words",
-                                hint="unplug the board and put it back in BOOTSEL mode, then run again")
+            raise PicobootError(
+                "GET_INFO",
+                0,
+                "BAD_ANSWER",
+                f"{self.info.probe_id}: GET_INFO answered {count} words",
+                hint="unplug the board and put it back in BOOTSEL mode, then run again",
+            )
         return list(struct.unpack_from("<%dI" % count, got, 4))
 
     def prepare(self) -> None:
@@ -588,8 +707,13 @@ class PicobootConnection:
             return self.flash_unique_id()
         words = self.get_info_sys(SYS_INFO_CHIP_INFO)
         if len(words) < 4 or not words[0] & SYS_INFO_CHIP_INFO:
-            raise PicobootError("GET_INFO", 0, "BAD_ANSWER", f"{self.info.probe_id}: GET_INFO gave no chip ID",
-                                hint="unplug the board and put it back in BOOTSEL mode, then run again")
+            raise PicobootError(
+                "GET_INFO",
+                0,
+                "BAD_ANSWER",
+                f"{self.info.probe_id}: GET_INFO gave no chip ID",
+                hint="unplug the board and put it back in BOOTSEL mode, then run again",
+            )
         return (words[2] | words[3] << 32).to_bytes(8, "big")
 
     # -- piflash's helper on the chip (targetcode/picoboot_ops.c) --------------------------------
@@ -598,8 +722,9 @@ class PicobootConnection:
         mode). The other ``helper`` methods need it."""
         self.write(CODE_ADDRESS, _ops_code())
 
-    def _op(self, op: int, address: int = 0, count: int = 0, timeout: float = BASE_TIMEOUT_S,
-            results: int = 0) -> bytes:
+    def _op(
+        self, op: int, address: int = 0, count: int = 0, timeout: float = BASE_TIMEOUT_S, results: int = 0
+    ) -> bytes:
         """Run one helper request; returns ``results`` bytes of its results (read in the same
         READ as its status: the results follow the request block)."""
         self.write(OPS_PARAMS, struct.pack("<IIIII", OPS_MAGIC, op, address, count, 0xFFFFFFFF))
@@ -608,9 +733,13 @@ class PicobootConnection:
         got = self.read(OPS_PARAMS + 16, 4 + (gap - 4 + results if results else 0))
         status = struct.unpack_from("<I", got)[0]
         if status != 0:
-            raise PicobootError("EXEC", status, "HELPER_REFUSED", f"{self.info.probe_id}: piflash's helper on the chip did not run "
-                                f"(request {op}, answer {status:#x})",
-                                hint="unplug the board and put it back in BOOTSEL mode, then run again")
+            raise PicobootError(
+                "EXEC",
+                status,
+                "HELPER_REFUSED",
+                f"{self.info.probe_id}: piflash's helper on the chip did not run (request {op}, answer {status:#x})",
+                hint="unplug the board and put it back in BOOTSEL mode, then run again",
+            )
         return got[gap:] if results else b""
 
     def fast_spi(self) -> None:
@@ -639,16 +768,22 @@ class PicobootConnection:
         which runs no code for the host)."""
         if self.info.rom.version >= 2:
             import zlib
+
             crcs: List[int] = []
             for first in range(0, pages * PAGE, READ_CHUNK):
                 data = self.read(address + first, min(READ_CHUNK, pages * PAGE - first))
-                crcs += [zlib.crc32(data[i:i + PAGE]) for i in range(0, len(data), PAGE)]
+                crcs += [zlib.crc32(data[i : i + PAGE]) for i in range(0, len(data), PAGE)]
             return crcs
         out: List[int] = []
         for first in range(0, pages, CRC_PAGES_PER_EXEC):
             n = min(CRC_PAGES_PER_EXEC, pages - first)
-            got = self._op(OP_CRC_PAGES, address - FLASH_BASE + first * PAGE, n,
-                           timeout=command_timeout(data_bytes=n * PAGE * 4), results=4 * n)
+            got = self._op(
+                OP_CRC_PAGES,
+                address - FLASH_BASE + first * PAGE,
+                n,
+                timeout=command_timeout(data_bytes=n * PAGE * 4),
+                results=4 * n,
+            )
             out += struct.unpack("<%dI" % n, got)
         return out
 
@@ -667,11 +802,11 @@ class PicobootConnection:
 #: What to do about a refused command, by status name.
 _STATUS_HINTS = {
     "INVALID_ADDRESS": "the image reaches outside the flash the boot ROM accepts (0x10000000 up): check its "
-                       "addresses ('piflash info' shows the target's flash)",
+    "addresses ('piflash info' shows the target's flash)",
     "BAD_ALIGNMENT": "a write or erase did not start on a page/sector boundary: this is a piflash bug, please report it",
     "NOT_PERMITTED": "the region is protected on this chip (RP2350 partition permissions or OTP): the boot ROM "
-                     "will not write it",
+    "will not write it",
     "INTERLEAVED_WRITE": "the board's USB drive was written at the same time: do not copy files to it while "
-                         "piflash flashes",
+    "piflash flashes",
     "REBOOTING": "the board is rebooting: wait for it to come back in BOOTSEL mode and run again",
 }

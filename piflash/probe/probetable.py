@@ -77,38 +77,78 @@ def _span(first: int, last: int) -> Tuple[int, ...]:
 #: Every probe model. The rules list them in this order.
 PROBES: Tuple[ProbeModel, ...] = (
     ProbeModel("ST-Link/V2", 0x0483, (0x3748,), ("bulk",), f"{_PYOCD_STLINK}; {_RULES}"),
-    ProbeModel("ST-Link/V2-1", 0x0483, (0x374a, 0x374b, 0x3752), ("bulk",),
-               f"{_PYOCD_STLINK}; {_RULES}"),
-    ProbeModel("ST-Link/V3 (DFU mode)", 0x0483, (0x374d,), ("bulk",),
-               f"{_RULES}; named in a comment of {_PYOCD_STLINK}"),
-    ProbeModel("ST-Link/V3, V3PWR", 0x0483, (0x374e, 0x374f, 0x3753, 0x3754, 0x3755, 0x3757),
-               ("bulk",), f"{_PYOCD_STLINK}; {_RULES}"),
-    ProbeModel("STM32F103 CMSIS-DAP firmware", 0x0483, (0x572a,), ("hid", "bulk"), _RULES),
-    ProbeModel("Arm DAPLink (micro:bit, Mbed boards)", 0x0d28, (0x0204,), ("hid", "bulk"),
-               f"{_PYOCD_CMSIS} ARM_DAPLINK_ID; {_RULES}"),
-    ProbeModel("Microchip EDBG, JTAGICE3, Atmel-ICE, Power Debugger, mEDBG, EDBGC, nEDBG", 0x03eb,
-               (0x2111, 0x2140, 0x2141, 0x2144, 0x2145, 0x216c, 0x2175), ("hid", "bulk"),
-               f"{_PYOCD_CMSIS}; {_RULES}"),
-    ProbeModel("Cypress/Infineon KitProg, MiniProg4", 0x04b4,
-               (0xf138, 0xf139, 0xf148, 0xf151, 0xf152, 0xf154, 0xf155, 0xf166),
-               ("hid", "bulk"), f"{_PYOCD_CMSIS} (f139: {_RULES}); {_RULES}"),
-    ProbeModel("SEGGER J-Link", 0x1366,
-               _span(0x0101, 0x0105) + (0x0107, 0x0108) + _span(0x1001, 0x102f) + _span(0x1050, 0x106f),
-               ("bulk",), f"{_RULES} (pyOCD reaches J-Link through SEGGER's library, which uses libusb)"),
-    ProbeModel("WCH-Link", 0x1a86, (0x8010, 0x8011), ("hid", "bulk"),
-               f"{_PYOCD_CMSIS} (8011); {_RULES}"),
-    ProbeModel("NXP LPC-Link2, MCU-Link", 0x1fc9, (0x0090, 0x0143), ("hid", "bulk"),
-               f"{_PYOCD_CMSIS} NXP_LPCLINK2_ID, NXP_MCULINK_ID; {_RULES}"),
-    ProbeModel("WCH-Link (clone VID)", 0x2a86, (0x8011,), ("hid", "bulk"), f"{_PYOCD_CMSIS}; {_RULES}"),
-    ProbeModel("Raspberry Pi picoprobe (legacy firmware)", 0x2e8a, (0x0004,), ("bulk",),
-               f"pyOCD probe/picoprobe.py FindPicoprobe.VID_PID_CLASS; {_RULES}"),
-    ProbeModel("Raspberry Pi RP2040/RP2350 in USB BOOTSEL mode (boot ROM, PICOBOOT)", 0x2e8a, (0x0003, 0x000f),
-               ("bulk",), "RP2040 datasheet 2.8.4, RP2350 datasheet 5.6.1 (the boot ROMs' device descriptors)"),
-    ProbeModel("Raspberry Pi Debug Probe, debugprobe on Pico (CMSIS-DAP)", 0x2e8a, (0x000c,),
-               ("hid", "bulk"), f"raspberrypi/debugprobe src/usb_descriptors.c; {_RULES} (pyOCD finds it by its CMSIS-DAP product string)"),
-    ProbeModel("Vega VT-LinkII", 0x30cc, (0x9527,), ("hid", "bulk"), f"{_PYOCD_CMSIS}; {_RULES}"),
-    ProbeModel("Keil ULINK2, ULINKplus", 0xc251, (0x2710, 0x2750), ("hid", "bulk"),
-               f"{_PYOCD_CMSIS} (2750); {_RULES}"),
+    ProbeModel("ST-Link/V2-1", 0x0483, (0x374A, 0x374B, 0x3752), ("bulk",), f"{_PYOCD_STLINK}; {_RULES}"),
+    ProbeModel(
+        "ST-Link/V3 (DFU mode)", 0x0483, (0x374D,), ("bulk",), f"{_RULES}; named in a comment of {_PYOCD_STLINK}"
+    ),
+    ProbeModel(
+        "ST-Link/V3, V3PWR",
+        0x0483,
+        (0x374E, 0x374F, 0x3753, 0x3754, 0x3755, 0x3757),
+        ("bulk",),
+        f"{_PYOCD_STLINK}; {_RULES}",
+    ),
+    ProbeModel("STM32F103 CMSIS-DAP firmware", 0x0483, (0x572A,), ("hid", "bulk"), _RULES),
+    ProbeModel(
+        "Arm DAPLink (micro:bit, Mbed boards)",
+        0x0D28,
+        (0x0204,),
+        ("hid", "bulk"),
+        f"{_PYOCD_CMSIS} ARM_DAPLINK_ID; {_RULES}",
+    ),
+    ProbeModel(
+        "Microchip EDBG, JTAGICE3, Atmel-ICE, Power Debugger, mEDBG, EDBGC, nEDBG",
+        0x03EB,
+        (0x2111, 0x2140, 0x2141, 0x2144, 0x2145, 0x216C, 0x2175),
+        ("hid", "bulk"),
+        f"{_PYOCD_CMSIS}; {_RULES}",
+    ),
+    ProbeModel(
+        "Cypress/Infineon KitProg, MiniProg4",
+        0x04B4,
+        (0xF138, 0xF139, 0xF148, 0xF151, 0xF152, 0xF154, 0xF155, 0xF166),
+        ("hid", "bulk"),
+        f"{_PYOCD_CMSIS} (f139: {_RULES}); {_RULES}",
+    ),
+    ProbeModel(
+        "SEGGER J-Link",
+        0x1366,
+        _span(0x0101, 0x0105) + (0x0107, 0x0108) + _span(0x1001, 0x102F) + _span(0x1050, 0x106F),
+        ("bulk",),
+        f"{_RULES} (pyOCD reaches J-Link through SEGGER's library, which uses libusb)",
+    ),
+    ProbeModel("WCH-Link", 0x1A86, (0x8010, 0x8011), ("hid", "bulk"), f"{_PYOCD_CMSIS} (8011); {_RULES}"),
+    ProbeModel(
+        "NXP LPC-Link2, MCU-Link",
+        0x1FC9,
+        (0x0090, 0x0143),
+        ("hid", "bulk"),
+        f"{_PYOCD_CMSIS} NXP_LPCLINK2_ID, NXP_MCULINK_ID; {_RULES}",
+    ),
+    ProbeModel("WCH-Link (clone VID)", 0x2A86, (0x8011,), ("hid", "bulk"), f"{_PYOCD_CMSIS}; {_RULES}"),
+    ProbeModel(
+        "Raspberry Pi picoprobe (legacy firmware)",
+        0x2E8A,
+        (0x0004,),
+        ("bulk",),
+        f"pyOCD probe/picoprobe.py FindPicoprobe.VID_PID_CLASS; {_RULES}",
+    ),
+    ProbeModel(
+        "Raspberry Pi RP2040/RP2350 in USB BOOTSEL mode (boot ROM, PICOBOOT)",
+        0x2E8A,
+        (0x0003, 0x000F),
+        ("bulk",),
+        "RP2040 datasheet 2.8.4, RP2350 datasheet 5.6.1 (the boot ROMs' device descriptors)",
+    ),
+    ProbeModel(
+        "Raspberry Pi Debug Probe, debugprobe on Pico (CMSIS-DAP)",
+        0x2E8A,
+        (0x000C,),
+        ("hid", "bulk"),
+        f"raspberrypi/debugprobe src/usb_descriptors.c; {_RULES} (pyOCD finds it by its CMSIS-DAP product string)",
+    ),
+    ProbeModel("Vega VT-LinkII", 0x30CC, (0x9527,), ("hid", "bulk"), f"{_PYOCD_CMSIS}; {_RULES}"),
+    ProbeModel("Keil ULINK2, ULINKplus", 0xC251, (0x2710, 0x2750), ("hid", "bulk"), f"{_PYOCD_CMSIS} (2750); {_RULES}"),
 )
 
 #: Substrings of a USB product or interface string that identify any CMSIS-DAP probe,
@@ -118,8 +158,13 @@ PROBES: Tuple[ProbeModel, ...] = (
 PRODUCT_STRINGS: Tuple[str, ...] = ("CMSIS-DAP", "CMSIS_DAP", "WCH-Link")
 
 #: The model reported for a device matched only by :data:`PRODUCT_STRINGS`.
-GENERIC_CMSIS_DAP = ProbeModel("CMSIS-DAP probe (by its product string)", 0, (), ("hid", "bulk"),
-                               "Arm CMSIS-DAP specification; pyOCD KNOWN_DEVICE_STRINGS")
+GENERIC_CMSIS_DAP = ProbeModel(
+    "CMSIS-DAP probe (by its product string)",
+    0,
+    (),
+    ("hid", "bulk"),
+    "Arm CMSIS-DAP specification; pyOCD KNOWN_DEVICE_STRINGS",
+)
 
 
 def lookup(vid: int, pid: int, strings: Sequence[str] = ()) -> Optional[ProbeModel]:
@@ -161,7 +206,7 @@ def render_rules() -> str:
     out = [
         f"# {RULES_NAME}: let the {GROUP} group (and the logged-in seat user) open USB debug probes.",
         "# GENERATED from piflash/probe/probetable.py by `python -m piflash.probe.probetable --write`; do not edit.",
-        "# Installed by `sudo \"$(command -v piflash)\" setup permissions` (or scripts/setup-probe-permissions.sh).",
+        '# Installed by `sudo "$(command -v piflash)" setup permissions` (or scripts/setup-probe-permissions.sh).',
         f"# Mode {MODE}: never world-writable. See docs/permissions.md.",
         "",
         f'ACTION=="remove", GOTO="{_END}"',

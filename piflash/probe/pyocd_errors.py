@@ -66,70 +66,97 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
     foreign = not isinstance(exc, (pe.Error, OSError))  # KeyError, AttributeError... from pyOCD's code
     # ENODEV: libusb's LIBUSB_ERROR_NO_DEVICE, which pyusb raises as USBError when a USB probe is
     # unplugged in the middle of a transfer (pyOCD's CMSIS-DAP driver lets it through).
-    if isinstance(exc, pe.ProbeDisconnected) or isinstance(exc, (ConnectionError, BrokenPipeError)) \
-            or getattr(exc, "errno", None) == errno.ENODEV:
+    if (
+        isinstance(exc, pe.ProbeDisconnected)
+        or isinstance(exc, (ConnectionError, BrokenPipeError))
+        or getattr(exc, "errno", None) == errno.ENODEV
+    ):
         # A socket error is a remote: probe's (pyOCD's USB drivers raise ProbeDisconnected or ENODEV):
         # its cable is a network connection, not USB (issue 19 item 18).
         remote = isinstance(exc, (ConnectionError, BrokenPipeError)) or "probe server" in text
-        hint = ("the probe server (remote:HOST:PORT) closed the connection: is it still running, "
-                "and the network up? Start it again, then run the command again"
-                if remote else "check the USB cable and power, then run the command again")
+        hint = (
+            "the probe server (remote:HOST:PORT) closed the connection: is it still running, "
+            "and the network up? Start it again, then run the command again"
+            if remote
+            else "check the USB cable and power, then run the command again"
+        )
         return ProbeLostError(f"the probe disconnected during {phase}: {text}", hint=hint)
     if isinstance(exc, pe.ProbeError) and "in use by another" in text:
         # 'piflash sim serve' refuses a second client this way (over the remote protocol the text
         # follows "error received from server ... (status code 3): "); a local simulated board
         # held by another session for longer than its 10 s wait says so too.
-        return ProbeBusyError(text.rsplit("): ", 1)[-1],
-                              hint="wait until the other piflash (or pyOCD) using this probe has finished, "
-                                   "then run the command again")
-    if getattr(exc, "errno", None) in (errno.EACCES, errno.EPERM) or "Access denied" in text \
-            or "insufficient permissions" in text.lower():
+        return ProbeBusyError(
+            text.rsplit("): ", 1)[-1],
+            hint="wait until the other piflash (or pyOCD) using this probe has finished, then run the command again",
+        )
+    if (
+        getattr(exc, "errno", None) in (errno.EACCES, errno.EPERM)
+        or "Access denied" in text
+        or "insufficient permissions" in text.lower()
+    ):
         from piflash.probe.permissions import setup_command
 
-        return ProbePermissionError(f"permission denied opening the probe: {text}",
-                                    hint=f"run 'piflash doctor'; the fix is '{setup_command()}' "
-                                         "(udev rules and the plugdev group), not running as root")
+        return ProbePermissionError(
+            f"permission denied opening the probe: {text}",
+            hint=f"run 'piflash doctor'; the fix is '{setup_command()}' "
+            "(udev rules and the plugdev group), not running as root",
+        )
     if isinstance(exc, pe.FlashFailure):
         addr = getattr(exc, "address", None)
         where = f" at {addr:#010x}" if addr is not None else ""
         code = getattr(exc, "result_code", None)
         extra = f" (algorithm result {code:#x})" if code is not None else ""
         if "timed out" in text:
-            hint = ("the flash controller did not finish: power-cycle the board and try again; "
-                    "if it keeps timing out the part may be locked or damaged")
-        elif "flash program failed: the core" in text:      # piflash.flashing.multipage's run calls
-            hint = ("the target's core did not run the flash algorithm to its end (a fault, a "
-                    "halt from another debugger, or its RAM changed while it ran): power-cycle "
-                    "the board and flash again; if it recurs, report it with the output of "
-                    "'piflash -vv flash ...'")
+            hint = (
+                "the flash controller did not finish: power-cycle the board and try again; "
+                "if it keeps timing out the part may be locked or damaged"
+            )
+        elif "flash program failed: the core" in text:  # piflash.flashing.multipage's run calls
+            hint = (
+                "the target's core did not run the flash algorithm to its end (a fault, a "
+                "halt from another debugger, or its RAM changed while it ran): power-cycle "
+                "the board and flash again; if it recurs, report it with the output of "
+                "'piflash -vv flash ...'"
+            )
         else:
-            hint = ("the sector may be write-protected (STM32: the WRP option bytes, which a chip "
-                    "erase does not clear; nRF: NVMC BPROT/ACL) or the flash worn: remove the "
-                    "protection, then flash again")
+            hint = (
+                "the sector may be write-protected (STM32: the WRP option bytes, which a chip "
+                "erase does not clear; nRF: NVMC BPROT/ACL) or the flash worn: remove the "
+                "protection, then flash again"
+            )
         return FlashError(f"{phase} failed{where}: {text}{extra}", address=addr, hint=hint)
     if isinstance(exc, pe.TargetSupportError):
-        return ConnectError(f"target support problem during {phase}: {text}",
-                            hint="check --target ('piflash targets' lists them)")
+        return ConnectError(
+            f"target support problem during {phase}: {text}", hint="check --target ('piflash targets' lists them)"
+        )
     if phase in ("connect", "list probes"):
         if isinstance(exc, OSError):
-            return ConnectError(f"cannot reach the probe: {text}",
-                                hint="for remote:HOST:PORT, is the probe server running?")
+            return ConnectError(
+                f"cannot reach the probe: {text}", hint="for remote:HOST:PORT, is the probe server running?"
+            )
         if foreign:
-            return ConnectError("cannot connect to the target: pyOCD's connect sequence failed "
-                                "(run with -vv for its details)",
-                                hint="is --target right for this chip, the board powered and seated, "
-                                     "SWD wired (SWDIO, SWCLK, GND)? A lower --frequency can help")
-        return ConnectError(f"cannot connect to the target: {text}",
-                            hint="is the board powered and seated, SWD wired (SWDIO, SWCLK, GND), "
-                                 "and --target right? A lower --frequency can help")
+            return ConnectError(
+                "cannot connect to the target: pyOCD's connect sequence failed (run with -vv for its details)",
+                hint="is --target right for this chip, the board powered and seated, "
+                "SWD wired (SWDIO, SWCLK, GND)? A lower --frequency can help",
+            )
+        return ConnectError(
+            f"cannot connect to the target: {text}",
+            hint="is the board powered and seated, SWD wired (SWDIO, SWCLK, GND), "
+            "and --target right? A lower --frequency can help",
+        )
     if isinstance(exc, (pe.TransferError, pe.TimeoutError)):
-        return FlashError(f"{phase} failed: {text}",
-                          address=getattr(exc, "fault_address", None),
-                          hint="the target stopped answering: check power and wiring, then flash again")
+        return FlashError(
+            f"{phase} failed: {text}",
+            address=getattr(exc, "fault_address", None),
+            hint="the target stopped answering: check power and wiring, then flash again",
+        )
     if isinstance(exc, pe.Error):
         return FlashError(f"{phase} failed: {text}")
-    return PiflashError(f"unexpected error inside pyOCD during {phase} ({type(exc).__name__})",
-                        hint="run the command again with -vv and report the output as a bug")
+    return PiflashError(
+        f"unexpected error inside pyOCD during {phase} ({type(exc).__name__})",
+        hint="run the command again with -vv and report the output as a bug",
+    )
 
 
 def probe_gone(probe: DebugProbe) -> Optional[PiflashError]:
@@ -146,11 +173,12 @@ def probe_gone(probe: DebugProbe) -> Optional[PiflashError]:
         probe.read_dp(0)
     except ProbeDisconnected:
         remote = str(getattr(probe, "unique_id", "")).startswith("remote:")
-        return ProbeLostError("the probe disconnected during connect (it stopped answering in the "
-                              "first requests)",
-                              hint=("is the probe server still running, and the network up? Start it again, "
-                                    "then run the command again") if remote
-                              else "check the USB cable and power, then run the command again")
+        return ProbeLostError(
+            "the probe disconnected during connect (it stopped answering in the first requests)",
+            hint=("is the probe server still running, and the network up? Start it again, then run the command again")
+            if remote
+            else "check the USB cable and power, then run the command again",
+        )
     except PiflashError as exc:  # e.g. the remote probe's bounded wait expired during discovery
         return exc
     except Exception:  # noqa: BLE001  (any other answer: the probe is still there)

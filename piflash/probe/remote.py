@@ -37,10 +37,27 @@ PREFIX = "remote:"
 #: SWD wire or the target's reset line: a reply to one of them means the server reached the board.
 #: The others (``hello``, ``readprop``, ``open``, ``lock``, ``set_clock``...) only talk to the
 #: server and its probe.
-TARGET_REQUESTS = frozenset({"swj_sequence", "swd_sequence", "jtag_sequence", "reset", "assert_reset",
-                             "read_dp", "write_dp", "read_ap", "write_ap", "read_ap_multiple",
-                             "write_ap_multiple", "read_mem", "write_mem", "read_block32",
-                             "write_block32", "read_block8", "write_block8"})
+TARGET_REQUESTS = frozenset(
+    {
+        "swj_sequence",
+        "swd_sequence",
+        "jtag_sequence",
+        "reset",
+        "assert_reset",
+        "read_dp",
+        "write_dp",
+        "read_ap",
+        "write_ap",
+        "read_ap_multiple",
+        "write_ap_multiple",
+        "read_mem",
+        "write_mem",
+        "read_block32",
+        "write_block32",
+        "read_block8",
+        "write_block8",
+    }
+)
 #: Seconds to wait for the TCP connection to the server (pyOCD's own ``ClientSocket`` default is 10 s).
 CONNECT_TIMEOUT = 5.0
 #: Seconds to wait for one reply. Every request of the protocol is one short probe operation
@@ -97,15 +114,16 @@ def _socket_class() -> Type[ClientSocket]:
             #: Whether the server has answered a request that reaches the target
             #: (:data:`TARGET_REQUESTS`): until then a silence is a refusal before the board.
             self.reached_target = False
-            self._request: Optional[bytes] = None     # the request awaiting its reply
+            self._request: Optional[bytes] = None  # the request awaiting its reply
 
         def timeout_error(self) -> ProbeTimeoutError:
             exc = ProbeTimeoutError(
-                f"the probe server at {self.address} stopped answering: no reply within "
-                f"{self.reply_timeout:g} s", self.reply_timeout,
+                f"the probe server at {self.address} stopped answering: no reply within {self.reply_timeout:g} s",
+                self.reply_timeout,
                 hint=f"is a pyOCD probe server ('piflash sim serve', 'pyocd server') listening at "
-                     f"{self.address}, and not stuck? Restart it and try again "
-                     f"(${TIMEOUT_ENV} sets the wait, in seconds)")
+                f"{self.address}, and not stuck? Restart it and try again "
+                f"(${TIMEOUT_ENV} sets the wait, in seconds)",
+            )
             exc.reached_target = self.reached_target
             return exc
 
@@ -124,8 +142,8 @@ def _socket_class() -> Type[ClientSocket]:
             while True:
                 end = self._buffer.find(b"\n")
                 if end != -1:
-                    line = bytes(self._buffer[:end + 1])
-                    del self._buffer[:end + 1]
+                    line = bytes(self._buffer[: end + 1])
+                    del self._buffer[: end + 1]
                     if self._request is not None and self._request.decode() in TARGET_REQUESTS:
                         self.reached_target = True
                     return line
@@ -143,7 +161,7 @@ def _socket_class() -> Type[ClientSocket]:
     return BoundedSocket
 
 
-_CLASSES: Dict[str, type] = {}      # "probe": RemoteProbe, made on first use
+_CLASSES: Dict[str, type] = {}  # "probe": RemoteProbe, made on first use
 
 
 def _probe_class() -> Callable[[str, float], TCPClientProbe]:
@@ -218,5 +236,6 @@ def remote_probe(unique_id: Union[str, ProbeSelector], timeout: Optional[float] 
 
 def server_address(probe: DebugProbe) -> Optional[str]:
     """``HOST:PORT`` of a probe made by :func:`remote_probe` (str), else None."""
-    return getattr(probe, "server_address", None) if "probe" in _CLASSES and \
-        isinstance(probe, _CLASSES["probe"]) else None
+    return (
+        getattr(probe, "server_address", None) if "probe" in _CLASSES and isinstance(probe, _CLASSES["probe"]) else None
+    )

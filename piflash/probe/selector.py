@@ -35,9 +35,19 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Un
 
 from piflash.errors import NoProbeError, ProbeSyntaxError, SeveralProbesError
 
-__all__ = ["ProbeKind", "ProbeSelector", "PROBE_KINDS", "register_kind", "parse_selector", "kind_of",
-           "no_probe_error", "several_probes_error", "parse_remote_address", "MAX_SELECTOR_LENGTH",
-           "REMOTE_DEFAULT_PORT"]
+__all__ = [
+    "ProbeKind",
+    "ProbeSelector",
+    "PROBE_KINDS",
+    "register_kind",
+    "parse_selector",
+    "kind_of",
+    "no_probe_error",
+    "several_probes_error",
+    "parse_remote_address",
+    "MAX_SELECTOR_LENGTH",
+    "REMOTE_DEFAULT_PORT",
+]
 
 #: Characters a selector may have at most. A USB serial number is at most 126 UTF-16 characters
 #: (a string descriptor's bLength is one byte: (255 - 2) // 2, USB 2.0 9.6.7); a ``remote:`` host
@@ -81,7 +91,7 @@ def parse_remote_address(text: str) -> Tuple[str, int]:
     :raises ProbeSyntaxError: (exit 2) no host, or a port that is not a number in 1..65535.
     """
     whole = text if text.lower().startswith("remote:") else "remote:" + text
-    rest = whole[len("remote:"):]
+    rest = whole[len("remote:") :]
     host, sep, port_text = rest.partition(":")
     if not host:
         raise ProbeSyntaxError(f"'{whole}' names no host: use remote:HOST:PORT, e.g. remote:127.0.0.1:5555")
@@ -92,8 +102,10 @@ def parse_remote_address(text: str) -> Tuple[str, int]:
     except ValueError:
         port = -1
     if not 1 <= port <= 65535:
-        raise ProbeSyntaxError(f"'{whole}': the port '{port_text}' is not a TCP port number (1-65535)",
-                               hint="use remote:HOST:PORT, e.g. remote:127.0.0.1:5555")
+        raise ProbeSyntaxError(
+            f"'{whole}': the port '{port_text}' is not a TCP port number (1-65535)",
+            hint="use remote:HOST:PORT, e.g. remote:127.0.0.1:5555",
+        )
     return host, port
 
 
@@ -120,11 +132,13 @@ def register_kind(kind: ProbeKind) -> ProbeKind:
     return kind
 
 
-USB = register_kind(ProbeKind("usb", None, "pyocd", "a USB debug probe by its serial number (CMSIS-DAP, "
-                              "ST-Link, J-Link)"))
+USB = register_kind(
+    ProbeKind("usb", None, "pyocd", "a USB debug probe by its serial number (CMSIS-DAP, ST-Link, J-Link)")
+)
 register_kind(ProbeKind("sim", "sim:", "pyocd", "a simulated board ('piflash sim')"))
-register_kind(ProbeKind("remote", "remote:", "pyocd", "a probe behind a pyOCD probe server",
-                        prefixes=False, check=_check_remote))
+register_kind(
+    ProbeKind("remote", "remote:", "pyocd", "a probe behind a pyOCD probe server", prefixes=False, check=_check_remote)
+)
 register_kind(ProbeKind("picoboot", "picoboot:", "picoboot", "a Pico in USB BOOTSEL mode", bare=True))
 
 
@@ -165,12 +179,15 @@ class ProbeSelector:
             raise ProbeSyntaxError(f"a probe ID is text, not {type(text).__name__} ({text!r:.60})")
         raw = text.strip()
         if not raw:
-            raise ProbeSyntaxError("an empty probe ID names no probe",
-                                   hint="give a unique ID from 'piflash probes', or leave --probe out "
-                                        "to use the only probe attached")
+            raise ProbeSyntaxError(
+                "an empty probe ID names no probe",
+                hint="give a unique ID from 'piflash probes', or leave --probe out to use the only probe attached",
+            )
         if len(raw) > MAX_SELECTOR_LENGTH:
-            raise ProbeSyntaxError(f"a probe ID of {len(raw):,} characters ({raw[:40]!r}...) is not one: "
-                                   f"IDs have at most {MAX_SELECTOR_LENGTH}")
+            raise ProbeSyntaxError(
+                f"a probe ID of {len(raw):,} characters ({raw[:40]!r}...) is not one: "
+                f"IDs have at most {MAX_SELECTOR_LENGTH}"
+            )
         if any(ord(c) < 0x20 or ord(c) == 0x7F for c in raw):
             raise ProbeSyntaxError(f"the probe ID {raw!r} holds a control character")
         prefix = raw.endswith(PREFIX_MARK)
@@ -179,18 +196,21 @@ class ProbeSelector:
             raise ProbeSyntaxError(f"'{raw}': '*' may only end a probe ID, to make it a prefix (e.g. 0240*)")
         kind = kind_of(body)
         bare = next((k for k in PROBE_KINDS.values() if k.bare and body.lower() == k.name), None)
-        if bare is not None:                                  # "picoboot": any one of its kind
+        if bare is not None:  # "picoboot": any one of its kind
             return cls(bare, bare.name, True)
-        value = body[len(kind.tag):] if kind.tag else body
+        value = body[len(kind.tag) :] if kind.tag else body
         if prefix and not kind.prefixes:
             raise ProbeSyntaxError(f"'{raw}': a {kind.name} probe is named by its whole address, not a prefix")
         if not value and not (prefix and kind.tag):
             if prefix:
-                raise ProbeSyntaxError("'*' alone names no probe",
-                                       hint="leave --probe out to use the only probe attached, or "
-                                            "write the start of an ID, e.g. 0240*")
-            raise ProbeSyntaxError(f"'{raw}' names no {kind.name} probe: write {kind.tag}ID"
-                                   + (" or " + kind.name + " alone" if kind.bare else ""))
+                raise ProbeSyntaxError(
+                    "'*' alone names no probe",
+                    hint="leave --probe out to use the only probe attached, or write the start of an ID, e.g. 0240*",
+                )
+            raise ProbeSyntaxError(
+                f"'{raw}' names no {kind.name} probe: write {kind.tag}ID"
+                + (" or " + kind.name + " alone" if kind.bare else "")
+            )
         if kind.check is not None and not prefix:
             kind.check(value)
         return cls(kind, body, prefix)
@@ -199,7 +219,7 @@ class ProbeSelector:
     def value(self) -> str:
         """The part after the kind's tag (str): the board name of ``sim:NAME``, a serial number."""
         if self.kind.tag and self.text.lower().startswith(self.kind.tag):
-            return self.text[len(self.kind.tag):]
+            return self.text[len(self.kind.tag) :]
         return "" if self.kind.bare and self.text.lower() == self.kind.name else self.text
 
     @property
@@ -259,10 +279,9 @@ def near_matches(selector: ProbeSelector, probe_ids: Iterable[str], n: int = 3) 
     tag = len(selector.kind.tag or "")
     by_value: Dict[str, str] = {}
     for p in ids:
-        by_value.setdefault(p.lower()[len(kind_of(p).tag or ""):], p)
+        by_value.setdefault(p.lower()[len(kind_of(p).tag or "") :], p)
     value = want[tag:] if selector.kind.tag and want.startswith(selector.kind.tag) else want
-    close = [by_value[m] for m in difflib.get_close_matches(value, list(by_value), n=n, cutoff=0.6)] \
-        if value else []
+    close = [by_value[m] for m in difflib.get_close_matches(value, list(by_value), n=n, cutoff=0.6)] if value else []
     return list(dict.fromkeys(longer + close))[:n]
 
 
@@ -273,8 +292,11 @@ def no_probe_error(selector: ProbeSelector, probe_ids: Sequence[str], hint: Opti
     :param hint: what to do when there is no near match; the default points at ``piflash probes``.
     """
     near = near_matches(selector, probe_ids)
-    what = "no Pico in BOOTSEL mode" if selector.kind.bare and selector.text == selector.kind.name \
+    what = (
+        "no Pico in BOOTSEL mode"
+        if selector.kind.bare and selector.text == selector.kind.name
         else f"no probe {selector}"
+    )
     message = f"{what} is attached"
     if near:
         message += f"; did you mean {' or '.join(near)}?"
@@ -282,13 +304,16 @@ def no_probe_error(selector: ProbeSelector, probe_ids: Sequence[str], hint: Opti
     message += f" (attached: {_listing(attached) if attached else 'none'})"
     longer = [p for p in near if p.lower().startswith(selector.text.lower())]
     if longer and not selector.prefix and selector.kind.prefixes:
-        hint = (f"write {selector.text}* for a prefix (it must then match exactly one probe); "
-                "'piflash probes' lists the probes piflash can see")
+        hint = (
+            f"write {selector.text}* for a prefix (it must then match exactly one probe); "
+            "'piflash probes' lists the probes piflash can see"
+        )
     return NoProbeError(message, hint=hint or "'piflash probes' lists the probes piflash can see")
 
 
-def several_probes_error(selector: Optional[ProbeSelector], probe_ids: Sequence[str],
-                         hint: Optional[str] = None) -> SeveralProbesError:
+def several_probes_error(
+    selector: Optional[ProbeSelector], probe_ids: Sequence[str], hint: Optional[str] = None
+) -> SeveralProbesError:
     """The error (exit 8) for several probes where one is needed: a prefix that matches more than
     one, or no selector with more than one probe attached.
 

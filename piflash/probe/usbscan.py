@@ -85,9 +85,11 @@ class UsbProbe:
 
 def roots_from_env() -> Dict[str, str]:
     """``{"sysfs_root", "dev_root", "sysroot"}`` from the environment (defaults /sys, /dev, /)."""
-    return {"sysfs_root": settings.PIFLASH_SYSFS_ROOT.value(),
-            "dev_root": settings.PIFLASH_DEV_ROOT.value(),
-            "sysroot": settings.PIFLASH_SYSROOT.value()}
+    return {
+        "sysfs_root": settings.PIFLASH_SYSFS_ROOT.value(),
+        "dev_root": settings.PIFLASH_DEV_ROOT.value(),
+        "sysroot": settings.PIFLASH_SYSROOT.value(),
+    }
 
 
 def _read(path: Path) -> Optional[str]:
@@ -131,24 +133,30 @@ def explain_access(node: Path, sysroot: str = "/") -> Tuple[Optional[str], Optio
     group_rw = mode & 0o060 == 0o060
     if group_rw and st.st_gid != 0:
         if in_session:
-            return (f"{where} and {user} is in {gname}, yet access is denied (an ACL or a "
-                    "security module?)", f"getfacl {node}")
+            return (
+                f"{where} and {user} is in {gname}, yet access is denied (an ACL or a security module?)",
+                f"getfacl {node}",
+            )
         listed = gname in groups and user in groups[gname][1]
         if listed:
-            return (f"{where}; {user} was added to {gname} in /etc/group, but this session "
-                    "started before that", f"log out and back in (or run: newgrp {gname}), then try again")
+            return (
+                f"{where}; {user} was added to {gname} in /etc/group, but this session started before that",
+                f"log out and back in (or run: newgrp {gname}), then try again",
+            )
         if gname != probetable.GROUP:  # another rule file chose this group
-            return (f"{where} and {user} is not in group {gname} (a udev rule other than piflash's "
-                    "sets that group)", f"sudo gpasswd --add {user} {gname} and log in again, or "
-                                        "remove the rule that sets it")
+            return (
+                f"{where} and {user} is not in group {gname} (a udev rule other than piflash's sets that group)",
+                f"sudo gpasswd --add {user} {gname} and log in again, or remove the rule that sets it",
+            )
         return f"{where} and {user} is not in group {gname}", permissions.fix_text(user)
     rules = Path(sysroot, permissions.RULES_DIR, probetable.RULES_NAME)
     if rules.exists():
-        return (f"{where}: piflash's rules are installed ({rules}) but were not applied to this "
-                "probe", "unplug and replug the probe, or: sudo udevadm control --reload && "
-                     "sudo udevadm trigger --subsystem-match=usb")
-    return (f"{where}: no udev rule gives the {probetable.GROUP} group access",
-            permissions.fix_text(user))
+        return (
+            f"{where}: piflash's rules are installed ({rules}) but were not applied to this probe",
+            "unplug and replug the probe, or: sudo udevadm control --reload && "
+            "sudo udevadm trigger --subsystem-match=usb",
+        )
+    return (f"{where}: no udev rule gives the {probetable.GROUP} group access", permissions.fix_text(user))
 
 
 def _open_refused_fix(sysroot: str = "/") -> str:
@@ -161,9 +169,11 @@ def _open_refused_fix(sysroot: str = "/") -> str:
     gid = groups.get(probetable.GROUP, (None, ()))[0]
     in_group = os.geteuid() == 0 or (gid is not None and gid in set(os.getgroups()) | {os.getegid()})
     if rules.exists() and in_group:
-        return (f"piflash's rules ({rules}) and the {probetable.GROUP} group are in place: unplug and replug "
-                "the probe (its device node may predate the rules), or look for an ACL or a security "
-                "module denying it")
+        return (
+            f"piflash's rules ({rules}) and the {probetable.GROUP} group are in place: unplug and replug "
+            "the probe (its device node may predate the rules), or look for an ACL or a security "
+            "module denying it"
+        )
     return permissions.fix_text(user)
 
 
@@ -196,9 +206,24 @@ def scan(sysfs_root: str = "/sys", dev_root: str = "/dev", sysroot: str = "/") -
             continue
         node = Path(dev_root, "bus", "usb", f"{bus_i:03d}", f"{dev_i:03d}")
         reason, fix = explain_access(node, sysroot)
-        found.append(UsbProbe(model.name, vid_i, pid_i, bus_i, dev_i, product,
-                              _read(entry / "manufacturer"), _read(entry / "serial"), str(node),
-                              reason is None, reason, fix, entry.name, _speed(entry)))
+        found.append(
+            UsbProbe(
+                model.name,
+                vid_i,
+                pid_i,
+                bus_i,
+                dev_i,
+                product,
+                _read(entry / "manufacturer"),
+                _read(entry / "serial"),
+                str(node),
+                reason is None,
+                reason,
+                fix,
+                entry.name,
+                _speed(entry),
+            )
+        )
     return sorted(found, key=lambda p: (p.busnum, p.devnum))
 
 
@@ -301,16 +326,28 @@ def scan_simulated_usb() -> List[UsbProbe]:
             continue
         reason = fix = None
         try:
-            dev.get_active_configuration()          # opens the device, as pyOCD does
+            dev.get_active_configuration()  # opens the device, as pyOCD does
         except usb.core.USBError as err:
             if err.errno not in (errno.EACCES, errno.EPERM):
                 continue
             reason = f"pyusb cannot open the device: {err.strerror or err}"
             fix = _open_refused_fix()
-        found.append(UsbProbe(model.name, sim.preset.vid, sim.preset.pid, dev.bus, dev.address,
-                              sim.preset.product, sim.preset.manufacturer, sim.serial,
-                              f"simulated USB bus {dev.bus} device {dev.address}", reason is None,
-                              reason, fix))
+        found.append(
+            UsbProbe(
+                model.name,
+                sim.preset.vid,
+                sim.preset.pid,
+                dev.bus,
+                dev.address,
+                sim.preset.product,
+                sim.preset.manufacturer,
+                sim.serial,
+                f"simulated USB bus {dev.bus} device {dev.address}",
+                reason is None,
+                reason,
+                fix,
+            )
+        )
     return found
 
 

@@ -38,9 +38,18 @@ from piflash.errors import BootCheckError
 from piflash.firmware.symbols import elf_symbol
 from piflash.targets.rtt import RTT_SYMBOL, RttUpChannel
 
-__all__ = ["BootCheck", "BootResult", "parse_boot_check", "boot_check_from_mapping", "arm_boot_check",
-           "run_boot_check",
-           "elf_symbol", "DEFAULT_TIMEOUT", "OUTPUT_LIMIT", "KINDS"]
+__all__ = [
+    "BootCheck",
+    "BootResult",
+    "parse_boot_check",
+    "boot_check_from_mapping",
+    "arm_boot_check",
+    "run_boot_check",
+    "elf_symbol",
+    "DEFAULT_TIMEOUT",
+    "OUTPUT_LIMIT",
+    "KINDS",
+]
 
 #: Seconds a boot check waits when no timeout is given.
 DEFAULT_TIMEOUT = 3.0
@@ -55,7 +64,7 @@ POLL_INTERVAL = 0.01
 SYS_EXIT = 0x18
 SYS_EXIT_EXTENDED = 0x20
 ADP_STOPPED_APPLICATION_EXIT = 0x20026
-BKPT_SEMIHOST = 0xBEAB              # Thumb "bkpt 0xab"
+BKPT_SEMIHOST = 0xBEAB  # Thumb "bkpt 0xab"
 # Debug registers (ARMv7-M ARM C1.6): DFSR and its BKPT / VCATCH bits.
 DFSR = 0xE000ED30
 DFSR_BKPT = 1 << 1
@@ -124,10 +133,15 @@ class BootResult:
     def to_dict(self) -> Dict[str, object]:
         """The result's ``boot_check`` object (docs/result.md): check, passed, detail, seconds
         (rounded as every duration), output, fault_pc (``0x%08x`` or null), exit_status."""
-        return {"check": self.check, "passed": self.passed, "detail": self.detail,
-                "seconds": round(self.seconds, 4), "output": self.output,
-                "fault_pc": None if self.fault_pc is None else f"0x{self.fault_pc:08x}",
-                "exit_status": self.exit_status}
+        return {
+            "check": self.check,
+            "passed": self.passed,
+            "detail": self.detail,
+            "seconds": round(self.seconds, 4),
+            "output": self.output,
+            "fault_pc": None if self.fault_pc is None else f"0x{self.fault_pc:08x}",
+            "exit_status": self.exit_status,
+        }
 
 
 # -- parsing ------------------------------------------------------------------------------------
@@ -171,7 +185,7 @@ def parse_boot_check(text: str, timeout: Optional[float] = None) -> BootCheck:
     addr_text = addr_text.strip()
     address: Union[int, str]
     if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.$]*", addr_text):
-        address = addr_text                         # a symbol, resolved from the ELF
+        address = addr_text  # a symbol, resolved from the ELF
     else:
         address = _number(addr_text, "word: address")
         if not 0 <= address <= 0xFFFFFFFC:
@@ -212,10 +226,10 @@ class _Console:
         class Console(SemihostIOHandler):
             def write(self, fd: int, ptr: int, length: int) -> int:
                 result.add_output(self.agent.get_data(ptr, length))
-                return 0            # bytes not written
+                return 0  # bytes not written
 
             def read(self, fd: int, ptr: int, length: int) -> int:
-                return length       # nothing to read: all bytes "not read"
+                return length  # nothing to read: all bytes "not read"
 
         return Console()
 
@@ -242,8 +256,9 @@ class _Watch:
                 if addr is None:
                     raise BootCheckError(
                         f"boot check {check.spec}: no symbol '{check.address}' in the firmware",
-                        self.result, hint="give the word's address as a number, or flash an ELF that "
-                                          "defines the symbol")
+                        self.result,
+                        hint="give the word's address as a number, or flash an ELF that defines the symbol",
+                    )
                 self._word_addr = addr
             else:
                 self._word_addr = check.address
@@ -253,15 +268,17 @@ class _Watch:
             if region_holding(memory_map, self._word_addr) is None:
                 raise BootCheckError(
                     f"boot check {check.spec}: the word at 0x{self._word_addr:08x} is in none of the target's "
-                    f"memory ({describe_regions(memory_map)}): reading it would fault", self.result,
-                    hint="give the address of a variable in RAM (or its ELF symbol)")
+                    f"memory ({describe_regions(memory_map)}): reading it would fault",
+                    self.result,
+                    hint="give the address of a variable in RAM (or its ELF symbol)",
+                )
 
     # -- one look at the target --------------------------------------------------------------
     def look(self) -> bool:
         """Look once; True when the verdict is in (passed or failed)."""
         from pyocd.core.target import Target
 
-        state = self.target.get_state()     # a DHCSR read
+        state = self.target.get_state()  # a DHCSR read
         if state == Target.State.LOCKUP:
             return self._fail("the core locked up (a fault while taking a fault)")
         if state == Target.State.HALTED and self._halted():
@@ -301,6 +318,7 @@ class _Watch:
     def _agent_handle(self) -> None:
         if self._agent is None:
             from pyocd.debug.semihost import SemihostAgent
+
             self._agent = SemihostAgent(self.target.get_target_context(), console=_Console(self.result))
         self._agent.check_and_handle_semihost_request()
 
@@ -310,8 +328,10 @@ class _Watch:
         else:
             reason, status = arg, 0
         if reason != ADP_STOPPED_APPLICATION_EXIT:
-            return self._fail(f"the firmware stopped through semihosting with reason 0x{reason:x}, "
-                              f"not an application exit (0x{ADP_STOPPED_APPLICATION_EXIT:x})")
+            return self._fail(
+                f"the firmware stopped through semihosting with reason 0x{reason:x}, "
+                f"not an application exit (0x{ADP_STOPPED_APPLICATION_EXIT:x})"
+            )
         status &= 0xFFFFFFFF
         if status >= 0x80000000:
             status -= 1 << 32
@@ -320,8 +340,7 @@ class _Watch:
             return self._fail(f"the firmware exited through semihosting with status {status}")
         if status == self.check.status:
             return self._pass(f"the firmware exited through semihosting with status {status}")
-        return self._fail(f"the firmware exited through semihosting with status {status}, "
-                          f"expected {self.check.status}")
+        return self._fail(f"the firmware exited through semihosting with status {status}, expected {self.check.status}")
 
     def _read_rtt(self) -> bool:
         data = self._rtt.read()
@@ -352,25 +371,36 @@ class _Watch:
             if not self._rtt.found:
                 self.result.detail = f"no RTT control block was found {waited}"
             else:
-                self.result.detail = (f"RTT channel 0 printed no text matching '{check.pattern}' {waited} "
-                                      f"({len(self.result.output)} characters read)")
+                self.result.detail = (
+                    f"RTT channel 0 printed no text matching '{check.pattern}' {waited} "
+                    f"({len(self.result.output)} characters read)"
+                )
         elif check.kind == "semihost":
             self.result.detail = f"the firmware did not exit through semihosting {waited}"
         else:
-            self.result.detail = (f"the word at 0x{self._word_addr:08x} did not reach 0x{check.value:08x} "
-                                  f"{waited} (it reads 0x{self._last_word:08x})")
+            self.result.detail = (
+                f"the word at 0x{self._word_addr:08x} did not reach 0x{check.value:08x} "
+                f"{waited} (it reads 0x{self._last_word:08x})"
+            )
 
 
 def _hint(result: BootResult, expired: bool, firmware_path: Optional[str]) -> str:
     if result.fault_pc is not None:
-        where = (f" -e {os.path.abspath(firmware_path)}" if firmware_path and firmware_path.endswith(".elf")
-                 else " -e FIRMWARE.elf")
-        return (f"the firmware crashed as it started: 'arm-none-eabi-addr2line{where} "
-                f"0x{result.fault_pc:08x}' names the line")
+        where = (
+            f" -e {os.path.abspath(firmware_path)}"
+            if firmware_path and firmware_path.endswith(".elf")
+            else " -e FIRMWARE.elf"
+        )
+        return (
+            f"the firmware crashed as it started: 'arm-none-eabi-addr2line{where} "
+            f"0x{result.fault_pc:08x}' names the line"
+        )
     if expired:
-        return ("the board does not start or does not say so: check its clock and power settings and "
-                "that the firmware prints (or exits) as the check expects; --boot-timeout SECONDS waits "
-                "longer")
+        return (
+            "the board does not start or does not say so: check its clock and power settings and "
+            "that the firmware prints (or exits) as the check expects; --boot-timeout SECONDS waits "
+            "longer"
+        )
     return "the firmware started but did not report success: read its output (piflash history shows it)"
 
 
@@ -395,9 +425,13 @@ def arm_boot_check(session, check: Optional[BootCheck] = None, firmware_path: Op
     return previous
 
 
-def run_boot_check(session, check: BootCheck, firmware_path: Optional[str] = None,
-                   vector_catch_before: Optional[int] = None,
-                   clock: Callable[[], float] = time.monotonic) -> BootResult:
+def run_boot_check(
+    session,
+    check: BootCheck,
+    firmware_path: Optional[str] = None,
+    vector_catch_before: Optional[int] = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> BootResult:
     """Run ``check`` on the board of an open pyOCD ``session`` whose firmware was just started.
 
     Call :func:`arm_boot_check` before the reset and pass what it returned as
@@ -429,10 +463,11 @@ def run_boot_check(session, check: BootCheck, firmware_path: Optional[str] = Non
     finally:
         try:
             target.set_vector_catch(vector_catch_before)
-        except Exception:   # noqa: BLE001 - the board may be gone; the verdict stands
+        except Exception:  # noqa: BLE001 - the board may be gone; the verdict stands
             pass
     result = watch.result
     if not result.passed:
-        raise BootCheckError(f"boot check {check.spec} failed: {result.detail}", result,
-                             hint=_hint(result, watch.expired, firmware_path))
+        raise BootCheckError(
+            f"boot check {check.spec} failed: {result.detail}", result, hint=_hint(result, watch.expired, firmware_path)
+        )
     return result

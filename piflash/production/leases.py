@@ -41,16 +41,17 @@ class PostgresLeaseSource:
     def __init__(self, url: str, ttl: float = DEFAULT_LEASE_TTL) -> None:
         self.url, self.ttl = url, float(ttl)
         self._ledger: Optional[Ledger] = None
-        self._renewed: dict = {}            # lease id -> time.monotonic() of its last renewal
+        self._renewed: dict = {}  # lease id -> time.monotonic() of its last renewal
 
     def _get(self) -> Ledger:
         if self._ledger is None:
             try:
                 self._ledger = Ledger(self.url)
             except LedgerError as exc:
-                raise SerialError(f"cannot lease serial numbers: {exc.message}",
-                                  hint="the station takes no new number it cannot lease: bring the "
-                                       "database back") from None
+                raise SerialError(
+                    f"cannot lease serial numbers: {exc.message}",
+                    hint="the station takes no new number it cannot lease: bring the database back",
+                ) from None
         return self._ledger
 
     def _reset(self) -> None:
@@ -78,7 +79,7 @@ class PostgresLeaseSource:
             try:
                 return call()
             except SerialError:
-                if self._ledger is not None:        # not a lost connection: the answer stands
+                if self._ledger is not None:  # not a lost connection: the answer stands
                     raise
         return call()
 
@@ -88,58 +89,78 @@ class PostgresLeaseSource:
         try:
             ledger.expire_leases()
             with db.transaction():
-                row = db.execute("SELECT start, step, next FROM ledger_counters WHERE name = %s FOR UPDATE",
-                                       (counter.name,)).fetchone()
+                row = db.execute(
+                    "SELECT start, step, next FROM ledger_counters WHERE name = %s FOR UPDATE", (counter.name,)
+                ).fetchone()
                 if row is None:
-                    db.execute("INSERT INTO ledger_counters (name, start, step, last, next) "
-                                     "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING",
-                                     (counter.name, counter.start, counter.step, counter.end, counter.start))
-                    row = db.execute("SELECT start, step, next FROM ledger_counters WHERE name = %s "
-                                           "FOR UPDATE", (counter.name,)).fetchone()
+                    db.execute(
+                        "INSERT INTO ledger_counters (name, start, step, last, next) "
+                        "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING",
+                        (counter.name, counter.start, counter.step, counter.end, counter.start),
+                    )
+                    row = db.execute(
+                        "SELECT start, step, next FROM ledger_counters WHERE name = %s FOR UPDATE", (counter.name,)
+                    ).fetchone()
                 start, step, nxt = row
                 if (start, step) != (counter.start, counter.step):
-                    raise SerialError(f"counter '{counter.name}' in the ledger has start {start}, step {step}; "
-                                      f"the profile says start {counter.start}, step {counter.step}",
-                                      hint="keep start/step of a counter in use, or name a new one with 'counter:'")
-                back = db.execute("SELECT first, count FROM ledger_returned WHERE counter = %s AND step = %s "
-                                        "AND (%s::bigint IS NULL OR first <= %s::bigint) ORDER BY first LIMIT 1 "
-                                        "FOR UPDATE", (counter.name, step, counter.end, counter.end)).fetchone()
+                    raise SerialError(
+                        f"counter '{counter.name}' in the ledger has start {start}, step {step}; "
+                        f"the profile says start {counter.start}, step {counter.step}",
+                        hint="keep start/step of a counter in use, or name a new one with 'counter:'",
+                    )
+                back = db.execute(
+                    "SELECT first, count FROM ledger_returned WHERE counter = %s AND step = %s "
+                    "AND (%s::bigint IS NULL OR first <= %s::bigint) ORDER BY first LIMIT 1 "
+                    "FOR UPDATE",
+                    (counter.name, step, counter.end, counter.end),
+                ).fetchone()
                 if back is not None:
                     first, avail = back
                     if counter.end is not None:
                         avail = min(avail, (counter.end - first) // step + 1)
                     left = min(count, avail)
                     if left < back[1]:
-                        db.execute("UPDATE ledger_returned SET first = %s, count = %s WHERE counter = %s "
-                                         "AND first = %s", (first + left * step, back[1] - left, counter.name, first))
+                        db.execute(
+                            "UPDATE ledger_returned SET first = %s, count = %s WHERE counter = %s AND first = %s",
+                            (first + left * step, back[1] - left, counter.name, first),
+                        )
                     else:
-                        db.execute("DELETE FROM ledger_returned WHERE counter = %s AND first = %s",
-                                         (counter.name, first))
+                        db.execute(
+                            "DELETE FROM ledger_returned WHERE counter = %s AND first = %s", (counter.name, first)
+                        )
                 else:
                     first = nxt
                     left = count if counter.end is None else min(count, (counter.end - nxt) // step + 1)
                     if left <= 0:
-                        raise SerialError(f"serial counter '{counter.name}' is used up (last number {counter.end})",
-                                          hint="raise 'end' in the profile's serial: section, or start a new range")
-                    db.execute("UPDATE ledger_counters SET next = %s, last = %s WHERE name = %s",
-                                     (nxt + left * step, counter.end, counter.name))
+                        raise SerialError(
+                            f"serial counter '{counter.name}' is used up (last number {counter.end})",
+                            hint="raise 'end' in the profile's serial: section, or start a new range",
+                        )
+                    db.execute(
+                        "UPDATE ledger_counters SET next = %s, last = %s WHERE name = %s",
+                        (nxt + left * step, counter.end, counter.name),
+                    )
                 now = time.time()
                 lease_id = db.execute(
                     "INSERT INTO ledger_leases (counter, holder, first, count, step, state, leased_at, ttl, "
                     "expires_at) VALUES (%s, %s, %s, %s, %s, 'open', %s, %s, %s) RETURNING id",
-                    (counter.name, holder, first, left, step, now, self.ttl, now + self.ttl)).fetchone()[0]
+                    (counter.name, holder, first, left, step, now, self.ttl, now + self.ttl),
+                ).fetchone()[0]
             self._renewed[int(lease_id)] = time.monotonic()
         except LedgerError as exc:
             self._reset()
-            raise SerialError(f"cannot lease serial numbers: {exc.message}",
-                              hint="the station takes no new number it cannot lease: bring the database "
-                                   "back; boards without serial numbers are not affected") from None
+            raise SerialError(
+                f"cannot lease serial numbers: {exc.message}",
+                hint="the station takes no new number it cannot lease: bring the database "
+                "back; boards without serial numbers are not affected",
+            ) from None
         except ledger.errors as exc:
             self._reset()
-            raise SerialError(f"cannot lease serial numbers from the ledger {safe_url(self.url)}: "
-                              f"{db_reason(exc)}",
-                              hint="the station takes no new number it cannot lease: bring the database "
-                                   "back; boards without serial numbers are not affected") from None
+            raise SerialError(
+                f"cannot lease serial numbers from the ledger {safe_url(self.url)}: {db_reason(exc)}",
+                hint="the station takes no new number it cannot lease: bring the database "
+                "back; boards without serial numbers are not affected",
+            ) from None
         return Lease(int(lease_id), counter.name, int(first), int(left), int(step))
 
     def renew(self, lease_id: int) -> None:
@@ -159,7 +180,9 @@ class PostgresLeaseSource:
         try:
             ledger.connection.execute(
                 "UPDATE ledger_leases SET expires_at = %s, state = 'open', closed_at = NULL, used = NULL "
-                "WHERE id = %s AND state IN ('open', 'expired')", (time.time() + self.ttl, lease_id))
+                "WHERE id = %s AND state IN ('open', 'expired')",
+                (time.time() + self.ttl, lease_id),
+            )
         except ledger.errors:
             self._reset()
 
@@ -174,11 +197,16 @@ class PostgresLeaseSource:
     def _close_lost(self, lease_id: int, used: int) -> None:
         ledger = self._get()
         try:
-            ledger.connection.execute("UPDATE ledger_leases SET state = 'lost', used = %s, closed_at = %s "
-                                      "WHERE id = %s AND state IN ('open', 'expired')", (used, time.time(), lease_id))
+            ledger.connection.execute(
+                "UPDATE ledger_leases SET state = 'lost', used = %s, closed_at = %s "
+                "WHERE id = %s AND state IN ('open', 'expired')",
+                (used, time.time(), lease_id),
+            )
         except ledger.errors as exc:
             self._reset()
-            raise SerialError(f"cannot mark a lost lease in the ledger {safe_url(self.url)}: {db_reason(exc)}") from None
+            raise SerialError(
+                f"cannot mark a lost lease in the ledger {safe_url(self.url)}: {db_reason(exc)}"
+            ) from None
 
     def give_back(self, lease: Lease, used: int) -> int:
         """Close ``lease`` after its first ``used`` numbers and return the unused rest (granted
@@ -196,18 +224,22 @@ class PostgresLeaseSource:
         db = ledger.connection
         try:
             with db.transaction():
-                closed = db.execute("UPDATE ledger_leases SET used = %s, state = 'closed', closed_at = %s "
-                                    "WHERE id = %s AND state IN ('open', 'expired') RETURNING id",
-                                    (used, time.time(), lease.id)).fetchone()
+                closed = db.execute(
+                    "UPDATE ledger_leases SET used = %s, state = 'closed', closed_at = %s "
+                    "WHERE id = %s AND state IN ('open', 'expired') RETURNING id",
+                    (used, time.time(), lease.id),
+                ).fetchone()
                 if closed is None:
-                    return 0                        # closed before: its rest went back then, if any
+                    return 0  # closed before: its rest went back then, if any
                 if rest > 0:
-                    db.execute("INSERT INTO ledger_returned (counter, first, count, step, lease_id, returned_at) "
-                               "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                               (lease.counter, lease.first + used * lease.step, rest, lease.step,
-                                lease.id, time.time()))
+                    db.execute(
+                        "INSERT INTO ledger_returned (counter, first, count, step, lease_id, returned_at) "
+                        "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                        (lease.counter, lease.first + used * lease.step, rest, lease.step, lease.id, time.time()),
+                    )
         except ledger.errors as exc:
             self._reset()
-            raise SerialError(f"cannot give serial numbers back to the ledger {safe_url(self.url)}: "
-                              f"{db_reason(exc)}") from None
+            raise SerialError(
+                f"cannot give serial numbers back to the ledger {safe_url(self.url)}: {db_reason(exc)}"
+            ) from None
         return max(rest, 0)

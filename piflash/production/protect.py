@@ -37,8 +37,10 @@ RECOVER_TIMEOUT = 15.0
 RESET_SETTLE = 1.0
 
 #: The hint every "chip is locked" message carries (:func:`recover_hint` adds the target type).
-RECOVER_HINT = ("'piflash protect recover' unlocks it by mass-erasing the chip (flash, and on nRF "
-                "the UICR): only do so if the board's contents may be lost")
+RECOVER_HINT = (
+    "'piflash protect recover' unlocks it by mass-erasing the chip (flash, and on nRF "
+    "the UICR): only do so if the board's contents may be lost"
+)
 
 
 def recover_hint(target: Optional[str]) -> str:
@@ -159,12 +161,15 @@ def raise_locked(target: str, status: ProtectionStatus):
 
 def locked_error(target: str, status: ProtectionStatus) -> ProtectedError:
     """The :class:`ProtectedError` for a chip found locked (its hint names the recover command)."""
-    return ProtectedError(f"{target} is read-out protected ({status.detail}): the debugger may not "
-                          "read or write its flash", hint=recover_hint(target))
+    return ProtectedError(
+        f"{target} is read-out protected ({status.detail}): the debugger may not read or write its flash",
+        hint=recover_hint(target),
+    )
 
 
-def explain_connect_error(unique_id: Optional[str], target: Optional[str],
-                          frequency: Optional[int]) -> Optional[PiflashError]:
+def explain_connect_error(
+    unique_id: Optional[str], target: Optional[str], frequency: Optional[int]
+) -> Optional[PiflashError]:
     """After a failed connect: the cause, when the chip's ID registers tell it. A chip that is not
     the one named (:class:`~piflash.errors.WrongTargetError`, exit 10, naming it), or a locked
     nRF52 (:class:`ProtectedError`, exit 20: its AHB-AP does not answer, so pyOCD cannot
@@ -205,17 +210,18 @@ def lock(port: Port, target: str) -> ProtectionStatus:
     family = family_for(target)
     family.check_lock(target)
     before = read_status(port, target)
-    if before.locked:                                   # nothing to write (and a locked nRF52
-        return before                                   # would refuse the UICR write anyway)
+    if before.locked:  # nothing to write (and a locked nRF52
+        return before  # would refuse the UICR write anyway)
     family.write_lock(port, target, before, RECOVER_TIMEOUT)
     family.system_reset(port)
     status = _settled_status(port, before)
     if not status.locked:
-        raise ProtectError(f"the lock did not take: {target} still reads open after the reset "
-                           f"({status.detail})",
-                           hint="do not ship this board; check the part's revision (nRF52 build "
-                                "codes with hardened APPROTECT need firmware that keeps it locked) "
-                                "and run 'piflash protect lock' again")
+        raise ProtectError(
+            f"the lock did not take: {target} still reads open after the reset ({status.detail})",
+            hint="do not ship this board; check the part's revision (nRF52 build "
+            "codes with hardened APPROTECT need firmware that keeps it locked) "
+            "and run 'piflash protect lock' again",
+        )
     return status
 
 
@@ -240,11 +246,27 @@ def recover(port: Port, target: str, timeout: float = RECOVER_TIMEOUT) -> Protec
     family.system_reset(port)
     after = _settled_status(port, before)
     if after.locked:
-        raise ProtectError(f"{target} still reads locked after the mass erase ({after.detail})",
-                           hint="power-cycle the board and run 'piflash protect recover' again")
+        raise ProtectError(
+            f"{target} still reads locked after the mass erase ({after.detail})",
+            hint="power-cycle the board and run 'piflash protect recover' again",
+        )
     return after
 
 
-__all__ = ["ProtectionStatus", "Port", "family_of", "session_port", "open_port", "read_status",
-           "check_open", "raise_locked", "locked_error", "explain_connect_error", "lock", "recover",
-           "recover_hint", "RECOVER_TIMEOUT", "RECOVER_HINT"]
+__all__ = [
+    "ProtectionStatus",
+    "Port",
+    "family_of",
+    "session_port",
+    "open_port",
+    "read_status",
+    "check_open",
+    "raise_locked",
+    "locked_error",
+    "explain_connect_error",
+    "lock",
+    "recover",
+    "recover_hint",
+    "RECOVER_TIMEOUT",
+    "RECOVER_HINT",
+]

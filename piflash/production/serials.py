@@ -145,9 +145,10 @@ def _connect(path: Path) -> sqlite3.Connection:
         db.executescript(_SCHEMA)
         return db
     except (OSError, sqlite3.Error) as exc:
-        raise SerialError(f"cannot open the serial database {path}: {exc}",
-                          hint="check the path and its permissions (PIFLASH_SERIALS, or 'serials:' in "
-                               "the station config)") from None
+        raise SerialError(
+            f"cannot open the serial database {path}: {exc}",
+            hint="check the path and its permissions (PIFLASH_SERIALS, or 'serials:' in the station config)",
+        ) from None
 
 
 class _Tx:
@@ -179,47 +180,56 @@ class LocalLeaseSource:
 
     def lease(self, counter: CounterSpec, holder: str, count: int) -> Lease:
         with _Tx(self.db, self.path) as db:
-            row = db.execute("SELECT start, step, last, next FROM counters WHERE name = ?",
-                             (counter.name,)).fetchone()
+            row = db.execute("SELECT start, step, last, next FROM counters WHERE name = ?", (counter.name,)).fetchone()
             if row is None:
-                db.execute("INSERT INTO counters (name, start, step, last, next) VALUES (?, ?, ?, ?, ?)",
-                           (counter.name, counter.start, counter.step, counter.end, counter.start))
+                db.execute(
+                    "INSERT INTO counters (name, start, step, last, next) VALUES (?, ?, ?, ?, ?)",
+                    (counter.name, counter.start, counter.step, counter.end, counter.start),
+                )
                 nxt = counter.start
             else:
                 start, step, _, nxt = row
                 if (start, step) != (counter.start, counter.step):
-                    raise SerialError(f"counter '{counter.name}' exists with start {start}, step {step}; "
-                                      f"the profile says start {counter.start}, step {counter.step}",
-                                      hint="keep start/step of a counter in use, or name a new one "
-                                           "with 'counter:'")
+                    raise SerialError(
+                        f"counter '{counter.name}' exists with start {start}, step {step}; "
+                        f"the profile says start {counter.start}, step {counter.step}",
+                        hint="keep start/step of a counter in use, or name a new one with 'counter:'",
+                    )
                 db.execute("UPDATE counters SET last = ? WHERE name = ?", (counter.end, counter.name))
-            back = db.execute("SELECT first, count FROM returned WHERE counter = ? AND step = ? AND "
-                              "(? IS NULL OR first <= ?) ORDER BY first LIMIT 1",
-                              (counter.name, counter.step, counter.end, counter.end)).fetchone()
-            if back is not None:        # numbers a station gave back on a clean stop come first
+            back = db.execute(
+                "SELECT first, count FROM returned WHERE counter = ? AND step = ? AND "
+                "(? IS NULL OR first <= ?) ORDER BY first LIMIT 1",
+                (counter.name, counter.step, counter.end, counter.end),
+            ).fetchone()
+            if back is not None:  # numbers a station gave back on a clean stop come first
                 first, avail = back
                 if counter.end is not None:
                     avail = min(avail, (counter.end - first) // counter.step + 1)
                 left = min(count, avail)
                 if left < back[1]:
-                    db.execute("UPDATE returned SET first = ?, count = ? WHERE counter = ? AND first = ?",
-                               (first + left * counter.step, back[1] - left, counter.name, first))
+                    db.execute(
+                        "UPDATE returned SET first = ?, count = ? WHERE counter = ? AND first = ?",
+                        (first + left * counter.step, back[1] - left, counter.name, first),
+                    )
                 else:
                     db.execute("DELETE FROM returned WHERE counter = ? AND first = ?", (counter.name, first))
             else:
                 first = nxt
                 left = count if counter.end is None else min(count, (counter.end - nxt) // counter.step + 1)
                 if left <= 0:
-                    raise SerialError(f"serial counter '{counter.name}' is used up (last number {counter.end})",
-                                      hint="raise 'end' in the profile's serial: section, or start a new range")
+                    raise SerialError(
+                        f"serial counter '{counter.name}' is used up (last number {counter.end})",
+                        hint="raise 'end' in the profile's serial: section, or start a new range",
+                    )
                 db.execute("UPDATE counters SET next = ? WHERE name = ?", (nxt + left * counter.step, counter.name))
-            cur = db.execute("INSERT INTO leases (counter, holder, first, count, step, state, leased_at) "
-                             "VALUES (?, ?, ?, ?, ?, 'open', ?)",
-                             (counter.name, holder, first, left, counter.step, time.time()))
+            cur = db.execute(
+                "INSERT INTO leases (counter, holder, first, count, step, state, leased_at) "
+                "VALUES (?, ?, ?, ?, ?, 'open', ?)",
+                (counter.name, holder, first, left, counter.step, time.time()),
+            )
             lease = Lease(int(cur.lastrowid), counter.name, first, left, counter.step)
         checkpoint("leased")
         return lease
-
 
     def give_back(self, lease: Lease, used: int) -> int:
         """Close ``lease`` after its first ``used`` numbers and keep the rest (never taken: a
@@ -231,11 +241,15 @@ class LocalLeaseSource:
         rest = lease.count - used
         with _Tx(self.db, self.path) as db:
             if rest > 0:
-                db.execute("INSERT INTO returned (counter, first, count, step, lease_id, returned_at) "
-                           "VALUES (?, ?, ?, ?, ?, ?)", (lease.counter, lease.first + used * lease.step, rest,
-                                                         lease.step, lease.id, time.time()))
-            db.execute("UPDATE leases SET count = ?, state = 'closed', closed_at = ? WHERE id = ?",
-                       (used, time.time(), lease.id))
+                db.execute(
+                    "INSERT INTO returned (counter, first, count, step, lease_id, returned_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (lease.counter, lease.first + used * lease.step, rest, lease.step, lease.id, time.time()),
+                )
+            db.execute(
+                "UPDATE leases SET count = ?, state = 'closed', closed_at = ? WHERE id = ?",
+                (used, time.time(), lease.id),
+            )
         return max(rest, 0)
 
 
@@ -250,8 +264,14 @@ class SerialAllocator:
     :raises SerialError: the database cannot be opened.
     """
 
-    def __init__(self, counter: CounterSpec, holder: str, path: Union[str, Path, None] = None,
-                 block: int = DEFAULT_BLOCK, source: Optional[LeaseSource] = None) -> None:
+    def __init__(
+        self,
+        counter: CounterSpec,
+        holder: str,
+        path: Union[str, Path, None] = None,
+        block: int = DEFAULT_BLOCK,
+        source: Optional[LeaseSource] = None,
+    ) -> None:
         path = Path(path) if path is not None else default_path()
         if path is None:
             raise SerialError("no serial database: the history is off and PIFLASH_SERIALS is not set")
@@ -269,16 +289,26 @@ class SerialAllocator:
         at a later sync when the ledger cannot be reached now)."""
         with self._lock:
             with _Tx(self._db, self.path) as db:
-                open_leases = db.execute("SELECT id, count, used FROM leases WHERE counter = ? AND holder = ? "
-                                         "AND state = 'open'", (self.counter.name, self.holder)).fetchall()
-                db.execute("INSERT OR REPLACE INTO source_pending (lease_id, action) SELECT l.id, 'lost' FROM "
-                           "leases l JOIN lease_sources s ON s.lease_id = l.id WHERE l.counter = ? AND "
-                           "l.holder = ? AND l.state = 'open'", (self.counter.name, self.holder))
-                db.execute("UPDATE leases SET state = 'closed', closed_at = ? WHERE counter = ? AND holder = ? "
-                           "AND state = 'open'", (time.time(), self.counter.name, self.holder))
-                cur = db.execute("UPDATE numbers SET state = 'interrupted', done_at = ? WHERE counter = ? "
-                                 "AND holder = ? AND state = 'taken'",
-                                 (time.time(), self.counter.name, self.holder))
+                open_leases = db.execute(
+                    "SELECT id, count, used FROM leases WHERE counter = ? AND holder = ? AND state = 'open'",
+                    (self.counter.name, self.holder),
+                ).fetchall()
+                db.execute(
+                    "INSERT OR REPLACE INTO source_pending (lease_id, action) SELECT l.id, 'lost' FROM "
+                    "leases l JOIN lease_sources s ON s.lease_id = l.id WHERE l.counter = ? AND "
+                    "l.holder = ? AND l.state = 'open'",
+                    (self.counter.name, self.holder),
+                )
+                db.execute(
+                    "UPDATE leases SET state = 'closed', closed_at = ? WHERE counter = ? AND holder = ? "
+                    "AND state = 'open'",
+                    (time.time(), self.counter.name, self.holder),
+                )
+                cur = db.execute(
+                    "UPDATE numbers SET state = 'interrupted', done_at = ? WHERE counter = ? "
+                    "AND holder = ? AND state = 'taken'",
+                    (time.time(), self.counter.name, self.holder),
+                )
             self._sync_source()
             return {"unused": sum(c - u for _, c, u in open_leases), "interrupted": cur.rowcount}
 
@@ -294,7 +324,9 @@ class SerialAllocator:
         pending = self._db.execute(
             "SELECT p.lease_id, p.action, s.source_id, l.first, l.count, l.step, l.used FROM source_pending p "
             "JOIN leases l ON l.id = p.lease_id JOIN lease_sources s ON s.lease_id = p.lease_id "
-            "WHERE l.counter = ? AND l.holder = ? ORDER BY p.lease_id", (self.counter.name, self.holder)).fetchall()
+            "WHERE l.counter = ? AND l.holder = ? ORDER BY p.lease_id",
+            (self.counter.name, self.holder),
+        ).fetchall()
         for n, (lease_id, action, source_id, first, count, step, used) in enumerate(pending):
             try:
                 if action == "lost":
@@ -316,9 +348,11 @@ class SerialAllocator:
         its numbers are taken here as a local lease's are; ``lease_sources`` keeps the source's
         own lease id for the give-back."""
         with _Tx(self._db, self.path) as db:
-            cur = db.execute("INSERT INTO leases (counter, holder, first, count, step, state, leased_at) "
-                             "VALUES (?, ?, ?, ?, ?, 'open', ?)",
-                             (lease.counter, self.holder, lease.first, lease.count, lease.step, time.time()))
+            cur = db.execute(
+                "INSERT INTO leases (counter, holder, first, count, step, state, leased_at) "
+                "VALUES (?, ?, ?, ?, ?, 'open', ?)",
+                (lease.counter, self.holder, lease.first, lease.count, lease.step, time.time()),
+            )
             db.execute("INSERT INTO lease_sources (lease_id, source_id) VALUES (?, ?)", (cur.lastrowid, lease.id))
         checkpoint("leased")
 
@@ -331,26 +365,31 @@ class SerialAllocator:
         """
         with self._lock:
             open_leases = self._db.execute(
-                "SELECT id, first, count, step, used FROM leases WHERE counter = ? AND holder = ? "
-                "AND state = 'open'", (self.counter.name, self.holder)).fetchall()
+                "SELECT id, first, count, step, used FROM leases WHERE counter = ? AND holder = ? AND state = 'open'",
+                (self.counter.name, self.holder),
+            ).fetchall()
             back = 0
             if isinstance(self.source, LocalLeaseSource):
                 for lease_id, first, count, step, used in open_leases:
                     back += self.source.give_back(Lease(lease_id, self.counter.name, first, count, step), used)
                 return back
-            with _Tx(self._db, self.path) as db:        # closed here; the ledger is told by the sync
+            with _Tx(self._db, self.path) as db:  # closed here; the ledger is told by the sync
                 for lease_id, _first, count, _step, used in open_leases:
                     if db.execute("SELECT 1 FROM lease_sources WHERE lease_id = ?", (lease_id,)).fetchone() is None:
-                        continue                        # a local lease of an earlier run: not the ledger's
-                    db.execute("UPDATE leases SET state = 'closed', closed_at = ? WHERE id = ?",
-                               (time.time(), lease_id))   # count kept: the give-back returns count - used
-                    db.execute("INSERT OR REPLACE INTO source_pending (lease_id, action) VALUES (?, 'close')",
-                               (lease_id,))
+                        continue  # a local lease of an earlier run: not the ledger's
+                    db.execute(
+                        "UPDATE leases SET state = 'closed', closed_at = ? WHERE id = ?", (time.time(), lease_id)
+                    )  # count kept: the give-back returns count - used
+                    db.execute(
+                        "INSERT OR REPLACE INTO source_pending (lease_id, action) VALUES (?, 'close')", (lease_id,)
+                    )
                     back += count - used
             pending = self._sync_source()
             if pending:
-                raise SerialError(f"{pending} lease(s) closed here could not be closed at the ledger yet "
-                                  "(they expire there, and are closed at the next start)")
+                raise SerialError(
+                    f"{pending} lease(s) closed here could not be closed at the ledger yet "
+                    "(they expire there, and are closed at the next start)"
+                )
             return back
 
     def close(self) -> None:
@@ -358,8 +397,7 @@ class SerialAllocator:
         with self._lock:
             self._db.close()
 
-    def take(self, target_uid: Optional[str] = None,
-             on_taken: Optional[Callable[[int], None]] = None) -> int:
+    def take(self, target_uid: Optional[str] = None, on_taken: Optional[Callable[[int], None]] = None) -> int:
         """Take the next number and commit it as ``taken`` before returning it. A number of the
         lease that a one-off (:class:`OneOff`, ``flash --serial N``) already gave is skipped.
 
@@ -377,34 +415,50 @@ class SerialAllocator:
                         on_taken(n)
                     checkpoint("taken")
                     return n
-            for _ in range(64):          # each round takes a number, or uses up a lease or leases one
+            for _ in range(64):  # each round takes a number, or uses up a lease or leases one
                 with _Tx(self._db, self.path) as db:
-                    row = db.execute("SELECT id, first, step, used, count FROM leases WHERE counter = ? AND "
-                                     "holder = ? AND state = 'open' AND used < count ORDER BY id LIMIT 1",
-                                     (self.counter.name, self.holder)).fetchone()
+                    row = db.execute(
+                        "SELECT id, first, step, used, count FROM leases WHERE counter = ? AND "
+                        "holder = ? AND state = 'open' AND used < count ORDER BY id LIMIT 1",
+                        (self.counter.name, self.holder),
+                    ).fetchone()
                     if row is not None:
                         lease_id, first, step, used, count = row
                         # Skip numbers a one-off (flash --serial N) already gave: never twice.
-                        while used < count and db.execute(
+                        while (
+                            used < count
+                            and db.execute(
                                 "SELECT 1 FROM one_offs WHERE counter = ? AND n = ? LIMIT 1",
-                                (self.counter.name, first + used * step)).fetchone():
+                                (self.counter.name, first + used * step),
+                            ).fetchone()
+                        ):
                             used += 1
                         n = first + used * step
-                        db.execute("UPDATE leases SET used = ?, state = ?, closed_at = ? WHERE id = ?",
-                                   (min(used + 1, count), "closed" if used + 1 >= count else "open",
-                                    time.time() if used + 1 >= count else None, lease_id))
+                        db.execute(
+                            "UPDATE leases SET used = ?, state = ?, closed_at = ? WHERE id = ?",
+                            (
+                                min(used + 1, count),
+                                "closed" if used + 1 >= count else "open",
+                                time.time() if used + 1 >= count else None,
+                                lease_id,
+                            ),
+                        )
                         if used + 1 >= count and not isinstance(self.source, LocalLeaseSource):
-                            db.execute("INSERT OR REPLACE INTO source_pending (lease_id, action) VALUES (?, 'close')",
-                                       (lease_id,))
-                        if used == count:    # the rest of the lease was all one-offs
+                            db.execute(
+                                "INSERT OR REPLACE INTO source_pending (lease_id, action) VALUES (?, 'close')",
+                                (lease_id,),
+                            )
+                        if used == count:  # the rest of the lease was all one-offs
                             row = None
                             continue
-                        db.execute("INSERT INTO numbers (counter, n, lease_id, holder, state, target_uid, "
-                                   "taken_at) VALUES (?, ?, ?, ?, 'taken', ?, ?)",
-                                   (self.counter.name, n, lease_id, self.holder, target_uid, time.time()))
+                        db.execute(
+                            "INSERT INTO numbers (counter, n, lease_id, holder, state, target_uid, "
+                            "taken_at) VALUES (?, ?, ?, ?, 'taken', ?, ?)",
+                            (self.counter.name, n, lease_id, self.holder, target_uid, time.time()),
+                        )
                 if row is not None:
                     if used + 1 >= count:
-                        self._sync_source()          # the used-up lease closed at the ledger too
+                        self._sync_source()  # the used-up lease closed at the ledger too
                     else:
                         self._renew(lease_id)
                     if on_taken is not None:
@@ -430,15 +484,20 @@ class SerialAllocator:
         """``numbering: passed``: the lowest number a failed board of this holder released, taken
         again (committed as ``taken``), or None. Call with the lock held."""
         with _Tx(self._db, self.path) as db:
-            row = db.execute("SELECT id, n, lease_id FROM released WHERE counter = ? AND holder = ? AND "
-                             "reused_at IS NULL ORDER BY n LIMIT 1", (self.counter.name, self.holder)).fetchone()
+            row = db.execute(
+                "SELECT id, n, lease_id FROM released WHERE counter = ? AND holder = ? AND "
+                "reused_at IS NULL ORDER BY n LIMIT 1",
+                (self.counter.name, self.holder),
+            ).fetchone()
             if row is None:
                 return None
             rid, n, lease_id = row
             db.execute("UPDATE released SET reused_at = ? WHERE id = ?", (time.time(), rid))
-            db.execute("INSERT INTO numbers (counter, n, lease_id, holder, state, target_uid, taken_at) "
-                       "VALUES (?, ?, ?, ?, 'taken', ?, ?)",
-                       (self.counter.name, n, lease_id, self.holder, target_uid, time.time()))
+            db.execute(
+                "INSERT INTO numbers (counter, n, lease_id, holder, state, target_uid, taken_at) "
+                "VALUES (?, ?, ?, ?, 'taken', ?, ?)",
+                (self.counter.name, n, lease_id, self.holder, target_uid, time.time()),
+            )
         self._renew(lease_id)
         return int(n)
 
@@ -451,26 +510,36 @@ class SerialAllocator:
         """
         if not ok and self.counter.numbering == "passed":
             with self._lock, _Tx(self._db, self.path) as db:
-                row = db.execute("SELECT lease_id, target_uid FROM numbers WHERE counter = ? AND n = ? AND "
-                                 "holder = ? AND state = 'taken'", (self.counter.name, n, self.holder)).fetchone()
+                row = db.execute(
+                    "SELECT lease_id, target_uid FROM numbers WHERE counter = ? AND n = ? AND "
+                    "holder = ? AND state = 'taken'",
+                    (self.counter.name, n, self.holder),
+                ).fetchone()
                 if row is not None:
-                    db.execute("INSERT INTO released (counter, n, lease_id, holder, target_uid, failed_at) "
-                               "VALUES (?, ?, ?, ?, coalesce(?, ?), ?)",
-                               (self.counter.name, n, row[0], self.holder, target_uid, row[1], time.time()))
+                    db.execute(
+                        "INSERT INTO released (counter, n, lease_id, holder, target_uid, failed_at) "
+                        "VALUES (?, ?, ?, ?, coalesce(?, ?), ?)",
+                        (self.counter.name, n, row[0], self.holder, target_uid, row[1], time.time()),
+                    )
                     db.execute("DELETE FROM numbers WHERE counter = ? AND n = ?", (self.counter.name, n))
             checkpoint("finished")
             return
         with self._lock, _Tx(self._db, self.path) as db:
-            db.execute("UPDATE numbers SET state = ?, done_at = ?, target_uid = coalesce(?, target_uid) "
-                       "WHERE counter = ? AND n = ?",
-                       ("pass" if ok else "fail", time.time(), target_uid, self.counter.name, n))
+            db.execute(
+                "UPDATE numbers SET state = ?, done_at = ?, target_uid = coalesce(?, target_uid) "
+                "WHERE counter = ? AND n = ?",
+                ("pass" if ok else "fail", time.time(), target_uid, self.counter.name, n),
+            )
         checkpoint("finished")
 
     def numbers(self) -> List[dict]:
         """Every number of this counter (all holders), in order, as dicts."""
         with self._lock:
-            cur = self._db.execute("SELECT n, state, holder, target_uid, lease_id, taken_at, done_at "
-                                   "FROM numbers WHERE counter = ? ORDER BY n", (self.counter.name,))
+            cur = self._db.execute(
+                "SELECT n, state, holder, target_uid, lease_id, taken_at, done_at "
+                "FROM numbers WHERE counter = ? ORDER BY n",
+                (self.counter.name,),
+            )
             names = [d[0] for d in cur.description]
             return [dict(zip(names, r)) for r in cur.fetchall()]
 
@@ -481,8 +550,13 @@ def _iso(ts: Optional[float]) -> Optional[str]:
     return None if ts is None else datetime.datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
 
 
-def find_issued(counter: str, n: int, profile: Optional[str], path: Union[str, Path, None] = None,
-                history_path: Union[str, Path, None] = None) -> List[dict]:
+def find_issued(
+    counter: str,
+    n: int,
+    profile: Optional[str],
+    path: Union[str, Path, None] = None,
+    history_path: Union[str, Path, None] = None,
+) -> List[dict]:
     """Every place number ``n`` of ``counter`` was already issued to a board (issue 19, item 5).
 
     Looks in the serial database (numbers the counter gave, any state: taken, pass, fail,
@@ -510,20 +584,33 @@ def find_issued(counter: str, n: int, profile: Optional[str], path: Union[str, P
         db = _connect(path)
         try:
             for _n, state, holder, uid, at in db.execute(
-                    "SELECT n, state, holder, target_uid, taken_at FROM numbers WHERE counter = ? AND n = ?",
-                    (counter, n)):
-                found.append({"source": "counter", "state": state, "holder": holder, "target_uid": uid,
-                              "when": _iso(at)})
+                "SELECT n, state, holder, target_uid, taken_at FROM numbers WHERE counter = ? AND n = ?", (counter, n)
+            ):
+                found.append(
+                    {"source": "counter", "state": state, "holder": holder, "target_uid": uid, "when": _iso(at)}
+                )
             for holder, uid, at in db.execute(
-                    "SELECT holder, target_uid, failed_at FROM released WHERE counter = ? AND n = ? ORDER BY id",
-                    (counter, n)):
-                found.append({"source": "counter", "state": "fail", "holder": holder, "target_uid": uid,
-                              "when": _iso(at)})
+                "SELECT holder, target_uid, failed_at FROM released WHERE counter = ? AND n = ? ORDER BY id",
+                (counter, n),
+            ):
+                found.append(
+                    {"source": "counter", "state": "fail", "holder": holder, "target_uid": uid, "when": _iso(at)}
+                )
             for state, holder, uid, at, reissue in db.execute(
-                    "SELECT state, holder, target_uid, taken_at, reissue FROM one_offs WHERE counter = ? "
-                    "AND n = ? ORDER BY id", (counter, n)):
-                found.append({"source": "one-off", "state": state, "holder": holder, "target_uid": uid,
-                              "when": _iso(at), "reissue": bool(reissue)})
+                "SELECT state, holder, target_uid, taken_at, reissue FROM one_offs WHERE counter = ? "
+                "AND n = ? ORDER BY id",
+                (counter, n),
+            ):
+                found.append(
+                    {
+                        "source": "one-off",
+                        "state": state,
+                        "holder": holder,
+                        "target_uid": uid,
+                        "when": _iso(at),
+                        "reissue": bool(reissue),
+                    }
+                )
         except sqlite3.Error as exc:
             raise SerialError(f"cannot read the serial database {path}: {exc}") from None
         finally:
@@ -533,9 +620,18 @@ def find_issued(counter: str, n: int, profile: Optional[str], path: Union[str, P
         with History(hist) as h:
             rows = [r for r in h.query(board=str(n)) if r["serial"] == str(n) and r["profile"] == profile]
         for r in rows:
-            found.append({"source": "history", "state": row_state(r), "holder": r["station"] or "cli",
-                          "target_uid": r["target_uid"], "when": _iso(r["started_at"]), "row": r["id"],
-                          "station": r["station"], "operation": r["operation"]})
+            found.append(
+                {
+                    "source": "history",
+                    "state": row_state(r),
+                    "holder": r["station"] or "cli",
+                    "target_uid": r["target_uid"],
+                    "when": _iso(r["started_at"]),
+                    "row": r["id"],
+                    "station": r["station"],
+                    "operation": r["operation"],
+                }
+            )
     return found
 
 
@@ -551,8 +647,9 @@ class OneOff:
     :raises SerialError: (from :meth:`take` / :meth:`finish`) the database cannot be written.
     """
 
-    def __init__(self, counter: str, n: int, reissue: bool = False, holder: str = "cli",
-                 path: Union[str, Path, None] = None) -> None:
+    def __init__(
+        self, counter: str, n: int, reissue: bool = False, holder: str = "cli", path: Union[str, Path, None] = None
+    ) -> None:
         self.counter, self.n, self.reissue, self.holder = counter, n, reissue, holder
         self.path = Path(path) if path is not None else default_path()
         self.id: Optional[int] = None
@@ -564,9 +661,11 @@ class OneOff:
         db = _connect(self.path)
         try:
             with _Tx(db, self.path):
-                cur = db.execute("INSERT INTO one_offs (counter, n, holder, reissue, state, target_uid, taken_at) "
-                                 "VALUES (?, ?, ?, ?, 'taken', ?, ?)",
-                                 (self.counter, self.n, self.holder, int(self.reissue), target_uid, time.time()))
+                cur = db.execute(
+                    "INSERT INTO one_offs (counter, n, holder, reissue, state, target_uid, taken_at) "
+                    "VALUES (?, ?, ?, ?, 'taken', ?, ?)",
+                    (self.counter, self.n, self.holder, int(self.reissue), target_uid, time.time()),
+                )
                 self.id = int(cur.lastrowid)
         finally:
             db.close()
@@ -578,12 +677,24 @@ class OneOff:
         db = _connect(self.path)
         try:
             with _Tx(db, self.path):
-                db.execute("UPDATE one_offs SET state = ?, done_at = ?, target_uid = coalesce(?, target_uid) "
-                           "WHERE id = ?", (state, time.time(), target_uid, self.id))
+                db.execute(
+                    "UPDATE one_offs SET state = ?, done_at = ?, target_uid = coalesce(?, target_uid) WHERE id = ?",
+                    (state, time.time(), target_uid, self.id),
+                )
         finally:
             db.close()
 
 
-__all__ = ["SerialAllocator", "find_issued", "OneOff", "LocalLeaseSource", "LeaseSource", "Lease",
-           "default_path", "checkpoint",
-           "DEFAULT_BLOCK", "NUMBER_STATES", "KILL_POINTS"]
+__all__ = [
+    "SerialAllocator",
+    "find_issued",
+    "OneOff",
+    "LocalLeaseSource",
+    "LeaseSource",
+    "Lease",
+    "default_path",
+    "checkpoint",
+    "DEFAULT_BLOCK",
+    "NUMBER_STATES",
+    "KILL_POINTS",
+]

@@ -42,10 +42,10 @@ def canonical(row: Dict[str, object]) -> bytes:
     ``repr``, TEXT as a JSON string). Keys that are not columns (none are added by
     :meth:`History.query`) must not be passed.
     """
-    values = {k: v for k, v in row.items()
-              if k != "row_hash" and not (v is None and k in LATE_COLUMNS)}
-    return json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
+    values = {k: v for k, v in row.items() if k != "row_hash" and not (v is None and k in LATE_COLUMNS)}
+    return json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode(
+        "utf-8"
+    )
 
 
 def row_hash(row: Dict[str, object]) -> str:
@@ -95,13 +95,20 @@ class ChainReport:
 
     def to_dict(self) -> dict:
         """JSON-friendly: the fields above plus ``ok``."""
-        return {"ok": self.ok, "sealed": self.sealed, "head_seq": self.head_seq,
-                "head_hash": self.head_hash, "open_rows": self.open_rows,
-                "problems": [p.__dict__ for p in self.problems], "anchor_found": self.anchor_found}
+        return {
+            "ok": self.ok,
+            "sealed": self.sealed,
+            "head_seq": self.head_seq,
+            "head_hash": self.head_hash,
+            "open_rows": self.open_rows,
+            "problems": [p.__dict__ for p in self.problems],
+            "anchor_found": self.anchor_found,
+        }
 
 
-def verify_chain(rows: Sequence[Dict[str, object]], highest_id: int,
-                 anchor: Optional[str] = None, check_ids: bool = True) -> ChainReport:
+def verify_chain(
+    rows: Sequence[Dict[str, object]], highest_id: int, anchor: Optional[str] = None, check_ids: bool = True
+) -> ChainReport:
     """Check the chain over every row of the history.
 
     :param rows: every row (dicts keyed by column name, ``row_hash`` included), any order.
@@ -125,8 +132,11 @@ def verify_chain(rows: Sequence[Dict[str, object]], highest_id: int,
     sealed = sorted((r for r in rows if r["seq"] is not None), key=lambda r: r["seq"])
     for r in sorted(rows, key=lambda r: r["id"]):
         if r["seq"] is None and r["outcome"] != "open":
-            report.problems.append(ChainProblem(int(r["id"]), "inserted",
-                                                f"row #{r['id']} is finished ({r['outcome']}) but was never sealed"))
+            report.problems.append(
+                ChainProblem(
+                    int(r["id"]), "inserted", f"row #{r['id']} is finished ({r['outcome']}) but was never sealed"
+                )
+            )
         elif r["seq"] is None:
             report.open_rows.append(int(r["id"]))
     prev_hash, prev_seq, prev_id = GENESIS, 0, None
@@ -139,20 +149,28 @@ def verify_chain(rows: Sequence[Dict[str, object]], highest_id: int,
         if content_ok and link_ok and seq_ok:
             pass
         elif nxt is not None and nxt["prev_hash"] == prev_hash:
-            report.problems.append(ChainProblem(rid, "inserted", f"row #{rid} (seq {r['seq']}) is not in the "
-                                                f"chain: the next row links over it"))
-            continue                                     # the chain goes on from the row before it
+            report.problems.append(
+                ChainProblem(
+                    rid, "inserted", f"row #{rid} (seq {r['seq']}) is not in the chain: the next row links over it"
+                )
+            )
+            continue  # the chain goes on from the row before it
         elif not content_ok:
-            report.problems.append(ChainProblem(rid, "edited", f"row #{rid} (seq {r['seq']}) no longer "
-                                                f"matches its row_hash"))
+            report.problems.append(
+                ChainProblem(rid, "edited", f"row #{rid} (seq {r['seq']}) no longer matches its row_hash")
+            )
         elif not seq_ok and r["seq"] > prev_seq + 1:
-            gap = (f"seq {prev_seq + 1}" if r["seq"] == prev_seq + 2
-                   else f"seq {prev_seq + 1}-{r['seq'] - 1}")
+            gap = f"seq {prev_seq + 1}" if r["seq"] == prev_seq + 2 else f"seq {prev_seq + 1}-{r['seq'] - 1}"
             report.problems.append(ChainProblem(rid, "deleted", f"{gap} missing before row #{rid}"))
         else:
             culprit = prev_id if prev_id is not None else rid
-            report.problems.append(ChainProblem(culprit, "edited", f"row #{culprit} was changed and its "
-                                                f"hash recomputed: row #{rid} links to another hash"))
+            report.problems.append(
+                ChainProblem(
+                    culprit,
+                    "edited",
+                    f"row #{culprit} was changed and its hash recomputed: row #{rid} links to another hash",
+                )
+            )
         prev_hash, prev_seq, prev_id = r["row_hash"], int(r["seq"]), rid
         report.sealed += 1
     report.head_seq, report.head_hash = prev_seq, prev_hash

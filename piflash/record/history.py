@@ -67,45 +67,65 @@ SCHEMA_VERSION = 3
 PENDING_BYTES = 16384
 
 _COLUMNS = (
-    ("seq", "INTEGER UNIQUE"),            # position in the hash chain; NULL while open
-    ("started_at", "REAL NOT NULL"),      # Unix time, seconds
-    ("ended_at", "REAL"),                 # NULL while open, and for a process that died
-    ("station", "TEXT"),
-    ("slot", "TEXT"),                     # the station's worker slot (its probe)
-    ("operation", "TEXT NOT NULL"),
-    ("probe_id", "TEXT"),
-    ("target", "TEXT"),
-    ("target_uid", "TEXT"),
-    ("firmware", "TEXT"),                 # absolute path
-    ("firmware_sha256", "TEXT"),
-    ("profile", "TEXT"),
-    ("serial", "TEXT"),
-    ("patch", "TEXT"),                    # JSON object
-    ("protection", "TEXT"),               # read back: "open", "locked"; NULL unknown
-    ("boot_check", "TEXT"),               # JSON object: the boot check's result (docs/boot-check.md)
-    ("outcome", "TEXT NOT NULL CHECK (outcome IN ('open', 'pass', 'fail', 'skip', 'interrupted'))"),
-    ("exit_code", "INTEGER"),             # NULL while open and for a process that died
-    ("error_kind", "TEXT"),
-    ("error", "TEXT"),
-    ("phase", "TEXT"),                    # the phase running when it failed (the last one run)
-    ("image_bytes", "INTEGER NOT NULL DEFAULT 0"),
-    ("programmed_bytes", "INTEGER NOT NULL DEFAULT 0"),
-) + tuple((f"{p}_s", "REAL") for p in PHASES) + (
-    ("piflash_version", "TEXT"),
-    ("pyocd_version", "TEXT"),
-    ("host", "TEXT"),                     # the machine that opened the row
-    ("pid", "INTEGER"),                   # ...its process
-    ("process_start", "TEXT"),            # "<boot id>/<start time in clock ticks>" (Linux /proc)
-    ("prev_hash", "TEXT"),
-    ("row_hash", "TEXT"),
+    (
+        ("seq", "INTEGER UNIQUE"),  # position in the hash chain; NULL while open
+        ("started_at", "REAL NOT NULL"),  # Unix time, seconds
+        ("ended_at", "REAL"),  # NULL while open, and for a process that died
+        ("station", "TEXT"),
+        ("slot", "TEXT"),  # the station's worker slot (its probe)
+        ("operation", "TEXT NOT NULL"),
+        ("probe_id", "TEXT"),
+        ("target", "TEXT"),
+        ("target_uid", "TEXT"),
+        ("firmware", "TEXT"),  # absolute path
+        ("firmware_sha256", "TEXT"),
+        ("profile", "TEXT"),
+        ("serial", "TEXT"),
+        ("patch", "TEXT"),  # JSON object
+        ("protection", "TEXT"),  # read back: "open", "locked"; NULL unknown
+        ("boot_check", "TEXT"),  # JSON object: the boot check's result (docs/boot-check.md)
+        ("outcome", "TEXT NOT NULL CHECK (outcome IN ('open', 'pass', 'fail', 'skip', 'interrupted'))"),
+        ("exit_code", "INTEGER"),  # NULL while open and for a process that died
+        ("error_kind", "TEXT"),
+        ("error", "TEXT"),
+        ("phase", "TEXT"),  # the phase running when it failed (the last one run)
+        ("image_bytes", "INTEGER NOT NULL DEFAULT 0"),
+        ("programmed_bytes", "INTEGER NOT NULL DEFAULT 0"),
+    )
+    + tuple((f"{p}_s", "REAL") for p in PHASES)
+    + (
+        ("piflash_version", "TEXT"),
+        ("pyocd_version", "TEXT"),
+        ("host", "TEXT"),  # the machine that opened the row
+        ("pid", "INTEGER"),  # ...its process
+        ("process_start", "TEXT"),  # "<boot id>/<start time in clock ticks>" (Linux /proc)
+        ("prev_hash", "TEXT"),
+        ("row_hash", "TEXT"),
+    )
 )
 
 COLUMN_NAMES = ("id",) + tuple(name for name, _ in _COLUMNS)
 
 #: Schema 1's columns, for the migration (and its test).
-V1_COLUMNS = ("id", "started_at", "ended_at", "station", "operation", "probe_uid", "target",
-              "target_uid", "firmware", "firmware_sha256", "profile", "outcome", "exit_code",
-              "error_kind", "error", "image_bytes", "programmed_bytes") + tuple(f"{p}_s" for p in PHASES)
+V1_COLUMNS = (
+    "id",
+    "started_at",
+    "ended_at",
+    "station",
+    "operation",
+    "probe_uid",
+    "target",
+    "target_uid",
+    "firmware",
+    "firmware_sha256",
+    "profile",
+    "outcome",
+    "exit_code",
+    "error_kind",
+    "error",
+    "image_bytes",
+    "programmed_bytes",
+) + tuple(f"{p}_s" for p in PHASES)
 
 
 def default_path() -> Optional[Path]:
@@ -123,7 +143,7 @@ def default_path() -> Optional[Path]:
 # -- the process that owns an open row ---------------------------------------------------------
 def _boot_id() -> Optional[str]:
     try:
-        with open("/proc/sys/kernel/random/boot_id") as f:   # proc(5): random per boot
+        with open("/proc/sys/kernel/random/boot_id") as f:  # proc(5): random per boot
             return f.read().strip()
     except OSError:
         return None
@@ -136,7 +156,7 @@ def _start_ticks(pid: int) -> Optional[str]:
             text = f.read()
     except OSError:
         return None
-    return text[text.rindex(")") + 2:].split()[19]   # fields after "(comm)" start at field 3
+    return text[text.rindex(")") + 2 :].split()[19]  # fields after "(comm)" start at field 3
 
 
 def process_identity(pid: Optional[int] = None) -> Optional[str]:
@@ -200,10 +220,15 @@ def _versions() -> Dict[str, Optional[str]]:
 def _result_values(result) -> Dict[str, object]:
     """The columns an :class:`~piflash.record.result.OperationResult` fills (identity of the job and board)."""
     firmware = result.firmware
-    return {"operation": result.operation, "probe_id": result.probe_id, "target": result.target,
-            "target_uid": result.target_uid,
-            "firmware": os.path.abspath(firmware) if firmware else None,
-            "firmware_sha256": result.firmware_sha256, "image_bytes": result.image_bytes or 0}
+    return {
+        "operation": result.operation,
+        "probe_id": result.probe_id,
+        "target": result.target,
+        "target_uid": result.target_uid,
+        "firmware": os.path.abspath(firmware) if firmware else None,
+        "firmware_sha256": result.firmware_sha256,
+        "image_bytes": result.image_bytes or 0,
+    }
 
 
 class History:
@@ -229,14 +254,14 @@ class History:
             return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False,
-                                       isolation_level=None)
+            self._db = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._transaction(self._create)
         except (OSError, sqlite3.Error) as exc:
-            raise HistoryError(f"cannot open the history database {path}: {_reason(path, exc)}",
-                               hint=_hint(path, exc)) from exc
+            raise HistoryError(
+                f"cannot open the history database {path}: {_reason(path, exc)}", hint=_hint(path, exc)
+            ) from exc
 
     @classmethod
     def for_reading(cls, path: Union[str, Path, None] = None) -> "History":
@@ -254,23 +279,27 @@ class History:
     def _open_immutable(self, path: Path) -> None:
         try:
             uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?immutable=1"
-            self._db = sqlite3.connect(uri, uri=True, timeout=30.0, check_same_thread=False,
-                                       isolation_level=None)
+            self._db = sqlite3.connect(uri, uri=True, timeout=30.0, check_same_thread=False, isolation_level=None)
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version != SCHEMA_VERSION:
-                raise HistoryError(f"{path} has history schema {version} and cannot be written, so it "
-                                   f"cannot be brought to schema {SCHEMA_VERSION}",
-                                   hint="copy it to a writable folder and give that copy with --file")
+                raise HistoryError(
+                    f"{path} has history schema {version} and cannot be written, so it "
+                    f"cannot be brought to schema {SCHEMA_VERSION}",
+                    hint="copy it to a writable folder and give that copy with --file",
+                )
             self._db.execute("SELECT 1 FROM operations LIMIT 1").fetchall()
         except sqlite3.Error as exc:
-            raise HistoryError(f"cannot open the history database {path}: {_reason(path, exc)}",
-                               hint=_hint(path, exc)) from exc
+            raise HistoryError(
+                f"cannot open the history database {path}: {_reason(path, exc)}", hint=_hint(path, exc)
+            ) from exc
         self.read_only = True
         wal = path.with_name(path.name + "-wal")
         with contextlib.suppress(OSError):
             if wal.stat().st_size > 0:
-                self.unseen = (f"rows still in {wal} (not yet written into the database by a "
-                               f"piflash that stopped) are not shown: the file cannot be written")
+                self.unseen = (
+                    f"rows still in {wal} (not yet written into the database by a "
+                    f"piflash that stopped) are not shown: the file cannot be written"
+                )
 
     def check_sound(self) -> None:
         """Prove that the database is a sound SQLite file throughout (``PRAGMA quick_check``,
@@ -284,12 +313,16 @@ class History:
             with self._lock:
                 found = [r[0] for r in self._db.execute("PRAGMA quick_check(1)").fetchall()]
         except sqlite3.Error as exc:
-            raise HistoryError(f"the history database {self.path} is damaged: {exc}",
-                               hint=_hint(self.path, sqlite3.DatabaseError("malformed"))) from exc
+            raise HistoryError(
+                f"the history database {self.path} is damaged: {exc}",
+                hint=_hint(self.path, sqlite3.DatabaseError("malformed")),
+            ) from exc
         if found != ["ok"]:
             lines = [line for text in found for line in str(text).splitlines() if not line.startswith("***")]
-            raise HistoryError(f"the history database {self.path} is damaged: {(lines or found)[0]}",
-                               hint=_hint(self.path, sqlite3.DatabaseError("malformed")))
+            raise HistoryError(
+                f"the history database {self.path} is damaged: {(lines or found)[0]}",
+                hint=_hint(self.path, sqlite3.DatabaseError("malformed")),
+            )
 
     # -- plumbing -------------------------------------------------------------------------------
     def _transaction(self, body, *args):
@@ -316,9 +349,11 @@ class History:
             return self._transaction(body, *args)
         except sqlite3.Error as exc:
             if _disk_full(exc, self.path):
-                raise HistoryError(f"no space left on {device_of(self.path)} for {self.path}",
-                                   hint="free space on that file system; rows of operations that "
-                                        "ended meanwhile are written at the next write") from exc
+                raise HistoryError(
+                    f"no space left on {device_of(self.path)} for {self.path}",
+                    hint="free space on that file system; rows of operations that "
+                    "ended meanwhile are written at the next write",
+                ) from exc
             raise HistoryError(f"cannot {what} in {self.path}: {exc}", hint=_hint(self.path, exc)) from exc
 
     # -- completions kept aside while the database cannot take them ------------------------------
@@ -335,7 +370,7 @@ class History:
         except OSError:
             return
         try:
-            os.write(fd, b"\0" * PENDING_BYTES)         # allocated (a fallocate may be refused)
+            os.write(fd, b"\0" * PENDING_BYTES)  # allocated (a fallocate may be refused)
         except OSError:
             with contextlib.suppress(OSError):
                 os.unlink(self._pending_path(row_id))
@@ -352,7 +387,7 @@ class History:
             return False
         try:
             if os.fstat(fd).st_size < len(data):
-                return False                    # nothing reserved to write into
+                return False  # nothing reserved to write into
             os.pwrite(fd, data, 0)
             os.fsync(fd)
             return True
@@ -382,8 +417,10 @@ class History:
     def _create(self) -> None:
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
-            raise HistoryError(f"{self.path} has history schema {version}; this piflash knows up to "
-                               f"{SCHEMA_VERSION}", hint="use a newer piflash")
+            raise HistoryError(
+                f"{self.path} has history schema {version}; this piflash knows up to {SCHEMA_VERSION}",
+                hint="use a newer piflash",
+            )
         exists = self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'operations'").fetchone()
         if exists and version == 1:
             self._migrate_v1()
@@ -394,8 +431,7 @@ class History:
         self._db.execute("CREATE INDEX IF NOT EXISTS operations_started ON operations (started_at)")
         self._db.execute("CREATE INDEX IF NOT EXISTS operations_board ON operations (target_uid)")
         self._db.execute("CREATE INDEX IF NOT EXISTS operations_serial ON operations (serial)")
-        self._db.execute("CREATE INDEX IF NOT EXISTS operations_open ON operations (outcome) "
-                         "WHERE outcome = 'open'")
+        self._db.execute("CREATE INDEX IF NOT EXISTS operations_open ON operations (outcome) WHERE outcome = 'open'")
         if version != SCHEMA_VERSION:
             self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -406,8 +442,9 @@ class History:
         new = ["probe_id" if c == "probe_uid" else c for c in old]
         top = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'operations'").fetchone()
         self._db.execute(_ddl("operations_v2"))
-        self._db.execute(f"INSERT INTO operations_v2 ({', '.join(new)}) "
-                         f"SELECT {', '.join(old)} FROM operations ORDER BY id")
+        self._db.execute(
+            f"INSERT INTO operations_v2 ({', '.join(new)}) SELECT {', '.join(old)} FROM operations ORDER BY id"
+        )
         self._db.execute("DROP TABLE operations")
         self._db.execute("ALTER TABLE operations_v2 RENAME TO operations")
         if top:  # keep the highest id ever given: a row deleted before the migration stays visible
@@ -419,21 +456,22 @@ class History:
             self._seal(rid)
 
     def _row(self, row_id: int) -> Dict[str, object]:
-        values = self._db.execute(f"SELECT {', '.join(COLUMN_NAMES)} FROM operations WHERE id = ?",
-                                  (row_id,)).fetchone()
+        values = self._db.execute(
+            f"SELECT {', '.join(COLUMN_NAMES)} FROM operations WHERE id = ?", (row_id,)
+        ).fetchone()
         if values is None:
             raise HistoryError(f"history row #{row_id} does not exist in {self.path}")
         return dict(zip(COLUMN_NAMES, values))
 
     def _seal(self, row_id: int) -> None:
         """Give row ``row_id`` the next seq, the previous row's hash and its own (in a transaction)."""
-        last = self._db.execute("SELECT seq, row_hash FROM operations WHERE seq IS NOT NULL "
-                                "ORDER BY seq DESC LIMIT 1").fetchone()
+        last = self._db.execute(
+            "SELECT seq, row_hash FROM operations WHERE seq IS NOT NULL ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
         seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS)
         self._db.execute("UPDATE operations SET seq = ?, prev_hash = ? WHERE id = ?", (seq, prev, row_id))
         # hashed as read back, so a REAL given as an int hashes as SQLite stores it
-        self._db.execute("UPDATE operations SET row_hash = ? WHERE id = ?",
-                         (row_hash(self._row(row_id)), row_id))
+        self._db.execute("UPDATE operations SET row_hash = ? WHERE id = ?", (row_hash(self._row(row_id)), row_id))
 
     def row(self, row_id: int) -> Dict[str, object]:
         """Row ``row_id`` as {column: stored value}.
@@ -450,8 +488,9 @@ class History:
         """
         try:
             with self._lock:
-                values = self._db.execute(f"SELECT {', '.join(COLUMN_NAMES)} FROM operations WHERE id = ?",
-                                          (row_id,)).fetchone()
+                values = self._db.execute(
+                    f"SELECT {', '.join(COLUMN_NAMES)} FROM operations WHERE id = ?", (row_id,)
+                ).fetchone()
         except sqlite3.Error as exc:
             raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path, exc)) from exc
         return dict(zip(COLUMN_NAMES, values)) if values is not None else None
@@ -464,8 +503,9 @@ class History:
         """
         try:
             with self._lock:
-                got = self._db.execute(f"SELECT {', '.join(COLUMN_NAMES)} FROM operations WHERE seq > ? "
-                                       "ORDER BY seq LIMIT ?", (seq, limit)).fetchall()
+                got = self._db.execute(
+                    f"SELECT {', '.join(COLUMN_NAMES)} FROM operations WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
+                ).fetchall()
         except sqlite3.Error as exc:
             raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path, exc)) from exc
         return [dict(zip(COLUMN_NAMES, r)) for r in got]
@@ -495,8 +535,9 @@ class History:
                 finally:
                     self._db.execute("ROLLBACK")
         except sqlite3.Error as exc:
-            raise HistoryError(f"cannot write the history database {self.path}: {_reason(self.path, exc)}",
-                               hint=_hint(self.path, exc)) from exc
+            raise HistoryError(
+                f"cannot write the history database {self.path}: {_reason(self.path, exc)}", hint=_hint(self.path, exc)
+            ) from exc
 
     def close(self) -> None:
         """Close the database (rows already recorded are safe whether or not this is called)."""
@@ -510,9 +551,17 @@ class History:
         self.close()
 
     # -- writing --------------------------------------------------------------------------------
-    def open(self, result, *, station: Optional[str] = None, slot: Optional[str] = None,
-             profile: Optional[str] = None, serial: Optional[str] = None,
-             patch: Optional[dict] = None, pid: Optional[int] = None) -> int:
+    def open(
+        self,
+        result,
+        *,
+        station: Optional[str] = None,
+        slot: Optional[str] = None,
+        profile: Optional[str] = None,
+        serial: Optional[str] = None,
+        patch: Optional[dict] = None,
+        pid: Optional[int] = None,
+    ) -> int:
         """Open a row for an operation that has just reached the board; returns its id.
 
         Call it once the probe is open and the target answered, before anything is written to
@@ -532,23 +581,43 @@ class History:
         :raises HistoryError: (exit 18) the row cannot be written (the database is left as it was).
         """
         self.reap()
-        row = {"started_at": result.started_at or time.time(), "station": station, "slot": slot,
-               "profile": profile, "serial": serial, "patch": _patch_text(patch), "outcome": OPEN,
-               "host": socket.gethostname(), "pid": pid or os.getpid(), "process_start": process_identity(pid)}
+        row = {
+            "started_at": result.started_at or time.time(),
+            "station": station,
+            "slot": slot,
+            "profile": profile,
+            "serial": serial,
+            "patch": _patch_text(patch),
+            "outcome": OPEN,
+            "host": socket.gethostname(),
+            "pid": pid or os.getpid(),
+            "process_start": process_identity(pid),
+        }
         row.update(_result_values(result))
         row.update(_versions())
 
         def insert():
             names = ", ".join(row)
-            return int(self._db.execute(f"INSERT INTO operations ({names}) VALUES "
-                                        f"({', '.join(':' + k for k in row)})", row).lastrowid)
+            return int(
+                self._db.execute(
+                    f"INSERT INTO operations ({names}) VALUES ({', '.join(':' + k for k in row)})", row
+                ).lastrowid
+            )
+
         row_id = self._write("open a row", insert)
         self._reserve_pending(row_id)
         return row_id
 
-    def complete(self, row_id: int, result, *, outcome: Optional[str] = None,
-                 protection: Optional[str] = None, serial: Optional[str] = None,
-                 patch: Optional[dict] = None) -> int:
+    def complete(
+        self,
+        row_id: int,
+        result,
+        *,
+        outcome: Optional[str] = None,
+        protection: Optional[str] = None,
+        serial: Optional[str] = None,
+        patch: Optional[dict] = None,
+    ) -> int:
         """Complete row ``row_id`` (from :meth:`open`) with the finished ``result`` and seal it.
 
         :param result: the finished :class:`piflash.record.result.OperationResult` (ok, or with ``error``).
@@ -569,16 +638,27 @@ class History:
         error = result.error or {}
         started = result.started_at or time.time()
         values: Dict[str, object] = _result_values(result)
-        values.update({
-            "ended_at": started + (result.duration or 0.0), "outcome": outcome,
-            "exit_code": (int(error.get("exit_code", 1)) if outcome == "fail"
-                          else 0 if outcome in ("pass", "skip") else error.get("exit_code")),
-            "error_kind": error.get("kind"), "error": error.get("message"),
-            "phase": str(result.phase) if result.phase else None,
-            "programmed_bytes": result.program.programmed_bytes if result.program else 0,
-            "protection": protection,
-            "boot_check": (json.dumps(result.boot_check, sort_keys=True)
-                           if getattr(result, "boot_check", None) else None)})
+        values.update(
+            {
+                "ended_at": started + (result.duration or 0.0),
+                "outcome": outcome,
+                "exit_code": (
+                    int(error.get("exit_code", 1))
+                    if outcome == "fail"
+                    else 0
+                    if outcome in ("pass", "skip")
+                    else error.get("exit_code")
+                ),
+                "error_kind": error.get("kind"),
+                "error": error.get("message"),
+                "phase": str(result.phase) if result.phase else None,
+                "programmed_bytes": result.program.programmed_bytes if result.program else 0,
+                "protection": protection,
+                "boot_check": (
+                    json.dumps(result.boot_check, sort_keys=True) if getattr(result, "boot_check", None) else None
+                ),
+            }
+        )
         for phase in PHASES:
             values[f"{phase}_s"] = result.durations.get(phase)
         if serial is not None:
@@ -593,13 +673,17 @@ class History:
             self._db.execute(f"UPDATE operations SET {sets} WHERE id = :row_id", dict(values, row_id=row_id))
             self._seal(row_id)
             return row_id
+
         try:
             done = self._write("complete a row", update)
         except HistoryError as exc:
             if isinstance(exc.__cause__, sqlite3.Error) and self._keep_pending(row_id, values, exc.message):
-                raise HistoryError(f"{exc.message}; row #{row_id}'s outcome is kept in "
-                                   f"{self._pending_path(row_id)} and written into the row at the next "
-                                   f"write once there is room", hint=exc.hint) from exc
+                raise HistoryError(
+                    f"{exc.message}; row #{row_id}'s outcome is kept in "
+                    f"{self._pending_path(row_id)} and written into the row at the next "
+                    f"write once there is room",
+                    hint=exc.hint,
+                ) from exc
             raise
         self._drop_pending(row_id)
         return done
@@ -622,11 +706,21 @@ class History:
                 raise HistoryError(f"history row #{row_id} is already complete")
             sets = ", ".join(f"{k} = :{k}" for k in values)
             self._db.execute(f"UPDATE operations SET {sets} WHERE id = :row_id", dict(values, row_id=row_id))
+
         self._write("write the serial number into a row", update)
 
-    def record(self, result, *, outcome: Optional[str] = None, station: Optional[str] = None,
-               slot: Optional[str] = None, profile: Optional[str] = None, serial: Optional[str] = None,
-               patch: Optional[dict] = None, protection: Optional[str] = None) -> int:
+    def record(
+        self,
+        result,
+        *,
+        outcome: Optional[str] = None,
+        station: Optional[str] = None,
+        slot: Optional[str] = None,
+        profile: Optional[str] = None,
+        serial: Optional[str] = None,
+        patch: Optional[dict] = None,
+        protection: Optional[str] = None,
+    ) -> int:
         """Record a finished operation in one go (:meth:`open` then :meth:`complete`); returns its id.
 
         The parameters are those of :meth:`open` and :meth:`complete`.
@@ -646,23 +740,28 @@ class History:
 
         :raises HistoryError: (exit 18) the rows cannot be written.
         """
+
         def body():
             done = []
             for rid, host, pid, ident in self._db.execute(
-                    "SELECT id, host, pid, process_start FROM operations WHERE outcome = 'open' ORDER BY id"
-                    ).fetchall():
+                "SELECT id, host, pid, process_start FROM operations WHERE outcome = 'open' ORDER BY id"
+            ).fetchall():
                 kept = self._read_pending(rid)
-                if kept is not None:        # its process knew the outcome but could not write it
+                if kept is not None:  # its process knew the outcome but could not write it
                     sets = ", ".join(f"{k} = :{k}" for k in kept)
                     self._db.execute(f"UPDATE operations SET {sets} WHERE id = :row_id", dict(kept, row_id=rid))
                 elif process_alive(host, pid, ident) is False:
-                    self._db.execute("UPDATE operations SET outcome = 'interrupted', error_kind = 'ProcessDied', "
-                                     "error = ? WHERE id = ?", (DIED, rid))
+                    self._db.execute(
+                        "UPDATE operations SET outcome = 'interrupted', error_kind = 'ProcessDied', "
+                        "error = ? WHERE id = ?",
+                        (DIED, rid),
+                    )
                 else:
                     continue
                 self._seal(rid)
                 done.append(rid)
             return done
+
         try:
             with self._lock:
                 if not self._db.execute("SELECT 1 FROM operations WHERE outcome = 'open' LIMIT 1").fetchone():
@@ -675,8 +774,14 @@ class History:
         return done
 
     # -- reading --------------------------------------------------------------------------------
-    def query(self, since: Optional[float] = None, failed: bool = False, board: Optional[str] = None,
-              station: Optional[str] = None, limit: Optional[int] = None) -> List[Dict[str, object]]:
+    def query(
+        self,
+        since: Optional[float] = None,
+        failed: bool = False,
+        board: Optional[str] = None,
+        station: Optional[str] = None,
+        limit: Optional[int] = None,
+    ) -> List[Dict[str, object]]:
         """Rows, oldest first, as dicts keyed by :data:`COLUMN_NAMES` (values as stored).
 
         :param since: Unix time; only operations started at or after it.
@@ -716,7 +821,7 @@ class History:
         except sqlite3.Error as exc:
             raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path, exc)) from exc
         out = [dict(zip(COLUMN_NAMES, r)) for r in reversed(rows)]
-        for row in out:     # a completion kept aside (full disk) is what happened: show it
+        for row in out:  # a completion kept aside (full disk) is what happened: show it
             if row["outcome"] == OPEN:
                 row.update(self._read_pending(int(row["id"])) or {})
         return out
@@ -728,11 +833,13 @@ class History:
         :raises HistoryError: (exit 18) when the database cannot be read.
         """
         try:
-            with self._lock:                   # one snapshot: a writer beside us changes nothing here
+            with self._lock:  # one snapshot: a writer beside us changes nothing here
                 self._db.execute("BEGIN")
                 try:
-                    rows = [dict(zip(COLUMN_NAMES, r)) for r in self._db.execute(
-                        f"SELECT {', '.join(COLUMN_NAMES)} FROM operations ORDER BY id")]
+                    rows = [
+                        dict(zip(COLUMN_NAMES, r))
+                        for r in self._db.execute(f"SELECT {', '.join(COLUMN_NAMES)} FROM operations ORDER BY id")
+                    ]
                     top = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'operations'").fetchone()
                 finally:
                     self._db.execute("COMMIT")
@@ -753,9 +860,11 @@ def _patch_text(patch: Optional[dict]) -> Optional[str]:
 def _reason(path: Path, exc: BaseException) -> str:
     if path.parent.exists() and not path.parent.is_dir():
         return f"{path.parent} is not a folder"
-    if isinstance(exc, sqlite3.Error) and "readonly" in str(exc):     # SQLITE_READONLY
-        return ("it is read-only for this user (a read-only file or folder, an immutable file "
-                "(chattr +i), or a read-only file system)")
+    if isinstance(exc, sqlite3.Error) and "readonly" in str(exc):  # SQLITE_READONLY
+        return (
+            "it is read-only for this user (a read-only file or folder, an immutable file "
+            "(chattr +i), or a read-only file system)"
+        )
     if isinstance(exc, OSError) and exc.strerror:
         return f"{exc.strerror.lower()}" + (f": {exc.filename}" if exc.filename else "")
     if _disk_full(exc, path):
@@ -838,8 +947,10 @@ def _hint(path: Path, exc: Optional[BaseException] = None) -> str:
         return f"free space on {device_of(path)}; nothing was lost from the rows already written"
     text = str(exc or "").lower()
     if "not a database" in text or "malformed" in text:
-        return (f"{path} is damaged or not a piflash history: move it aside (mv {path} {path}.bad) and "
-                f"piflash starts a new one; sqlite3 {path}.bad .recover may save its rows")
+        return (
+            f"{path} is damaged or not a piflash history: move it aside (mv {path} {path}.bad) and "
+            f"piflash starts a new one; sqlite3 {path}.bad .recover may save its rows"
+        )
     return f"check that {path.parent} is a folder this user may write, and {path.name} in it"
 
 
@@ -855,9 +966,14 @@ def summarize(rows: Iterable[Dict[str, object]]) -> Dict[str, object]:
     made = [r for r, s in zip(rows, states) if s == "pass" and r["operation"] == "flash"]
     rate = None
     if len(made) >= 2:
-        span = (max(r["ended_at"] or r["started_at"] for r in made) - min(r["started_at"] for r in made))
+        span = max(r["ended_at"] or r["started_at"] for r in made) - min(r["started_at"] for r in made)
         rate = round(len(made) * 3600.0 / span, 1) if span > 0 else None
-    return {"passed": count["pass"], "failed": count["fail"], "skipped": count["skip"],
-            "interrupted": count["interrupted"], "open": count[OPEN],
-            "boards": len({r["target_uid"] for r in rows if r["target_uid"]}),
-            "boards_per_hour": rate}
+    return {
+        "passed": count["pass"],
+        "failed": count["fail"],
+        "skipped": count["skip"],
+        "interrupted": count["interrupted"],
+        "open": count[OPEN],
+        "boards": len({r["target_uid"] for r in rows if r["target_uid"]}),
+        "boards_per_hour": rate,
+    }

@@ -45,8 +45,13 @@ CONNECT_TIMEOUT = 5
 #: no RST): unacknowledged data fails after ``tcp_user_timeout`` ms, an idle link is probed by
 #: TCP keepalives after 10 s, every 5 s, 3 times. Without them a lease asked for on such a link
 #: would wait for the kernel's retransmission timeout (about 15 minutes on Linux).
-TCP_LIMITS = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
-              "tcp_user_timeout": 15000}
+TCP_LIMITS = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 15000,
+}
 
 
 def ledger_url(given: Optional[str] = None) -> Optional[str]:
@@ -109,9 +114,11 @@ class Ledger:
                 for statement in _schema():
                     self._db.execute(statement)
         except self._errors as exc:
-            raise LedgerError(f"cannot use the ledger {safe_url(url)}: {db_reason(exc)}",
-                              hint="is PostgreSQL running and the URL right (user, host, port, database)? "
-                                   "Boards are recorded locally meanwhile") from None
+            raise LedgerError(
+                f"cannot use the ledger {safe_url(url)}: {db_reason(exc)}",
+                hint="is PostgreSQL running and the URL right (user, host, port, database)? "
+                "Boards are recorded locally meanwhile",
+            ) from None
 
     def close(self) -> None:
         try:
@@ -126,8 +133,10 @@ class Ledger:
         self.close()
 
     def _fail(self, what: str, exc: BaseException) -> LedgerError:
-        return LedgerError(f"ledger {safe_url(self.url)}: cannot {what}: {db_reason(exc)}",
-                           hint="the rows stay queued in the station's history and go up at the next upload")
+        return LedgerError(
+            f"ledger {safe_url(self.url)}: cannot {what}: {db_reason(exc)}",
+            hint="the rows stay queued in the station's history and go up at the next upload",
+        )
 
     # -- rows ---------------------------------------------------------------------------------
     def head(self, station: str) -> int:
@@ -135,8 +144,9 @@ class Ledger:
 
         :raises LedgerError:"""
         try:
-            row = self._db.execute("SELECT coalesce(max(seq), 0) FROM ledger_operations WHERE origin = %s",
-                                   (station,)).fetchone()
+            row = self._db.execute(
+                "SELECT coalesce(max(seq), 0) FROM ledger_operations WHERE origin = %s", (station,)
+            ).fetchone()
         except self._errors as exc:
             raise self._fail("read", exc) from None
         return int(row[0])
@@ -148,12 +158,15 @@ class Ledger:
 
         :raises LedgerError: (nothing is inserted)"""
         names = ["origin", "id"] + [n for n, _ in _columns()] + ["uploaded_at"]
-        sql = (f"INSERT INTO ledger_operations ({', '.join(names)}) VALUES "
-               f"({', '.join(['%s'] * len(names))}) ON CONFLICT (origin, id) DO NOTHING")
+        sql = (
+            f"INSERT INTO ledger_operations ({', '.join(names)}) VALUES "
+            f"({', '.join(['%s'] * len(names))}) ON CONFLICT (origin, id) DO NOTHING"
+        )
         now = time.time()
         cols = [n for n, _ in _columns()]
-        params = [[station, r["id"]] + [r.get(n) for n in cols] + [now]
-                  for r in rows if r.get("seq") is not None]     # open rows are not in the chain yet
+        params = [
+            [station, r["id"]] + [r.get(n) for n in cols] + [now] for r in rows if r.get("seq") is not None
+        ]  # open rows are not in the chain yet
         if not params:
             return 0
         try:
@@ -176,8 +189,9 @@ class Ledger:
         names = ["origin", "id"] + [n for n, _ in _columns()]
         where, args = ("WHERE origin = %s", (station,)) if station else ("", ())
         try:
-            got = self._db.execute(f"SELECT {', '.join(names)} FROM ledger_operations {where} "
-                                   "ORDER BY origin, seq", args).fetchall()
+            got = self._db.execute(
+                f"SELECT {', '.join(names)} FROM ledger_operations {where} ORDER BY origin, seq", args
+            ).fetchall()
         except self._errors as exc:
             raise self._fail("read", exc) from None
         return [dict(zip(names, r)) for r in got]
@@ -185,8 +199,10 @@ class Ledger:
     def stations(self) -> List[str]:
         """Every station with rows in the ledger, sorted. :raises LedgerError:"""
         try:
-            return [r[0] for r in self._db.execute(
-                "SELECT DISTINCT origin FROM ledger_operations ORDER BY origin").fetchall()]
+            return [
+                r[0]
+                for r in self._db.execute("SELECT DISTINCT origin FROM ledger_operations ORDER BY origin").fetchall()
+            ]
         except self._errors as exc:
             raise self._fail("read", exc) from None
 
@@ -210,12 +226,17 @@ class Ledger:
         station's uploaded rows carry; a board still queued at the station is not counted yet).
         Their numbers are never granted again; a holder that comes back renews its lease (open
         again) or closes it. Returns how many expired now. :raises LedgerError:"""
-        used = ("(SELECT count(DISTINCT o.serial) FROM ledger_operations o WHERE o.origin = "
-                "split_part(l.holder, '/', 1) AND o.serial ~ '^[0-9]+$' AND o.serial::numeric BETWEEN "
-                "l.first AND l.first + (l.count - 1) * l.step AND mod(o.serial::numeric - l.first, l.step) = 0)")
+        used = (
+            "(SELECT count(DISTINCT o.serial) FROM ledger_operations o WHERE o.origin = "
+            "split_part(l.holder, '/', 1) AND o.serial ~ '^[0-9]+$' AND o.serial::numeric BETWEEN "
+            "l.first AND l.first + (l.count - 1) * l.step AND mod(o.serial::numeric - l.first, l.step) = 0)"
+        )
         try:
-            cur = self._db.execute(f"UPDATE ledger_leases l SET state = 'expired', closed_at = %s, used = {used} "
-                                   "WHERE state = 'open' AND expires_at < %s", (time.time(), time.time()))
+            cur = self._db.execute(
+                f"UPDATE ledger_leases l SET state = 'expired', closed_at = %s, used = {used} "
+                "WHERE state = 'open' AND expires_at < %s",
+                (time.time(), time.time()),
+            )
         except self._errors as exc:
             raise self._fail("expire leases", exc) from None
         return cur.rowcount
@@ -227,8 +248,10 @@ class Ledger:
         ``lost_numbers`` / ``expired_numbers``, the numbers of those leases never issued.
         :raises LedgerError:"""
         try:
-            got = self._db.execute("SELECT state, count(*), coalesce(sum(count - coalesce(used, count)), 0) "
-                                   "FROM ledger_leases GROUP BY state").fetchall()
+            got = self._db.execute(
+                "SELECT state, count(*), coalesce(sum(count - coalesce(used, count)), 0) "
+                "FROM ledger_leases GROUP BY state"
+            ).fetchall()
         except self._errors as exc:
             raise self._fail("read", exc) from None
         out = {"open": 0, "closed": 0, "lost": 0, "expired": 0, "lost_numbers": 0, "expired_numbers": 0}
@@ -311,7 +334,7 @@ class Uploader:
             return None
         try:
             return max(0, self.history.head_seq() - self.head)
-        except Exception:       # noqa: BLE001 - a metric, never an error
+        except Exception:  # noqa: BLE001 - a metric, never an error
             return None
 
     def _get(self) -> Ledger:
@@ -345,8 +368,10 @@ class Uploader:
                 self._ledger = None
             if not self._down:
                 queued = self.history.head_seq() if isinstance(exc, LedgerError) else "?"
-                self.log(f"ledger not reached ({exc.message}); boards are recorded locally and "
-                         f"queued (history head seq {queued})")
+                self.log(
+                    f"ledger not reached ({exc.message}); boards are recorded locally and "
+                    f"queued (history head seq {queued})"
+                )
             self._down = True
         self.uploaded += new
         return new

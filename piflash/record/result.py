@@ -46,11 +46,11 @@ class ProgramStats:
     Byte counts are bytes; the phases' times are in :attr:`OperationResult.durations`.
     """
 
-    erase_mode: Optional[str] = None   #: "chip" or "sector", as the erase was done
+    erase_mode: Optional[str] = None  #: "chip" or "sector", as the erase was done
     erased_bytes: int = 0
-    programmed_bytes: int = 0          #: bytes actually written (whole pages)
+    programmed_bytes: int = 0  #: bytes actually written (whole pages)
     programmed_pages: int = 0
-    skipped_bytes: int = 0             #: bytes left alone because flash already held them
+    skipped_bytes: int = 0  #: bytes left alone because flash already held them
     skipped_pages: int = 0
 
     def add(self, info) -> None:
@@ -73,10 +73,10 @@ class OperationResult:
     """
 
     operation: str
-    probe_id: Optional[str] = None       #: the probe's unique ID (pyOCD's ``DebugProbe.unique_id``)
+    probe_id: Optional[str] = None  #: the probe's unique ID (pyOCD's ``DebugProbe.unique_id``)
     target: Optional[str] = None
-    target_uid: Optional[str] = None     #: the chip's factory unique ID, lower-case hex of its bytes
-    firmware: Optional[str] = None       #: the firmware file's absolute path
+    target_uid: Optional[str] = None  #: the chip's factory unique ID, lower-case hex of its bytes
+    firmware: Optional[str] = None  #: the firmware file's absolute path
     firmware_sha256: Optional[str] = None
     firmware_format: Optional[str] = None
     image_bytes: int = 0
@@ -85,18 +85,19 @@ class OperationResult:
     program: ProgramStats = field(default_factory=ProgramStats)
     verify: Optional[DataclassInstance] = None  #: piflash.flashing.verify.VerifyStats, or None if not verified
     reset: bool = False
-    started_at: float = 0.0              #: Unix time (emitted as ISO 8601, :func:`iso_time`)
-    duration: float = 0.0                #: seconds, whole operation
-    durations: Dict[str, float] = field(default_factory=dict)   #: seconds per phase run
+    started_at: float = 0.0  #: Unix time (emitted as ISO 8601, :func:`iso_time`)
+    duration: float = 0.0  #: seconds, whole operation
+    durations: Dict[str, float] = field(default_factory=dict)  #: seconds per phase run
     error: Optional[dict] = None
-    serial: Optional[str] = None         #: the board's serial number (piflash.firmware.patch), if one was given
-    patch: Optional[dict] = None         #: per-board values written: {name: {address, value, bytes}}
-    protection: Optional[str] = None     #: read-out protection read back: "open" / "locked"
-    boot_check: Optional[dict] = None    #: the boot check's :meth:`piflash.production.bootcheck.BootResult.to_dict`
+    serial: Optional[str] = None  #: the board's serial number (piflash.firmware.patch), if one was given
+    patch: Optional[dict] = None  #: per-board values written: {name: {address, value, bytes}}
+    protection: Optional[str] = None  #: read-out protection read back: "open" / "locked"
+    boot_check: Optional[dict] = None  #: the boot check's :meth:`piflash.production.bootcheck.BootResult.to_dict`
 
     @classmethod
-    def start(cls, operation: str, image: Optional[FirmwareImage], probe_id: Optional[str],
-              target: Optional[str]) -> "OperationResult":
+    def start(
+        cls, operation: str, image: Optional[FirmwareImage], probe_id: Optional[str], target: Optional[str]
+    ) -> "OperationResult":
         """A result for an operation starting now (``probe_id`` as asked for: unique ID or part of one)."""
         res = cls(operation=operation, probe_id=probe_id, target=target, started_at=time.time())
         if image is not None:
@@ -128,11 +129,11 @@ class OperationResult:
             out[key] = value
             if key == "started_at":
                 out["started_at"] = iso_time(self.started_at or None)
-                out["ended_at"] = (iso_time(self.started_at + self.duration)
-                                   if self.started_at and self.duration else None)
+                out["ended_at"] = (
+                    iso_time(self.started_at + self.duration) if self.started_at and self.duration else None
+                )
         out["verify"] = asdict(self.verify) if self.verify is not None else None
         out["verified"] = self.verify is not None and self.ok
         out["duration"] = seconds(self.duration)
         out["durations"] = {k: seconds(v) for k, v in self.durations.items()}
         return out
-

@@ -25,17 +25,28 @@ of its own that piflash happens to ship.
 from piflash.sim.faults import FAULT_NAMES, Faults
 from piflash.sim.specs import SIM_TARGETS
 from piflash.sim.store import (
-                               BoardBusyError,
-                               BoardExistsError,
-                               BoardInfo,
-                               SimStore,
-                               SimStoreError,
-                               UnknownBoardError,
-                               auto_target_for_name,
-                               default_root,
-                               valid_board_name,
+    BoardBusyError,
+    BoardExistsError,
+    BoardInfo,
+    SimStore,
+    SimStoreError,
+    UnknownBoardError,
+    auto_target_for_name,
+    default_root,
+    valid_board_name,
 )
 
-__all__ = ["SIM_TARGETS", "FAULT_NAMES", "Faults", "SimStore", "BoardInfo", "SimStoreError",
-           "UnknownBoardError", "BoardExistsError", "BoardBusyError", "default_root",
-           "valid_board_name", "auto_target_for_name"]
+__all__ = [
+    "SIM_TARGETS",
+    "FAULT_NAMES",
+    "Faults",
+    "SimStore",
+    "BoardInfo",
+    "SimStoreError",
+    "UnknownBoardError",
+    "BoardExistsError",
+    "BoardBusyError",
+    "default_root",
+    "valid_board_name",
+    "auto_target_for_name",
+]

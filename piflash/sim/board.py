@@ -52,8 +52,7 @@ class SimBoard:
         self.stats: Dict[str, int] = {"erase_ops": 0, "program_ops": 0, "program_bytes": 0}
         self.core = CORES[spec.core]
         self.bus = Bus()
-        self.nvm: Dict[str, NvmArray] = {n.name: NvmArray(n, images[n.name], faults, self.stats)
-                                         for n in spec.nvm}
+        self.nvm: Dict[str, NvmArray] = {n.name: NvmArray(n, images[n.name], faults, self.stats) for n in spec.nvm}
         self.cpu = Cpu(spec.core, self.core.has_fpu, self.bus)
         self._reset_hooks: List[Callable[[], None]] = []
         self._aps: Dict[int, AccessPortModel] = {}
@@ -65,17 +64,27 @@ class SimBoard:
         self.cpu.map_mmio(PERIPHERAL_BASE, PERIPHERAL_SIZE)
 
         core = self.core
-        self.scs = Scs(core, self.cpu, read_word=lambda addr: self.bus.read(addr, 4),
-                       system_reset=self.system_reset, before_run=self._before_run)
+        self.scs = Scs(
+            core,
+            self.cpu,
+            read_word=lambda addr: self.bus.read(addr, 4),
+            system_reset=self.system_reset,
+            before_run=self._before_run,
+        )
         self.bus.add(DeviceRegion(SCS_BASE, 0x1000, self.scs, "scs"))
         v8m = V8M_DEVARCH if core.arch == "v8m" else {}
-        self.bus.add(DeviceRegion(DWT_BASE, 0x1000, Dwt(core.dwt_part, core.dwt_comparators, v8m.get("dwt")),
-                                  "dwt"))
-        self.bus.add(DeviceRegion(FPB_BASE, 0x1000, Fpb(core.fpb_part, core.fpb_code, core.fpb_lit, v8m.get("fpb")),
-                                  "fpb"))
-        self.bus.add(DeviceRegion(ROM_TABLE_BASE, 0x1000,
-                                  RomTable(core.rom_part, ROM_TABLE_BASE, [SCS_BASE, DWT_BASE, FPB_BASE]),
-                                  "rom-table"))
+        self.bus.add(DeviceRegion(DWT_BASE, 0x1000, Dwt(core.dwt_part, core.dwt_comparators, v8m.get("dwt")), "dwt"))
+        self.bus.add(
+            DeviceRegion(FPB_BASE, 0x1000, Fpb(core.fpb_part, core.fpb_code, core.fpb_lit, v8m.get("fpb")), "fpb")
+        )
+        self.bus.add(
+            DeviceRegion(
+                ROM_TABLE_BASE,
+                0x1000,
+                RomTable(core.rom_part, ROM_TABLE_BASE, [SCS_BASE, DWT_BASE, FPB_BASE]),
+                "rom-table",
+            )
+        )
         self.bus.add_background(ZeroRegion(PPB_BASE, PPB_SIZE, "ppb"))
         self.cpu.map_mmio(PPB_BASE, PPB_SIZE)
 
@@ -88,15 +97,20 @@ class SimBoard:
         #: timing model's fixed clock for the target type.
         self.clock_hz: Optional[Callable[[], float]] = None
         self._debug_port: Optional[Callable[[Dict[int, AccessPortModel]], SwDp]] = None
-        attach_chip(self)           # the family's peripherals, flash controller, extra APs
+        attach_chip(self)  # the family's peripherals, flash controller, extra APs
 
         self._aps[0] = MemAp(spec.ap_idr, self.bus, ROM_TABLE_BASE, spec.ap_wrap, guard=self.debug_guard)
         self.dp = (self._debug_port or (lambda aps: SwDp(spec.dpidr, aps)))(self._aps)
-        self.system_reset()         # power-on reset
+        self.system_reset()  # power-on reset
 
     # -- construction helpers used by the family builders ------------------------------------
-    def set_flash_controller(self, nvm: NvmArray, controller: NvmController,
-                             bus_region: Optional[NvmRegion] = None, cpu_aliases: Sequence[int] = ()) -> None:
+    def set_flash_controller(
+        self,
+        nvm: NvmArray,
+        controller: NvmController,
+        bus_region: Optional[NvmRegion] = None,
+        cpu_aliases: Sequence[int] = (),
+    ) -> None:
         """Attach ``controller`` to ``nvm``: adds the bus region(s), and for the main flash maps
         the array (and the boot alias, if the target has one) into the CPU, whose stores there go
         to ``controller.store``. Other arrays must be reached by the CPU through an MMIO range
@@ -114,9 +128,12 @@ class SimBoard:
             delta = nvm.start - alias
             self.bus.add(NvmRegion(nvm, controller, alias_start=alias))
             # The alias copy is refreshed when the core resumes (see NvmArray.add_mirror).
-            nvm.add_mirror(self.cpu.map_flash(alias, nvm.size,
-                                              lambda addr, size, value: controller.store(addr + delta, size, value)),
-                           lazy=True)
+            nvm.add_mirror(
+                self.cpu.map_flash(
+                    alias, nvm.size, lambda addr, size, value: controller.store(addr + delta, size, value)
+                ),
+                lazy=True,
+            )
 
     def set_debug_port(self, build: Callable[[Dict[int, AccessPortModel]], SwDp]) -> None:
         """Have ``build(aps)`` make the debug port instead of a single SW-DP (a multi-drop

@@ -54,9 +54,13 @@ from piflash.sim.memory.bus import BusError, Region, ZeroRegion
 __all__ = ["Cpu", "StopReason", "CpuMemoryRegion", "UC_MODELS"]
 
 #: unicorn CPU model per core key of :data:`piflash.sim.debug.scs.CORES`.
-UC_MODELS = {"cortex-m0": A.UC_CPU_ARM_CORTEX_M0, "cortex-m0plus": A.UC_CPU_ARM_CORTEX_M0,
-             "cortex-m3": A.UC_CPU_ARM_CORTEX_M3,
-             "cortex-m4f": A.UC_CPU_ARM_CORTEX_M4, "cortex-m33": A.UC_CPU_ARM_CORTEX_M33}
+UC_MODELS = {
+    "cortex-m0": A.UC_CPU_ARM_CORTEX_M0,
+    "cortex-m0plus": A.UC_CPU_ARM_CORTEX_M0,
+    "cortex-m3": A.UC_CPU_ARM_CORTEX_M3,
+    "cortex-m4f": A.UC_CPU_ARM_CORTEX_M4,
+    "cortex-m33": A.UC_CPU_ARM_CORTEX_M33,
+}
 
 #: QEMU/unicorn ARM exception number of BKPT (target/arm/cpu.h EXCP_BKPT).
 EXCP_BKPT = 7
@@ -66,12 +70,13 @@ EXCP_NOCP = 17
 
 # DCRSR REGSEL values (ARMv7-M ARM DDI 0403E C1.6.3, ARMv6-M ARM DDI 0419E C1.6.3).
 _REGSEL: Dict[int, int] = {i: getattr(A, "UC_ARM_REG_R%d" % i) for i in range(13)}
-_REGSEL.update({13: A.UC_ARM_REG_SP, 14: A.UC_ARM_REG_LR, 16: A.UC_ARM_REG_XPSR,
-                17: A.UC_ARM_REG_MSP, 18: A.UC_ARM_REG_PSP})
+_REGSEL.update(
+    {13: A.UC_ARM_REG_SP, 14: A.UC_ARM_REG_LR, 16: A.UC_ARM_REG_XPSR, 17: A.UC_ARM_REG_MSP, 18: A.UC_ARM_REG_PSP}
+)
 _FP_REGSEL: Dict[int, int] = {0x40 + i: getattr(A, "UC_ARM_REG_S%d" % i) for i in range(32)}
 _FP_REGSEL[33] = A.UC_ARM_REG_FPSCR
 REGSEL_PC = 15
-REGSEL_CFBP = 20          # CONTROL[31:24] FAULTMASK[23:16] BASEPRI[15:8] PRIMASK[7:0]
+REGSEL_CFBP = 20  # CONTROL[31:24] FAULTMASK[23:16] BASEPRI[15:8] PRIMASK[7:0]
 #: ARMv8-M with the Security Extension (Armv8-M ARM DDI 0553 C1.6.3, DCRSR.REGSEL): the banked
 #: stack pointers 0x18-0x1B (MSP_NS, PSP_NS, MSP_S, PSP_S), the stack limits 0x1C-0x1F and the
 #: combined CONTROL/FAULTMASK/BASEPRI/PRIMASK of each state, 0x22 (Secure) and 0x23 (Non-secure).
@@ -82,7 +87,7 @@ REGSEL_CFBP_S = 0x22
 REGSEL_V8M_KEPT = (0x18, 0x19, 0x1C, 0x1D, 0x1E, 0x1F, 0x23)
 XPSR_T = 1 << 24
 
-_WFI, _WFE = 0xBF30, 0xBF20   # Thumb encodings (ARMv7-M ARM A7.7.189 / A7.7.188)
+_WFI, _WFE = 0xBF30, 0xBF20  # Thumb encodings (ARMv7-M ARM A7.7.189 / A7.7.188)
 
 #: EXC_RETURN values (ARMv7-M ARM B1.5.8 table B1-8): back to Thread mode on the main stack, on
 #: the process stack, and to Handler mode.
@@ -95,10 +100,11 @@ LOG = logging.getLogger(__name__)
 
 class StopReason(enum.Enum):
     """Why :meth:`Cpu.run` returned."""
-    BKPT = "bkpt"        #: a BKPT instruction; PC is on it
-    FAULT = "fault"      #: an exception the model does not take (see :attr:`Cpu.fault`)
-    SLEEP = "sleep"      #: WFI/WFE with nothing to wake the core
-    BUDGET = "budget"    #: instruction or time budget used up; still running
+
+    BKPT = "bkpt"  #: a BKPT instruction; PC is on it
+    FAULT = "fault"  #: an exception the model does not take (see :attr:`Cpu.fault`)
+    SLEEP = "sleep"  #: WFI/WFE with nothing to wake the core
+    BUDGET = "budget"  #: instruction or time budget used up; still running
 
 
 class _DeferSignals:
@@ -136,7 +142,7 @@ class _DeferSignals:
             signal.signal(sig, previous)
         if self.pending is not None:
             signum, frame = self.pending
-            self._saved[signum](signum, frame)      # e.g. raises KeyboardInterrupt here
+            self._saved[signum](signum, frame)  # e.g. raises KeyboardInterrupt here
 
 
 class CpuMemoryRegion(Region):
@@ -192,8 +198,10 @@ class Cpu:
         self._flash_ranges: List[Tuple[int, int, Callable[[int, int, int], None]]] = []
         #: Host buffers shared by flash mappings and their aliases (:meth:`map_flash`).
         self._shared: List[object] = []
-        self._hooks: List[object] = [self.uc.hook_add(UC_HOOK_INTR, self._on_intr),
-                                     self.uc.hook_add(UC_HOOK_MEM_WRITE_PROT, self._on_write_prot)]
+        self._hooks: List[object] = [
+            self.uc.hook_add(UC_HOOK_INTR, self._on_intr),
+            self.uc.hook_add(UC_HOOK_MEM_WRITE_PROT, self._on_write_prot),
+        ]
         self.uc.reg_write(A.UC_ARM_REG_XPSR, XPSR_T)
         #: Addresses of unmodelled peripheral registers the CPU has touched (each logged once).
         self.unmodelled: set = set()
@@ -203,8 +211,9 @@ class Cpu:
         """Map zero-filled RAM at ``start`` (4 KiB multiple)."""
         self.uc.mem_map(start, size, UC_PROT_ALL)
 
-    def map_flash(self, start: int, size: int, on_store: Callable[[int, int, int], None],
-                  aliases: Sequence[int] = ()) -> Callable[[int, bytes], None]:
+    def map_flash(
+        self, start: int, size: int, on_store: Callable[[int, int, int], None], aliases: Sequence[int] = ()
+    ) -> Callable[[int, bytes], None]:
         """Map read/execute-only memory for a flash array at ``start``; every CPU store into it
         calls ``on_store(addr, size, value)`` instead of writing. Returns the mirror callback
         ``write(offset, data)`` that keeps the mapping equal to the array.
@@ -219,7 +228,7 @@ class Cpu:
             self.uc.mem_map(start, size, UC_PROT_READ | UC_PROT_EXEC)
         else:
             cells = ctypes.create_string_buffer(size)
-            self._shared.append(cells)          # unicorn keeps only the pointer
+            self._shared.append(cells)  # unicorn keeps only the pointer
             for base in (start, *aliases):
                 self.uc.mem_map_ptr(base, size, UC_PROT_READ | UC_PROT_EXEC, ctypes.addressof(cells))
         self._flash_ranges.append((start, start + size, on_store))
@@ -233,11 +242,11 @@ class Cpu:
             if start <= addr < end:
                 try:
                     on_store(addr, size, value & ((1 << (8 * size)) - 1))
-                except Exception as err:     # never let an exception escape into unicorn
+                except Exception as err:  # never let an exception escape into unicorn
                     self._raise_fault("flash store at 0x%08x: %s" % (addr, err))
                 except BaseException as exc:
                     self._interrupted(exc)
-                return True                  # handled: the raw write is suppressed
+                return True  # handled: the raw write is suppressed
         return False
 
     def add_native_code(self, begin: int, end: int, call: Callable[[int], None]) -> None:
@@ -245,13 +254,15 @@ class Cpu:
         a boot ROM function the model implements natively (the instruction there, a ``BX LR``,
         then returns to the caller with whatever ``call`` left in the registers). An exception
         from ``call`` stops the core with a fault."""
+
         def on_code(uc: Uc, address: int, size: int, _ud: object) -> None:
             try:
                 call(address)
-            except Exception as err:         # never let an exception escape into unicorn
+            except Exception as err:  # never let an exception escape into unicorn
                 self._raise_fault("native code at 0x%08x: %s" % (address, err))
             except BaseException as exc:
                 self._interrupted(exc)
+
         self._hooks.append(self.uc.hook_add(UC_HOOK_CODE, on_code, begin=begin, end=end))
 
     def add_coprocessor(self, number: int, handler: Callable[[int, int], bool]) -> None:
@@ -281,7 +292,7 @@ class Cpu:
         try:
             if not handler(first, second):
                 return False
-        except Exception as err:                    # the model's fault, not the simulator's
+        except Exception as err:  # the model's fault, not the simulator's
             self.fault = "coprocessor %d at 0x%08x: %s" % ((second >> 8) & 0xF, pc, err)
             return False
         uc.reg_write(A.UC_ARM_REG_PC, (pc + 4) | 1)
@@ -291,13 +302,15 @@ class Cpu:
         """Call ``call(address, size)`` for every data load the core makes from ``[begin, end]``
         (instruction fetches are not loads): a memory whose reads cost time (the RP2040's XIP).
         An exception from ``call`` stops the core with a fault."""
+
         def on_read(uc: Uc, access: int, address: int, size: int, value: int, _ud: object) -> None:
             try:
                 call(address, size)
-            except Exception as err:         # never let an exception escape into unicorn
+            except Exception as err:  # never let an exception escape into unicorn
                 self._raise_fault("read watch at 0x%08x: %s" % (address, err))
             except BaseException as exc:
                 self._interrupted(exc)
+
         self._hooks.append(self.uc.hook_add(UC_HOOK_MEM_READ, on_read, begin=begin, end=end))
 
     def _interrupted(self, exc: BaseException) -> None:
@@ -342,8 +355,12 @@ class Cpu:
     def _touched(self, addr: int) -> None:
         if addr not in self.unmodelled:
             self.unmodelled.add(addr)
-            LOG.info("firmware touched an unmodelled peripheral at 0x%08x (pc 0x%08x): it reads 0 "
-                        "and ignores writes in the simulator", addr, self.pc)
+            LOG.info(
+                "firmware touched an unmodelled peripheral at 0x%08x (pc 0x%08x): it reads 0 "
+                "and ignores writes in the simulator",
+                addr,
+                self.pc,
+            )
 
     def flush_translation_cache(self) -> None:
         """Drop unicorn's translated blocks (needed after code memory changed behind it)."""
@@ -358,10 +375,12 @@ class Cpu:
         if regsel in _REGSEL:
             return uc.reg_read(_REGSEL[regsel]) & 0xFFFFFFFF
         if regsel == REGSEL_CFBP:
-            return ((uc.reg_read(A.UC_ARM_REG_CONTROL) & 0xFF) << 24
-                    | (uc.reg_read(A.UC_ARM_REG_FAULTMASK) & 0xFF) << 16
-                    | (uc.reg_read(A.UC_ARM_REG_BASEPRI) & 0xFF) << 8
-                    | (uc.reg_read(A.UC_ARM_REG_PRIMASK) & 0xFF))
+            return (
+                (uc.reg_read(A.UC_ARM_REG_CONTROL) & 0xFF) << 24
+                | (uc.reg_read(A.UC_ARM_REG_FAULTMASK) & 0xFF) << 16
+                | (uc.reg_read(A.UC_ARM_REG_BASEPRI) & 0xFF) << 8
+                | (uc.reg_read(A.UC_ARM_REG_PRIMASK) & 0xFF)
+            )
         if self.has_fpu and regsel in _FP_REGSEL:
             return uc.reg_read(_FP_REGSEL[regsel]) & 0xFFFFFFFF
         if self.v8m:
@@ -377,7 +396,7 @@ class Cpu:
         uc = self.uc
         value &= 0xFFFFFFFF
         if regsel == REGSEL_PC:
-            uc.reg_write(A.UC_ARM_REG_PC, value | 1)      # M-profile: always Thumb
+            uc.reg_write(A.UC_ARM_REG_PC, value | 1)  # M-profile: always Thumb
         elif regsel in _REGSEL:
             uc.reg_write(_REGSEL[regsel], value)
         elif regsel == REGSEL_CFBP:
@@ -436,10 +455,12 @@ class Cpu:
         try:
             uc.mem_write(frame_sp, b"".join((r & 0xFFFFFFFF).to_bytes(4, "little") for r in regs))
         except UcError as err:
-            raise BusError(frame_sp) from err       # stacking fault: lockup, as a real core does
+            raise BusError(frame_sp) from err  # stacking fault: lockup, as a real core does
         uc.reg_write(A.UC_ARM_REG_PSP if psp else A.UC_ARM_REG_MSP, frame_sp)
-        uc.reg_write(A.UC_ARM_REG_LR, EXC_RETURN_HANDLER if handler_mode
-                     else EXC_RETURN_THREAD_PSP if psp else EXC_RETURN_THREAD_MSP)
+        uc.reg_write(
+            A.UC_ARM_REG_LR,
+            EXC_RETURN_HANDLER if handler_mode else EXC_RETURN_THREAD_PSP if psp else EXC_RETURN_THREAD_MSP,
+        )
         uc.reg_write(A.UC_ARM_REG_XPSR, (XPSR_T if handler & 1 else 0) | HARDFAULT)
         uc.reg_write(A.UC_ARM_REG_PC, handler | 1)
         return pc
@@ -449,7 +470,7 @@ class Cpu:
         if intno == EXCP_NOCP and self._coprocessors:
             self.fault = ""
             if self._coprocessor(uc):
-                return                              # executed: go on after it
+                return  # executed: go on after it
         if intno == EXCP_BKPT:
             self._stop = StopReason.BKPT
         else:
@@ -491,7 +512,7 @@ class Cpu:
             try:
                 self.uc.emu_start(start | 1, 0xFFFFFFFF, count=n)
             except UcError as err:
-                lost = getattr(self.uc, "_hook_exception", None)    # see _interrupted()
+                lost = getattr(self.uc, "_hook_exception", None)  # see _interrupted()
                 if self._interrupt is None and lost is not None and not isinstance(lost, Exception):
                     self._interrupt = lost
                 if self._stop is None and self._interrupt is None and self._just_slept():
@@ -529,6 +550,8 @@ class Cpu:
 def _shifted(on_store: Callable[[int, int, int], None], delta: int) -> Callable[[int, int, int], None]:
     """``on_store`` for an alias of the flash ``delta`` bytes below (or above) its first window:
     a store at ``addr`` is handed on at ``addr + delta``."""
+
     def handler(addr: int, n: int, value: int) -> None:
         on_store(addr + delta, n, value)
+
     return handler

@@ -77,9 +77,17 @@ from typing import Any, Dict, List, Optional, Tuple
 __all__ = ["FAULT_NAMES", "Faults"]
 
 #: Names accepted by :meth:`Faults.from_dict` and ``SimStore.set_faults``.
-FAULT_NAMES: Tuple[str, ...] = ("write_protect", "stuck_busy", "bit_flip", "disconnect_after",
-                                "remove_after", "absent", "lock_ignored", "recover_stuck",
-                                "option_bytes_fault")
+FAULT_NAMES: Tuple[str, ...] = (
+    "write_protect",
+    "stuck_busy",
+    "bit_flip",
+    "disconnect_after",
+    "remove_after",
+    "absent",
+    "lock_ignored",
+    "recover_stuck",
+    "option_bytes_fault",
+)
 
 
 @dataclass

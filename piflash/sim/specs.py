@@ -33,7 +33,7 @@ class NvmSpec:
 
     def initial(self) -> bytes:
         """The array's contents on a new part (``size`` bytes)."""
-        return self.factory[:self.size] + b"\xff" * (self.size - len(self.factory[:self.size]))
+        return self.factory[: self.size] + b"\xff" * (self.size - len(self.factory[: self.size]))
 
     @property
     def end(self) -> int:
@@ -114,14 +114,26 @@ TARGETS: Dict[str, TargetSpec] = {
     # 0x04770021 is listed in pyocd/coresight/ap.py as "used on nrf51" (variant 2: 1 KiB wrap).
     # FICR values: nRF51 Series Reference Manual v3.0 section 7 (FICR).
     "nrf51": TargetSpec(
-        name="nrf51", family="nrf", display_name="nRF51822", core="cortex-m0",
-        nvm=(NvmSpec("flash", 0x00000000, 0x40000, 0x400),
-             NvmSpec("uicr", 0x10001000, 0x100, 0x100)),
-        ram_start=0x20000000, ram_size=0x4000, flash_alias=None,
-        uid_address=0x10000060, uid_length=8,
-        dpidr=0x0BB11477, ap_idr=0x04770021, ap_wrap=0x400,
-        extra={"ficr_configid": 0x00000072, "ficr_numramblock": 2, "ficr_sizeramblocks": 0x2000,
-               "has_ctrl_ap": 0, "has_readynext": 0},
+        name="nrf51",
+        family="nrf",
+        display_name="nRF51822",
+        core="cortex-m0",
+        nvm=(NvmSpec("flash", 0x00000000, 0x40000, 0x400), NvmSpec("uicr", 0x10001000, 0x100, 0x100)),
+        ram_start=0x20000000,
+        ram_size=0x4000,
+        flash_alias=None,
+        uid_address=0x10000060,
+        uid_length=8,
+        dpidr=0x0BB11477,
+        ap_idr=0x04770021,
+        ap_wrap=0x400,
+        extra={
+            "ficr_configid": 0x00000072,
+            "ficr_numramblock": 2,
+            "ficr_sizeramblocks": 0x2000,
+            "has_ctrl_ap": 0,
+            "has_readynext": 0,
+        },
     ),
     # Memory map: pyocd/target/builtin/target_nRF52840_xxAA.py (flash 1 MiB in 4 KiB pages, UICR
     # 0x400 bytes, RAM 256 KiB). DPIDR 0x2BA01477 = Cortex-M4 SW-DP; AHB-AP IDR 0x24770011 (M3/M4
@@ -130,14 +142,28 @@ TARGETS: Dict[str, TargetSpec] = {
     # Build code D0 is below pyOCD's HARDENED_APPROTECT_REVISIONS F0, so pyOCD does not write
     # UICR.APPROTECT on every connect (see pyocd/target/family/target_nRF52.py).
     "nrf52840": TargetSpec(
-        name="nrf52840", family="nrf", display_name="nRF52840", core="cortex-m4f",
-        nvm=(NvmSpec("flash", 0x00000000, 0x100000, 0x1000),
-             NvmSpec("uicr", 0x10001000, 0x400, 0x400)),
-        ram_start=0x20000000, ram_size=0x40000, flash_alias=None,
-        uid_address=0x10000060, uid_length=8,
-        dpidr=0x2BA01477, ap_idr=0x24770011, ap_wrap=0x1000,
-        extra={"ficr_part": 0x52840, "ficr_variant": 0x41414430, "ficr_package": 0x2004,
-               "ficr_ram": 0x100, "ficr_flash": 0x400, "has_ctrl_ap": 1, "has_readynext": 1},
+        name="nrf52840",
+        family="nrf",
+        display_name="nRF52840",
+        core="cortex-m4f",
+        nvm=(NvmSpec("flash", 0x00000000, 0x100000, 0x1000), NvmSpec("uicr", 0x10001000, 0x400, 0x400)),
+        ram_start=0x20000000,
+        ram_size=0x40000,
+        flash_alias=None,
+        uid_address=0x10000060,
+        uid_length=8,
+        dpidr=0x2BA01477,
+        ap_idr=0x24770011,
+        ap_wrap=0x1000,
+        extra={
+            "ficr_part": 0x52840,
+            "ficr_variant": 0x41414430,
+            "ficr_package": 0x2004,
+            "ficr_ram": 0x100,
+            "ficr_flash": 0x400,
+            "has_ctrl_ap": 1,
+            "has_readynext": 1,
+        },
     ),
     # Memory map: pyocd/target/builtin/target_STM32F103RC.py (flash 0x08000000, 0x80000 bytes in
     # 2 KiB pages; RAM 64 KiB) -- pyOCD's map is larger than the RC's datasheet 256 KiB/48 KiB and
@@ -146,15 +172,24 @@ TARGETS: Dict[str, TargetSpec] = {
     # density), REV_ID 0x1003 (rev Y), RM0008 rev 21 section 31.6.1. UID at 0x1FFFF7E8 and F_SIZE
     # at 0x1FFFF7E0: RM0008 section 30.
     "stm32f103rc": TargetSpec(
-        name="stm32f103rc", family="stm32f1", display_name="STM32F103RC", core="cortex-m3",
+        name="stm32f103rc",
+        family="stm32f1",
+        display_name="STM32F103RC",
+        core="cortex-m3",
         # Option bytes 0x1FFFF800-0x1FFFF80F (PM0075 section 2.5, table 5): RDP 0xA5 with its
         # complement 0x5A = read protection off; USER 0xFF/0x00; Data0/1 and WRP0-3 0xFF/0x00.
-        nvm=(NvmSpec("flash", 0x08000000, 0x80000, 0x800),
-             NvmSpec("option", 0x1FFFF800, 0x10, 0x10,
-                     factory=bytes.fromhex("a55aff00ff00ff00ff00ff00ff00ff00"))),
-        ram_start=0x20000000, ram_size=0x10000, flash_alias=0x00000000,
-        uid_address=0x1FFFF7E8, uid_length=12,
-        dpidr=0x1BA01477, ap_idr=0x14770011, ap_wrap=0x1000,
+        nvm=(
+            NvmSpec("flash", 0x08000000, 0x80000, 0x800),
+            NvmSpec("option", 0x1FFFF800, 0x10, 0x10, factory=bytes.fromhex("a55aff00ff00ff00ff00ff00ff00ff00")),
+        ),
+        ram_start=0x20000000,
+        ram_size=0x10000,
+        flash_alias=0x00000000,
+        uid_address=0x1FFFF7E8,
+        uid_length=12,
+        dpidr=0x1BA01477,
+        ap_idr=0x14770011,
+        ap_wrap=0x1000,
         extra={"dbgmcu_idcode": 0x10036414},
     ),
     # Memory map: pyocd/target/family/target_rp2.py (RP2Base: xip flash at 0x10000000 in 4 KiB
@@ -165,11 +200,19 @@ TARGETS: Dict[str, TargetSpec] = {
     # wrap). No unique ID in the chip: the flash's 64-bit unique ID (W25Q16JV instruction 4Bh)
     # is the board's, as pico-sdk's pico_get_unique_board_id reads it.
     "rp2040": TargetSpec(
-        name="rp2040", family="rp2040", display_name="RP2040 (Pico)", core="cortex-m0plus",
+        name="rp2040",
+        family="rp2040",
+        display_name="RP2040 (Pico)",
+        core="cortex-m0plus",
         nvm=(NvmSpec("flash", 0x10000000, 0x200000, 0x1000),),
-        ram_start=0x20000000, ram_size=0x42000, flash_alias=None,
-        uid_address=None, uid_length=8,
-        dpidr=0x0BC12477, ap_idr=0x04770031, ap_wrap=0x400,
+        ram_start=0x20000000,
+        ram_size=0x42000,
+        flash_alias=None,
+        uid_address=None,
+        uid_length=8,
+        dpidr=0x0BC12477,
+        ap_idr=0x04770031,
+        ap_wrap=0x400,
     ),
     # The Raspberry Pi Pico 2: RP2350 (Arm, Secure) with a 4 MiB W25Q32RV (Pico 2 datasheet
     # chapter 1). Memory: SRAM 520 KiB at 0x20000000 (RP2350 datasheet 2.2.3: SRAM0-7 striped,
@@ -180,11 +223,19 @@ TARGETS: Dict[str, TargetSpec] = {
     # AP IDR 0x14770005: an AHB5-AP, which pyOCD maps to AHB_AP with 1 KiB wrap
     # (pyocd/coresight/ap.py AP_TYPE_MAP). The unique ID is the chip's, in OTP (CHIPID0-3).
     "rp2350": TargetSpec(
-        name="rp2350", family="rp2350", display_name="RP2350 (Pico 2)", core="cortex-m33",
+        name="rp2350",
+        family="rp2350",
+        display_name="RP2350 (Pico 2)",
+        core="cortex-m33",
         nvm=(NvmSpec("flash", 0x10000000, 0x400000, 0x1000),),
-        ram_start=0x20000000, ram_size=0x82000, flash_alias=None,
-        uid_address=0x40130000, uid_length=8,
-        dpidr=0x4C013477, ap_idr=0x14770005, ap_wrap=0x400,
+        ram_start=0x20000000,
+        ram_size=0x82000,
+        flash_alias=None,
+        uid_address=0x40130000,
+        uid_length=8,
+        dpidr=0x4C013477,
+        ap_idr=0x14770005,
+        ap_wrap=0x400,
     ),
 }
 
@@ -200,5 +251,4 @@ def get_target(name: str) -> TargetSpec:
     try:
         return TARGETS[name]
     except KeyError:
-        raise ValueError("unknown simulated target type %r (choose from %s)"
-                         % (name, ", ".join(SIM_TARGETS))) from None
+        raise ValueError("unknown simulated target type %r (choose from %s)" % (name, ", ".join(SIM_TARGETS))) from None

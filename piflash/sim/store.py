@@ -38,8 +38,17 @@ from typing import Dict, Iterator, List, Optional, Union
 from piflash.sim.faults import FAULT_NAMES, Faults
 from piflash.sim.specs import SIM_TARGETS, NvmSpec, TargetSpec, get_target
 
-__all__ = ["BoardInfo", "SimStore", "SimStoreError", "UnknownBoardError", "BoardExistsError",
-           "BoardBusyError", "default_root", "valid_board_name", "auto_target_for_name"]
+__all__ = [
+    "BoardInfo",
+    "SimStore",
+    "SimStoreError",
+    "UnknownBoardError",
+    "BoardExistsError",
+    "BoardBusyError",
+    "default_root",
+    "valid_board_name",
+    "auto_target_for_name",
+]
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 _AUTO_RE = re.compile(r"^(%s)(-[a-z0-9_.-]+)?$" % "|".join(re.escape(t) for t in SIM_TARGETS))
@@ -53,7 +62,7 @@ class SimStoreError(Exception):
 class UnknownBoardError(SimStoreError, KeyError):
     """No board of that name exists in the store (a KeyError)."""
 
-    def __str__(self) -> str:       # KeyError would show the message quoted
+    def __str__(self) -> str:  # KeyError would show the message quoted
         return str(self.args[0]) if self.args else ""
 
 
@@ -139,10 +148,18 @@ class BoardInfo:
 
     def to_dict(self) -> Dict[str, object]:
         """The JSON form written to ``board.json``."""
-        return {"format": _FORMAT, "name": self.name, "target": self.target,
-                "target_uid": self.target_uid, "present": self.present,
-                "seated": self.seated, "generation": self.generation,
-                "faults": self.faults.to_dict(), "stats": dict(self.stats), "created": self.created}
+        return {
+            "format": _FORMAT,
+            "name": self.name,
+            "target": self.target,
+            "target_uid": self.target_uid,
+            "present": self.present,
+            "seated": self.seated,
+            "generation": self.generation,
+            "faults": self.faults.to_dict(),
+            "stats": dict(self.stats),
+            "created": self.created,
+        }
 
 
 class SimStore:
@@ -165,8 +182,7 @@ class SimStore:
         return self._root
 
     # -- public API -------------------------------------------------------------------------
-    def create(self, name: str, target: str, target_uid: Optional[str] = None,
-               exist_ok: bool = False) -> BoardInfo:
+    def create(self, name: str, target: str, target_uid: Optional[str] = None, exist_ok: bool = False) -> BoardInfo:
         """Create a board with erased flash.
 
         :param name: Board name, ``[a-z0-9][a-z0-9_.-]*``.
@@ -180,19 +196,25 @@ class SimStore:
         """
         _check_name(name)
         spec = get_target(target)
-        uid = _normalise_uid(target_uid, spec) if target_uid is not None \
+        uid = (
+            _normalise_uid(target_uid, spec)
+            if target_uid is not None
             else secrets.token_bytes(spec.uid_length).hex().upper()
+        )
         with self._lock(name):
             if self._json_path(name).exists():
                 info = self._read_info(name)
                 if exist_ok and info.target == target:
                     return info
                 raise BoardExistsError("simulated board %r already exists" % name)
-            info = BoardInfo(name=name, target=target, target_uid=uid,
-                             stats={"erase_ops": 0, "program_ops": 0, "program_bytes": 0},
-                             created=datetime.datetime.now(datetime.timezone.utc)
-                             .isoformat(timespec="seconds"),
-                             path=self._dir(name))
+            info = BoardInfo(
+                name=name,
+                target=target,
+                target_uid=uid,
+                stats={"erase_ops": 0, "program_ops": 0, "program_bytes": 0},
+                created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                path=self._dir(name),
+            )
             self._dir(name).mkdir(parents=True, exist_ok=True)
             for nvm in spec.nvm:
                 _atomic_write(self._nvm_path(name, nvm.name), nvm.initial())
@@ -256,7 +278,7 @@ class SimStore:
             if offset < 0 or offset + len(data) > nvm.size:
                 raise ValueError("data does not fit in the %d-byte flash" % nvm.size)
             image = bytearray(self._read_nvm_file(name, nvm))
-            image[offset:offset + len(data)] = data
+            image[offset : offset + len(data)] = data
             _atomic_write(self._nvm_path(name, nvm.name), bytes(image))
 
     def set_faults(self, name: str, **faults: object) -> BoardInfo:
@@ -309,8 +331,13 @@ class SimStore:
             self._write_info(info)
             return info
 
-    def swap(self, name: str, target_uid: Optional[str] = None, flash: Optional[bytes] = None,
-             faults: Optional[Dict[str, object]] = None) -> BoardInfo:
+    def swap(
+        self,
+        name: str,
+        target_uid: Optional[str] = None,
+        flash: Optional[bytes] = None,
+        faults: Optional[Dict[str, object]] = None,
+    ) -> BoardInfo:
         """Replace the board on the fixture with another one of the same target type, seated.
 
         The new board has its own target unique ID, its own flash (erased, or ``flash``: the
@@ -329,15 +356,18 @@ class SimStore:
         with self._lock(name):
             info = self._read_info(name)
             spec = info.spec
-            uid = _normalise_uid(target_uid, spec) if target_uid is not None \
+            uid = (
+                _normalise_uid(target_uid, spec)
+                if target_uid is not None
                 else secrets.token_bytes(spec.uid_length).hex().upper()
+            )
             new_faults = Faults.from_dict(faults, spec)
             if flash is not None and len(flash) > spec.flash.size:
                 raise ValueError("data does not fit in the %d-byte flash" % spec.flash.size)
             for nvm in spec.nvm:
                 data = nvm.initial()
                 if nvm.name == spec.flash.name and flash:
-                    data = bytes(flash) + data[len(flash):]
+                    data = bytes(flash) + data[len(flash) :]
                 _atomic_write(self._nvm_path(name, nvm.name), data)
             info.target_uid, info.faults, info.seated = uid, new_faults, True
             info.generation += 1
@@ -390,8 +420,9 @@ class SimStore:
                 raise
             return fds
 
-    def save_state(self, name: str, images: Dict[str, bytes], stats_delta: Dict[str, int],
-                   generation: Optional[int] = None) -> bool:
+    def save_state(
+        self, name: str, images: Dict[str, bytes], stats_delta: Dict[str, int], generation: Optional[int] = None
+    ) -> bool:
         """Write NVM images and add ``stats_delta`` to the stored counters, leaving the
         present flag and faults as they are on disk. Returns False if the board has been removed
         meanwhile, or (when ``generation`` is given) swapped for another board: nothing is
@@ -428,8 +459,7 @@ class SimStore:
                     if err.errno not in (errno.EAGAIN, errno.EACCES):
                         raise
                     if time.monotonic() >= deadline:
-                        raise BoardBusyError("simulated board %r is in use by another session"
-                                             % name) from None
+                        raise BoardBusyError("simulated board %r is in use by another session" % name) from None
                     time.sleep(0.05)
             yield
         finally:
@@ -466,13 +496,18 @@ class SimStore:
         except FileNotFoundError:
             raise UnknownBoardError("no simulated board %r" % name) from None
         spec = get_target(data["target"])
-        return BoardInfo(name=name, target=spec.name, target_uid=str(data["target_uid"]),
-                         present=bool(data.get("present", True)),
-                         seated=bool(data.get("seated", True)),
-                         generation=int(data.get("generation", 0)),
-                         faults=Faults.from_dict(data.get("faults"), spec),
-                         stats={k: int(v) for k, v in (data.get("stats") or {}).items()},
-                         created=str(data.get("created", "")), path=self._dir(name))
+        return BoardInfo(
+            name=name,
+            target=spec.name,
+            target_uid=str(data["target_uid"]),
+            present=bool(data.get("present", True)),
+            seated=bool(data.get("seated", True)),
+            generation=int(data.get("generation", 0)),
+            faults=Faults.from_dict(data.get("faults"), spec),
+            stats={k: int(v) for k, v in (data.get("stats") or {}).items()},
+            created=str(data.get("created", "")),
+            path=self._dir(name),
+        )
 
     def _write_info(self, info: BoardInfo) -> None:
         text = json.dumps(info.to_dict(), indent=2, sort_keys=True) + "\n"

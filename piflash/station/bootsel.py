@@ -77,7 +77,7 @@ class BootselWorker(ProbeWorker):
     def _present(self) -> bool:
         try:
             return any(d.probe_id == self.uid or picoboot.device_named(d, self.uid) for d in picoboot.list_devices())
-        except Exception as exc:               # a USB error while listing: look again later
+        except Exception as exc:  # a USB error while listing: look again later
             LOG.debug("slot %s: listing BOOTSEL devices failed: %s", self.uid, exc)
             return False
 
@@ -97,7 +97,7 @@ class BootselWorker(ProbeWorker):
         if self.stopping():
             return
         self._serve_board(loaded)
-        while not self.stopping() and self._present():     # a board that did not reboot
+        while not self.stopping() and self._present():  # a board that did not reboot
             self._sleep(cfg.poll_interval)
         if not self.stopping():
             self._set("waiting", "waiting for a Pico in BOOTSEL mode")
@@ -112,13 +112,14 @@ class BootselWorker(ProbeWorker):
         taken: list = []
         alloc = None
 
-        def touch(res: OperationResult) -> None:    # before anything is written to the board
+        def touch(res: OperationResult) -> None:  # before anything is written to the board
             row[0] = self.station.open_row(res, self.uid)
 
         try:
             with tracking(result):
-                with bootsel_session(self.uid, result, ProgressSink(), touch, prof.target, image,
-                                     reboot_running=False) as conn:
+                with bootsel_session(
+                    self.uid, result, ProgressSink(), touch, prof.target, image, reboot_running=False
+                ) as conn:
                     if row[0] is None:
                         raise _NoHistory()
                     uid = result.target_uid
@@ -127,17 +128,24 @@ class BootselWorker(ProbeWorker):
                     if plan is not None:
                         if plan.uses_serial:
                             alloc = serial_allocator(cfg, getattr(self.station, "serial_holder", None))
-                            serial = alloc.take(uid, lambda n: (taken.append(n),
-                                                                self.station.note_serial(row[0], n)))
+                            serial = alloc.take(uid, lambda n: (taken.append(n), self.station.note_serial(row[0], n)))
                         board_image = bootsel_image(result, image, plan, serial)
-                    flash_bootsel_session(conn, board_image, result, StationSink(self, uid, serial=result.serial),
-                                          flash_options(cfg, serial))
+                    flash_bootsel_session(
+                        conn,
+                        board_image,
+                        result,
+                        StationSink(self, uid, serial=result.serial),
+                        flash_options(cfg, serial),
+                    )
                     p = result.program
                     nothing = p.erased_bytes == 0 and p.programmed_bytes == 0
                     outcome = "skip" if nothing and cfg.on_same_firmware == "skip" else "pass"
         except _NoHistory:
-            self._set("fail", f"FAIL {result.target_uid or 'unknown'} not flashed: the history cannot be written",
-                      result.target_uid)
+            self._set(
+                "fail",
+                f"FAIL {result.target_uid or 'unknown'} not flashed: the history cannot be written",
+                result.target_uid,
+            )
             return
         except PiflashError as exc:
             outcome = "fail"
@@ -153,13 +161,17 @@ class BootselWorker(ProbeWorker):
                 try:
                     alloc.finish(taken[0], outcome == "pass", result.target_uid)
                 except SerialError as exc:
-                    LOG.error("serial %s of board %s not marked %s: %s", taken[0], result.target_uid, outcome,
-                              exc.message)
+                    LOG.error(
+                        "serial %s of board %s not marked %s: %s", taken[0], result.target_uid, outcome, exc.message
+                    )
         if row[0] is None:
             return
         if result.error is None and outcome == "fail":
-            result.error = {"kind": "InternalError", "message": "internal error in the station (see its log)",
-                            "exit_code": 1}
+            result.error = {
+                "kind": "InternalError",
+                "message": "internal error in the station (see its log)",
+                "exit_code": 1,
+            }
         done = self.station.complete_row(row[0], result, outcome)
         checkpoint("recorded")
         shown = result.target_uid or "unknown"

@@ -38,9 +38,23 @@ from piflash import settings
 from piflash.errors import ProfileError
 from piflash.profiles import Profile, find_profile, load_profile, read_yaml_mapping
 
-ALLOWED_KEYS = ("station", "profile", "probes", "on_same_firmware", "poll_interval", "history", "gpio",
-                "serials", "serial_block", "protect", "workers", "ledger", "lease_ttl", "metrics",
-                "metrics_port")
+ALLOWED_KEYS = (
+    "station",
+    "profile",
+    "probes",
+    "on_same_firmware",
+    "poll_interval",
+    "history",
+    "gpio",
+    "serials",
+    "serial_block",
+    "protect",
+    "workers",
+    "ledger",
+    "lease_ttl",
+    "metrics",
+    "metrics_port",
+)
 #: How the probes' workers run: threads of the station (the default), or processes of their own,
 #: one core each (piflash/station/procs.py).
 WORKER_MODES = ("threads", "processes")
@@ -131,8 +145,11 @@ def _exact_probes(probes: Tuple[str, ...], fail) -> Tuple[str, ...]:
             fail("probes", exc.message, exc.hint)
         if selector.prefix:
             example = "picoboot:1-1.2" if selector.kind.bare else f"{selector.text}..."
-            fail("probes", f"'{text}' is not one probe: a station matches each probe exactly",
-                 hint=f"write each probe's whole unique ID ('piflash probes' lists them), e.g. {example}")
+            fail(
+                "probes",
+                f"'{text}' is not one probe: a station matches each probe exactly",
+                hint=f"write each probe's whole unique ID ('piflash probes' lists them), e.g. {example}",
+            )
         out.append(selector.text)
     lowered = [p.lower() for p in out]
     twice = sorted({p for p in out if lowered.count(p.lower()) > 1})
@@ -150,17 +167,23 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
     """
     src = os.fspath(path)
     values, lines, root_line = read_yaml_mapping(
-        src, ALLOWED_KEYS, "station config", text_keys=("station",),
-        empty="station config is empty; it needs at least 'profile'")
+        src,
+        ALLOWED_KEYS,
+        "station config",
+        text_keys=("station",),
+        empty="station config is empty; it needs at least 'profile'",
+    )
     cfile = Path(src).resolve()
 
     def fail(key: str, message: str, hint: Optional[str] = None) -> NoReturn:
-        raise ProfileError(message, path=src, line=lines.get(key.split(".")[0], root_line),
-                           key=key, hint=hint)
+        raise ProfileError(message, path=src, line=lines.get(key.split(".")[0], root_line), key=key, hint=hint)
 
     if "profile" not in values:
-        fail("profile", "required key is missing" if "profile" not in lines else "must not be empty",
-             hint="name a profile (piflash profile list) or give a path to one")
+        fail(
+            "profile",
+            "required key is missing" if "profile" not in lines else "must not be empty",
+            hint="name a profile (piflash profile list) or give a path to one",
+        )
     prof = values["profile"]
     if not isinstance(prof, str) or not prof.strip():
         fail("profile", f"expected a profile name or path, got {prof!r}")
@@ -182,8 +205,11 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
     elif isinstance(probes, list) and probes and all(isinstance(p, str) and p.strip() for p in probes):
         probes = tuple(probes)
     else:
-        fail("probes", f"expected 'any' or a list of probe unique IDs (quoted strings), got {probes!r}",
-             hint='e.g. probes: ["0240000032044e45", "sim:bay-2"]')
+        fail(
+            "probes",
+            f"expected 'any' or a list of probe unique IDs (quoted strings), got {probes!r}",
+            hint='e.g. probes: ["0240000032044e45", "sim:bay-2"]',
+        )
     if probes is not None:
         probes = _exact_probes(probes, fail)
 
@@ -229,18 +255,19 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
         fail("protect", f"must be one of {', '.join(PROTECT_POLICIES)}, got {policy!r}")
     protect = profile.protect if policy == "profile" else ("lock" if policy == "lock" else None)
     if protect == "lock" and not profile.verify:
-        fail("protect", f"boards are locked only after a passed verify, and profile {profile.name} "
-                        "has 'verify: false'")
+        fail("protect", f"boards are locked only after a passed verify, and profile {profile.name} has 'verify: false'")
 
     workers = values.get("workers", "threads")
     if workers not in WORKER_MODES:
         fail("workers", f"must be one of {', '.join(WORKER_MODES)}, got {workers!r}")
     if workers == "processes" and pins:
-        fail("workers", "worker processes do not drive GPIO yet: the LEDs, buzzer and button need "
-                        "'workers: threads'", hint="remove 'gpio', or 'workers: processes'")
+        fail(
+            "workers",
+            "worker processes do not drive GPIO yet: the LEDs, buzzer and button need 'workers: threads'",
+            hint="remove 'gpio', or 'workers: processes'",
+        )
     ledger = values.get("ledger", settings.PIFLASH_LEDGER.value())
-    if ledger is not None and (not isinstance(ledger, str)
-                               or not ledger.startswith(("postgresql://", "postgres://"))):
+    if ledger is not None and (not isinstance(ledger, str) or not ledger.startswith(("postgresql://", "postgres://"))):
         fail("ledger", f"expected a PostgreSQL URL (postgresql://USER@HOST[:PORT]/DATABASE), got {ledger!r}")
     metrics = values.get("metrics")
     if metrics is not None:
@@ -248,19 +275,39 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
             fail("metrics", f"expected the path of a .prom file (node_exporter reads *.prom), got {metrics!r}")
         metrics = (cfile.parent / Path(metrics).expanduser()).resolve()
         if not metrics.parent.is_dir():
-            fail("metrics", f"the folder {metrics.parent} does not exist",
-                 hint="node_exporter's --collector.textfile.directory, e.g. /var/lib/prometheus/node-exporter")
+            fail(
+                "metrics",
+                f"the folder {metrics.parent} does not exist",
+                hint="node_exporter's --collector.textfile.directory, e.g. /var/lib/prometheus/node-exporter",
+            )
     ttl = values.get("lease_ttl", 86400)
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 1 <= ttl <= 30 * 86400:
         fail("lease_ttl", f"expected seconds from 1 to {30 * 86400} (30 days), got {ttl!r}")
     port = values.get("metrics_port")
     if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535):
-        fail("metrics_port", f"expected a TCP port (1-65535), got {port!r}",
-             hint="9100 is node_exporter's; pick a free one for the station, e.g. 9810")
-    return StationConfig(path=cfile, station=station.strip(), profile=profile, probes=probes,
-                         on_same_firmware=same, poll_interval=float(poll), history=history, gpio=pins,
-                         serials=serials, serial_block=block, protect=protect, workers=workers,
-                         ledger=ledger, metrics=metrics, lease_ttl=float(ttl), metrics_port=port)
+        fail(
+            "metrics_port",
+            f"expected a TCP port (1-65535), got {port!r}",
+            hint="9100 is node_exporter's; pick a free one for the station, e.g. 9810",
+        )
+    return StationConfig(
+        path=cfile,
+        station=station.strip(),
+        profile=profile,
+        probes=probes,
+        on_same_firmware=same,
+        poll_interval=float(poll),
+        history=history,
+        gpio=pins,
+        serials=serials,
+        serial_block=block,
+        protect=protect,
+        workers=workers,
+        ledger=ledger,
+        metrics=metrics,
+        lease_ttl=float(ttl),
+        metrics_port=port,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -287,5 +334,14 @@ def load_station(path: Union[str, "os.PathLike[str]"]) -> LoadedStation:
     return LoadedStation(config, config.profile.load_image())
 
 
-__all__ = ["StationConfig", "LoadedStation", "load_config", "load_station", "ALLOWED_KEYS", "WORKER_MODES",
-           "ON_SAME_FIRMWARE", "GPIO_ROLES", "PROTECT_POLICIES"]
+__all__ = [
+    "StationConfig",
+    "LoadedStation",
+    "load_config",
+    "load_station",
+    "ALLOWED_KEYS",
+    "WORKER_MODES",
+    "ON_SAME_FIRMWARE",
+    "GPIO_ROLES",
+    "PROTECT_POLICIES",
+]

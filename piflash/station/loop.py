@@ -79,9 +79,14 @@ class Station:
         being flashed. :ivar loaded: the current :class:`LoadedStation`.
     """
 
-    def __init__(self, config_path, interactive: Optional[bool] = None,
-                 notifier: Optional[Notifier] = None, stream: TextIO = sys.stdout,
-                 force: bool = False) -> None:
+    def __init__(
+        self,
+        config_path,
+        interactive: Optional[bool] = None,
+        notifier: Optional[Notifier] = None,
+        stream: TextIO = sys.stdout,
+        force: bool = False,
+    ) -> None:
         self.config_path = config_path
         self.force = force
         self.notifier = notifier or Notifier()
@@ -95,15 +100,15 @@ class Station:
         self.status = StatusBoard()
         self.gpio = None
         self.workers: Dict[str, object] = {}
-        self._retired: list = []            # workers finishing a board after a reload
+        self._retired: list = []  # workers finishing a board after a reload
         self._history = None
         self._history_lock = threading.Lock()
         self._wake = threading.Event()
         self._reload_requested = False
-        self._first_stop: Optional[float] = None   # time.monotonic() of the first stop request
-        self._dead: list = []               # probes whose worker process died (restarted by run())
-        self._uploader = None               # the ledger's uploader (piflash.record.ledger), if any
-        self.metrics = None                 # the Prometheus textfile (piflash.station.metrics), if any
+        self._first_stop: Optional[float] = None  # time.monotonic() of the first stop request
+        self._dead: list = []  # probes whose worker process died (restarted by run())
+        self._uploader = None  # the ledger's uploader (piflash.record.ledger), if any
+        self.metrics = None  # the Prometheus textfile (piflash.station.metrics), if any
 
     # -- start-up -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -114,7 +119,7 @@ class Station:
             opened or written: a station whose boards would not be recorded does not start.
         """
         memory_guard(self.config_path, self.force)
-        self.loaded = load_station(self.config_path)     # imports pyOCD (target check)
+        self.loaded = load_station(self.config_path)  # imports pyOCD (target check)
         cfg = self.loaded.config
         if cfg.workers == "processes":
             self._use_process_events()
@@ -132,12 +137,14 @@ class Station:
             self.gpio = GpioOutput(cfg.gpio)
             outputs.append(self.gpio)
         self.status.outputs = outputs
-        self._log(f"station {cfg.station}: profile {cfg.profile.name} ({cfg.profile.target}, "
-                  f"{cfg.profile.firmware.name}, {self.loaded.image.size:,} bytes), probes "
-                  f"{', '.join(cfg.probes) if cfg.probes else 'any'}, on same firmware: "
-                  f"{cfg.on_same_firmware}, history {self._history.path}"
-                  + (", a process per probe" if cfg.workers == "processes" else "")
-                  + (", ledger " + _safe_url(cfg.ledger) if cfg.ledger else ""))
+        self._log(
+            f"station {cfg.station}: profile {cfg.profile.name} ({cfg.profile.target}, "
+            f"{cfg.profile.firmware.name}, {self.loaded.image.size:,} bytes), probes "
+            f"{', '.join(cfg.probes) if cfg.probes else 'any'}, on same firmware: "
+            f"{cfg.on_same_firmware}, history {self._history.path}"
+            + (", a process per probe" if cfg.workers == "processes" else "")
+            + (", ledger " + _safe_url(cfg.ledger) if cfg.ledger else "")
+        )
         self._start_uploader()
         self._start_metrics()
         self._reconcile_workers()
@@ -160,12 +167,18 @@ class Station:
         from piflash.station.metrics import StationMetrics
 
         try:
-            self.metrics = StationMetrics(cfg.metrics, cfg.station, port=cfg.metrics_port,
-                                          queue=lambda: self._uploader.queued() if self._uploader else None)
+            self.metrics = StationMetrics(
+                cfg.metrics,
+                cfg.station,
+                port=cfg.metrics_port,
+                queue=lambda: self._uploader.queued() if self._uploader else None,
+            )
         except OSError as exc:
-            raise ProfileError(f"{cfg.path}: key 'metrics_port': cannot serve the metrics on port "
-                               f"{cfg.metrics_port}: {exc.strerror or exc}",
-                               hint="another program (or station) uses it: pick a free port") from None
+            raise ProfileError(
+                f"{cfg.path}: key 'metrics_port': cannot serve the metrics on port "
+                f"{cfg.metrics_port}: {exc.strerror or exc}",
+                hint="another program (or station) uses it: pick a free port",
+            ) from None
 
     def _start_uploader(self) -> None:
         """With a ledger (``ledger:``), copy sealed rows to it in the background (a new uploader
@@ -180,8 +193,9 @@ class Station:
         if cfg.ledger:
             from piflash.record.ledger import Uploader
 
-            self._uploader = Uploader(self._history, cfg.station, cfg.ledger, self._log,
-                                      interval=max(1.0, cfg.poll_interval * 4))
+            self._uploader = Uploader(
+                self._history, cfg.station, cfg.ledger, self._log, interval=max(1.0, cfg.poll_interval * 4)
+            )
             self._uploader.start()
 
     def _open_history(self) -> None:
@@ -193,24 +207,29 @@ class Station:
         if path is not None and not path.parent.exists():
             # A mistyped folder would start a new, empty history with a chain of its own, and the
             # boards of this shift would be missing from the real one: refuse, naming the path.
-            raise HistoryError(f"the history folder {path.parent} does not exist (the 'history:' key of "
-                               f"{self.config_path} names {path})",
-                               hint="correct the path, or create the folder for a new history "
-                                    "(the station only creates the file, not its folder)")
+            raise HistoryError(
+                f"the history folder {path.parent} does not exist (the 'history:' key of "
+                f"{self.config_path} names {path})",
+                hint="correct the path, or create the folder for a new history "
+                "(the station only creates the file, not its folder)",
+            )
         try:
             new = History(path)
             try:
-                new.check_writable()        # a read-only history would fail every board, not the start
-                new.check_sound()           # so would one damaged past its first pages
+                new.check_writable()  # a read-only history would fail every board, not the start
+                new.check_sound()  # so would one damaged past its first pages
             except BaseException:
                 new.close()
                 raise
         except HistoryError as exc:
-            raise HistoryError(exc.message, hint=f"{exc.hint}; the station records every board, so it "
-                               f"does not start without a history (the 'history:' key of "
-                               f"{self.config_path}, see docs/station.md)") from exc
+            raise HistoryError(
+                exc.message,
+                hint=f"{exc.hint}; the station records every board, so it "
+                f"does not start without a history (the 'history:' key of "
+                f"{self.config_path}, see docs/station.md)",
+            ) from exc
         try:
-            new.reap()                      # rows left open by a station that died: interrupted
+            new.reap()  # rows left open by a station that died: interrupted
         except BaseException:
             new.close()
             raise
@@ -255,8 +274,9 @@ class Station:
         with self._history_lock:
             sealed = self._history.reap()
         if sealed:
-            self._log(f"history rows {', '.join(f'#{r}' for r in sealed)} sealed as interrupted "
-                      "(their worker process died)")
+            self._log(
+                f"history rows {', '.join(f'#{r}' for r in sealed)} sealed as interrupted (their worker process died)"
+            )
         for uid in dead:
             if self.stop.is_set() or uid not in self.workers:
                 continue
@@ -308,7 +328,7 @@ class Station:
         except PiflashError as exc:
             LOG.debug("listing probes failed: %s", exc.message)
             found = []
-        try:                                      # USB ports with a Pico in BOOTSEL mode
+        try:  # USB ports with a Pico in BOOTSEL mode
             found += [d.probe_id for d in list_devices()]
         except Exception as exc:
             LOG.debug("listing BOOTSEL devices failed: %s", exc)
@@ -331,8 +351,7 @@ class Station:
         cfg = self.loaded.config
         try:
             with self._history_lock:
-                return self._history.open(result, station=cfg.station, slot=slot, profile=cfg.profile.name,
-                                          pid=pid)
+                return self._history.open(result, station=cfg.station, slot=slot, profile=cfg.profile.name, pid=pid)
         except HistoryError as exc:
             LOG.error("board %s not flashed: cannot record it: %s", result.target_uid, exc.message)
             return None
@@ -345,13 +364,13 @@ class Station:
 
         try:
             with self._history_lock:
-                done = self._history.complete(row, result, outcome=outcome, protection=result.protection,
-                                              serial=result.serial, patch=result.patch)
+                done = self._history.complete(
+                    row, result, outcome=outcome, protection=result.protection, serial=result.serial, patch=result.patch
+                )
             if self._uploader is not None:
                 self._uploader.kick()
             if self.metrics is not None:
-                self.metrics.board(slot_of(result), outcome, result.duration or 0.0,
-                                   result.serial)
+                self.metrics.board(slot_of(result), outcome, result.duration or 0.0, result.serial)
             return done
         except HistoryError as exc:
             LOG.error("board %s: history row #%s not completed: %s", result.target_uid, row, exc.message)
@@ -387,7 +406,7 @@ class Station:
             self.notifier.ready(self.status.line())
             return False
         if new.config.workers == "processes" and isinstance(self.stop, threading.Event):
-            self._use_process_events()      # switched from threads: events the processes can see
+            self._use_process_events()  # switched from threads: events the processes can see
         if old.config.workers == "processes" or new.config.workers == "processes":
             # A worker process holds a copy of the config it was forked with: new processes
             # take the new one (the old ones finish their board first).
@@ -398,11 +417,13 @@ class Station:
         self._start_uploader()
         try:
             self._start_metrics()
-        except PiflashError as exc:         # the boards go on; only the metrics are missing
+        except PiflashError as exc:  # the boards go on; only the metrics are missing
             self._log(f"metrics off after the reload: {exc.message}")
         self._reconcile_workers()
-        self._log(f"config reloaded: profile {new.config.profile.name}, "
-                  f"{new.image.size:,} bytes, sha256 {new.image.sha256[:12]}")
+        self._log(
+            f"config reloaded: profile {new.config.profile.name}, "
+            f"{new.image.size:,} bytes, sha256 {new.image.sha256[:12]}"
+        )
         self.notifier.ready(self.status.line())
         return True
 
@@ -445,8 +466,9 @@ class Station:
         signal.signal(signal.SIGHUP, lambda *a: self.request_reload())
         self.start()
         if self.notifier.watchdog_interval:
-            threading.Thread(target=self._watchdog, args=(self.notifier.watchdog_interval,),
-                             name="watchdog", daemon=True).start()
+            threading.Thread(
+                target=self._watchdog, args=(self.notifier.watchdog_interval,), name="watchdog", daemon=True
+            ).start()
         try:
             while not self.stop.is_set():
                 self._wake.wait(self.loaded.config.poll_interval)
@@ -473,16 +495,16 @@ class Station:
                 w.join(0.5)
         from piflash.station.worker import release_allocators
 
-        release_allocators()                # the lease's unused numbers go back to the counter
+        release_allocators()  # the lease's unused numbers go back to the counter
         if self._uploader is not None:
-            self._uploader.stop(final=True)     # the last boards' rows, if the ledger is there
+            self._uploader.stop(final=True)  # the last boards' rows, if the ledger is there
         if self.metrics is not None:
             self.metrics.write()
             self.metrics.close()
         summary = f"station stopped: {self.status.summary()}"
         self._log(summary)
         self.status.close()
-        if self.interactive:                # after the live view is gone, so it stays on the screen
+        if self.interactive:  # after the live view is gone, so it stays on the screen
             print(summary, file=self.stream, flush=True)
         if self._history is not None:
             self._history.close()

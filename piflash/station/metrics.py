@@ -55,8 +55,9 @@ class StationMetrics:
     :raises OSError: the port cannot be bound (in use, or below 1024 without the privilege).
     """
 
-    def __init__(self, path, station: str, queue: Optional[Callable[[], Optional[int]]] = None,
-                 port: Optional[int] = None) -> None:
+    def __init__(
+        self, path, station: str, queue: Optional[Callable[[], Optional[int]]] = None, port: Optional[int] = None
+    ) -> None:
         try:
             from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
         except ImportError as exc:
@@ -68,18 +69,29 @@ class StationMetrics:
         self._server = None
         self._lock = threading.Lock()
         self.registry = CollectorRegistry()
-        self.boards = Counter("piflash_boards", "Boards handled, by outcome.", ["station", "probe", "outcome"],
-                              registry=self.registry)
-        self.duration = Histogram("piflash_flash_duration_seconds", "A board's operation, connect to reset.",
-                                  ["station", "probe"], buckets=DURATION_BUCKETS, registry=self.registry)
-        self.serials = Counter("piflash_serials_issued", "Serial numbers taken for boards.", ["station"],
-                               registry=self.registry)
-        self.queue = Gauge("piflash_ledger_queue_rows", "History rows not in the ledger yet.", ["station"],
-                           registry=self.registry)
-        self.last_success = Gauge("piflash_last_success_timestamp_seconds",
-                                  "Unix time of the probe's last passed board.", ["station", "probe"],
-                                  registry=self.registry)
-        self.serials.labels(station)            # present at 0 from the start
+        self.boards = Counter(
+            "piflash_boards", "Boards handled, by outcome.", ["station", "probe", "outcome"], registry=self.registry
+        )
+        self.duration = Histogram(
+            "piflash_flash_duration_seconds",
+            "A board's operation, connect to reset.",
+            ["station", "probe"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.serials = Counter(
+            "piflash_serials_issued", "Serial numbers taken for boards.", ["station"], registry=self.registry
+        )
+        self.queue = Gauge(
+            "piflash_ledger_queue_rows", "History rows not in the ledger yet.", ["station"], registry=self.registry
+        )
+        self.last_success = Gauge(
+            "piflash_last_success_timestamp_seconds",
+            "Unix time of the probe's last passed board.",
+            ["station", "probe"],
+            registry=self.registry,
+        )
+        self.serials.labels(station)  # present at 0 from the start
         if port is not None:
             from prometheus_client import start_http_server
 

@@ -72,7 +72,7 @@ class ChildStation:
         self.serial_holder = f"{loaded.config.station}/{uid}"
         self.stop = stop
         self.abort = abort
-        self.gpio = None                    # 'workers: processes' refuses a gpio section
+        self.gpio = None  # 'workers: processes' refuses a gpio section
         self._conn = conn
         self._lock = threading.Lock()
         self.status = _ChildStatus(self._send)
@@ -119,7 +119,7 @@ def _child_main(loaded, stop, abort, wake, retired, uid: str, conn) -> None:
 
     station = ChildStation(loaded, stop, abort, conn, uid)
     worker = worker_class(uid)(station, uid)
-    worker._wake = wake                     # the station's wake() and retire() reach this process
+    worker._wake = wake  # the station's wake() and retire() reach this process
     worker.retired = retired
     done = threading.Event()
 
@@ -138,7 +138,7 @@ def _child_main(loaded, stop, abort, wake, retired, uid: str, conn) -> None:
         worker.run()
     finally:
         done.set()
-        release_allocators()                # this process's lease goes back to the counter
+        release_allocators()  # this process's lease goes back to the counter
         conn.close()
 
 
@@ -161,9 +161,11 @@ class ProcessWorker:
         self.retired = ctx.Event()
         self._conn, child_conn = ctx.Pipe()
         self._on_exit = on_exit
-        self.process = ctx.Process(target=_child_main, name=f"piflash worker {uid}",
-                                   args=(station.loaded, station.stop, station.abort, self._wake,
-                                         self.retired, uid, child_conn))
+        self.process = ctx.Process(
+            target=_child_main,
+            name=f"piflash worker {uid}",
+            args=(station.loaded, station.stop, station.abort, self._wake, self.retired, uid, child_conn),
+        )
         self._child_conn = child_conn
         self._reader = threading.Thread(target=self._serve, name=f"worker {uid} pipe", daemon=True)
 
@@ -176,7 +178,7 @@ class ProcessWorker:
 
         gc.freeze()
         self.process.start()
-        self._child_conn.close()             # the station keeps only its own end
+        self._child_conn.close()  # the station keeps only its own end
         self._reader.start()
 
     def is_alive(self) -> bool:
@@ -215,7 +217,7 @@ class ProcessWorker:
                 _, name, args = message
                 try:
                     reply = ("ok", getattr(station, name)(*args))
-                except Exception as exc:     # noqa: BLE001 - the worker raises it as its own
+                except Exception as exc:  # noqa: BLE001 - the worker raises it as its own
                     reply = ("error", exc)
                 try:
                     self._conn.send(reply)

@@ -40,8 +40,11 @@ class Notifier:
     """
 
     def __init__(self, environ: Optional[Mapping[str, str]] = None) -> None:
-        env = environ if environ is not None else settings.environment(
-            settings.NOTIFY_SOCKET, settings.WATCHDOG_USEC, settings.WATCHDOG_PID)
+        env = (
+            environ
+            if environ is not None
+            else settings.environment(settings.NOTIFY_SOCKET, settings.WATCHDOG_USEC, settings.WATCHDOG_PID)
+        )
         addr = env.get("NOTIFY_SOCKET") or ""
         if addr.startswith("@"):
             addr = "\0" + addr[1:]
@@ -74,8 +77,12 @@ class Notifier:
                 self._sock.sendto(data, self._addr)
                 return True
             except OSError as exc:
-                LOG.log(logging.DEBUG if self._warned else logging.WARNING,
-                        "cannot notify systemd at %r: %s", self._addr, exc)
+                LOG.log(
+                    logging.DEBUG if self._warned else logging.WARNING,
+                    "cannot notify systemd at %r: %s",
+                    self._addr,
+                    exc,
+                )
                 self._warned = True
                 return False
 

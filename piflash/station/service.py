@@ -68,18 +68,21 @@ def render_unit(executable: str, template: Optional[str] = None) -> str:
     :raises ServiceError: the path is relative or holds characters systemd would interpret.
     """
     if not os.path.isabs(executable):
-        raise ServiceError(f"the piflash executable must be an absolute path, not '{executable}'",
-                           hint="pass --executable /opt/piflash/bin/piflash")
+        raise ServiceError(
+            f"the piflash executable must be an absolute path, not '{executable}'",
+            hint="pass --executable /opt/piflash/bin/piflash",
+        )
     if _UNSAFE_PATH.search(executable):
-        raise ServiceError(f"'{executable}' holds characters systemd would interpret on ExecStart=",
-                           hint="install piflash in a path without spaces, quotes, '%' or '$'")
+        raise ServiceError(
+            f"'{executable}' holds characters systemd would interpret on ExecStart=",
+            hint="install piflash in a path without spaces, quotes, '%' or '$'",
+        )
     text = template if template is not None else unit_template()
     lines = text.splitlines(keepends=True)
     for i, line in enumerate(lines):
         if line.startswith("ExecStart="):
-            args = line[len("ExecStart="):].split(None, 1)
-            lines[i] = f"ExecStart={executable} {args[1]}" if len(args) > 1 else \
-                f"ExecStart={executable}\n"
+            args = line[len("ExecStart=") :].split(None, 1)
+            lines[i] = f"ExecStart={executable} {args[1]}" if len(args) > 1 else f"ExecStart={executable}\n"
             return "".join(lines)
     raise ServiceError(f"the packaged {UNIT_NAME} has no ExecStart= line (a broken install)")
 
@@ -98,9 +101,10 @@ def running_executable() -> str:
     sibling = Path(sys.executable).with_name("piflash")
     if sibling.is_file():
         return str(sibling)
-    raise ServiceError("cannot tell where the piflash executable is",
-                       hint="pass --executable with its absolute path, "
-                            "e.g. /opt/piflash/bin/piflash")
+    raise ServiceError(
+        "cannot tell where the piflash executable is",
+        hint="pass --executable with its absolute path, e.g. /opt/piflash/bin/piflash",
+    )
 
 
 def systemd_running(root: Path) -> bool:
@@ -112,8 +116,9 @@ def _under(root: Path, path: str) -> Path:
     return root / path.lstrip("/")
 
 
-def _write_step(dest: Path, shown: str, data: bytes, mode: int,
-                check: Optional[Callable[[Path], object]] = None) -> Step:
+def _write_step(
+    dest: Path, shown: str, data: bytes, mode: int, check: Optional[Callable[[Path], object]] = None
+) -> Step:
     """A step writing ``data`` to ``dest`` (atomically, by rename), or nothing if it is there.
 
     ``check`` is called with the new file in place beside ``dest`` (so relative paths in it mean
@@ -151,9 +156,10 @@ def _systemctl_step(args: List[str], runner: Runner) -> Step:
             raise ServiceError(f"cannot run systemctl: {exc.strerror or exc}") from None
         if proc.returncode != 0:
             err = (proc.stderr or "").strip() if isinstance(proc.stderr, str) else ""
-            raise ServiceError(f"'{' '.join(cmd)}' failed (exit {proc.returncode})"
-                               + (f": {err}" if err else ""),
-                               hint="journalctl -xe shows what systemd said")
+            raise ServiceError(
+                f"'{' '.join(cmd)}' failed (exit {proc.returncode})" + (f": {err}" if err else ""),
+                hint="journalctl -xe shows what systemd said",
+            )
 
     return Step("run " + " ".join(cmd), run)
 
@@ -166,10 +172,11 @@ def _check_root(root: Path, dry_run: bool) -> None:
     if not root.is_dir():
         raise ServiceError(f"--root {root}: no such directory")
     if not dry_run and root.resolve() == Path("/") and os.geteuid() != 0:
-        raise ServiceError("installing the station service needs root "
-                           "(it writes /etc/systemd/system and asks systemd to reload)",
-                           hint="run it with sudo, naming the executable to install: "
-                                f"sudo {running_executable_or('piflash')} station install-service")
+        raise ServiceError(
+            "installing the station service needs root (it writes /etc/systemd/system and asks systemd to reload)",
+            hint="run it with sudo, naming the executable to install: "
+            f"sudo {running_executable_or('piflash')} station install-service",
+        )
 
 
 def running_executable_or(default: str) -> str:
@@ -191,11 +198,13 @@ def _check_config(config: Path) -> bytes:
         parsed = yaml.safe_load(data)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise ProfileError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}",
-                           path=str(config), line=mark.line + 1 if mark else None) from None
+        raise ProfileError(
+            f"not valid YAML: {getattr(exc, 'problem', None) or exc}",
+            path=str(config),
+            line=mark.line + 1 if mark else None,
+        ) from None
     if not isinstance(parsed, dict):
-        raise ProfileError("a station config is a YAML mapping (key: value lines)",
-                           path=str(config))
+        raise ProfileError("a station config is a YAML mapping (key: value lines)", path=str(config))
     return data
 
 
@@ -210,9 +219,15 @@ def _check_station(path: Path) -> None:
     load_station(path)
 
 
-def plan_install(root: Path = Path("/"), executable: Optional[str] = None,
-                 config: Optional[Path] = None, enable: bool = False, now: bool = False,
-                 dry_run: bool = False, runner: Runner = _default_runner) -> List[Step]:
+def plan_install(
+    root: Path = Path("/"),
+    executable: Optional[str] = None,
+    config: Optional[Path] = None,
+    enable: bool = False,
+    now: bool = False,
+    dry_run: bool = False,
+    runner: Runner = _default_runner,
+) -> List[Step]:
     """The steps installing the unit under ``root`` (nothing is changed until each ``run()``).
 
     :param root: file system root to install into (``/``, or an image being built).
@@ -232,9 +247,10 @@ def plan_install(root: Path = Path("/"), executable: Optional[str] = None,
     unit = render_unit(exe)
     inside = _under(root, exe)
     if not (inside.is_file() and os.access(inside, os.X_OK)):
-        raise ServiceError(f"{inside} is not an executable file",
-                           hint="install piflash there first, or name it with --executable "
-                                "(a path as seen inside --root)")
+        raise ServiceError(
+            f"{inside} is not an executable file",
+            hint="install piflash there first, or name it with --executable (a path as seen inside --root)",
+        )
     live = systemd_running(root)
     enable = enable or now
     unit_rel = f"/{UNIT_DIR}/{UNIT_NAME}"
@@ -242,17 +258,28 @@ def plan_install(root: Path = Path("/"), executable: Optional[str] = None,
     if config is not None:
         data = _check_config(Path(config))
         check = _check_station if root.resolve() == Path("/") else None
-        steps.append(_write_step(_under(root, CONFIG_PATH), _shown(root, "/" + CONFIG_PATH),
-                                 data, 0o644, check))
+        steps.append(_write_step(_under(root, CONFIG_PATH), _shown(root, "/" + CONFIG_PATH), data, 0o644, check))
         if check is None:
-            steps.append(Step("note: the config's profile and firmware were not checked (they are "
-                              "inside --root): run 'piflash station check' there"))
+            steps.append(
+                Step(
+                    "note: the config's profile and firmware were not checked (they are "
+                    "inside --root): run 'piflash station check' there"
+                )
+            )
     elif not _under(root, CONFIG_PATH).exists():
-        steps.append(Step(f"note: {_shown(root, '/' + CONFIG_PATH)} does not exist yet: "
-                          "the station will not start until it does (--config FILE)"))
+        steps.append(
+            Step(
+                f"note: {_shown(root, '/' + CONFIG_PATH)} does not exist yet: "
+                "the station will not start until it does (--config FILE)"
+            )
+        )
     if not any(_under(root, k).exists() for k in ("/bin/kill", "/usr/bin/kill")):
-        steps.append(Step("note: no /bin/kill on this root: 'systemctl reload piflash-station' "
-                          "(ExecReload=) needs it: apt-get install procps"))
+        steps.append(
+            Step(
+                "note: no /bin/kill on this root: 'systemctl reload piflash-station' "
+                "(ExecReload=) needs it: apt-get install procps"
+            )
+        )
     if live:
         steps.append(_systemctl_step(["daemon-reload"], runner))
         if enable:
@@ -261,9 +288,13 @@ def plan_install(root: Path = Path("/"), executable: Optional[str] = None,
     else:
         if enable:
             steps.append(_link_step(root))
-        steps.append(Step("note: systemd is not running on this root: no daemon-reload"
-                          + ("; the station starts at its next boot" if enable else "")
-                          + ("; not started now" if now else "")))
+        steps.append(
+            Step(
+                "note: systemd is not running on this root: no daemon-reload"
+                + ("; the station starts at its next boot" if enable else "")
+                + ("; not started now" if now else "")
+            )
+        )
     return steps
 
 
@@ -292,8 +323,7 @@ def _link_step(root: Path) -> Step:
     return Step(f"enable: link {shown} -> {target}", run)
 
 
-def plan_uninstall(root: Path = Path("/"), dry_run: bool = False,
-                   runner: Runner = _default_runner) -> List[Step]:
+def plan_uninstall(root: Path = Path("/"), dry_run: bool = False, runner: Runner = _default_runner) -> List[Step]:
     """The steps removing the unit (stopping and disabling it first when systemd runs).
 
     The station config (``/etc/piflash``) and the history (``/var/lib/piflash``) are kept.
@@ -309,16 +339,16 @@ def plan_uninstall(root: Path = Path("/"), dry_run: bool = False,
     if live and (unit.exists() or link.is_symlink()):
         steps.append(_systemctl_step(["disable", "--now", UNIT_NAME], runner))
     if link.is_symlink() or link.exists():
-        steps.append(Step(f"remove {_shown(root, f'/{UNIT_DIR}/{WANTED_BY}.wants/{UNIT_NAME}')}",
-                          link.unlink))
+        steps.append(Step(f"remove {_shown(root, f'/{UNIT_DIR}/{WANTED_BY}.wants/{UNIT_NAME}')}", link.unlink))
     if unit.exists():
         steps.append(Step(f"remove {_shown(root, '/' + UNIT_DIR + '/' + UNIT_NAME)}", unit.unlink))
         if live:
             steps.append(_systemctl_step(["daemon-reload"], runner))
     else:
         steps.append(Step(f"{_shown(root, '/' + UNIT_DIR + '/' + UNIT_NAME)}: not installed"))
-    steps.append(Step(f"kept: {_shown(root, '/etc/piflash')} (config) and "
-                      f"{_shown(root, '/var/lib/piflash')} (history)"))
+    steps.append(
+        Step(f"kept: {_shown(root, '/etc/piflash')} (config) and {_shown(root, '/var/lib/piflash')} (history)")
+    )
     return steps
 
 
@@ -336,6 +366,7 @@ def run_steps(steps: List[Step], echo: Callable[[str], None] = print) -> None:
         except PiflashError:
             raise
         except OSError as exc:
-            raise ServiceError(f"{step.text}: {exc.strerror or exc}",
-                               hint="run it as root (sudo)" if isinstance(exc, PermissionError)
-                               else None) from None
+            raise ServiceError(
+                f"{step.text}: {exc.strerror or exc}",
+                hint="run it as root (sudo)" if isinstance(exc, PermissionError) else None,
+            ) from None

@@ -52,9 +52,9 @@ class ProbeState:
     target_uid: Optional[str] = None
     percent: int = 0
     serial: Optional[str] = None
-    last: str = ""                 #: the last board's result text ("PASS ..." / "FAIL ... reason"), until the next board
-    last_state: str = ""           #: its state: "pass", "skip", "fail", or "" before the first board
-    asked: str = "waiting_probe"   #: the state last asked for (shown as "stopping" once the station stops)
+    last: str = ""  #: the last board's result text ("PASS ..." / "FAIL ... reason"), until the next board
+    last_state: str = ""  #: its state: "pass", "skip", "fail", or "" before the first board
+    asked: str = "waiting_probe"  #: the state last asked for (shown as "stopping" once the station stops)
 
 
 class StatusBoard:
@@ -81,22 +81,29 @@ class StatusBoard:
                 cur = self.probes[probe]
                 self.set(probe, "stopping", f"stopping: {cur.text}" if cur.state == "flashing" else "stopping")
 
-    def set(self, probe: str, state: str, text: str, target_uid: Optional[str] = None,
-            percent: int = 0, serial: Optional[str] = None) -> None:
+    def set(
+        self,
+        probe: str,
+        state: str,
+        text: str,
+        target_uid: Optional[str] = None,
+        percent: int = 0,
+        serial: Optional[str] = None,
+    ) -> None:
         """Change ``probe``'s state; outputs hear of it unless nothing changed. ``serial`` is kept
         until the probe waits for a new board."""
         with self._lock:
             cur = self.probes.setdefault(probe, ProbeState(probe))
-            entered = cur.asked != state        # the state the worker asked for, before "stopping"
+            entered = cur.asked != state  # the state the worker asked for, before "stopping"
             cur.asked = state
             if state in ("pass", "skip", "fail"):
                 cur.last, cur.last_state = text, state
                 if entered:
                     self.counts[state] += 1
-                if self.stopping:        # the result is the last result; the probe stays "stopping"
+                if self.stopping:  # the result is the last result; the probe stays "stopping"
                     state, text = "stopping", "stopping"
             elif state == "flashing" and cur.state != "flashing" and not self.stopping:
-                cur.last, cur.last_state = "", ""                # the next board: its own result comes
+                cur.last, cur.last_state = "", ""  # the next board: its own result comes
             if self.stopping and state in ("flashing", "waiting", "waiting_probe", "button"):
                 text = f"stopping: {text}" if state == "flashing" else "stopping"
                 state = "stopping"
@@ -111,7 +118,7 @@ class StatusBoard:
             for out in self.outputs:
                 try:
                     out.update(self, cur, new_state)
-                except Exception:          # a broken LED must not stop the station
+                except Exception:  # a broken LED must not stop the station
                     LOG.exception("status output %s failed", type(out).__name__)
 
     def forget(self, probe: str) -> None:
@@ -146,7 +153,7 @@ class LogOutput:
 
     def __init__(self, stream: TextIO = sys.stdout) -> None:
         self._stream = stream
-        self._serial: Dict[str, Optional[str]] = {}    # serial last shown per probe
+        self._serial: Dict[str, Optional[str]] = {}  # serial last shown per probe
 
     def update(self, board: StatusBoard, st: ProbeState, new_state: bool) -> None:
         # While flashing, only the start is logged, and again once the board's serial is known
@@ -196,8 +203,7 @@ class RichOutput:
     def _render(self):
         from rich.table import Table
 
-        table = Table(title=f"piflash station {self._station}", caption=self._board.summary(),
-                      expand=False)
+        table = Table(title=f"piflash station {self._station}", caption=self._board.summary(), expand=False)
         from rich.text import Text
 
         states = list(self._board.probes.values())
@@ -207,12 +213,13 @@ class RichOutput:
         table.add_column("last result", overflow="fold")
         for st in states:
             cells = (st.probe, st.target_uid or "-") + ((st.serial or "-",) if serials else ()) + (st.text,)
-            table.add_row(*cells, Text(st.last or "-", style=_STYLES.get(st.last_state, "")),
-                          style=_STYLES.get(st.state, ""))
+            table.add_row(
+                *cells, Text(st.last or "-", style=_STYLES.get(st.last_state, "")), style=_STYLES.get(st.state, "")
+            )
         return table
 
     def update(self, board: StatusBoard, st: ProbeState, new_state: bool) -> None:
-        pass                                # the Live view redraws from the board itself
+        pass  # the Live view redraws from the board itself
 
     def close(self) -> None:
         self._live.stop()

@@ -90,8 +90,16 @@ def flash_options(config, serial: Optional[int] = None) -> FlashOptions:
     :raises ValueError: a combination FlashOptions refuses (the config check refused it first).
     """
     prof = config.profile
-    return FlashOptions(erase=prof.erase, verify=prof.verify, reset=prof.reset, frequency=prof.frequency,
-                        protect=config.protect, boot_check=prof.boot_check, plan=prof.patch_plan, serial=serial)
+    return FlashOptions(
+        erase=prof.erase,
+        verify=prof.verify,
+        reset=prof.reset,
+        frequency=prof.frequency,
+        protect=config.protect,
+        boot_check=prof.boot_check,
+        plan=prof.patch_plan,
+        serial=serial,
+    )
 
 
 def serial_allocator(config, holder: Optional[str] = None) -> SerialAllocator:
@@ -105,16 +113,19 @@ def serial_allocator(config, holder: Optional[str] = None) -> SerialAllocator:
     with _ALLOCATORS_LOCK:
         if key not in _ALLOCATORS:
             source = None
-            if config.ledger:                   # the stations of a line share the ledger's counter
+            if config.ledger:  # the stations of a line share the ledger's counter
                 from piflash.production.leases import PostgresLeaseSource
 
                 source = PostgresLeaseSource(config.ledger, config.lease_ttl)
-            alloc = SerialAllocator(counter, holder, config.serials_path, config.serial_block,
-                                    source=source)
+            alloc = SerialAllocator(counter, holder, config.serials_path, config.serial_block, source=source)
             if any(alloc.lost.values()):
-                LOG.warning("serial counter %s: %d leased number(s) left unused and %d board(s) "
-                            "unfinished by the last run (never given again)", counter.name,
-                            alloc.lost["unused"], alloc.lost["interrupted"])
+                LOG.warning(
+                    "serial counter %s: %d leased number(s) left unused and %d board(s) "
+                    "unfinished by the last run (never given again)",
+                    counter.name,
+                    alloc.lost["unused"],
+                    alloc.lost["interrupted"],
+                )
             _ALLOCATORS[key] = alloc
         return _ALLOCATORS[key]
 
@@ -130,8 +141,7 @@ def release_allocators() -> None:
         try:
             back = alloc.release()
             if back:
-                LOG.info("serial counter %s: %d unused number(s) of the lease given back",
-                         alloc.counter.name, back)
+                LOG.info("serial counter %s: %d unused number(s) of the lease given back", alloc.counter.name, back)
         except SerialError as exc:
             LOG.error("serial counter %s: unused numbers not given back: %s", alloc.counter.name, exc.message)
         finally:
@@ -150,11 +160,17 @@ class StationSink(ProgressSink):
     raises :class:`~piflash.errors.OperationInterrupted`.
     """
 
-    SPANS = {Phase.CONNECT: (0, 0), Phase.ERASE: (0, 20), Phase.PROGRAM: (20, 85),
-             Phase.VERIFY: (85, 98), Phase.RESET: (98, 100)}
+    SPANS = {
+        Phase.CONNECT: (0, 0),
+        Phase.ERASE: (0, 20),
+        Phase.PROGRAM: (20, 85),
+        Phase.VERIFY: (85, 98),
+        Phase.RESET: (98, 100),
+    }
 
-    def __init__(self, worker: "ProbeWorker", target_uid: Optional[str], label: str = "flashing",
-                 serial: Optional[str] = None) -> None:
+    def __init__(
+        self, worker: "ProbeWorker", target_uid: Optional[str], label: str = "flashing", serial: Optional[str] = None
+    ) -> None:
         self.worker, self.target_uid, self.label, self.serial = worker, target_uid, label, serial
         self._total = 0
         self._last = -1
@@ -162,15 +178,13 @@ class StationSink(ProgressSink):
     def _show(self, phase: str, done: int) -> None:
         self.worker.beat = time.monotonic()
         if self.worker.station.abort.is_set():
-            raise OperationInterrupted(f"station stopped during {phase}",
-                                       hint="flash the board again")
+            raise OperationInterrupted(f"station stopped during {phase}", hint="flash the board again")
         lo, hi = self.SPANS.get(phase, (0, 100))
         pct = lo + (hi - lo) * done // self._total if self._total else lo
         if pct != self._last:
             self._last = pct
             text = f"{self.label} {pct}%" if self.label == "flashing" else self.label
-            self.worker.station.status.set(self.worker.uid, "flashing", text, self.target_uid, pct,
-                                           self.serial)
+            self.worker.station.status.set(self.worker.uid, "flashing", text, self.target_uid, pct, self.serial)
 
     def phase_start(self, phase: str, total: int) -> None:
         self._total = total
@@ -199,8 +213,8 @@ class ProbeWorker(threading.Thread):
         self.beat = time.monotonic()
         self.retired = threading.Event()
         self._wake = threading.Event()
-        self._last_uid: Optional[str] = None   # the last board handled on this probe
-        self._unobserved = False               # ...and we lost contact before it was removed
+        self._last_uid: Optional[str] = None  # the last board handled on this probe
+        self._unobserved = False  # ...and we lost contact before it was removed
         self._locked_target: Optional[str] = None  # ...and its target type, when we locked it and its
         #                                        family then hides its unique ID (see _answers)
 
@@ -233,7 +247,7 @@ class ProbeWorker(threading.Thread):
             self.beat = time.monotonic()
             try:
                 self._one_board()
-            except Exception:                   # a bug must not end this probe's service
+            except Exception:  # a bug must not end this probe's service
                 LOG.exception("probe %s: unexpected error; starting over", self.uid)
                 self._sleep(max(1.0, self.station.loaded.config.poll_interval))
 
@@ -252,7 +266,7 @@ class ProbeWorker(threading.Thread):
             LOG.error("serial counter %s: %s", plan.counter.name, exc.message)
 
     def _one_board(self) -> None:
-        loaded = self.station.loaded            # one config for the whole board, even over a reload
+        loaded = self.station.loaded  # one config for the whole board, even over a reload
         with contextlib.ExitStack() as stack:
             found = self._wait_for_board(stack, loaded)
             if found is None:
@@ -275,19 +289,21 @@ class ProbeWorker(threading.Thread):
         if not self.stopping():
             self._set("waiting", "waiting for board")
 
-    def _wait_for_board(self, stack: contextlib.ExitStack, loaded) -> Optional[Tuple[object, OperationResult,
-                                                                                        Optional[PiflashError]]]:
+    def _wait_for_board(
+        self, stack: contextlib.ExitStack, loaded
+    ) -> Optional[Tuple[object, OperationResult, Optional[PiflashError]]]:
         prof = loaded.config.profile
         while not self.stopping():
             self.beat = time.monotonic()
             result = OperationResult.start("flash", loaded.image, self.uid, prof.target)
             try:
                 with phase(result, ProgressSink(), Phase.CONNECT):
-                    session = stack.enter_context(open_session(self.uid, prof.target, prof.frequency,
-                                                               prof.session_options()))
+                    session = stack.enter_context(
+                        open_session(self.uid, prof.target, prof.frequency, prof.session_options())
+                    )
                     try:
                         describe_session(session, result, loaded.image)
-                    except ImageRangeError as exc:   # a board is there, but the image cannot go on it
+                    except ImageRangeError as exc:  # a board is there, but the image cannot go on it
                         return session, result, exc
                 return session, result, None
             except (NoProbeError, ProbeLostError, SeveralProbesError) as exc:
@@ -297,7 +313,7 @@ class ProbeWorker(threading.Thread):
                 self._set("waiting_probe", f"probe not accessible: {exc.message}")
             except ConnectError:
                 self._set("waiting", "waiting for board")
-            except PiflashError as exc:         # e.g. a transfer fault while connecting
+            except PiflashError as exc:  # e.g. a transfer fault while connecting
                 LOG.debug("probe %s: connect failed: %s", self.uid, exc.message)
                 self._set("waiting", "waiting for board")
             self._sleep(loaded.config.poll_interval)
@@ -316,7 +332,7 @@ class ProbeWorker(threading.Thread):
 
     def _serve(self, session, result: OperationResult, loaded, error: Optional[PiflashError]) -> None:
         uid = result.target_uid
-        row = self.station.open_row(result, self.uid)    # before anything is written to the board
+        row = self.station.open_row(result, self.uid)  # before anything is written to the board
         if row is None:
             self._set("fail", f"FAIL {uid or 'unknown'} not flashed: the history cannot be written", uid)
             return
@@ -325,8 +341,11 @@ class ProbeWorker(threading.Thread):
             outcome = self._flash(session, result, loaded, error, row)
         finally:  # even a bug here completes the row: a board is never left without its record
             if result.error is None and outcome == "fail":
-                result.error = {"kind": "InternalError", "message": "internal error in the station "
-                                "(see its log)", "exit_code": 1}
+                result.error = {
+                    "kind": "InternalError",
+                    "message": "internal error in the station (see its log)",
+                    "exit_code": 1,
+                }
             done = self.station.complete_row(row, result, outcome)
         checkpoint("recorded")
         from piflash.targets.families import family_for
@@ -351,7 +370,7 @@ class ProbeWorker(threading.Thread):
         uid = result.target_uid
         outcome, precheck_s = "fail", 0.0
         serial: Optional[int] = None
-        taken: list = []            # the number taken, even when writing it into the row failed
+        taken: list = []  # the number taken, even when writing it into the row failed
         alloc = None
         try:
             with tracking(result):
@@ -359,10 +378,16 @@ class ProbeWorker(threading.Thread):
                     raise error
                 if cfg.on_same_firmware == "skip":
                     try:
-                        verify_session(session, image, result, StationSink(self, uid, "checking firmware"),
-                                       reset=prof.reset, quick=True)
+                        verify_session(
+                            session,
+                            image,
+                            result,
+                            StationSink(self, uid, "checking firmware"),
+                            reset=prof.reset,
+                            quick=True,
+                        )
                         outcome = "skip"
-                    except VerifyError:          # not there yet: flash it
+                    except VerifyError:  # not there yet: flash it
                         precheck_s = result.durations.pop(Phase.VERIFY, 0.0)
                         result.verify = None
                 if outcome != "skip":
@@ -374,23 +399,31 @@ class ProbeWorker(threading.Thread):
                             serial = alloc.take(uid, lambda n: (taken.append(n), self.station.note_serial(row, n)))
                         board_image = patched_image(session, result, image, plan, serial)
                     try:
-                        flash_session(session, board_image, result,
-                                      StationSink(self, uid, serial=result.serial), flash_options(cfg, serial))
+                        flash_session(
+                            session,
+                            board_image,
+                            result,
+                            StationSink(self, uid, serial=result.serial),
+                            flash_options(cfg, serial),
+                        )
                     finally:
                         if precheck_s:
-                            result.durations[Phase.VERIFY] = round(result.durations.get(Phase.VERIFY, 0.0)
-                                                               + precheck_s, 4)
+                            result.durations[Phase.VERIFY] = round(
+                                result.durations.get(Phase.VERIFY, 0.0) + precheck_s, 4
+                            )
                     outcome = "pass"
         except PiflashError as exc:
             outcome = "fail"
-            if not isinstance(exc, (ProbeLostError, OperationInterrupted, ImageRangeError, SerialError)) \
-                    and self._answers(session, uid) is False:
+            if (
+                not isinstance(exc, (ProbeLostError, OperationInterrupted, ImageRangeError, SerialError))
+                and self._answers(session, uid) is False
+            ):
                 result.error["message"] = f"board removed during {result.phase}: {exc.message}"
         if taken and alloc is not None:
             serial = taken[0]
             try:
                 alloc.finish(serial, outcome == "pass", uid)
-            except SerialError as exc:             # the number stays 'taken': still never reused
+            except SerialError as exc:  # the number stays 'taken': still never reused
                 LOG.error("serial %s of board %s not marked %s: %s", serial, uid, outcome, exc.message)
         return outcome
 
@@ -403,13 +436,13 @@ class ProbeWorker(threading.Thread):
         from pyocd.core.exceptions import ProbeDisconnected
 
         try:
-            session.probe.read_dp(0)              # DPIDR: the debug port answers
+            session.probe.read_dp(0)  # DPIDR: the debug port answers
             if locked:
                 from piflash.production.protect import read_status, session_port
 
                 return read_status(session_port(session), locked).locked
             now = read_target_uid(session, strict=True)
-            if now is None:                       # no known ID location: the boot memory answers
+            if now is None:  # no known ID location: the boot memory answers
                 session.target.read32(session.target.memory_map.get_boot_memory().start)
                 return True
             return now == uid

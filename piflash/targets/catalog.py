@@ -111,9 +111,11 @@ def _pack_key(packs: Packs) -> Tuple[Tuple[str, int, int], ...]:
         try:
             st = os.stat(full)
         except OSError as exc:
-            raise PackError(f"cannot read CMSIS pack '{path}': {exc.strerror or exc}",
-                            hint="give the path of a .pack file (or of an unpacked pack directory) "
-                                 "with -O pack=FILE, or in the profile's 'pack'") from None
+            raise PackError(
+                f"cannot read CMSIS pack '{path}': {exc.strerror or exc}",
+                hint="give the path of a .pack file (or of an unpacked pack directory) "
+                "with -O pack=FILE, or in the profile's 'pack'",
+            ) from None
         key.append((full, st.st_size, st.st_mtime_ns))
     return tuple(key)
 
@@ -149,9 +151,10 @@ def _open_pack(path: str):
         reason = f"its .pdsc lacks the required attribute {exc} on a <family> or <subFamily>"
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
-    raise PackError(f"cannot read CMSIS pack '{path}': {reason}",
-                    hint="a pack is a zip (.pack) or a directory holding one .pdsc file "
-                         "(Open-CMSIS-Pack format)")
+    raise PackError(
+        f"cannot read CMSIS pack '{path}': {reason}",
+        hint="a pack is a zip (.pack) or a directory holding one .pdsc file (Open-CMSIS-Pack format)",
+    )
 
 
 def _device_target(norm: str, dev, pack: str) -> TargetType:
@@ -164,13 +167,15 @@ def _device_target(norm: str, dev, pack: str) -> TargetType:
     try:
         regions = flash_regions(dev.memory_map)  # reads the part's FLM files
     except KeyError as exc:  # zipfile: "There is no item named ... in the archive"
-        raise PackError(f"CMSIS pack '{pack}' lacks a file that part {dev.part_number} needs: "
-                        f"{exc.args[0] if exc.args else exc}",
-                        hint="the pack is incomplete: download it again") from None
+        raise PackError(
+            f"CMSIS pack '{pack}' lacks a file that part {dev.part_number} needs: {exc.args[0] if exc.args else exc}",
+            hint="the pack is incomplete: download it again",
+        ) from None
     except (OSError, PyocdError) as exc:  # e.g. FlashAlgoException: a broken FLM
-        raise PackError(f"CMSIS pack '{pack}': cannot read the flash algorithm of part "
-                        f"{dev.part_number}: {exc}",
-                        hint="the pack is broken or incomplete: download it again") from None
+        raise PackError(
+            f"CMSIS pack '{pack}': cannot read the flash algorithm of part {dev.part_number}: {exc}",
+            hint="the pack is broken or incomplete: download it again",
+        ) from None
     return TargetType(norm, pack, dev.part_number, regions, dev.vendor)
 
 
@@ -195,8 +200,11 @@ def pack_parts(packs: Packs) -> List[TargetType]:
 
     :raises PackError: a pack is missing, cannot be parsed or lacks a part's flash algorithm.
     """
-    parts = [_device_target(normalise_target_name(dev.part_number), dev, path)
-             for path, _, _ in _pack_key(packs) for dev in _open_pack(path).devices]
+    parts = [
+        _device_target(normalise_target_name(dev.part_number), dev, path)
+        for path, _, _ in _pack_key(packs)
+        for dev in _open_pack(path).devices
+    ]
     gc.collect()  # see resolve_target
     return parts
 
@@ -264,8 +272,10 @@ def resolve_target(name: str, packs: Packs = None) -> TargetType:
     elif key:
         hint = "the pack(s) given describe no parts; 'piflash targets' lists the builtin target types"
     else:
-        hint = ("'piflash targets' lists the builtin target types; a part described by a CMSIS "
-                "pack needs the pack: -O pack=FILE.pack (or 'pack:' in a profile)")
+        hint = (
+            "'piflash targets' lists the builtin target types; a part described by a CMSIS "
+            "pack needs the pack: -O pack=FILE.pack (or 'pack:' in a profile)"
+        )
     raise UnknownTargetError(f"unknown target type '{name}'", hint=hint)
 
 
@@ -298,8 +308,14 @@ def region_holding(memory_map, address: int, size: int = 4, ram: bool = False):
 
 def describe_regions(memory_map, ram: bool = False) -> str:
     """The map's regions (``ram``: RAM only) as ``"name 0x20000000-0x2003ffff, ..."`` for messages."""
-    return ", ".join(f"{r.name or r.type.name.lower()} {r.start:#010x}-{r.end:#010x}" for r in memory_map.regions
-                     if r.is_ram or not ram) or "none"
+    return (
+        ", ".join(
+            f"{r.name or r.type.name.lower()} {r.start:#010x}-{r.end:#010x}"
+            for r in memory_map.regions
+            if r.is_ram or not ram
+        )
+        or "none"
+    )
 
 
 def builtin_flash_regions(target_type: str) -> Optional[List[Tuple[int, int, str]]]:

@@ -28,7 +28,7 @@ LOG = logging.getLogger(__name__)
 
 #: Session options piflash always sets (pyOCD's names, see pyocd/core/options.py).
 BASE_SESSION_OPTIONS: Dict[str, object] = {
-    "hide_programming_progress": True,   # piflash draws its own progress
+    "hide_programming_progress": True,  # piflash draws its own progress
     "smart_flash": True,
     # Never mass-erase a chip behind the user's back: pyOCD's default auto_unlock erases an nRF52
     # whose CTRL-AP reads APPROTECT enabled while connecting (pyOCD issue #1766: a false
@@ -50,15 +50,19 @@ def check_session_options(options: Dict[str, object]) -> None:
         info = OPTIONS_INFO.get(name)
         if info is None:
             close = difflib.get_close_matches(name, OPTIONS_INFO, n=3)
-            raise UnknownOptionError(f"unknown pyOCD option '{name}'",
-                                     hint=("did you mean " + ", ".join(close) + "?") if close else
-                                     "see pyOCD's docs/options.md for the list")
+            raise UnknownOptionError(
+                f"unknown pyOCD option '{name}'",
+                hint=("did you mean " + ", ".join(close) + "?")
+                if close
+                else "see pyOCD's docs/options.md for the list",
+            )
         types = info.type if isinstance(info.type, tuple) else (info.type,)
         if float in types and isinstance(value, int) and not isinstance(value, bool):
             continue
         if not isinstance(value, types):
-            raise UnknownOptionError(f"pyOCD option '{name}' takes {' or '.join(t.__name__ for t in types)}, "
-                                     f"not {value!r}")
+            raise UnknownOptionError(
+                f"pyOCD option '{name}' takes {' or '.join(t.__name__ for t in types)}, not {value!r}"
+            )
 
 
 def _connect_error(exc: BaseException, probe, target: Optional[str]) -> PiflashError:
@@ -73,9 +77,10 @@ def _connect_error(exc: BaseException, probe, target: Optional[str]) -> PiflashE
     server = remote.server_address(probe)
     if server and isinstance(exc, OSError) and not isinstance(exc, (BrokenPipeError, ConnectionResetError)):
         reason = exc.strerror or str(exc) or type(exc).__name__
-        return NoProbeError(f"no probe server answers at {server}: {reason}",
-                            hint=f"is 'piflash sim serve' or 'pyocd server' running at {server}? "
-                                 "Check the host and the port")
+        return NoProbeError(
+            f"no probe server answers at {server}: {reason}",
+            hint=f"is 'piflash sim serve' or 'pyocd server' running at {server}? Check the host and the port",
+        )
     err = translate_error(exc, "connect")
     if type(err) is ConnectError and not isinstance(exc, OSError):
         if not probe.is_open:
@@ -83,10 +88,12 @@ def _connect_error(exc: BaseException, probe, target: Optional[str]) -> PiflashE
             # claimed (another program holds it) or the device went away after it was listed. The
             # probe must not be asked anything now: pyOCD's CMSIS-DAP driver has no packet size
             # before a successful open and would loop for ever building the first packet.
-            return ProbeLostError(f"cannot open probe {probe.unique_id}: its USB interface could not be "
-                                  "claimed, or the probe is no longer there",
-                                  hint="is another program (pyocd, openocd, a piflash station) using it? "
-                                       "Close it, or unplug and replug the probe, then run the command again")
+            return ProbeLostError(
+                f"cannot open probe {probe.unique_id}: its USB interface could not be "
+                "claimed, or the probe is no longer there",
+                hint="is another program (pyocd, openocd, a piflash station) using it? "
+                "Close it, or unplug and replug the probe, then run the command again",
+            )
         gone = probe_gone(probe)
         if gone is not None:
             return gone
@@ -96,14 +103,20 @@ def _connect_error(exc: BaseException, probe, target: Optional[str]) -> PiflashE
     told = f" (the probe reports target type '{said}')" if said and said.lower() != target.lower() else ""
     if not isinstance(exc, (pe.Error, OSError)) or told:
         if said:
-            check = (f"'piflash info -u {probe.unique_id}' without --target names the chip for probes that "
-                     "know their board (DAPLink, sim:); 'piflash probes' shows it in brackets; else read "
-                     "the chip's marking")
+            check = (
+                f"'piflash info -u {probe.unique_id}' without --target names the chip for probes that "
+                "know their board (DAPLink, sim:); 'piflash probes' shows it in brackets; else read "
+                "the chip's marking"
+            )
         else:
-            check = ("this probe does not report which chip it is wired to, so read the chip's marking "
-                     "(or the board's documentation); 'piflash targets PATTERN' lists the types")
-        return ConnectError(f"cannot connect to the target as '{target}': the target type probably does "
-                            f"not match the chip{told}", hint=f"check the target type: {check}")
+            check = (
+                "this probe does not report which chip it is wired to, so read the chip's marking "
+                "(or the board's documentation); 'piflash targets PATTERN' lists the types"
+            )
+        return ConnectError(
+            f"cannot connect to the target as '{target}': the target type probably does not match the chip{told}",
+            hint=f"check the target type: {check}",
+        )
     return err
 
 
@@ -139,8 +152,12 @@ DEFAULT_FREQUENCY_HZ = 4_000_000
 
 
 @contextlib.contextmanager
-def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
-                 frequency: Optional[int] = None, options: Optional[dict] = None) -> Iterator:
+def open_session(
+    unique_id: Optional[str] = None,
+    target: Optional[str] = None,
+    frequency: Optional[int] = None,
+    options: Optional[dict] = None,
+) -> Iterator:
     """Open a pyOCD ``Session`` on the selected probe and connect to its target.
 
     The session is closed (probe released) when the ``with`` block ends, whatever happens.
@@ -164,10 +181,12 @@ def open_session(unique_id: Optional[str] = None, target: Optional[str] = None,
     if target:
         from piflash.targets.corrected import pyocd_name
 
-        opts["target_override"] = pyocd_name(target)       # piflash's class where pyOCD's is wrong
+        opts["target_override"] = pyocd_name(target)  # piflash's class where pyOCD's is wrong
     elif not probe_target(probe):
-        raise TargetRequiredError(f"probe {probe.unique_id} does not say which target it is wired to",
-                                  hint="give the target type with --target (or 'target:' in a profile)")
+        raise TargetRequiredError(
+            f"probe {probe.unique_id} does not say which target it is wired to",
+            hint="give the target type with --target (or 'target:' in a profile)",
+        )
     if frequency:
         opts["frequency"] = int(frequency)
     elif "frequency" not in opts:
@@ -230,5 +249,4 @@ def read_target_uid(session, strict: bool = False, intrusive: bool = False) -> O
     return GENERIC.read_uid(session, strict, intrusive)
 
 
-__all__ = ["BASE_SESSION_OPTIONS", "DEFAULT_FREQUENCY_HZ", "check_session_options", "open_session",
-           "read_target_uid"]
+__all__ = ["BASE_SESSION_OPTIONS", "DEFAULT_FREQUENCY_HZ", "check_session_options", "open_session", "read_target_uid"]

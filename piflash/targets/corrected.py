@@ -38,8 +38,15 @@ def _classes() -> Dict[str, type]:
         PART_NUMBER = "RP2350"
         MEMORY_MAP = MemoryMap(
             RomRegion(start=0x00000000, length=0x8000, name="bootrom"),
-            FlashRegion(start=0x10000000, length=0x1000000, name="xip", sector_size=4096, page_size=256,
-                        algo=FLASH_ALGO, is_boot_memory=True),
+            FlashRegion(
+                start=0x10000000,
+                length=0x1000000,
+                name="xip",
+                sector_size=4096,
+                page_size=256,
+                algo=FLASH_ALGO,
+                is_boot_memory=True,
+            ),
             RomRegion(start=0x14000000, length=0x1000000, name="xip_nocache_noalloc", alias="xip"),
             RomRegion(start=0x1C000000, length=0x1000000, name="xip_nocache_noalloc_notranslate", alias="xip"),
             RamRegion(start=0x20000000, length=0x80000, name="sram0_7"),

@@ -27,18 +27,33 @@ def list_targets(pattern: Optional[str] = None, packs=None) -> List[dict]:
         vendor = getattr(cls, "VENDOR", "") or ""
         if not pattern or any(pattern.lower() in v.lower() for v in (name, vendor)):
             regions = builtin_flash_regions(name) or []
-            rows.append({"name": name, "vendor": vendor,
-                         "flash_bytes": sum(end - start for start, end, _ in regions), "pack": None})
+            rows.append(
+                {
+                    "name": name,
+                    "vendor": vendor,
+                    "flash_bytes": sum(end - start for start, end, _ in regions),
+                    "pack": None,
+                }
+            )
     for part in pack_parts(packs) if packs else []:
         if not pattern or any(pattern.lower() in v.lower() for v in (part.name, part.vendor or "")):
-            rows.append({"name": part.name, "vendor": part.vendor or "",
-                         "flash_bytes": sum(end - start for start, end, _ in part.flash_regions or []),
-                         "pack": part.pack})
+            rows.append(
+                {
+                    "name": part.name,
+                    "vendor": part.vendor or "",
+                    "flash_bytes": sum(end - start for start, end, _ in part.flash_regions or []),
+                    "pack": part.pack,
+                }
+            )
     return rows
 
 
-def target_info(probe: Optional[str] = None, target: Optional[str] = None,
-                frequency: Optional[int] = None, options: Optional[dict] = None) -> dict:
+def target_info(
+    probe: Optional[str] = None,
+    target: Optional[str] = None,
+    frequency: Optional[int] = None,
+    options: Optional[dict] = None,
+) -> dict:
     """Connect and describe the target.
 
     :returns: dict with ``target``, ``target_uid`` (lower-case hex str or None), ``probe_id``,
@@ -61,16 +76,25 @@ def target_info(probe: Optional[str] = None, target: Optional[str] = None,
         try:
             regions = []
             for r in session.target.memory_map.regions:
-                row = {"name": r.name or "", "type": r.type.name.lower(), "start": r.start,
-                       "end": r.end, "size": r.length}
+                row = {
+                    "name": r.name or "",
+                    "type": r.type.name.lower(),
+                    "start": r.start,
+                    "end": r.end,
+                    "size": r.length,
+                }
                 if r.is_flash and r.flash is not None:
                     row["sector_size"] = r.flash.get_sector_info(r.start).size
                     row["page_size"] = r.flash.get_page_info(r.start).size
                 regions.append(row)
             from piflash.targets.corrected import user_name
 
-            return {"target": user_name(session.options.get("target_override") or session.target.part_number),
-                    "target_uid": read_target_uid(session), "probe_id": session.probe.unique_id,
-                    "probe_description": session.probe.description, "regions": regions}
+            return {
+                "target": user_name(session.options.get("target_override") or session.target.part_number),
+                "target_uid": read_target_uid(session),
+                "probe_id": session.probe.unique_id,
+                "probe_description": session.probe.description,
+                "regions": regions,
+            }
         except Exception as exc:
             raise translate_error(exc, "connect") from exc

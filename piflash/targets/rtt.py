@@ -68,8 +68,11 @@ class RttUpChannel:
 
         if self._block is None:
             # At a known address: 0 bytes of search (the block must be exactly there); else all of RAM.
-            self._block = (GenericRTTControlBlock(self.target, address=self.address)
-                           if self.address is not None else GenericRTTControlBlock(self.target))
+            self._block = (
+                GenericRTTControlBlock(self.target, address=self.address)
+                if self.address is not None
+                else GenericRTTControlBlock(self.target)
+            )
         try:
             self._block.start()
         except RTTError:

@@ -20,8 +20,12 @@ from piflash.sim.chips.base import ChipBoard
 __all__ = ["FAMILIES", "attach"]
 
 #: Family name (``TargetSpec.family``) -> the function that adds the family's parts to a board.
-FAMILIES: Dict[str, Callable[[ChipBoard], None]] = {"nrf": nrf.attach, "stm32f1": stm32f1.attach,
-                                                   "rp2040": rp2040.attach, "rp2350": rp2350.attach}
+FAMILIES: Dict[str, Callable[[ChipBoard], None]] = {
+    "nrf": nrf.attach,
+    "stm32f1": stm32f1.attach,
+    "rp2040": rp2040.attach,
+    "rp2350": rp2350.attach,
+}
 
 
 def attach(board: ChipBoard) -> None:

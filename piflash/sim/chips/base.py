@@ -40,8 +40,9 @@ class ChipBoard(Protocol):
     clock_hz: Optional[Callable[[], float]]
     debug_guard: Optional[Callable[[int, int], bool]]
 
-    def set_flash_controller(self, nvm: NvmArray, controller: NvmController,
-                             bus_region: Optional[NvmRegion] = None) -> None:
+    def set_flash_controller(
+        self, nvm: NvmArray, controller: NvmController, bus_region: Optional[NvmRegion] = None
+    ) -> None:
         """Route bus (and, for main flash, CPU) writes into ``nvm`` through ``controller``
         (``bus_region``: the debugger's view, if not a plain :class:`NvmRegion`)."""
 

@@ -113,8 +113,12 @@ class CtrlAp(AccessPortModel):
     :param protection: the part's :class:`NrfProtection` (None: never locked).
     """
 
-    def __init__(self, erase_all: Callable[[], bool], hold_reset: Callable[[bool], None],
-                 protection: "NrfProtection | None" = None) -> None:
+    def __init__(
+        self,
+        erase_all: Callable[[], bool],
+        hold_reset: Callable[[bool], None],
+        protection: "NrfProtection | None" = None,
+    ) -> None:
         super().__init__(CTRL_AP_IDR)
         self._erase_all = erase_all
         self._hold_reset = hold_reset
@@ -152,28 +156,40 @@ def ficr_values(board: ChipBoard) -> Dict[int, int]:
     flash = spec.flash
     uid = board.target_uid
     words = {
-        0x010: flash.page_size,                         # CODEPAGESIZE
-        0x014: flash.size // flash.page_size,           # CODESIZE
-        0x060: int.from_bytes(uid[0:4], "little"),      # DEVICEID[0]
-        0x064: int.from_bytes(uid[4:8], "little"),      # DEVICEID[1]
-        0x0A0: 0xFFFFFFFF,                              # DEVICEADDRTYPE: random
+        0x010: flash.page_size,  # CODEPAGESIZE
+        0x014: flash.size // flash.page_size,  # CODESIZE
+        0x060: int.from_bytes(uid[0:4], "little"),  # DEVICEID[0]
+        0x064: int.from_bytes(uid[4:8], "little"),  # DEVICEID[1]
+        0x0A0: 0xFFFFFFFF,  # DEVICEADDRTYPE: random
     }
     # ER/IR/DEVICEADDR: derived from the device ID so they are stable per board.
     digest = hashlib.sha256(b"piflash-sim-ficr" + uid).digest()
     for i in range(4):
-        words[0x080 + 4 * i] = int.from_bytes(digest[4 * i:4 * i + 4], "little")          # ER[i]
-        words[0x090 + 4 * i] = int.from_bytes(digest[16 + 4 * i:20 + 4 * i], "little")    # IR[i]
-    words[0x0A4] = words[0x080] ^ words[0x090]                                          # DEVICEADDR[0]
-    words[0x0A8] = 0xFFFF0000 | ((words[0x084] ^ words[0x094]) & 0xFFFF) | 0xC000       # DEVICEADDR[1]
+        words[0x080 + 4 * i] = int.from_bytes(digest[4 * i : 4 * i + 4], "little")  # ER[i]
+        words[0x090 + 4 * i] = int.from_bytes(digest[16 + 4 * i : 20 + 4 * i], "little")  # IR[i]
+    words[0x0A4] = words[0x080] ^ words[0x090]  # DEVICEADDR[0]
+    words[0x0A8] = 0xFFFF0000 | ((words[0x084] ^ words[0x094]) & 0xFFFF) | 0xC000  # DEVICEADDR[1]
     extra = spec.extra
-    if "ficr_part" in extra:                            # nRF52 INFO block
-        words.update({0x100: extra["ficr_part"], 0x104: extra["ficr_variant"],
-                      0x108: extra["ficr_package"], 0x10C: extra["ficr_ram"],
-                      0x110: extra["ficr_flash"]})
-    if "ficr_configid" in extra:                        # nRF51: CONFIGID, RAM blocks
-        words.update({0x05C: 0xFFFF0000 | extra["ficr_configid"],
-                      0x034: extra["ficr_numramblock"], 0x038: extra["ficr_sizeramblocks"],
-                      0x028: 0xFFFFFFFF, 0x02C: 0xFFFFFFFF})
+    if "ficr_part" in extra:  # nRF52 INFO block
+        words.update(
+            {
+                0x100: extra["ficr_part"],
+                0x104: extra["ficr_variant"],
+                0x108: extra["ficr_package"],
+                0x10C: extra["ficr_ram"],
+                0x110: extra["ficr_flash"],
+            }
+        )
+    if "ficr_configid" in extra:  # nRF51: CONFIGID, RAM blocks
+        words.update(
+            {
+                0x05C: 0xFFFF0000 | extra["ficr_configid"],
+                0x034: extra["ficr_numramblock"],
+                0x038: extra["ficr_sizeramblocks"],
+                0x028: 0xFFFFFFFF,
+                0x02C: 0xFFFFFFFF,
+            }
+        )
     return words
 
 
@@ -186,11 +202,12 @@ def attach(board: ChipBoard) -> None:
     board.bus.add(DeviceRegion(FICR_BASE, 0x1000, Ficr(ficr_values(board)), "ficr"))
     board.bus.add(_Erased(uicr.start + uicr.size, 0x10002000 - (uicr.start + uicr.size), "uicr-rest"))
     board.bus.add(DeviceRegion(NVMC_BASE, 0x1000, nvmc, "nvmc"))
-    board.cpu.map_mmio(FICR_BASE, 0x2000)               # FICR + UICR pages
+    board.cpu.map_mmio(FICR_BASE, 0x2000)  # FICR + UICR pages
     board.add_reset_hook(nvmc.reset)
     protection = NrfProtection(uicr, board.faults, nrf52=bool(board.spec.extra.get("has_ctrl_ap")))
     board.add_reset_hook(protection.latch)
     board.debug_guard = protection.refuses
     if board.spec.extra.get("has_ctrl_ap"):
-        board.add_ap(1, CtrlAp(lambda: nvmc.erase_all(respect_protection=False, recovery=True),
-                               board.set_reset_pin, protection))
+        board.add_ap(
+            1, CtrlAp(lambda: nvmc.erase_all(respect_protection=False, recovery=True), board.set_reset_pin, protection)
+        )

@@ -35,9 +35,22 @@ from piflash.sim.debug.multidrop import MultidropDp, MultidropWire
 from piflash.sim.memory.bus import DeviceRegion, RegisterDevice
 from piflash.sim.memory.spiflash import SpiNorFlash
 
-__all__ = ["attach", "TARGETSEL_CORE0", "TARGETSEL_CORE1", "TARGETSEL_RESCUE", "TARGETID",
-           "XIP_SSI_BASE", "IO_QSPI_BASE", "PADS_QSPI_BASE", "SIO_BASE", "SYSINFO_BASE", "Ssi", "IoQspi",
-           "PadsQspi", "FAST_SCK_HZ"]
+__all__ = [
+    "attach",
+    "TARGETSEL_CORE0",
+    "TARGETSEL_CORE1",
+    "TARGETSEL_RESCUE",
+    "TARGETID",
+    "XIP_SSI_BASE",
+    "IO_QSPI_BASE",
+    "PADS_QSPI_BASE",
+    "SIO_BASE",
+    "SYSINFO_BASE",
+    "Ssi",
+    "IoQspi",
+    "PadsQspi",
+    "FAST_SCK_HZ",
+]
 
 #: TARGETID: TREVISION 0 [31:28], TPARTNO 0x1002 [27:12], TDESIGNER 0x493 [11:1] (JEP106
 #: Raspberry Pi), bit 0 set (2.3.4.2); TARGETSEL carries the DP's instance in [31:28] instead.
@@ -85,7 +98,7 @@ class QspiPins:
 
     def __init__(self, flash: SpiNorFlash) -> None:
         self.flash = flash
-        self.override = 0           # OUTOVER of GPIO_QSPI_SS_CTRL
+        self.override = 0  # OUTOVER of GPIO_QSPI_SS_CTRL
         #: The pads (:class:`PadsQspi`), once attached; the chip's clock (a callable, Hz).
         self.pads: "PadsQspi | None" = None
         self.clock_hz = None
@@ -95,8 +108,12 @@ class QspiPins:
     def note_transfer(self, divider: int) -> None:
         """A transfer at SCK = clk_sys / ``divider``: counted in :attr:`untuned_transfers`
         when that is above :data:`FAST_SCK_HZ` and the pads are not set up for it."""
-        if self.clock_hz is not None and self.pads is not None and self.clock_hz() / divider > FAST_SCK_HZ \
-                and not self.pads.tuned():
+        if (
+            self.clock_hz is not None
+            and self.pads is not None
+            and self.clock_hz() / divider > FAST_SCK_HZ
+            and not self.pads.tuned()
+        ):
             self.untuned_transfers += 1
 
     def set_override(self, outover: int) -> None:
@@ -148,8 +165,12 @@ class Ssi(RegisterDevice):
         as ``flash_enter_cmd_xip`` (serial 03h) and boot stage 2 (quad EBh) leave it. After
         ``flash_exit_xip`` (8-bit transmit-and-receive frames) or a reset it is not."""
         ctrlr0 = self.regs.get(CTRLR0, 0)
-        return (bool(self.regs.get(SSIENR, 0) & 1) and (ctrlr0 >> 8) & 3 == 3 and (ctrlr0 >> 16) & 0x1F == 31
-                and self.read_phases() is not None)
+        return (
+            bool(self.regs.get(SSIENR, 0) & 1)
+            and (ctrlr0 >> 8) & 3 == 3
+            and (ctrlr0 >> 16) & 0x1F == 31
+            and self.read_phases() is not None
+        )
 
     def read_phases(self):
         """SCK cycles of one 8-byte XIP read in the SSI's set-up, or None when the flash does
@@ -209,21 +230,21 @@ class Ssi(RegisterDevice):
         if frf == 2 and (self.regs[CTRLR0] >> 8) & 3 == 3:
             self._quad_read(data)
             return
-        if frf:                                     # other dual/quad frames: not modelled
+        if frf:  # other dual/quad frames: not modelled
             self.rx += [0] * len(data)
             return
         data = [b & 0xFF for b in data]
         flash = self.pins.flash
         self.shifted += len(data)
-        if self.pins.override == 2:                 # /CS held low by software
+        if self.pins.override == 2:  # /CS held low by software
             self.rx += [flash.exchange(b) for b in data]
         elif self.pins.override == 3:
-            self.rx += [0xFF] * len(data)           # nobody selected: the line floats high
+            self.rx += [0xFF] * len(data)  # nobody selected: the line floats high
         else:
             flash.select()
             self.rx += [flash.exchange(b) for b in data]
             flash.deselect()
-        del self.rx[:-16]                           # 16-entry RX FIFO: older entries overrun
+        del self.rx[:-16]  # 16-entry RX FIFO: older entries overrun
 
     def _quad_read(self, frames: List[int]) -> None:
         """Quad frames in EEPROM-read mode (see the class docstring): an EBh read with its
@@ -237,15 +258,20 @@ class Ssi(RegisterDevice):
         answered = False
         # TRANS_TYPE: 1 sends the instruction on one line and the address on four (EBh's
         # form), 2 both on four (no instruction then); anything else is not an EBh the flash takes.
-        if (len(frames) == 1 + inst and (spi >> 2) & 0xF == 8 and (spi >> 11) & 0x1F == 4
-                and spi & 3 == (1 if inst else 2) and (not inst or frames[0] & 0xFF == 0xEB)):
+        if (
+            len(frames) == 1 + inst
+            and (spi >> 2) & 0xF == 8
+            and (spi >> 11) & 0x1F == 4
+            and spi & 3 == (1 if inst else 2)
+            and (not inst or frames[0] & 0xFF == 0xEB)
+        ):
             field = frames[-1]
             answered = flash.quad_io_read(inst, field & 0xFF)
             address = (field >> 8) & 0xFFFFFF
         self.shifted += len(frames) + 4 * count
         if answered:
             data = flash.read(address % flash.nvm.size, 4 * count) or bytes(4 * count)
-            self.rx += [int.from_bytes(data[i:i + 4], "big") for i in range(0, len(data), 4)]
+            self.rx += [int.from_bytes(data[i : i + 4], "big") for i in range(0, len(data), 4)]
         else:
             self.rx += [0] * count
         del self.rx[:-16]
@@ -266,11 +292,11 @@ class Ssi(RegisterDevice):
 
     def write32(self, offset: int, value: int) -> None:
         if offset == DR0:
-            if self.regs[SSIENR] & 1:                # one frame of DFS_32 + 1 bits
+            if self.regs[SSIENR] & 1:  # one frame of DFS_32 + 1 bits
                 self.tx.append(value & ((2 << ((self.regs[CTRLR0] >> 16) & 0x1F)) - 1))
             return
         if offset == SSIENR and not value & 1:
-            self.tx, self.rx = [], []               # disabling the SSI clears its FIFOs
+            self.tx, self.rx = [], []  # disabling the SSI clears its FIFOs
         self.regs[offset] = value & 0xFFFFFFFF
 
 
@@ -350,13 +376,13 @@ def attach(board: ChipBoard) -> None:
     pins = QspiPins(flash)
     ssi = Ssi(pins)
     rom = BootRom(_Port(board, pins, ssi))
-    board.chip = rom                                # for tests and the PICOBOOT model
+    board.chip = rom  # for tests and the PICOBOOT model
 
     # The no-allocate / no-cache aliases at 0x11, 0x12, 0x13 << 24 (RP2040 datasheet 2.6.3) repeat
     # the 2 MiB as the window does (W25Q16JV: A23-A21 ignored): 0x10FFD000 reads 0x1FD000.
     xip = attach_rom_and_xip(board, rom, ssi, XIP_WINDOWS, XIP_WINDOW_SIZE, uncached=(0x12, 0x13))
 
-    board.add_reset_hook(ssi.reset)             # XIP is set up again by boot stage 2
+    board.add_reset_hook(ssi.reset)  # XIP is set up again by boot stage 2
     board.bus.add(DeviceRegion(XIP_SSI_BASE, 0x1000, ssi, "xip-ssi"))
     board.bus.add(DeviceRegion(XIP_CTRL_BASE, 0x1000, XipCtrl(xip), "xip-ctrl"))
     board.cpu.map_mmio(XIP_CTRL_BASE, 0x1000)
@@ -369,11 +395,11 @@ def attach(board: ChipBoard) -> None:
     clocks = Clocks(RP2040_CLOCKS)
     for base, device, name in clocks.devices():
         board.bus.add(DeviceRegion(base, 0x4000, device, name))
-    board.add_reset_hook(clocks.reset)          # the model resets them with every system reset
+    board.add_reset_hook(clocks.reset)  # the model resets them with every system reset
     board.clock_hz = clocks.sys_hz
     pins.clock_hz = clocks.sys_hz
     board.bus.add(DeviceRegion(SYSINFO_BASE, 0x1000, ValueRegisters({0x00: CHIP_ID, 0x04: 0x2}), "sysinfo"))
-    board.bus.add(DeviceRegion(SIO_BASE, 0x1000, ValueRegisters({0x00: 0}), "sio"))   # CPUID: core 0
+    board.bus.add(DeviceRegion(SIO_BASE, 0x1000, ValueRegisters({0x00: 0}), "sio"))  # CPUID: core 0
     board.cpu.map_mmio(SIO_BASE, 0x1000)
 
     def rescue(powered: bool) -> None:
@@ -385,8 +411,12 @@ def attach(board: ChipBoard) -> None:
 
     def debug_port(aps: Dict[int, AccessPortModel]) -> SwDp:
         dpidr = board.spec.dpidr
-        return MultidropWire([MultidropDp(dpidr, TARGETID, 0x0, aps),
-                              MultidropDp(dpidr, TARGETID, 0x1, {}),
-                              MultidropDp(dpidr, TARGETID, 0xF, {}, on_power=rescue)])
+        return MultidropWire(
+            [
+                MultidropDp(dpidr, TARGETID, 0x0, aps),
+                MultidropDp(dpidr, TARGETID, 0x1, {}),
+                MultidropDp(dpidr, TARGETID, 0xF, {}, on_power=rescue),
+            ]
+        )
 
     board.set_debug_port(debug_port)

@@ -51,8 +51,20 @@ from piflash.sim.debug.multidrop import MultidropWire
 from piflash.sim.memory.bus import BusError, DeviceRegion, RegisterDevice
 from piflash.sim.memory.spiflash import SpiNorFlash
 
-__all__ = ["attach", "Qmi", "Rcp", "AccessCtrl", "TARGETID", "CHIP_ID", "QMI_BASE", "ACCESSCTRL_BASE",
-           "OTP_DATA_BASE", "SYSINFO_BASE", "CORE0_AP", "otp_chip_id_rows"]
+__all__ = [
+    "attach",
+    "Qmi",
+    "Rcp",
+    "AccessCtrl",
+    "TARGETID",
+    "CHIP_ID",
+    "QMI_BASE",
+    "ACCESSCTRL_BASE",
+    "OTP_DATA_BASE",
+    "SYSINFO_BASE",
+    "CORE0_AP",
+    "otp_chip_id_rows",
+]
 
 #: TARGETID: TPARTNO 0x0004, TDESIGNER 0x493 (Raspberry Pi), bit 0 (OpenOCD tcl/target/rp2350.cfg
 #: ``-dp-id 0x00040927``; the TREVISION nibble is not published and is 0 here).
@@ -95,9 +107,8 @@ QMI_RESET = {DIRECT_CSR: 0x01800000, M0_TIMING: 0x40000004, M0_RFMT: 0x00001000,
 #: bits; BBh with dual address and an 8-bit dual mode suffix; EBh with quad address, an 8-bit
 #: quad mode suffix and 16 quad dummy bits. The mode byte 0x00 keeps the flash out of its
 #: continuous read mode (W25Q32JV 8.2.11-8.2.12: M5-4 = 10b would enter it).
-ROM_READ_MODES = {0: (0x00001000, 0x03), 1: (0x00021000, 0x0B), 2: (0x00009114, 0x00BB),
-                  3: (0x000492A8, 0x00EB)}
-_LANES = (1, 2, 4, 0)       # qmi.h *_WIDTH: 0 single, 1 dual, 2 quad (3 reserved)
+ROM_READ_MODES = {0: (0x00001000, 0x03), 1: (0x00021000, 0x0B), 2: (0x00009114, 0x00BB), 3: (0x000492A8, 0x00EB)}
+_LANES = (1, 2, 4, 0)  # qmi.h *_WIDTH: 0 single, 1 dual, 2 quad (3 reserved)
 
 # ACCESSCTRL (hardware/regs/accessctrl.h): LOCK (reset 0x4: DMA locked), FORCE_CORE_NS,
 # CFGRESET; a write needs the password 0xACCE in [31:16] (a wrong one is a bus fault).
@@ -151,7 +162,7 @@ class Qmi(RegisterDevice):
         the instruction's lanes and cycles; no DTR)."""
         rfmt, cmd = self.regs[M0_RFMT], self.regs[M0_RCMD] & 0xFF
         if rfmt & (1 << 28) or not rfmt & (1 << 12) or rfmt & 3:
-            return None                 # DTR, no or non-serial prefix
+            return None  # DTR, no or non-serial prefix
         lanes = [_LANES[(rfmt >> shift) & 3] for shift in (2, 4, 6, 8)]  # addr, suffix, dummy, data
         if 0 in lanes:
             return None
@@ -259,7 +270,7 @@ class Rcp:
 
     def __init__(self, cpacr) -> None:
         self._cpacr = cpacr
-        self.salt = [None, None]            # per core: the 64-bit salt, or None
+        self.salt = [None, None]  # per core: the 64-bit salt, or None
 
     def reset(self) -> None:
         """A system reset clears the salts."""
@@ -271,8 +282,8 @@ class Rcp:
         :raises RuntimeError: an RCP fault (the core stops with it).
         """
         if not (self._cpacr() >> 14) & 3:
-            return False                    # CP7 disabled: NOCP UsageFault
-        if first & 0xEFF0 == 0xEC40:        # MCRR: opc1 [7:4], CRm [3:0] of the second half-word
+            return False  # CP7 disabled: NOCP UsageFault
+        if first & 0xEFF0 == 0xEC40:  # MCRR: opc1 [7:4], CRm [3:0] of the second half-word
             opc1, crm = (second >> 4) & 0xF, second & 0xF
             if opc1 == 8 and crm in (0, 1):
                 if self.salt[crm] is not None:
@@ -280,7 +291,7 @@ class Rcp:
                 low, high = cpu.read_reg((second >> 12) & 0xF), cpu.read_reg(first & 0xF)
                 self.salt[crm] = (high << 32) | low
                 return True
-        elif first & 0xEF10 == 0xEE10:      # MRC: opc1 [7:5], CRn [3:0]; Rt, opc2, CRm
+        elif first & 0xEF10 == 0xEE10:  # MRC: opc1 [7:5], CRn [3:0]; Rt, opc2, CRm
             opc1, crn = (first >> 5) & 7, first & 0xF
             rt, opc2, crm = (second >> 12) & 0xF, (second >> 5) & 7, second & 0xF
             if (opc1, crn, opc2, crm) == (1, 0, 0, 0):
@@ -390,7 +401,7 @@ class _Port(RomPortBase):
 def attach(board: ChipBoard) -> None:
     """Add the RP2350's ROM, QMI and flash, RCP, ACCESSCTRL, SYSINFO, OTP and ADIv6 debug port."""
     flash_nvm = board.nvm["flash"]
-    flash_uid = hashlib.sha256(b"flash" + board.target_uid).digest()[:8]   # the flash chip's own ID
+    flash_uid = hashlib.sha256(b"flash" + board.target_uid).digest()[:8]  # the flash chip's own ID
     flash = SpiNorFlash(flash_nvm, flash_uid, W25Q32_JEDEC)
     pins = QspiPins(flash)
     qmi = Qmi(pins)
@@ -417,7 +428,7 @@ def attach(board: ChipBoard) -> None:
     board.bus.add(DeviceRegion(SYSINFO_BASE, 0x1000, ValueRegisters({0x00: CHIP_ID}), "sysinfo"))
     board.bus.add(DeviceRegion(OTP_DATA_BASE, 0x2000, _Otp(otp_chip_id_rows(board.target_uid)), "otp-data"))
     board.bus.add(DeviceRegion(OTP_BASE, 0x1000, ValueRegisters({OTP_CRITICAL: 0}), "otp"))
-    board.bus.add(DeviceRegion(SIO_BASE, 0x1000, ValueRegisters({0x00: 0}), "sio"))   # CPUID: core 0
+    board.bus.add(DeviceRegion(SIO_BASE, 0x1000, ValueRegisters({0x00: 0}), "sio"))  # CPUID: core 0
     board.cpu.map_mmio(SIO_BASE, 0x1000)
 
     def debug_port(aps: Dict[int, AccessPortModel]) -> MultidropWire:

@@ -52,9 +52,14 @@ INITIAL_SP = 0xF0000000
 RT_FLAG_FUNC_ARM_SEC = 0x0004
 #: Function codes (pico-sdk pico/bootrom.h; RP2350 datasheet 5.4.8) -> model method names.
 FUNCTION_CODES_RP2350: Dict[str, str] = {
-    "IF": "connect_internal_flash", "EX": "flash_exit_xip", "RE": "flash_range_erase",
-    "RP": "flash_range_program", "FC": "flash_flush_cache", "CX": "flash_enter_cmd_xip",
-    "RA": "flash_reset_address_trans", "XM": "flash_select_xip_read_mode",
+    "IF": "connect_internal_flash",
+    "EX": "flash_exit_xip",
+    "RE": "flash_range_erase",
+    "RP": "flash_range_program",
+    "FC": "flash_flush_cache",
+    "CX": "flash_enter_cmd_xip",
+    "RA": "flash_reset_address_trans",
+    "XM": "flash_select_xip_read_mode",
     "SR": "bootrom_state_reset",
 }
 #: Where the boot looks for an IMAGE_DEF, and the image's address.
@@ -85,7 +90,7 @@ def find_image_def(head: bytes) -> Optional[int]:
             item = struct.unpack_from("<I", head, q)[0]
             kind = item & 0xFF
             size = (item >> 8) & (0xFFFF if kind & 0x80 else 0xFF)
-            if kind & 0x7F == 0x7F:                 # LAST: then the link and the end marker
+            if kind & 0x7F == 0x7F:  # LAST: then the link and the end marker
                 if q + 12 <= len(head) and struct.unpack_from("<I", head, q + 8)[0] == BLOCK_END and flags is not None:
                     return flags
                 break
@@ -100,8 +105,12 @@ def find_image_def(head: bytes) -> Optional[int]:
 def is_arm_secure_exe(flags: int) -> bool:
     """Whether IMAGE_TYPE ``flags`` describe what this ROM boots: an Arm Secure executable for
     RP2350."""
-    return (flags & 0xF == IMAGE_TYPE_EXE and (flags >> 4) & 3 == EXE_SECURE
-            and (flags >> 8) & 7 == EXE_CPU_ARM and (flags >> 12) & 7 == EXE_CHIP_RP2350)
+    return (
+        flags & 0xF == IMAGE_TYPE_EXE
+        and (flags >> 4) & 3 == EXE_SECURE
+        and (flags >> 8) & 7 == EXE_CPU_ARM
+        and (flags >> 12) & 7 == EXE_CHIP_RP2350
+    )
 
 
 class Rp2350BootRom(BootRom):
@@ -129,7 +138,7 @@ class Rp2350BootRom(BootRom):
             struct.pack_into("<HHH", image, pos, table_code(code), RT_FLAG_FUNC_ARM_SEC, addr | 1)
             pos += 6
         text = b"(C) piflash simulator: not Raspberry Pi's boot ROM\0"
-        image[STRINGS:STRINGS + len(text)] = text
+        image[STRINGS : STRINGS + len(text)] = text
 
     # -- functions -------------------------------------------------------------------------------
     def _lookup2(self, entry: bool) -> None:

@@ -46,8 +46,13 @@ _BX_LR, _NOP, _BX_R0, _WFE, _B_BACK1, _BKPT = 0x4770, 0xBF00, 0x4700, 0xBF20, 0x
 #: names: RP2040 datasheet 2.8.3.1 (tables "Fast Bit Counting", "Fast Bulk Memory Fill / Copy",
 #: "Flash Access").
 FUNCTION_CODES: Dict[str, str] = {
-    "MS": "memset", "MC": "memcpy", "IF": "connect_internal_flash", "EX": "flash_exit_xip",
-    "RE": "flash_range_erase", "RP": "flash_range_program", "FC": "flash_flush_cache",
+    "MS": "memset",
+    "MC": "memcpy",
+    "IF": "connect_internal_flash",
+    "EX": "flash_exit_xip",
+    "RE": "flash_range_erase",
+    "RP": "flash_range_program",
+    "FC": "flash_flush_cache",
     "CX": "flash_enter_cmd_xip",
 }
 
@@ -109,7 +114,7 @@ class BootRom:
 
     def __init__(self, port: RomPort) -> None:
         self.port = port
-        self.xip = True             # XIP enabled (exited by flash_exit_xip)
+        self.xip = True  # XIP enabled (exited by flash_exit_xip)
         #: Set by a Rescue DP reset (CHIP_RESET.PSM_RESTART_FLAG): the next boot parks the core.
         self.rescue = False
         #: Called by flash_flush_cache (the chip's XIP cache model), or None.
@@ -152,7 +157,7 @@ class BootRom:
         for i, (code, addr) in enumerate(funcs):
             struct.pack_into("<HH", image, FUNC_TABLE + 4 * i, table_code(code), addr | 1)
         text = b"(C) piflash simulator: not Raspberry Pi's boot ROM\0"
-        image[STRINGS:STRINGS + len(text)] = text
+        image[STRINGS : STRINGS + len(text)] = text
         struct.pack_into("<HH", image, DATA_TABLE, table_code("CR"), STRINGS)
 
     # -- dispatch --------------------------------------------------------------------------------
@@ -234,7 +239,7 @@ class BootRom:
         """``flash_flush_cache``: the XIP cache flushed, the /CS override released."""
         if self.on_flush is not None:
             self.on_flush()
-        self.port.release_cs()      # "also clears the hardware CS override" (2.8.3.1.3)
+        self.port.release_cs()  # "also clears the hardware CS override" (2.8.3.1.3)
 
     def _flash_enter_cmd_xip(self) -> None:
         self.enter_cmd_xip()
@@ -274,7 +279,7 @@ class BootRom:
         page from flash offset ``addr`` (256-aligned); a count that is not a multiple of 256 is
         rounded up, as the ROM does (``data`` here is already the rounded-up bytes)."""
         for offset in range(0, len(data), 256):
-            self._write_op(bytes((0x02,)) + _addr24(addr + offset) + data[offset:offset + 256].ljust(256, b"\xff"))
+            self._write_op(bytes((0x02,)) + _addr24(addr + offset) + data[offset : offset + 256].ljust(256, b"\xff"))
 
     def read_data(self, addr: int, count: int) -> bytes:
         """``flash_read_data``: ``count`` bytes from flash offset ``addr`` by 03h Read Data over
@@ -282,10 +287,10 @@ class BootRom:
         return self.port.flash_command(b"\x03" + _addr24(addr), count)
 
     def _write_op(self, instruction: bytes) -> None:
-        self.port.flash_command(b"\x06")            # Write Enable
+        self.port.flash_command(b"\x06")  # Write Enable
         self.port.flash_command(instruction)
         for _ in range(BUSY_POLLS):
-            if not self.port.flash_command(b"\x05", 1)[0] & 1:   # BUSY
+            if not self.port.flash_command(b"\x05", 1)[0] & 1:  # BUSY
                 return
         # The ROM polls forever; the model gives up (the core faults, which a caller sees as a
         # call that never returns) instead of hanging the simulator.

@@ -88,7 +88,7 @@ class _Block(RegisterDevice):
 
 class _Resets(_Block):
     def read32(self, offset: int) -> int:
-        if offset & 0xFFF == 0x8:                   # RESET_DONE: the blocks out of reset
+        if offset & 0xFFF == 0x8:  # RESET_DONE: the blocks out of reset
             every = self.clocks.layout.reset_all
             return ~self.regs.get(0x0, every) & every
         return super().read32(offset)
@@ -96,7 +96,7 @@ class _Resets(_Block):
 
 class _Xosc(_Block):
     def read32(self, offset: int) -> int:
-        if offset & 0xFFF == 0x4:                   # STATUS: ENABLED [12], STABLE [31]
+        if offset & 0xFFF == 0x4:  # STATUS: ENABLED [12], STABLE [31]
             on = self.clocks.xosc_on()
             return (1 << 31 | 1 << 12) if on else 0
         return super().read32(offset)
@@ -104,7 +104,7 @@ class _Xosc(_Block):
 
 class _Pll(_Block):
     def read32(self, offset: int) -> int:
-        if offset & 0xFFF == 0x0:                   # CS: LOCK [31] once the VCO runs
+        if offset & 0xFFF == 0x0:  # CS: LOCK [31] once the VCO runs
             return self.regs.get(0x0, 1) | ((1 << 31) if self.clocks.vco_hz() else 0)
         return super().read32(offset)
 
@@ -112,9 +112,9 @@ class _Pll(_Block):
 class _ClocksBlock(_Block):
     def read32(self, offset: int) -> int:
         reg = offset & 0xFFF
-        if reg == 0x38:                             # CLK_REF_SELECTED
+        if reg == 0x38:  # CLK_REF_SELECTED
             return 1 << (self.regs.get(0x30, 0) & 3)
-        if reg == 0x44:                             # CLK_SYS_SELECTED
+        if reg == 0x44:  # CLK_SYS_SELECTED
             return 1 << (self.regs.get(0x3C, 0) & 1)
         return super().read32(offset)
 
@@ -130,10 +130,12 @@ class Clocks:
 
     def __init__(self, layout: ClockLayout = RP2040_CLOCKS) -> None:
         self.layout = layout
-        self._reset_values = {"resets": {0x0: layout.reset_all},
-                              "clocks": {0x40: 1 << layout.sys_div_shift},   # CLK_SYS_DIV INT 1
-                              "xosc": {0x0: 0xAA0},                          # FREQ_RANGE 1-15 MHz
-                              "pll_sys": {0x0: 1, 0x4: 0x2D, 0xC: 0x77000}}  # PWR: all powered down
+        self._reset_values = {
+            "resets": {0x0: layout.reset_all},
+            "clocks": {0x40: 1 << layout.sys_div_shift},  # CLK_SYS_DIV INT 1
+            "xosc": {0x0: 0xAA0},  # FREQ_RANGE 1-15 MHz
+            "pll_sys": {0x0: 1, 0x4: 0x2D, 0xC: 0x77000},
+        }  # PWR: all powered down
         self.resets = _Resets(self, {})
         self.clocks = _ClocksBlock(self, {})
         self.xosc = _Xosc(self, {})
@@ -149,8 +151,12 @@ class Clocks:
     def devices(self):
         """``(base, device, name)`` for each block, to map on the bus."""
         lay = self.layout
-        return ((lay.resets, self.resets, "resets"), (lay.clocks, self.clocks, "clocks"),
-                (lay.xosc, self.xosc, "xosc"), (lay.pll_sys, self.pll_sys, "pll-sys"))
+        return (
+            (lay.resets, self.resets, "resets"),
+            (lay.clocks, self.clocks, "clocks"),
+            (lay.xosc, self.xosc, "xosc"),
+            (lay.pll_sys, self.pll_sys, "pll-sys"),
+        )
 
     def xosc_on(self) -> bool:
         """Whether the crystal oscillator runs (CTRL.ENABLE = 0xFAB)."""
@@ -160,7 +166,7 @@ class Clocks:
         """PLL_SYS's VCO, Hz (0 while it is held in reset, powered down (PD, VCOPD) or without
         a reference); CS.LOCK reads 1 while it runs."""
         if self.resets.regs.get(0x0, self.layout.reset_all) & (1 << self.layout.pll_sys_bit):
-            return 0.0                                                  # RESET.PLL_SYS
+            return 0.0  # RESET.PLL_SYS
         if self.pll_sys.regs.get(0x4, 0x2D) & 0x21 or not self.xosc_on():
             return 0.0
         refdiv = self.pll_sys.regs.get(0x0, 1) & 0x3F or 1
@@ -180,7 +186,7 @@ class Clocks:
         ref = XOSC_HZ if ref_src == 2 and self.xosc_on() else self.layout.rosc_hz
         ctrl = self.clocks.regs.get(0x3C, 0)
         src = ref
-        if ctrl & 1 and (ctrl >> 5) & 7 == 0:                           # aux: PLL_SYS
+        if ctrl & 1 and (ctrl >> 5) & 7 == 0:  # aux: PLL_SYS
             src = self.pll_hz() or ref
         shift = self.layout.sys_div_shift
         div = ((self.clocks.regs.get(0x40, 1 << shift) >> shift) & 0xFFFF) or 1

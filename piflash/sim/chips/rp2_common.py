@@ -15,8 +15,17 @@ from typing import Dict
 from piflash.sim.memory.bus import BusError, Region, RegisterDevice
 from piflash.sim.memory.nvm import NvmRegion
 
-__all__ = ["ValueRegisters", "RomRegion", "XIP_OFF_BYTE", "XipTiming", "XipRegion", "XipCtrl", "IgnoreStores",
-           "RomPortBase", "attach_rom_and_xip"]
+__all__ = [
+    "ValueRegisters",
+    "RomRegion",
+    "XIP_OFF_BYTE",
+    "XipTiming",
+    "XipRegion",
+    "XipCtrl",
+    "IgnoreStores",
+    "RomPortBase",
+    "attach_rom_and_xip",
+]
 
 
 class ValueRegisters(RegisterDevice):
@@ -35,10 +44,10 @@ class RomRegion(Region):
         self.image = image
 
     def read(self, addr: int, size: int) -> int:
-        return int.from_bytes(self.image[addr:addr + size], "little")
+        return int.from_bytes(self.image[addr : addr + size], "little")
 
     def read_block(self, addr: int, length: int) -> bytes:
-        return self.image[addr:addr + length]
+        return self.image[addr : addr + length]
 
     def write(self, addr: int, size: int, value: int) -> None:
         raise BusError(addr, "write to the boot ROM")
@@ -80,24 +89,27 @@ class XipTiming:
         """A CPU load of ``size`` bytes at ``addr``: charged, or refused with an exception (the
         core stops with a fault in the model) while the SSI serves no XIP."""
         if not self.ssi.xip_ready():
-            raise BusError(addr, "XIP read at 0x%08x while the flash interface is not set up for "
-                                 "XIP (after flash_exit_xip, or before boot)" % addr)
+            raise BusError(
+                addr,
+                "XIP read at 0x%08x while the flash interface is not set up for "
+                "XIP (after flash_exit_xip, or before boot)" % addr,
+            )
         self.charge(addr, size)
 
     def charge(self, addr: int, size: int) -> None:
         """Charge the misses of a read of ``size`` bytes at ``addr`` (any XIP alias)."""
         first, last = (addr & 0xFFFFFF) // self.LINE, ((addr & 0xFFFFFF) + max(size, 1) - 1) // self.LINE
         bypass = (addr >> 24) in self.uncached
-        start = first + 1 if first == self._line and not bypass else first   # the line read last: a hit
+        start = first + 1 if first == self._line and not bypass else first  # the line read last: a hit
         misses = last - start + 1
-        sequential = misses - 1 if misses > 0 else 0                 # each after the one before
+        sequential = misses - 1 if misses > 0 else 0  # each after the one before
         if misses > 0 and start == self._line + 1 and self._line >= 0:
-            sequential += 1                                          # ... and after the last fill
+            sequential += 1  # ... and after the last fill
         if not bypass:
             self._line = last
         if misses > 0:
             filled = getattr(self.ssi, "line_filled", None)
-            if filled is not None:                  # the transfer's mode bits (RP2040 EBh)
+            if filled is not None:  # the transfer's mode bits (RP2040 EBh)
                 filled()
         observer = self.nvm.observer
         if misses > 0 and observer is not None:
@@ -139,7 +151,7 @@ class XipCtrl(RegisterDevice):
         if offset == 0x0:
             return self.ctrl
         if offset == 0x8:
-            return 0x1 | 0x2                # FLUSH_READY, FIFO_EMPTY (FIFO_FULL clear)
+            return 0x1 | 0x2  # FLUSH_READY, FIFO_EMPTY (FIFO_FULL clear)
         return 0
 
     def write32(self, offset: int, value: int) -> None:
@@ -221,12 +233,15 @@ def attach_rom_and_xip(board, rom, interface, windows, window_size: int, uncache
     stores = IgnoreStores()
     xip = XipTiming(flash_nvm, interface, uncached)
     rom.on_flush = xip.flush
-    copies = [start for window in windows for start in range(window, window + window_size, flash_nvm.size)
-              if start != flash_nvm.start]
+    copies = [
+        start
+        for window in windows
+        for start in range(window, window + window_size, flash_nvm.size)
+        if start != flash_nvm.start
+    ]
     board.set_flash_controller(flash_nvm, stores, bus_region=XipRegion(flash_nvm, stores, xip), cpu_aliases=copies)
     for window in windows:
         board.cpu.add_read_watch(window, window + window_size - 1, xip.read)
     for start in copies:
         board.bus.add(XipRegion(flash_nvm, stores, xip, alias_start=start))
     return xip
-

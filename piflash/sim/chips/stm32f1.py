@@ -15,8 +15,17 @@ from piflash.sim.faults import Faults
 from piflash.sim.memory.bus import DeviceRegion, RegisterDevice, ZeroRegion
 from piflash.sim.memory.nvm import NvmArray
 
-__all__ = ["Fpec", "Dbgmcu", "SystemMemory", "attach", "FLASH_IF_BASE", "KEY1", "KEY2", "OPTION_BASE",
-           "RDP_UNPROTECTED"]
+__all__ = [
+    "Fpec",
+    "Dbgmcu",
+    "SystemMemory",
+    "attach",
+    "FLASH_IF_BASE",
+    "KEY1",
+    "KEY2",
+    "OPTION_BASE",
+    "RDP_UNPROTECTED",
+]
 
 FLASH_IF_BASE = 0x40022000
 DBGMCU_BASE = 0xE0042000
@@ -45,10 +54,10 @@ CR_OPTPG = 1 << 4
 CR_OPTER = 1 << 5
 CR_STRT = 1 << 6
 CR_LOCK = 1 << 7
-CR_OPTWRE = 1 << 9          # set by hardware after the OPTKEYR sequence; software may clear it
+CR_OPTWRE = 1 << 9  # set by hardware after the OPTKEYR sequence; software may clear it
 OBR_OPTERR = 1 << 0
 OBR_RDPRT = 1 << 1
-CR_RW_MASK = 0x1677      # PG PER MER OPTPG OPTER STRT OPTWRE ERRIE EOPIE
+CR_RW_MASK = 0x1677  # PG PER MER OPTPG OPTER STRT OPTWRE ERRIE EOPIE
 
 
 class Fpec(RegisterDevice):
@@ -75,8 +84,9 @@ class Fpec(RegisterDevice):
     :param alias: Address of the boot alias of main flash, or None.
     """
 
-    def __init__(self, flash: NvmArray, faults: Faults, option: Optional[NvmArray] = None,
-                 alias: Optional[int] = None) -> None:
+    def __init__(
+        self, flash: NvmArray, faults: Faults, option: Optional[NvmArray] = None, alias: Optional[int] = None
+    ) -> None:
         self.flash = flash
         self.faults = faults
         self.option = option
@@ -102,8 +112,12 @@ class Fpec(RegisterDevice):
         """Whether a debugger access to ``[addr, addr + length)`` is refused (RDP level 1:
         main flash and its boot alias; RAM and peripherals stay reachable). With the fault
         ``option_bytes_fault`` the option-byte block faults too, whatever the RDP level."""
-        if self.faults.option_bytes_fault and self.option is not None \
-                and addr < self.option.start + self.option.size and addr + length > self.option.start:
+        if (
+            self.faults.option_bytes_fault
+            and self.option is not None
+            and addr < self.option.start + self.option.size
+            and addr + length > self.option.start
+        ):
             return True
         if not self.rdprt:
             return False
@@ -138,8 +152,8 @@ class Fpec(RegisterDevice):
             self.sr &= ~(value & SR_W1C)
         elif offset == CR:
             if self.cr & CR_LOCK:
-                return                  # CR is write-protected while locked
-            optwre = self.cr & value & CR_OPTWRE        # software may clear OPTWRE, not set it
+                return  # CR is write-protected while locked
+            optwre = self.cr & value & CR_OPTWRE  # software may clear OPTWRE, not set it
             self.cr = (value & CR_RW_MASK & ~CR_OPTWRE) | (value & CR_LOCK) | optwre
             if value & CR_STRT:
                 self._start()
@@ -158,7 +172,7 @@ class Fpec(RegisterDevice):
             self._key_stage = 0
             self.cr &= ~CR_LOCK
         else:
-            self._key_error = True      # locked until reset (PM0075 2.3.1)
+            self._key_error = True  # locked until reset (PM0075 2.3.1)
 
     def _option_unlock_step(self, value: int) -> None:
         if self.cr & CR_LOCK or self.cr & CR_OPTWRE:
@@ -190,7 +204,7 @@ class Fpec(RegisterDevice):
                 if self.faults.recover_stuck:
                     self._stuck = True
                     return
-                if self.rdprt:              # leaving level 1 costs the whole flash (PM0075 2.4.1)
+                if self.rdprt:  # leaving level 1 costs the whole flash (PM0075 2.4.1)
                     self.flash.erase_all()
                 self.option.erase_all()
                 self.sr |= SR_EOP
@@ -213,8 +227,14 @@ class Fpec(RegisterDevice):
         """A bus write into the option bytes: with CR.OPTPG and OPTWRE set, each half-word
         programs its low byte and the hardware-computed complement (PM0075 2.5); a half-word
         that is not erased sets PGERR."""
-        if self.option is None or not self.cr & CR_OPTPG or not self.cr & CR_OPTWRE \
-                or self.cr & CR_LOCK or self.faults.stuck_busy or self._stuck:
+        if (
+            self.option is None
+            or not self.cr & CR_OPTPG
+            or not self.cr & CR_OPTWRE
+            or self.cr & CR_LOCK
+            or self.faults.stuck_busy
+            or self._stuck
+        ):
             return
         for i in range(0, max(size, 2), 2):
             byte = (value >> (8 * i)) & 0xFF
@@ -271,7 +291,7 @@ class SystemMemory(RegisterDevice):
     def __init__(self, flash_kib: int, uid: bytes) -> None:
         self._words = {0x7E0: 0xFFFF0000 | flash_kib}
         for i in range(0, 12, 4):
-            self._words[0x7E8 + i] = int.from_bytes(uid[i:i + 4], "little")
+            self._words[0x7E8 + i] = int.from_bytes(uid[i : i + 4], "little")
 
     def read32(self, offset: int) -> int:
         return self._words.get(offset, 0)
@@ -292,8 +312,7 @@ def attach(board: ChipBoard) -> None:
     board.set_flash_controller(flash, fpec)
     board.bus.add(DeviceRegion(FLASH_IF_BASE, 0x400, fpec, "flash-if"))
     board.bus.add(DeviceRegion(DBGMCU_BASE, 0x1000, Dbgmcu(board.spec.extra["dbgmcu_idcode"]), "dbgmcu"))
-    board.bus.add(DeviceRegion(SYSMEM_BASE, 0x800, SystemMemory(flash.size // 1024, board.target_uid),
-                               "system-memory"))
+    board.bus.add(DeviceRegion(SYSMEM_BASE, 0x800, SystemMemory(flash.size // 1024, board.target_uid), "system-memory"))
     if option is not None:
         board.set_flash_controller(option, _OptionWrites(fpec))
         board.debug_guard = fpec.refuses

@@ -53,8 +53,7 @@ class ApV2(AccessPortModel):
     :param guard: As :class:`MemAp`'s.
     """
 
-    def __init__(self, idr: int, bus: Bus, rom_base: int, wrap: int = 0x400, part: int = 0x9E3,
-                 guard=None) -> None:
+    def __init__(self, idr: int, bus: Bus, rom_base: int, wrap: int = 0x400, part: int = 0x9E3, guard=None) -> None:
         super().__init__(idr)
         self.mem = MemAp(idr, bus, rom_base, wrap, csw_reset=0x03000040 | CSW_SDEVICEEN, guard=guard)
         self._ids = id_registers(part, 0, 0x9, devarch=DEVARCH_MEM_APV2)
@@ -105,14 +104,15 @@ class RootRomTable(AccessPortModel):
 
     def __init__(self, components: Sequence[int], designer: int, part: int, absent: Sequence[int] = ()) -> None:
         super().__init__(0)
-        self.entries = {4 * i: (offset & 0xFFFFF000) | (0x2 if offset in absent else 0x3)
-                        for i, offset in enumerate(components)}
+        self.entries = {
+            4 * i: (offset & 0xFFFFF000) | (0x2 if offset in absent else 0x3) for i, offset in enumerate(components)
+        }
         self._ids = id_registers(part, 0, 0x9, designer=designer, devarch=DEVARCH_ROM_TABLE)
 
     def read(self, reg: int) -> int:
         if reg < 0x800:
             return self.entries.get(reg, 0)
-        return self._ids.get(reg, 0)        # DEVID 0xFC8 = 0: 32-bit entries, no power requests
+        return self._ids.get(reg, 0)  # DEVID 0xFC8 = 0: 32-bit entries, no power requests
 
 
 class SwDpV3(MultidropDp):
@@ -139,7 +139,7 @@ class SwDpV3(MultidropDp):
             # DPIDR1 (1), BASEPTR0 (2: PTR [31:12], VALID [0]), BASEPTR1 (3): ADIv6 B2.2.
             return {1: DPIDR1_ASIZE32, 2: (self.root & 0xFFFFF000) | 1, 3: 0}.get(bank, 0)
         if addr & 0xC == 0x4 and bank == 5:
-            return 0                                    # SELECT1: the upper address bits, 0
+            return 0  # SELECT1: the upper address bits, 0
         return super().read_dp(addr)
 
     # -- access ports ------------------------------------------------------------------------

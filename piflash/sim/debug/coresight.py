@@ -12,8 +12,16 @@ from typing import Dict, Optional, Sequence
 
 from piflash.sim.memory.bus import RegisterDevice
 
-__all__ = ["ARM_JEP106", "CLASS_ROM_TABLE", "CLASS_GENERIC_IP", "id_registers", "IdentifiedDevice",
-           "RomTable", "Dwt", "Fpb"]
+__all__ = [
+    "ARM_JEP106",
+    "CLASS_ROM_TABLE",
+    "CLASS_GENERIC_IP",
+    "id_registers",
+    "IdentifiedDevice",
+    "RomTable",
+    "Dwt",
+    "Fpb",
+]
 
 #: Arm's JEP106 code: continuation 4, identity 0x3B (pyOCD ARM_ID = 0x43B).
 ARM_JEP106 = 0x43B
@@ -22,8 +30,14 @@ CLASS_ROM_TABLE = 0x1
 CLASS_GENERIC_IP = 0xE
 
 
-def id_registers(part: int, revision: int, component_class: int, designer: int = ARM_JEP106,
-                 devarch: Optional[int] = None, devtype: int = 0) -> Dict[int, int]:
+def id_registers(
+    part: int,
+    revision: int,
+    component_class: int,
+    designer: int = ARM_JEP106,
+    devarch: Optional[int] = None,
+    devtype: int = 0,
+) -> Dict[int, int]:
     """Return {offset: value} for PIDR4..PIDR3 and CIDR0..3 of a 4 KiB component.
 
     :param part: 12-bit part number (PIDR0/PIDR1).
@@ -36,15 +50,15 @@ def id_registers(part: int, revision: int, component_class: int, designer: int =
     """
     ident, cont = designer & 0x7F, designer >> 8
     pidr = [
-        part & 0xFF,                                        # PIDR0: PART[7:0]
-        ((part >> 8) & 0xF) | ((ident & 0xF) << 4),         # PIDR1: PART[11:8], DES_0
-        (ident >> 4) | 0x8 | ((revision & 0xF) << 4),       # PIDR2: DES_1, JEDEC, REVISION
-        0,                                                  # PIDR3: CMOD, REVAND
+        part & 0xFF,  # PIDR0: PART[7:0]
+        ((part >> 8) & 0xF) | ((ident & 0xF) << 4),  # PIDR1: PART[11:8], DES_0
+        (ident >> 4) | 0x8 | ((revision & 0xF) << 4),  # PIDR2: DES_1, JEDEC, REVISION
+        0,  # PIDR3: CMOD, REVAND
     ]
-    regs = {0xFD0: cont & 0xF}                              # PIDR4: DES_2 (continuation), SIZE=0
+    regs = {0xFD0: cont & 0xF}  # PIDR4: DES_2 (continuation), SIZE=0
     for i, value in enumerate(pidr):
         regs[0xFE0 + 4 * i] = value
-    cidr = [0x0D, (component_class & 0xF) << 4, 0x05, 0xB1]   # preamble 0xB105_0_0D
+    cidr = [0x0D, (component_class & 0xF) << 4, 0x05, 0xB1]  # preamble 0xB105_0_0D
     for i, value in enumerate(cidr):
         regs[0xFF0 + 4 * i] = value
     if devarch is not None:
@@ -62,9 +76,15 @@ class IdentifiedDevice(RegisterDevice):
     :param devarch: DEVARCH of a class 0x9 component (:func:`id_registers`), or None.
     """
 
-    def __init__(self, part: int, revision: int, component_class: int,
-                 reset: Optional[Dict[int, int]] = None, read_only: Sequence[int] = (),
-                 devarch: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        part: int,
+        revision: int,
+        component_class: int,
+        reset: Optional[Dict[int, int]] = None,
+        read_only: Sequence[int] = (),
+        devarch: Optional[int] = None,
+    ) -> None:
         self._ids = id_registers(part, revision, component_class, devarch=devarch)
         self._reset = dict(reset or {})
         self._read_only = set(read_only)
@@ -109,8 +129,13 @@ class Dwt(IdentifiedDevice):
 
     def __init__(self, part: int, num_comparators: int, devarch: Optional[int] = None) -> None:
         # DWT_CTRL (0x000): NUMCOMP[31:28] read-only (ARMv7-M ARM C1.8.7).
-        super().__init__(part, 3 if part == 0x002 else 0, 0x9 if devarch else CLASS_GENERIC_IP,
-                         {0x000: num_comparators << 28}, devarch=devarch)
+        super().__init__(
+            part,
+            3 if part == 0x002 else 0,
+            0x9 if devarch else CLASS_GENERIC_IP,
+            {0x000: num_comparators << 28},
+            devarch=devarch,
+        )
         self._numcomp = num_comparators << 28
 
     def write32(self, offset: int, value: int) -> None:
@@ -134,12 +159,13 @@ class Fpb(IdentifiedDevice):
         self._ro = ((code & 0x70) << 8) | ((code & 0xF) << 4) | ((literal & 0xF) << 8)
         if devarch:
             self._ro |= 1 << 28
-        super().__init__(part, 2 if part == 0x003 else 0, 0x9 if devarch else CLASS_GENERIC_IP,
-                         {0x000: self._ro}, devarch=devarch)
+        super().__init__(
+            part, 2 if part == 0x003 else 0, 0x9 if devarch else CLASS_GENERIC_IP, {0x000: self._ro}, devarch=devarch
+        )
 
     def write32(self, offset: int, value: int) -> None:
         if offset == 0x000:
-            if not value & 0x2:     # KEY bit must be 1 for the write to take effect
+            if not value & 0x2:  # KEY bit must be 1 for the write to take effect
                 return
             value = self._ro | (value & 1)
         super().write32(offset, value)

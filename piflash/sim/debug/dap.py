@@ -19,10 +19,10 @@ from piflash.sim.memory.bus import Bus, BusError
 __all__ = ["AccessPortModel", "MemAp", "SwDp"]
 
 # DP registers (ADIv5.2 section B2.2, SW-DP with DPBANKSEL = 0).
-DP_DPIDR = 0x0      # read
-DP_ABORT = 0x0      # write
+DP_DPIDR = 0x0  # read
+DP_ABORT = 0x0  # write
 DP_CTRL_STAT = 0x4
-DP_SELECT = 0x8     # write; a read is RESEND
+DP_SELECT = 0x8  # write; a read is RESEND
 DP_RDBUFF = 0xC
 
 ABORT_STKCMPCLR = 1 << 1
@@ -55,8 +55,8 @@ AP_IDR = 0xFC
 CSW_SIZE_MASK = 0x7
 CSW_ADDRINC_MASK = 0x30
 CSW_ADDRINC_SINGLE = 0x10
-CSW_DEVICEEN = 1 << 6       # read-only 1: the AHB is always accessible
-CSW_TRINPROG = 1 << 7       # read-only 0: transfers complete instantly
+CSW_DEVICEEN = 1 << 6  # read-only 1: the AHB is always accessible
+CSW_TRINPROG = 1 << 7  # read-only 0: transfers complete instantly
 # Writable CSW bits: Size, AddrInc, Mode[11:8], HPROT/MstrType[30:24], Prot bit 15.
 CSW_RW_MASK = 0x7F008F37
 
@@ -104,8 +104,15 @@ class MemAp(AccessPortModel):
         an AHB error, i.e. a SWD FAULT, as on the real parts. None: everything is accessible.
     """
 
-    def __init__(self, idr: int, bus: Bus, rom_base: int, wrap: int, csw_reset: int = 0x03000040,
-                 guard: Optional[Callable[[int, int], bool]] = None) -> None:
+    def __init__(
+        self,
+        idr: int,
+        bus: Bus,
+        rom_base: int,
+        wrap: int,
+        csw_reset: int = 0x03000040,
+        guard: Optional[Callable[[int, int], bool]] = None,
+    ) -> None:
         super().__init__(idr)
         self.bus = bus
         self.guard = guard
@@ -160,7 +167,7 @@ class MemAp(AccessPortModel):
             self._check((self.tar & ~0xF) + (reg - AP_BD0), 4)
             return self.bus.read((self.tar & ~0xF) + (reg - AP_BD0), 4)
         if reg == AP_CFG:
-            return 0            # little-endian, no large address / large data extensions
+            return 0  # little-endian, no large address / large data extensions
         if reg == AP_BASE:
             return self.base
         return super().read(reg)
@@ -169,7 +176,7 @@ class MemAp(AccessPortModel):
         value &= 0xFFFFFFFF
         if reg == AP_CSW:
             csw = (value & CSW_RW_MASK) | CSW_DEVICEEN
-            if (csw & CSW_SIZE_MASK) > 2:       # unsupported size reads back as word
+            if (csw & CSW_SIZE_MASK) > 2:  # unsupported size reads back as word
                 csw = (csw & ~CSW_SIZE_MASK) | 2
             self.csw = csw
         elif reg == AP_TAR:
@@ -202,7 +209,7 @@ class MemAp(AccessPortModel):
         while pos < len(data):
             n = min(len(data) - pos, (self.wrap - (self.tar & (self.wrap - 1))) & ~3) or 4
             self._check(self.tar & ~3, n)
-            self.bus.write_block(self.tar & ~3, data[pos:pos + n])
+            self.bus.write_block(self.tar & ~3, data[pos : pos + n])
             self._increment(n)
             pos += n
 
@@ -241,7 +248,7 @@ class SwDp:
             return self.dpidr
         if addr == DP_CTRL_STAT:
             if self.select & 0xF:
-                return 0        # banked registers (DLCR, TARGETID, ...) not modelled
+                return 0  # banked registers (DLCR, TARGETID, ...) not modelled
             cs = self.ctrl_stat
             # The ACKs follow the requests at once (ADIv5.2 B2.2.2: power-up handshake).
             if cs & CS_CDBGPWRUPREQ:
@@ -251,7 +258,7 @@ class SwDp:
             if cs & CS_CDBGRSTREQ:
                 cs |= CS_CDBGRSTACK
             return cs
-        return self.rdbuff      # RESEND (0x8) and RDBUFF (0xC)
+        return self.rdbuff  # RESEND (0x8) and RDBUFF (0xC)
 
     def write_dp(self, addr: int, value: int) -> None:
         """Write DP register ``addr`` (ABORT, CTRL/STAT, SELECT; 0xC is ignored)."""
@@ -286,8 +293,7 @@ class SwDp:
 
     def _fault(self, err: BusError) -> TransferFaultError:
         self.ctrl_stat |= CS_STICKYERR
-        return TransferFaultError("SWD FAULT: AHB error at 0x%08x" % err.address,
-                                  fault_address=err.address)
+        return TransferFaultError("SWD FAULT: AHB error at 0x%08x" % err.address, fault_address=err.address)
 
     def read_ap(self, addr: int) -> int:
         """Read an AP register; the AP is chosen by SELECT."""

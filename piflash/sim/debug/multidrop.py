@@ -50,8 +50,14 @@ class MultidropDp(SwDp):
         it (the RP2040 rescue DP resets the chip with it), or None.
     """
 
-    def __init__(self, dpidr: int, targetid: int, instance: int, aps: Dict[int, AccessPortModel],
-                 on_power: Optional[Callable[[bool], None]] = None) -> None:
+    def __init__(
+        self,
+        dpidr: int,
+        targetid: int,
+        instance: int,
+        aps: Dict[int, AccessPortModel],
+        on_power: Optional[Callable[[bool], None]] = None,
+    ) -> None:
         super().__init__(dpidr, aps)
         self.targetid = targetid
         self.instance = instance
@@ -97,12 +103,12 @@ class MultidropWire:
     def __init__(self, dps: Sequence[MultidropDp], sole_answers: bool = False) -> None:
         self.dps: List[MultidropDp] = list(dps)
         self.sole_answers = sole_answers and len(self.dps) == 1
-        self.state = DORMANT            # a multi-drop SW-DP cold-resets into the dormant state
+        self.state = DORMANT  # a multi-drop SW-DP cold-resets into the dormant state
         self.selected: Optional[MultidropDp] = None
-        self._ones = 0                  # consecutive cycles with SWDIO high
-        self._alert = 0                 # the last 128 bits (dormant: looking for the alert)
-        self._code: Optional[List[int]] = None      # bits after the alert (activation code)
-        self._since_reset: Optional[int] = None     # bits after a line reset (SWD-to-dormant)
+        self._ones = 0  # consecutive cycles with SWDIO high
+        self._alert = 0  # the last 128 bits (dormant: looking for the alert)
+        self._code: Optional[List[int]] = None  # bits after the alert (activation code)
+        self._since_reset: Optional[int] = None  # bits after a line reset (SWD-to-dormant)
         self._tail = 0
 
     # -- the SwDp interface ------------------------------------------------------------------
@@ -179,8 +185,8 @@ class MultidropWire:
         pos = 0
         while pos < len(timeline) and timeline[pos] == 0:
             pos += 1
-        request = timeline[pos:pos + 8]
-        data = timeline[pos + 8 + 5:pos + 8 + 5 + 33]
+        request = timeline[pos : pos + 8]
+        data = timeline[pos + 8 + 5 : pos + 8 + 5 + 33]
         if len(request) < 8 or len(data) < 33 or None in request or None in data:
             return
         if sum(b << i for i, b in enumerate(request)) != TARGETSEL_REQUEST:

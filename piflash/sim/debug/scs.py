@@ -111,35 +111,76 @@ class CoreInfo:
 
 
 _V7M_FEATURES = {  # ID_PFR0 .. ID_ISAR4 (0xD40-0xD70), Cortex-M3 TRM r2p1 table 4-1 / M4 TRM 4.3.
-    0xD40: 0x00000030, 0xD44: 0x00000200, 0xD48: 0x00100000, 0xD4C: 0x00000000,
-    0xD50: 0x00100030, 0xD54: 0x00000000, 0xD58: 0x01000000, 0xD5C: 0x00000000,
-    0xD60: 0x01101110, 0xD64: 0x02111000, 0xD68: 0x21112231, 0xD6C: 0x01111110, 0xD70: 0x01310102,
+    0xD40: 0x00000030,
+    0xD44: 0x00000200,
+    0xD48: 0x00100000,
+    0xD4C: 0x00000000,
+    0xD50: 0x00100030,
+    0xD54: 0x00000000,
+    0xD58: 0x01000000,
+    0xD5C: 0x00000000,
+    0xD60: 0x01101110,
+    0xD64: 0x02111000,
+    0xD68: 0x21112231,
+    0xD6C: 0x01111110,
+    0xD70: 0x01310102,
 }
 
 CORES: Dict[str, CoreInfo] = {
     # Cortex-M0 r0p0: CPUID 0x410CC200 (Cortex-M0 TRM DDI 0432C 4.2); ROM table part 0x471.
     # v6-M has no CLIDR/ID_ISAR/MPU_TYPE/MVFR: those addresses read as zero.
-    "cortex-m0": CoreInfo("cortex-m0", "v6m", 0x410CC200, False, 0x008, 0x00A, 0x00B, 0x471,
-                          fpb_code=4, fpb_lit=0, dwt_comparators=2),
+    "cortex-m0": CoreInfo(
+        "cortex-m0", "v6m", 0x410CC200, False, 0x008, 0x00A, 0x00B, 0x471, fpb_code=4, fpb_lit=0, dwt_comparators=2
+    ),
     # Cortex-M0+ r0p1 (RP2040): CPUID 0x410CC601 (Cortex-M0+ TRM DDI 0484C 4.3.1, RP2040 datasheet
     # 2.4.5.1 CPUID); ROM table part 0x4C0, SCS/DWT/BPU parts as the M0's. v6-M: no feature IDs.
-    "cortex-m0plus": CoreInfo("cortex-m0plus", "v6m", 0x410CC601, False, 0x008, 0x00A, 0x00B, 0x4C0,
-                              fpb_code=4, fpb_lit=0, dwt_comparators=2),
+    "cortex-m0plus": CoreInfo(
+        "cortex-m0plus", "v6m", 0x410CC601, False, 0x008, 0x00A, 0x00B, 0x4C0, fpb_code=4, fpb_lit=0, dwt_comparators=2
+    ),
     # Cortex-M3 r1p1 (STM32F1): CPUID 0x411FC231 (RM0008 / PM0056 4.4.1); ROM part 0x4C3.
     # No MPU on STM32F1 (MPU_TYPE 0). ICTR INTLINESNUM 2 (68 interrupts).
-    "cortex-m3": CoreInfo("cortex-m3", "v7m", 0x411FC231, False, 0x000, 0x002, 0x003, 0x4C3,
-                          fpb_code=6, fpb_lit=2, dwt_comparators=4,
-                          id_regs={**_V7M_FEATURES, ICTR: 2, 0xD90: 0},
-                          reset_regs={CCR: 0x00000000}),
+    "cortex-m3": CoreInfo(
+        "cortex-m3",
+        "v7m",
+        0x411FC231,
+        False,
+        0x000,
+        0x002,
+        0x003,
+        0x4C3,
+        fpb_code=6,
+        fpb_lit=2,
+        dwt_comparators=4,
+        id_regs={**_V7M_FEATURES, ICTR: 2, 0xD90: 0},
+        reset_regs={CCR: 0x00000000},
+    ),
     # Cortex-M4F r0p1 (nRF52840): CPUID 0x410FC241 (Cortex-M4 TRM DDI 0439B 4.3.1); ROM part 0x4C4;
     # ID_ISAR3 0x01111131 (SIMD = 3: DSP extension), MPU_TYPE 0x800 (8 regions), MVFR0
     # 0x10110021 / MVFR1 0x11000011 (FPv4-SP), no MVFR2 (reads 0). ICTR 1 (48 interrupts).
-    "cortex-m4f": CoreInfo("cortex-m4f", "v7m", 0x410FC241, True, 0x000, 0x002, 0x003, 0x4C4,
-                           fpb_code=6, fpb_lit=2, dwt_comparators=4,
-                           id_regs={**_V7M_FEATURES, ICTR: 1, 0xD6C: 0x01111131, 0xD70: 0x01310132,
-                                    0xD90: 0x00000800, 0xF40: 0x10110021, 0xF44: 0x11000011,
-                                    0xF48: 0},
-                           reset_regs={CCR: 0x00000200, FPCCR: 0xC0000000}),
+    "cortex-m4f": CoreInfo(
+        "cortex-m4f",
+        "v7m",
+        0x410FC241,
+        True,
+        0x000,
+        0x002,
+        0x003,
+        0x4C4,
+        fpb_code=6,
+        fpb_lit=2,
+        dwt_comparators=4,
+        id_regs={
+            **_V7M_FEATURES,
+            ICTR: 1,
+            0xD6C: 0x01111131,
+            0xD70: 0x01310132,
+            0xD90: 0x00000800,
+            0xF40: 0x10110021,
+            0xF44: 0x11000011,
+            0xF48: 0,
+        },
+        reset_regs={CCR: 0x00000200, FPCCR: 0xC0000000},
+    ),
     # Cortex-M33 r1p0 as the RP2350 has it: CPUID 0x411FD210 (RP2350 datasheet 3.7.5, the
     # CPUID register); FPv5-SP, DSP, the Security Extension, 8 MPU regions, 52 interrupts
     # (datasheet 3.7.2). The feature registers pyOCD decodes (``cortex_m_v8m.py``): ID_PFR1
@@ -147,13 +188,34 @@ CORES: Dict[str, CoreInfo] = {
     # MPU_TYPE 8 regions, MVFR0/1/2 0x10110021 / 0x11000011 / 0x40 (single-precision FPv5);
     # CLIDR 0 (no cache). CoreSight: SCS, DWT and FPB part 0xD21 (DEVARCH 0x47702A04,
     # 0x47701A02, 0x47701A03), ROM table part 0x4C9 (Cortex-M33 TRM 100230, appendix A).
-    "cortex-m33": CoreInfo("cortex-m33", "v8m", 0x411FD210, True, 0xD21, 0xD21, 0xD21, 0x4C9,
-                           fpb_code=8, fpb_lit=0, dwt_comparators=4,
-                           id_regs={ICTR: 1, 0xD40: 0x00000030, 0xD44: 0x00000210, 0xD48: 0x00200000,
-                                    0xD4C: 0, 0xD60: 0x01101110, 0xD6C: 0x01111131, 0xD78: 0,
-                                    0xD90: 0x00000800, 0xF40: 0x10110021, 0xF44: 0x11000011,
-                                    0xF48: 0x00000040},
-                           reset_regs={CCR: 0x00000201, FPCCR: 0xC0000000}),
+    "cortex-m33": CoreInfo(
+        "cortex-m33",
+        "v8m",
+        0x411FD210,
+        True,
+        0xD21,
+        0xD21,
+        0xD21,
+        0x4C9,
+        fpb_code=8,
+        fpb_lit=0,
+        dwt_comparators=4,
+        id_regs={
+            ICTR: 1,
+            0xD40: 0x00000030,
+            0xD44: 0x00000210,
+            0xD48: 0x00200000,
+            0xD4C: 0,
+            0xD60: 0x01101110,
+            0xD6C: 0x01111131,
+            0xD78: 0,
+            0xD90: 0x00000800,
+            0xF40: 0x10110021,
+            0xF44: 0x11000011,
+            0xF48: 0x00000040,
+        },
+        reset_regs={CCR: 0x00000201, FPCCR: 0xC0000000},
+    ),
 }
 
 #: DEVARCH of the Armv8-M debug components (CoreSight class 0x9; Armv8-M ARM D1.2: SCS
@@ -171,8 +233,14 @@ class Scs(RegisterDevice):
     :param before_run: Called before the CPU resumes (the board flushes stale translations).
     """
 
-    def __init__(self, core: CoreInfo, cpu: Cpu, read_word: Callable[[int], int],
-                 system_reset: Callable[[], None], before_run: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        core: CoreInfo,
+        cpu: Cpu,
+        read_word: Callable[[int], int],
+        system_reset: Callable[[], None],
+        before_run: Callable[[], None],
+    ) -> None:
         self.core = core
         self.cpu = cpu
         self._read_word = read_word
@@ -248,7 +316,7 @@ class Scs(RegisterDevice):
                 self.halted = True
                 self.dfsr |= DFSR_BKPT
             else:
-                self.lockup = True      # BKPT with halting debug off escalates to HardFault
+                self.lockup = True  # BKPT with halting debug off escalates to HardFault
         elif reason is StopReason.FAULT:
             if self.debugen and self.demcr & DEMCR_VC_HARDERR and self._take_hardfault():
                 self.halted = True
@@ -261,7 +329,7 @@ class Scs(RegisterDevice):
     def _take_hardfault(self) -> bool:
         """HardFault entry for a vector catch; False when the entry itself faults (lockup)."""
         try:
-            vtor = 0 if self.core.arch == "v6m" else self._regs.get(VTOR, 0)   # v6-M: table at 0
+            vtor = 0 if self.core.arch == "v6m" else self._regs.get(VTOR, 0)  # v6-M: table at 0
             self.cpu.take_hardfault(vtor, self._read_word)
         except BusError:
             return False
@@ -362,7 +430,7 @@ class Scs(RegisterDevice):
         if offset in self.core.id_regs:
             return self.core.id_regs[offset]
         if self.core.arch == "v6m" and 0xD34 <= offset < 0xDF0:
-            return 0        # no CFSR/ID/FP registers on v6-M
+            return 0  # no CFSR/ID/FP registers on v6-M
         return self._regs.get(offset, 0)
 
     def write32(self, offset: int, value: int) -> None:
@@ -394,6 +462,6 @@ class Scs(RegisterDevice):
                 elif value & AIRCR_VECTRESET and self.core.arch == "v7m":
                     self.core_reset()
         elif offset in (CPUID, ICSR) or offset in self.core.id_regs or offset >= 0xFD0:
-            pass            # read-only, or write-to-clear bits the model does not keep
+            pass  # read-only, or write-to-clear bits the model does not keep
         else:
             self._regs[offset] = value

@@ -57,7 +57,7 @@ class Region:
     def write_block(self, addr: int, data: bytes) -> None:
         """Write ``data`` (multiple of 4 bytes, word aligned) at ``addr``."""
         for i in range(0, len(data), 4):
-            self.write(addr + i, 4, int.from_bytes(data[i:i + 4], "little"))
+            self.write(addr + i, 4, int.from_bytes(data[i : i + 4], "little"))
 
 
 class RegisterDevice:
@@ -202,5 +202,5 @@ class Bus:
         while pos < len(data):
             region = self._region(addr + pos)
             n = min(len(data) - pos, self._span_end(addr + pos, region) - (addr + pos))
-            region.write_block(addr + pos, data[pos:pos + n])
+            region.write_block(addr + pos, data[pos : pos + n])
             pos += n

@@ -53,7 +53,7 @@ class NvmArray:
         #: Incremented on every change (the probe skips saving an unchanged board).
         self.version = 0
         self._mirrors: List[Callable[[int, bytes], None]] = []
-        self._lazy: List[List[object]] = []     # [write, lo, hi] with a pending dirty range
+        self._lazy: List[List[object]] = []  # [write, lo, hi] with a pending dirty range
         #: Called as ``observer(op, nbytes)`` after every cell operation (``op`` is
         #: ``"erase_page"``, ``"erase_all"``, ``"program"`` or a serial flash's
         #: ``"erase_block32"``/``"erase_block64"``), and with ``"spi_cycles"`` (core clock cycles)
@@ -103,12 +103,12 @@ class NvmArray:
     def read(self, addr: int, length: int) -> bytes:
         """``length`` bytes from flash address ``addr``."""
         off = addr - self.start
-        return bytes(self.data[off:off + length])
+        return bytes(self.data[off : off + length])
 
     def read_int(self, addr: int, size: int) -> int:
         """Little-endian unsigned value of ``size`` bytes at ``addr``."""
         off = addr - self.start
-        return int.from_bytes(self.data[off:off + size], "little")
+        return int.from_bytes(self.data[off : off + size], "little")
 
     def snapshot(self) -> bytes:
         """A copy of the whole array."""
@@ -116,7 +116,7 @@ class NvmArray:
 
     # -- cell operations (callers check protection / controller state) ---------------------
     def _changed(self, off: int, data: bytes) -> None:
-        self.data[off:off + len(data)] = data
+        self.data[off : off + len(data)] = data
         for write in self._mirrors:
             write(off, data)
         for entry in self._lazy:
@@ -152,7 +152,7 @@ class NvmArray:
         """Program ``data`` at ``addr``: each stored bit becomes ``old AND new`` (NOR flash can
         only clear bits), then the ``bit_flip`` fault is applied to the affected byte."""
         off = addr - self.start
-        new = bytearray(a & b for a, b in zip(self.data[off:off + len(data)], data))
+        new = bytearray(a & b for a, b in zip(self.data[off : off + len(data)], data))
         flip: Optional[Dict[str, int]] = self.faults.bit_flip
         if flip is not None and addr <= flip["address"] < addr + len(data):
             new[flip["address"] - addr] ^= 1 << flip["bit"]
@@ -188,4 +188,4 @@ class NvmRegion(Region):
 
     def write_block(self, addr: int, data: bytes) -> None:
         for i in range(0, len(data), 4):
-            self.controller.store(addr + self._delta + i, 4, int.from_bytes(data[i:i + 4], "little"))
+            self.controller.store(addr + self._delta + i, 4, int.from_bytes(data[i : i + 4], "little"))

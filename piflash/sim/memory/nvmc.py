@@ -20,13 +20,13 @@ __all__ = ["Nvmc", "NVMC_BASE"]
 NVMC_BASE = 0x4001E000
 
 READY = 0x400
-READYNEXT = 0x408            # nRF52840 only
+READYNEXT = 0x408  # nRF52840 only
 CONFIG = 0x504
-ERASEPAGE = 0x508            # ERASEPCR1 on nRF51 (same function)
+ERASEPAGE = 0x508  # ERASEPCR1 on nRF51 (same function)
 ERASEALL = 0x50C
 ERASEPCR0 = 0x510
 ERASEUICR = 0x514
-ERASEPAGEPARTIAL = 0x518     # nRF52840 only
+ERASEPAGEPARTIAL = 0x518  # nRF52840 only
 ERASEPAGEPARTIALCFG = 0x51C  # nRF52840 only
 ICACHECNF = 0x540
 IHIT = 0x548
@@ -35,7 +35,7 @@ IMISS = 0x54C
 CONFIG_REN = 0
 CONFIG_WEN = 1
 CONFIG_EEN = 2
-CONFIG_PEEN = 4              # partial erase enable, nRF52840
+CONFIG_PEEN = 4  # partial erase enable, nRF52840
 
 
 class Nvmc(RegisterDevice):
@@ -54,7 +54,7 @@ class Nvmc(RegisterDevice):
         self.nrf52 = nrf52
         self.config = CONFIG_REN
         self._regs = {ERASEPAGEPARTIALCFG: 0x0000000A, ICACHECNF: 0}
-        self._stuck_erase = False   # an ERASEALL that never ends (fault recover_stuck)
+        self._stuck_erase = False  # an ERASEALL that never ends (fault recover_stuck)
 
     def reset(self) -> None:
         """System reset: CONFIG back to read-only (an erase stuck by ``recover_stuck`` ends)."""
@@ -77,7 +77,7 @@ class Nvmc(RegisterDevice):
                 self._erase_page(value)
         elif offset == ERASEPAGEPARTIAL and self.nrf52:
             if self.config == CONFIG_PEEN:
-                self._erase_page(value)     # modelled as one complete page erase
+                self._erase_page(value)  # modelled as one complete page erase
         elif offset == ERASEALL:
             if self.config == CONFIG_EEN and value & 1:
                 self.erase_all(respect_protection=True, recovery=True)

@@ -48,8 +48,14 @@ SR1_BUSY, SR1_WEL = 0x01, 0x02
 #: Read Dual Output, 6Bh Fast Read Quad Output, BBh Fast Read Dual I/O, EBh Fast Read Quad I/O).
 #: The cells serve XIP reads directly (see the module docstring); a flash interface uses this
 #: table to tell whether the read format it is set up for is one the flash answers, and its cost.
-READS = {0x03: (1, 0, 1, False), 0x0B: (1, 8, 1, False), 0x3B: (1, 8, 2, False),
-         0x6B: (1, 8, 4, True), 0xBB: (2, 4, 2, False), 0xEB: (4, 6, 4, True)}
+READS = {
+    0x03: (1, 0, 1, False),
+    0x0B: (1, 8, 1, False),
+    0x3B: (1, 8, 2, False),
+    0x6B: (1, 8, 4, True),
+    0xBB: (2, 4, 2, False),
+    0xEB: (4, 6, 4, True),
+}
 
 _ERASES = {0x20: (0x1000, "erase_page"), 0x52: (0x8000, "erase_block32"), 0xD8: (0x10000, "erase_block64")}
 
@@ -71,7 +77,7 @@ class SpiNorFlash:
         self.unique_id = bytes(unique_id)
         self.jedec = bytes(jedec)
         self.wel = False
-        self.sr2 = 0x02             # QE set: the Pico's W25Q16JV...IQ ships with quad enabled
+        self.sr2 = 0x02  # QE set: the Pico's W25Q16JV...IQ ships with quad enabled
         self.sr3 = 0x00
         self.selected = False
         self._bytes: List[int] = []
@@ -91,8 +97,12 @@ class SpiNorFlash:
         after it; the 64 data bits), or None when the flash does not answer such a read
         (:data:`READS`; a quad read while QE is clear)."""
         read = READS.get(instruction)
-        if (read is None or read[:3] != (addr_lanes, between, data_lanes) or (read[3] and not self.quad_enabled)
-                or self.continuous):
+        if (
+            read is None
+            or read[:3] != (addr_lanes, between, data_lanes)
+            or (read[3] and not self.quad_enabled)
+            or self.continuous
+        ):
             return None
         return 8 + 24 // addr_lanes + between, 64 // data_lanes
 
@@ -158,8 +168,8 @@ class SpiNorFlash:
         return ((seq[1] << 16) | (seq[2] << 8) | seq[3]) % self.nvm.size
 
     def _output(self, seq: List[int]) -> int:
-        cmd, n = seq[0], len(seq) - 1       # n: bytes after the instruction, this one included
-        if self.continuous:                 # the bytes are a read's address, not an instruction
+        cmd, n = seq[0], len(seq) - 1  # n: bytes after the instruction, this one included
+        if self.continuous:  # the bytes are a read's address, not an instruction
             return 0xFF
         if self.powered_down and cmd != 0xAB:
             return 0xFF
@@ -177,7 +187,7 @@ class SpiNorFlash:
         if cmd == 0x4B:
             return self.unique_id[n - 5] if 5 <= n <= 12 else 0xFF
         if cmd == 0xAB:
-            return 0x14 if n >= 4 else 0xFF      # Device ID 14h (W25Q16JV table 8.1.1)
+            return 0x14 if n >= 4 else 0xFF  # Device ID 14h (W25Q16JV table 8.1.1)
         if cmd in (0x03, 0x0B):
             first = 4 if cmd == 0x03 else 5
             if n >= first:
@@ -186,7 +196,7 @@ class SpiNorFlash:
 
     # -- writing ---------------------------------------------------------------------------------
     def _finish(self, seq: List[int]) -> None:
-        if self.continuous:                 # taken as a read's address: nothing executes
+        if self.continuous:  # taken as a read's address: nothing executes
             return
         cmd = seq[0]
         if cmd == 0xAB:
@@ -227,18 +237,18 @@ class SpiNorFlash:
         addr = self._address(seq)
         page = addr & ~(PAGE_SIZE - 1)
         data = seq[4:]
-        if len(data) > PAGE_SIZE:           # only the last 256 bytes are kept (7.2.23)
+        if len(data) > PAGE_SIZE:  # only the last 256 bytes are kept (7.2.23)
             data = data[-PAGE_SIZE:]
         buf = bytearray(b"\xff" * PAGE_SIZE)
         for i, value in enumerate(data):
             buf[(addr - page + i) % PAGE_SIZE] &= value
         if self.nvm.is_protected(self.nvm.start + page):
             return
-        lo = (addr - page)
+        lo = addr - page
         hi = lo + len(data)
         if hi <= PAGE_SIZE:
             self.nvm.program(self.nvm.start + addr, bytes(buf[lo:hi]))
-        else:                               # wrapped inside the page: the whole page
+        else:  # wrapped inside the page: the whole page
             self.nvm.program(self.nvm.start + page, bytes(buf))
 
     def _erase(self, offset: int, size: int, op: str) -> None:

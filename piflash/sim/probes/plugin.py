@@ -18,11 +18,12 @@ from piflash.sim.probes.loading import unicorn_available
 
 __all__ = ["SimProbePlugin"]
 
+
 def _build_plugin_class() -> type:
     from pyocd.core.plugin import Plugin
 
     cached = globals().get("SimProbePlugin")
-    if cached is not None:          # built by a re-entrant call during the pyOCD import
+    if cached is not None:  # built by a re-entrant call during the pyOCD import
         return cached
 
     class SimProbePlugin(Plugin):
@@ -39,12 +40,14 @@ def _build_plugin_class() -> type:
             if not unicorn_available():
                 return False
             from piflash.sim.probes.usb import install_from_env
+
             install_from_env()
             return not loading.probe_module_importing
 
         def load(self) -> type:
             """Return the probe class."""
             from piflash.sim.probes.simprobe import SimProbe
+
             return SimProbe
 
         @property

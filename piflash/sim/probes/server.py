@@ -48,8 +48,9 @@ class ExclusiveProbeProxy(SharedDebugProbeProxy):
         self._owner_lock = threading.Lock()
 
     def _busy(self) -> "exceptions.ProbeError":
-        return exceptions.ProbeError("probe %s is in use by another client of this probe server"
-                                     % self._probe.unique_id)
+        return exceptions.ProbeError(
+            "probe %s is in use by another client of this probe server" % self._probe.unique_id
+        )
 
     def _is_owner(self) -> bool:
         return self._owner is threading.current_thread()
@@ -60,7 +61,7 @@ class ExclusiveProbeProxy(SharedDebugProbeProxy):
             if owner is not None and owner is not threading.current_thread():
                 if owner.is_alive():
                     raise self._busy()
-                self._release()         # the owner's connection ended without closing
+                self._release()  # the owner's connection ended without closing
             self._owner = threading.current_thread()
         super().open()
 
@@ -77,7 +78,7 @@ class ExclusiveProbeProxy(SharedDebugProbeProxy):
 
     def close(self) -> None:
         if not self._is_owner():
-            return                      # a refused client closing what it never opened
+            return  # a refused client closing what it never opened
         super().close()
         if self._open_count <= 0:
             self._open_count, self._owner = 0, None
@@ -120,8 +121,13 @@ class SimProbeServer:
         self.stop()
 
 
-def start_server(board_name: str, host: str = "127.0.0.1", port: int = 0,
-                 target: Optional[str] = None, store: Optional[SimStore] = None) -> SimProbeServer:
+def start_server(
+    board_name: str,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    target: Optional[str] = None,
+    store: Optional[SimStore] = None,
+) -> SimProbeServer:
     """Start serving board ``board_name`` in a background thread and return at once.
 
     :param board_name: Board to serve. Created if missing, with ``target`` or the target type
@@ -139,8 +145,9 @@ def start_server(board_name: str, host: str = "127.0.0.1", port: int = 0,
     elif host in _ALL_HOSTS:
         local_only = False
     else:
-        raise ValueError("pyOCD's probe server binds to localhost or to all interfaces; "
-                         "use host 127.0.0.1 or 0.0.0.0, not %r" % host)
+        raise ValueError(
+            "pyOCD's probe server binds to localhost or to all interfaces; use host 127.0.0.1 or 0.0.0.0, not %r" % host
+        )
     store = store if store is not None else SimStore()
     if store.exists(board_name):
         info = store.get(board_name)
@@ -156,14 +163,20 @@ def start_server(board_name: str, host: str = "127.0.0.1", port: int = 0,
     server = DebugProbeServer(session, ExclusiveProbeProxy(probe), port, local_only)
     server.start()
     deadline = time.monotonic() + 5.0
-    while server.port == 0 and time.monotonic() < deadline:     # set by the server thread
+    while server.port == 0 and time.monotonic() < deadline:  # set by the server thread
         time.sleep(0.005)
     return SimProbeServer(server, probe, "127.0.0.1" if local_only else "0.0.0.0", server.port)
 
 
-def serve(board_name: str, host: str = "127.0.0.1", port: int = 0, target: Optional[str] = None,
-          on_ready: Optional[Callable[[SimProbeServer], None]] = None,
-          stop_event: Optional[threading.Event] = None, store: Optional[SimStore] = None) -> int:
+def serve(
+    board_name: str,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    target: Optional[str] = None,
+    on_ready: Optional[Callable[[SimProbeServer], None]] = None,
+    stop_event: Optional[threading.Event] = None,
+    store: Optional[SimStore] = None,
+) -> int:
     """Serve board ``board_name`` until interrupted; returns the port that was served.
 
     Arguments as for :func:`start_server`, plus:

@@ -86,19 +86,20 @@ class SimProbe(DebugProbe):
 
     # -- enumeration -------------------------------------------------------------------------
     @classmethod
-    def get_all_connected_probes(cls, unique_id: Optional[str] = None,
-                                 is_explicit: bool = False) -> Sequence["SimProbe"]:
+    def get_all_connected_probes(
+        cls, unique_id: Optional[str] = None, is_explicit: bool = False
+    ) -> Sequence["SimProbe"]:
         """All present boards of the default store (the aggregator filters by ``unique_id``)."""
-        try:       # enumeration must never break pyOCD's probe scan
+        try:  # enumeration must never break pyOCD's probe scan
             store = SimStore()
             infos = store.list()
         except Exception as err:
             LOG.debug("cannot list simulated boards: %s", err)
             return []
         from piflash.sim.probes.usb.spec import attached_boards
-        behind_usb = set(attached_boards())     # those are listed as USB probes instead
-        return [cls(info.name, store, info.target) for info in infos
-                if info.present and info.name not in behind_usb]
+
+        behind_usb = set(attached_boards())  # those are listed as USB probes instead
+        return [cls(info.name, store, info.target) for info in infos if info.present and info.name not in behind_usb]
 
     @classmethod
     def get_probe_with_id(cls, unique_id: str, is_explicit: bool = False) -> Optional["SimProbe"]:
@@ -112,7 +113,7 @@ class SimProbe(DebugProbe):
         """
         name = (unique_id or "").strip().lower()
         if name.startswith(PLUGIN_NAME + ":"):
-            name = name[len(PLUGIN_NAME) + 1:]
+            name = name[len(PLUGIN_NAME) + 1 :]
             is_explicit = True
         try:
             store = SimStore()
@@ -139,8 +140,9 @@ class SimProbe(DebugProbe):
         return cls(name, store, info.target) if info.present else None
 
     # -- construction ------------------------------------------------------------------------
-    def __init__(self, name: str, store: Optional[SimStore] = None, target: Optional[str] = None,
-                 pending: bool = False) -> None:
+    def __init__(
+        self, name: str, store: Optional[SimStore] = None, target: Optional[str] = None, pending: bool = False
+    ) -> None:
         super().__init__()
         self._name = name
         self._store = store if store is not None else SimStore()
@@ -153,10 +155,10 @@ class SimProbe(DebugProbe):
         self._exit_stack: Optional[ExitStack] = None
         self._transfers = 0
         self._lost = False
-        self._target_gone = False       # no board on the fixture (for the rest of this session)
-        self._generation = 0            # the store's board generation this session loaded
-        self._files: dict = {}          # {NVM region: fd of its image file} while open (write-through)
-        self._dirty: dict = {}          # {NVM region: [lo, hi) changed since the last write-through}
+        self._target_gone = False  # no board on the fixture (for the rest of this session)
+        self._generation = 0  # the store's board generation this session loaded
+        self._files: dict = {}  # {NVM region: fd of its image file} while open (write-through)
+        self._dirty: dict = {}  # {NVM region: [lo, hi) changed since the last write-through}
         self._cut: Optional[str] = None  # which transfer-count fault fired ("disconnect_after"...)
         self._reset_asserted = False
         self._clock = 1_000_000.0
@@ -232,7 +234,8 @@ class SimProbe(DebugProbe):
         if target not in SIM_TARGETS:
             raise exceptions.ProbeError(
                 "no simulated board %r; create it, or give its target type (-t %s)"
-                % (self._name, " / -t ".join(SIM_TARGETS)))
+                % (self._name, " / -t ".join(SIM_TARGETS))
+            )
         info = self._store.create(self._name, target, exist_ok=True)
         LOG.info("created simulated %s board %r in %s", target, self._name, self._store.root)
         self._spec = info.spec
@@ -402,12 +405,12 @@ class SimProbe(DebugProbe):
             return
         version = board.nvm_version
         if version == self._saved_version:
-            return          # nothing changed since the last save (read-only session)
+            return  # nothing changed since the last save (read-only session)
         stats = dict(board.stats)
         if self._store.save_state(self._name, board.nvm_images(), stats, self._generation):
             for key in board.stats:
                 board.stats[key] = 0
-            self._open_files()          # the save replaced the files: write through the new ones
+            self._open_files()  # the save replaced the files: write through the new ones
         self._saved_version = version
 
     # -- target control ----------------------------------------------------------------------
@@ -454,7 +457,7 @@ class SimProbe(DebugProbe):
         """Pulse nRESET (system reset of the board)."""
         with self._guard, self._flushing():
             self._check_alive()
-            if self._board is not None:       # nRESET of an empty fixture goes nowhere
+            if self._board is not None:  # nRESET of an empty fixture goes nowhere
                 self._board.set_reset_pin(True)
                 self._board.set_reset_pin(False)
 
@@ -496,8 +499,9 @@ class SimProbe(DebugProbe):
             self._transfer(1)
             self._board.dp.write_ap(addr, data)
 
-    def read_ap_multiple(self, addr: int, count: int = 1,
-                         now: bool = True) -> Union[Sequence[int], Callable[[], Sequence[int]]]:
+    def read_ap_multiple(
+        self, addr: int, count: int = 1, now: bool = True
+    ) -> Union[Sequence[int], Callable[[], Sequence[int]]]:
         with self._guard, self._flushing():
             self._transfer(count)
             values = self._board.dp.read_ap_multiple(addr, count)
@@ -567,7 +571,7 @@ class SimProbe(DebugProbe):
         if self._board is None:
             return
         if info.generation != self._generation:
-            self._drop_target("board swapped", save=False)   # the old board left with its flash
+            self._drop_target("board swapped", save=False)  # the old board left with its flash
         elif not info.seated:
             self._drop_target("board pulled", save=True)
         else:
@@ -578,8 +582,9 @@ class SimProbe(DebugProbe):
         ``partial``; otherwise the limit raises at once)."""
         self._check_alive()
         if self._target_gone or self._board.faults.absent:
-            raise exceptions.TransferError("no ACK from target (no board connected to simulated probe %s)"
-                                           % self.unique_id)
+            raise exceptions.TransferError(
+                "no ACK from target (no board connected to simulated probe %s)" % self.unique_id
+            )
         faults = self._board.faults
         limits = [(n, getattr(faults, n)) for n in ("disconnect_after", "remove_after")]
         limits = [(lim, n) for n, lim in limits if lim is not None and self._transfers + count > lim]
@@ -601,8 +606,7 @@ class SimProbe(DebugProbe):
             self._drop_target("remove_after", save=True)
             with _suppress_store_errors(self._name):
                 self._store.pull(self._name)
-            raise exceptions.TransferError("no ACK from target (board pulled from simulated probe %s)"
-                                           % self.unique_id)
+            raise exceptions.TransferError("no ACK from target (board pulled from simulated probe %s)" % self.unique_id)
         self._lose("disconnect_after")
 
     def _drop_target(self, why: str, save: bool) -> None:
@@ -622,7 +626,7 @@ class SimProbe(DebugProbe):
             LOG.debug("simulated probe %s lost (%s)", self.unique_id, why)
             try:
                 self._save()
-            except Exception as err:      # the probe is gone either way
+            except Exception as err:  # the probe is gone either way
                 LOG.warning("could not save simulated board %r: %s", self._name, err)
             self._lost = True
             self._protocol = None

@@ -32,9 +32,13 @@ class ServedBoard:
     """
 
     def __init__(self, argv: Sequence, env: Optional[Dict[str, str]] = None) -> None:
-        self.proc = subprocess.Popen([os.fspath(a) for a in argv], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True,
-                                     env=env if env is not None else os.environ.copy())
+        self.proc = subprocess.Popen(
+            [os.fspath(a) for a in argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env if env is not None else os.environ.copy(),
+        )
         line = self.proc.stdout.readline()
         m = _ADDRESS.search(line)
         if not m:

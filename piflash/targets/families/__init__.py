@@ -46,17 +46,35 @@ from piflash.targets.families.base import (
     TargetUidLocation,
 )
 
-__all__ = ["FAMILIES", "GENERIC", "Family", "FlashSpeedups", "Port", "ProtectionStatus", "ChipIdentity",
-           "IdEvidence", "TargetUidLocation", "family_for", "family_named", "flash_speedups", "board_targets",
-           "identifying_families", "identify", "confirm", "wrong_target_error", "expected_parts",
-           "protection_status"]
+__all__ = [
+    "FAMILIES",
+    "GENERIC",
+    "Family",
+    "FlashSpeedups",
+    "Port",
+    "ProtectionStatus",
+    "ChipIdentity",
+    "IdEvidence",
+    "TargetUidLocation",
+    "family_for",
+    "family_named",
+    "flash_speedups",
+    "board_targets",
+    "identifying_families",
+    "identify",
+    "confirm",
+    "wrong_target_error",
+    "expected_parts",
+    "protection_status",
+]
 
 #: The generic family: every target no other family claims.
 GENERIC: Family = generic.FAMILY
 
 #: Family name -> family, in the order the table lists them (the generic family last).
-FAMILIES: Dict[str, Family] = {f.name: f for f in (nrf51.FAMILY, nrf52.FAMILY, stm32f1.FAMILY, rp2040.FAMILY,
-                                                    rp2350.FAMILY, GENERIC)}
+FAMILIES: Dict[str, Family] = {
+    f.name: f for f in (nrf51.FAMILY, nrf52.FAMILY, stm32f1.FAMILY, rp2040.FAMILY, rp2350.FAMILY, GENERIC)
+}
 
 
 def family_for(target: Optional[str]) -> Family:
@@ -149,13 +167,18 @@ def wrong_target_error(chip: ChipIdentity, target: str, named_by: Optional[str] 
     elif hidden_part_hint:
         hint = f"{hidden_part_hint}; {untouched}"
     elif chip.family:
-        hint = (f"give the target type printed on the chip ('piflash targets PATTERN' lists them, a "
-                f"CMSIS pack adds more); {untouched}")
+        hint = (
+            f"give the target type printed on the chip ('piflash targets PATTERN' lists them, a "
+            f"CMSIS pack adds more); {untouched}"
+        )
     else:
-        hint = (f"check the chip's marking and give its target type ('piflash targets PATTERN' lists "
-                f"them); {untouched}")
-    return WrongTargetError(f"the chip is not what {named_by} {target} names: it is {chip.described}",
-                            found=chip.name, suggested=chip.target, hint=hint)
+        hint = f"check the chip's marking and give its target type ('piflash targets PATTERN' lists them); {untouched}"
+    return WrongTargetError(
+        f"the chip is not what {named_by} {target} names: it is {chip.described}",
+        found=chip.name,
+        suggested=chip.target,
+        hint=hint,
+    )
 
 
 def confirm(port: Port, target: str, named_by: Optional[str] = None) -> ChipIdentity:

@@ -25,9 +25,22 @@ from typing import Callable, ClassVar, Dict, FrozenSet, List, Optional, Pattern,
 from piflash.errors import ProtectError
 from piflash.targets.algorithms import algorithm_digest  # noqa: F401  (re-exported)
 
-__all__ = ["Family", "ReadOutProtectedFamily", "FlashSpeedups", "NO_SPEEDUPS", "Port", "ProtectionStatus",
-           "ChipIdentity", "IdEvidence", "TargetUidLocation", "algorithm_digest", "wait_until", "faults",
-           "UNFINISHED_HINT", "names_pattern"]
+__all__ = [
+    "Family",
+    "ReadOutProtectedFamily",
+    "FlashSpeedups",
+    "NO_SPEEDUPS",
+    "Port",
+    "ProtectionStatus",
+    "ChipIdentity",
+    "IdEvidence",
+    "TargetUidLocation",
+    "algorithm_digest",
+    "wait_until",
+    "faults",
+    "UNFINISHED_HINT",
+    "names_pattern",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,8 +89,14 @@ class ProtectionStatus:
 
     def to_dict(self) -> dict:
         """JSON form: family, chip, state, locked, configured, detail."""
-        return {"family": self.family, "chip": self.chip, "state": self.state, "locked": self.locked,
-                "configured": self.configured, "detail": self.detail}
+        return {
+            "family": self.family,
+            "chip": self.chip,
+            "state": self.state,
+            "locked": self.locked,
+            "configured": self.configured,
+            "detail": self.detail,
+        }
 
 
 class Port:
@@ -85,8 +104,9 @@ class Port:
     (:func:`piflash.production.protect.session_port`, :func:`piflash.production.protect.open_port`).
     Accesses raise pyOCD's ``TransferError`` family on a fault."""
 
-    def __init__(self, dp, read32: Callable[[int], int], write32: Callable[[int, int], None],
-                 write16: Callable[[int, int], None]) -> None:
+    def __init__(
+        self, dp, read32: Callable[[int], int], write32: Callable[[int, int], None], write16: Callable[[int, int], None]
+    ) -> None:
         self.dp, self.read32, self.write32, self.write16 = dp, read32, write32, write16
 
     def read_ap(self, apsel: int, reg: int) -> int:
@@ -100,9 +120,11 @@ class Port:
 
 #: The hint of a protection write or erase that did not finish (issue 19 item 18: it said only
 #: "power-cycle the board", never what state the protection is in).
-UNFINISHED_HINT = ("the read-out protection setting may or may not have been written: power-cycle the "
-                   "board, then 'piflash protect status' tells whether it is locked; do not ship it "
-                   "until a lock reads back locked (or a recover reads back open)")
+UNFINISHED_HINT = (
+    "the read-out protection setting may or may not have been written: power-cycle the "
+    "board, then 'piflash protect status' tells whether it is locked; do not ship it "
+    "until a lock reads back locked (or a recover reads back open)"
+)
 
 
 def wait_until(done: Callable[[], object], timeout: float, what: str) -> None:
@@ -217,8 +239,9 @@ class IdEvidence:
         """Add AP1's IDR to the facts (once), with what a family read in it."""
         if not self._ap1_noted:
             ap1 = self.ap1_idr
-            self.facts.append((f"AP1 IDR {ap1:#010x}" if ap1 is not None else "no AP1")
-                              + (f": {meaning}" if meaning else ""))
+            self.facts.append(
+                (f"AP1 IDR {ap1:#010x}" if ap1 is not None else "no AP1") + (f": {meaning}" if meaning else "")
+            )
             self._ap1_noted = True
 
     @property
@@ -403,12 +426,14 @@ class Family:
 
     # -- read-out protection ------------------------------------------------------------------
     def _unsupported(self, target: Optional[str]) -> ProtectError:
-        return ProtectError(f"piflash cannot read or set read-out protection on {target or 'this target'}",
-                            hint="supported: nRF51, nRF52 (APPROTECT) and STM32F1 (RDP); RP2040 has none; "
-                                 "RP2350: status only")
+        return ProtectError(
+            f"piflash cannot read or set read-out protection on {target or 'this target'}",
+            hint="supported: nRF51, nRF52 (APPROTECT) and STM32F1 (RDP); RP2040 has none; RP2350: status only",
+        )
 
-    def protection_status(self, port: Port, target: Optional[str], named_by: Optional[str] = None,
-                          chip: Optional[ChipIdentity] = None) -> ProtectionStatus:
+    def protection_status(
+        self, port: Port, target: Optional[str], named_by: Optional[str] = None, chip: Optional[ChipIdentity] = None
+    ) -> ProtectionStatus:
         """Prove the chip on ``port`` is the one ``target`` names, then read its protection state.
         Writes nothing. Called through :func:`piflash.targets.families.protection_status`, which
         identifies the chip first for a family with :attr:`read_out_protection`.
@@ -473,8 +498,9 @@ class ReadOutProtectedFamily(Family):
 
     read_out_protection: ClassVar[bool] = True
 
-    def protection_status(self, port: Port, target: Optional[str], named_by: Optional[str] = None,
-                          chip: Optional[ChipIdentity] = None) -> ProtectionStatus:
+    def protection_status(
+        self, port: Port, target: Optional[str], named_by: Optional[str] = None, chip: Optional[ChipIdentity] = None
+    ) -> ProtectionStatus:
         """:meth:`read_protection` of the chip ``chip`` (the identity
         :func:`piflash.targets.families.confirm` proved: a verdict only comes from a register that
         exists on that chip).
@@ -482,8 +508,10 @@ class ReadOutProtectedFamily(Family):
         :raises ValueError: no ``chip`` given (identify it first).
         """
         if chip is None:
-            raise ValueError(f"the {self.title} chip must be identified before its protection is read "
-                             "(piflash.targets.families.protection_status does)")
+            raise ValueError(
+                f"the {self.title} chip must be identified before its protection is read "
+                "(piflash.targets.families.protection_status does)"
+            )
         return self.read_protection(port, chip.name)
 
     def check_lock(self, target: str) -> None:

@@ -22,11 +22,14 @@ def nvmc_write(port: Port, addr: int, value: int, timeout: float = 1.0) -> None:
 
     :raises ProtectError: READY did not come back within ``timeout`` seconds.
     """
-    port.write32(NVMC_CONFIG, 1)                        # WEN
+    port.write32(NVMC_CONFIG, 1)  # WEN
     port.write32(addr, value)
-    wait_until(lambda: port.read32(NVMC_READY) & 1, timeout,
-               f"the NVMC did not finish writing the read-out protection setting (UICR at {addr:#010x})")
-    port.write32(NVMC_CONFIG, 0)                        # REN
+    wait_until(
+        lambda: port.read32(NVMC_READY) & 1,
+        timeout,
+        f"the NVMC did not finish writing the read-out protection setting (UICR at {addr:#010x})",
+    )
+    port.write32(NVMC_CONFIG, 0)  # REN
 
 
 def nvmc_erase_all(port: Port, timeout: float) -> None:
@@ -35,7 +38,7 @@ def nvmc_erase_all(port: Port, timeout: float) -> None:
 
     :raises ProtectError: READY did not come back within ``timeout`` seconds.
     """
-    port.write32(NVMC_CONFIG, 2)                        # EEN
+    port.write32(NVMC_CONFIG, 2)  # EEN
     port.write32(NVMC_ERASEALL, 1)
     wait_until(lambda: port.read32(NVMC_READY) & 1, timeout, "the NVMC ERASEALL did not finish")
     port.write32(NVMC_CONFIG, 0)

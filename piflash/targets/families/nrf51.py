@@ -69,9 +69,13 @@ class Nrf51Family(ReadOutProtectedFamily):
         """UICR.RBPCONF and whether a flash read at 0 faults."""
         rbp = port.read32(_RBPCONF)
         locked = faults(lambda: port.read32(0x00000000))
-        return ProtectionStatus(self.name, locked, (rbp >> 8) & 0xFF != 0xFF,
-                                f"UICR.RBPCONF = {rbp:#010x}; flash read at 0x00000000 "
-                                + ("faulted" if locked else "answered"), chip)
+        return ProtectionStatus(
+            self.name,
+            locked,
+            (rbp >> 8) & 0xFF != 0xFF,
+            f"UICR.RBPCONF = {rbp:#010x}; flash read at 0x00000000 " + ("faulted" if locked else "answered"),
+            chip,
+        )
 
     def write_lock(self, port: Port, target: str, before: ProtectionStatus, timeout: float) -> None:
         """RBPCONF.PALL = 0x00 (the other bits kept)."""

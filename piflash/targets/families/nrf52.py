@@ -43,7 +43,7 @@ _CTRL_AP_IDR, _CTRL_IDR_VERSION_MASK = 0x02880000, 0xF0000000
 _CTRL_RESET, _CTRL_ERASEALL, _CTRL_ERASEALLSTATUS, _CTRL_APPROTECTSTATUS = 0x000, 0x004, 0x008, 0x00C
 _FICR_INFO_PART = 0x10000100
 _APPROTECT = 0x10001208
-_APPROTECT_ENABLE = 0xFFFFFF00          # PALL = 0x00: enabled (nRF52840 PS v1.7 4.5)
+_APPROTECT_ENABLE = 0xFFFFFF00  # PALL = 0x00: enabled (nRF52840 PS v1.7 4.5)
 #: The pyOCD built-in target type of a part found (``pyocd list --targets``).
 _BUILTIN = {0x52832: "nrf52832", 0x52833: "nrf52833", 0x52840: "nrf52840"}
 
@@ -56,12 +56,14 @@ class Nrf52Family(ReadOutProtectedFamily):
     #: nrf52 and the series' parts (Nordic's nRF52 Series: nRF52805, 52810, 52811, 52820, 52832,
     #: 52833, 52840), alone or with a pack's suffix (nrf52840_xxaa).
     names = names_pattern(r"nrf52(805|810|811|820|832|833|840)?(_\w+)?")
-    identify_rank = 0          # by its CTRL-AP, before the core's CPUID is read
+    identify_rank = 0  # by its CTRL-AP, before the core's CPUID is read
     uid_location = TargetUidLocation(0x10000060, 8, "nRF52840 PS v1.7 s4.4.1.2 FICR.DEVICEID")
     erase_sector_timeout = 1.0
     uid_hidden_when_locked = True
-    hidden_part_hint = ("use the nRF52 type printed on the chip (--target nrf52840, nrf52833 or nrf52832; a "
-                        "locked nRF52 hides its part number)")
+    hidden_part_hint = (
+        "use the nRF52 type printed on the chip (--target nrf52840, nrf52833 or nrf52832; a "
+        "locked nRF52 hides its part number)"
+    )
     uicr_customer = UICR_CUSTOMER
     #: BBC micro:bit v2 carries an nRF52833 (the board's own pages).
     boards: ClassVar[Dict[str, str]] = {"micro:bit": "nrf52833", "microbit": "nrf52833"}
@@ -100,9 +102,13 @@ class Nrf52Family(ReadOutProtectedFamily):
         configured: Optional[bool] = None
         if not locked:
             configured = port.read32(_APPROTECT) & 0xFF != 0xFF
-        return ProtectionStatus(self.name, locked, configured if not locked else True,
-                                f"CTRL-AP APPROTECTSTATUS = {value:#x} ({'enabled' if locked else 'disabled'})",
-                                chip)
+        return ProtectionStatus(
+            self.name,
+            locked,
+            configured if not locked else True,
+            f"CTRL-AP APPROTECTSTATUS = {value:#x} ({'enabled' if locked else 'disabled'})",
+            chip,
+        )
 
     def write_lock(self, port: Port, target: str, before: ProtectionStatus, timeout: float) -> None:
         """UICR.APPROTECT = PALL 0x00."""
@@ -112,8 +118,9 @@ class Nrf52Family(ReadOutProtectedFamily):
         """CTRL-AP ERASEALL until ERASEALLSTATUS reads 0."""
         port.write_ap(CTRL_AP, _CTRL_ERASEALL, 1)
         try:
-            wait_until(lambda: port.read_ap(CTRL_AP, _CTRL_ERASEALLSTATUS) == 0, timeout,
-                       "the CTRL-AP ERASEALL did not finish")
+            wait_until(
+                lambda: port.read_ap(CTRL_AP, _CTRL_ERASEALLSTATUS) == 0, timeout, "the CTRL-AP ERASEALL did not finish"
+            )
         finally:
             port.write_ap(CTRL_AP, _CTRL_ERASEALL, 0)
 

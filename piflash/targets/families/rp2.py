@@ -37,10 +37,20 @@ import logging
 import weakref
 from typing import Optional
 
-__all__ = ["read_flash_unique_id", "flash_command", "flash_size", "size_of_jedec", "reported_flash_regions",
-           "regions_of_size",
-           "chip_erase", "erase_block",
-           "BLOCK_ERASES", "CHIP_ERASE_TIMEOUT", "chip_of", "QMI_DIRECT_CSR"]
+__all__ = [
+    "read_flash_unique_id",
+    "flash_command",
+    "flash_size",
+    "size_of_jedec",
+    "reported_flash_regions",
+    "regions_of_size",
+    "chip_erase",
+    "erase_block",
+    "BLOCK_ERASES",
+    "CHIP_ERASE_TIMEOUT",
+    "chip_of",
+    "QMI_DIRECT_CSR",
+]
 
 LOG = logging.getLogger(__name__)
 
@@ -195,7 +205,7 @@ def flash_command(target, out: bytes, read: int = 0) -> bytes:
     target.write32(_SS_CTRL, (ss_ctrl & ~(3 << 8)) | _OUTOVER_LOW)
     got = []
     try:
-        for byte in bytes(out) + bytes(read):   # one at a time: the 16-entry FIFOs never overrun
+        for byte in bytes(out) + bytes(read):  # one at a time: the 16-entry FIFOs never overrun
             target.write32(_SSI + _SSI_DR0, byte)
             if not any(target.read32(_SSI + _SSI_SR) & _SR_RFNE for _ in range(_SR_POLLS)):
                 raise ValueError("the SSI returned no byte for 0x%02x" % byte)
@@ -205,7 +215,7 @@ def flash_command(target, out: bytes, read: int = 0) -> bytes:
         target.write32(_SSI + _SSI_SSIENR, 0)
         target.write32(_SSI + _SSI_CTRLR0, ctrlr0)
         target.write32(_SSI + _SSI_SSIENR, 1)
-    return bytes(got[len(out):])
+    return bytes(got[len(out) :])
 
 
 def _qmi_command(target, out: bytes, read: int) -> bytes:
@@ -220,7 +230,7 @@ def _qmi_command(target, out: bytes, read: int) -> bytes:
             got.append(target.read32(_QMI_DIRECT_RX) & 0xFF)
     finally:
         target.write32(QMI_DIRECT_CSR, csr & ~(_CSR_BUSY | _CSR_ASSERT_CS0N | _CSR_EN))
-    return bytes(got[len(out):])
+    return bytes(got[len(out) :])
 
 
 def flash_size(target) -> Optional[int]:
@@ -260,9 +270,13 @@ def erase_block(target, offset: int, size: int) -> None:
     if size not in BLOCK_ERASES or offset % size:
         raise ValueError("no %d-byte block erase at flash offset %#x" % (size, offset))
     cmd, timeout = BLOCK_ERASES[size]
-    _write_and_wait(target, bytes((cmd, (offset >> 16) & 0xFF, (offset >> 8) & 0xFF, offset & 0xFF)),
-                    timeout, "the flash's %d KiB erase at offset %#x" % (size // 1024, offset),
-                    0x10000000 + offset)
+    _write_and_wait(
+        target,
+        bytes((cmd, (offset >> 16) & 0xFF, (offset >> 8) & 0xFF, offset & 0xFF)),
+        timeout,
+        "the flash's %d KiB erase at offset %#x" % (size // 1024, offset),
+        0x10000000 + offset,
+    )
 
 
 def _write_and_wait(target, instruction: bytes, timeout: float, what: str, address: int) -> None:

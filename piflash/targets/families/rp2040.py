@@ -35,7 +35,7 @@ class Rp2040Family(Family):
 
     name = "rp2040"
     title = "RP2040"
-    names = names_pattern(r"rp2040(_core[01])?")       # pyocd/target/builtin/__init__.py
+    names = names_pattern(r"rp2040(_core[01])?")  # pyocd/target/builtin/__init__.py
     needs_target_init = True
     #: Raspberry Pi Pico (the board's own pages).
     boards: ClassVar[Dict[str, str]] = {"pico": "rp2040"}
@@ -55,21 +55,28 @@ class Rp2040Family(Family):
             LOG.debug("could not read the RP2040 flash unique ID", exc_info=True)
             return None
 
-    def protection_status(self, port: Port, target: Optional[str], named_by: Optional[str] = None,
-                          chip=None) -> ProtectionStatus:
+    def protection_status(
+        self, port: Port, target: Optional[str], named_by: Optional[str] = None, chip=None
+    ) -> ProtectionStatus:
         """Always open: the chip has no protection (its identity: the TARGETSEL it answered)."""
         return self.read_protection(port, "RP2040")
 
     def read_protection(self, port: Port, chip: Optional[str]) -> ProtectionStatus:
         """Open, with nothing read (there is no register to read)."""
-        return ProtectionStatus(self.name, False, False, "RP2040 (answered TARGETSEL %#010x): this chip has no "
-                                "read-out protection or debug lock" % TARGETSEL, "RP2040")
+        return ProtectionStatus(
+            self.name,
+            False,
+            False,
+            "RP2040 (answered TARGETSEL %#010x): this chip has no read-out protection or debug lock" % TARGETSEL,
+            "RP2040",
+        )
 
     def check_lock(self, target: str) -> None:
         """:raises ProtectError: always: there is nothing to set."""
-        raise ProtectError("the RP2040 has no read-out protection to set",
-                           hint="its flash is readable by any debugger or by BOOTSEL mode; "
-                                "an RP2350 has OTP-based secure boot")
+        raise ProtectError(
+            "the RP2040 has no read-out protection to set",
+            hint="its flash is readable by any debugger or by BOOTSEL mode; an RP2350 has OTP-based secure boot",
+        )
 
     def flash_speedups(self, flash) -> Optional[FlashSpeedups]:
         """:data:`piflash.targets.families.rp2_flash.SPEEDUPS` for pyOCD's RP2 algorithm."""

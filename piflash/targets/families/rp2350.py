@@ -46,16 +46,18 @@ class Rp2350Family(Family):
 
     name = "rp2350"
     title = "RP2350"
-    names = names_pattern(r"rp2350")                    # pyocd/target/builtin/__init__.py
+    names = names_pattern(r"rp2350")  # pyocd/target/builtin/__init__.py
     needs_target_init = True
-    uid_location = TargetUidLocation(0x40130000, 8, "RP2350 datasheet 13 OTP CHIPID0-3; pico-sdk unique_id.c",
-                                     reverse=True)
+    uid_location = TargetUidLocation(
+        0x40130000, 8, "RP2350 datasheet 13 OTP CHIPID0-3; pico-sdk unique_id.c", reverse=True
+    )
     #: Raspberry Pi Pico 2 (the board's own pages).
     boards: ClassVar[Dict[str, str]] = {"pico": "rp2350"}
     uf2_ids: ClassVar[Dict[str, Tuple[int, ...]]] = {"rp2350": (0xE48BFF59, 0xE48BFF5A, 0xE48BFF5B, 0xE48BFF57)}
 
-    def protection_status(self, port: Port, target: Optional[str], named_by: Optional[str] = None,
-                          chip=None) -> ProtectionStatus:
+    def protection_status(
+        self, port: Port, target: Optional[str], named_by: Optional[str] = None, chip=None
+    ) -> ProtectionStatus:
         """CHIP_ID (identity), then OTP CRITICAL. Read through the Secure AHB-AP, so debug is open
         now (a flag may be set and re-opened by firmware through OTP DEBUGEN: ``configured`` and
         not ``locked``).
@@ -64,19 +66,32 @@ class Rp2350Family(Family):
         """
         chip_id = port.read32(_CHIP_ID)
         if chip_id & 0x0FFFFFFF != _PART:
-            raise WrongTargetError(f"{named_by or '--target'} says {target}, but SYSINFO CHIP_ID reads "
-                                   f"{chip_id:#010x}, not an RP2350's (PART 0x0004, Raspberry Pi)",
-                                   found="CHIP_ID %#010x" % chip_id,
-                                   hint="check --target, or that the probe is wired to the board you mean")
+            raise WrongTargetError(
+                f"{named_by or '--target'} says {target}, but SYSINFO CHIP_ID reads "
+                f"{chip_id:#010x}, not an RP2350's (PART 0x0004, Raspberry Pi)",
+                found="CHIP_ID %#010x" % chip_id,
+                hint="check --target, or that the probe is wired to the board you mean",
+            )
         crit = port.read32(_CRITICAL)
-        flags = [name for bit, name in ((_CRIT_SECURE_BOOT, "secure boot"),
-                                        (_CRIT_SECURE_DEBUG_OFF, "Secure debug off"),
-                                        (_CRIT_DEBUG_OFF, "debug off"), (_CRIT_GLITCH, "glitch detector"))
-                 if crit & bit]
-        return ProtectionStatus(self.name, False, bool(crit & (_CRIT_SECURE_DEBUG_OFF | _CRIT_DEBUG_OFF)),
-                                f"OTP CRITICAL = {crit:#x} ({', '.join(flags) or 'no flag set'}); read through "
-                                "the Secure AHB-AP, so debug is open; the flash (an external QSPI part) has "
-                                "no read-out protection of its own", "RP2350 (CHIP_ID %#010x)" % chip_id)
+        flags = [
+            name
+            for bit, name in (
+                (_CRIT_SECURE_BOOT, "secure boot"),
+                (_CRIT_SECURE_DEBUG_OFF, "Secure debug off"),
+                (_CRIT_DEBUG_OFF, "debug off"),
+                (_CRIT_GLITCH, "glitch detector"),
+            )
+            if crit & bit
+        ]
+        return ProtectionStatus(
+            self.name,
+            False,
+            bool(crit & (_CRIT_SECURE_DEBUG_OFF | _CRIT_DEBUG_OFF)),
+            f"OTP CRITICAL = {crit:#x} ({', '.join(flags) or 'no flag set'}); read through "
+            "the Secure AHB-AP, so debug is open; the flash (an external QSPI part) has "
+            "no read-out protection of its own",
+            "RP2350 (CHIP_ID %#010x)" % chip_id,
+        )
 
     def read_protection(self, port: Port, chip: Optional[str]) -> ProtectionStatus:
         """As :meth:`protection_status` (CHIP_ID is read again)."""
@@ -84,10 +99,12 @@ class Rp2350Family(Family):
 
     def check_lock(self, target: str) -> None:
         """:raises ProtectError: always: piflash does not program the OTP debug flags."""
-        raise ProtectError("piflash does not program the RP2350's OTP debug flags: CRIT1.SECURE_DEBUG_DISABLE "
-                           "and DEBUG_DISABLE are one-time bits that no erase clears",
-                           hint="set them with Raspberry Pi's picotool ('picotool otp'), as the RP2350 "
-                                "datasheet's secure boot procedure says (section 10.5); nothing was written")
+        raise ProtectError(
+            "piflash does not program the RP2350's OTP debug flags: CRIT1.SECURE_DEBUG_DISABLE "
+            "and DEBUG_DISABLE are one-time bits that no erase clears",
+            hint="set them with Raspberry Pi's picotool ('picotool otp'), as the RP2350 "
+            "datasheet's secure boot procedure says (section 10.5); nothing was written",
+        )
 
     def flash_speedups(self, flash) -> Optional[FlashSpeedups]:
         """:data:`piflash.targets.families.rp2_flash.SPEEDUPS` for pyOCD's RP2 algorithm."""

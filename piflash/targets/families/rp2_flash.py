@@ -95,11 +95,37 @@ if TYPE_CHECKING:
     from pyocd.core.target import Target
     from pyocd.flash.flash import Flash
 
-__all__ = ["faster_spi", "enable_xip", "end_reads", "cmd_xip_divider", "reads_without_init", "quad_enabled",
-           "pll_clock", "spi_divider", "qmi_divider", "is_rp2", "erase_chip",
-           "plan_block_erases", "erase_blocks", "RP2_ALGORITHM", "FAST_BAUDR", "PLL_BAUDR", "QMI_CLKDIV",
-           "QMI_PLL_CLKDIV", "CMD_XIP_BAUDR", "QMI_READ_RFMT", "QMI_READ_RCMD", "QMI_READ_TIMING", "ClockRegs",
-           "CLOCK_REGS", "RP2040_CLOCK_REGS", "RP2350_CLOCK_REGS", "Rp2FlashSpeedups", "SPEEDUPS", "speedups_for"]
+__all__ = [
+    "faster_spi",
+    "enable_xip",
+    "end_reads",
+    "cmd_xip_divider",
+    "reads_without_init",
+    "quad_enabled",
+    "pll_clock",
+    "spi_divider",
+    "qmi_divider",
+    "is_rp2",
+    "erase_chip",
+    "plan_block_erases",
+    "erase_blocks",
+    "RP2_ALGORITHM",
+    "FAST_BAUDR",
+    "PLL_BAUDR",
+    "QMI_CLKDIV",
+    "QMI_PLL_CLKDIV",
+    "CMD_XIP_BAUDR",
+    "QMI_READ_RFMT",
+    "QMI_READ_RCMD",
+    "QMI_READ_TIMING",
+    "ClockRegs",
+    "CLOCK_REGS",
+    "RP2040_CLOCK_REGS",
+    "RP2350_CLOCK_REGS",
+    "Rp2FlashSpeedups",
+    "SPEEDUPS",
+    "speedups_for",
+]
 
 #: (:data:`piflash.targets.algorithms.RP2_ALGORITHM`: the key of pyOCD 0.46's RP2 algorithm.)
 #: SSI clock divider piflash programs with on the ring oscillator (RP2040 datasheet 4.10.13
@@ -158,7 +184,13 @@ RP2350_CLOCK_REGS = ClockRegs(0x40020000, 0x40048000, 0x40010000, 0x40050000, 14
 CLOCK_REGS = {"rp2040": RP2040_CLOCK_REGS, "rp2350": RP2350_CLOCK_REGS}
 _PLL_PWR_PD, _PLL_PWR_POSTDIVPD, _PLL_PWR_VCOPD = 1 << 0, 1 << 3, 1 << 5
 _SSI_CTRLR0, _SSI_CTRLR1, _SSI_SSIENR, _SSI_BAUDR, _SSI_RX_SAMPLE_DLY, _SSI_SPI_CTRLR0 = (
-    0x18000000, 0x18000004, 0x18000008, 0x18000014, 0x180000F0, 0x180000F4)
+    0x18000000,
+    0x18000004,
+    0x18000008,
+    0x18000014,
+    0x180000F0,
+    0x180000F4,
+)
 #: XIP by 3Bh Fast Read Dual Output (W25Q16JV datasheet 8.2.8: instruction and 24-bit address on
 #: one line, 8 dummy clocks, data on two), in the SSI's registers (RP2040 datasheet 4.10.13):
 #: CTRLR0 SPI_FRF dual (1) [22:21], DFS_32 31 (32-bit frames), TMOD 3 (EEPROM read); SPI_CTRLR0
@@ -276,8 +308,7 @@ def qmi_divider(target: Target) -> bool:
             break
     else:
         target.write32(QMI_DIRECT_CSR, csr | (div << 22))
-        raise TransferError("the RP2350's QMI stayed busy (DIRECT_CSR.BUSY) after %d reads"
-                            % _QMI_BUSY_READS)
+        raise TransferError("the RP2350's QMI stayed busy (DIRECT_CSR.BUSY) after %d reads" % _QMI_BUSY_READS)
     target.write32(_QMI_M0_TIMING, QMI_READ_TIMING | div)
     target.write32(_QMI_M0_RFMT, QMI_READ_RFMT)
     target.write32(_QMI_M0_RCMD, QMI_READ_RCMD)
@@ -354,8 +385,7 @@ def quad_enabled(target: Target) -> bool:
         pass
     from piflash.targets.families.rp2 import flash_command
 
-    quad = (flash_command(target, b"\x9f", 2) == _W25Q_JEDEC
-            and bool(flash_command(target, b"\x35", 1)[0] & _SR2_QE))
+    quad = flash_command(target, b"\x9f", 2) == _W25Q_JEDEC and bool(flash_command(target, b"\x35", 1)[0] & _SR2_QE)
     try:
         _QUAD[target] = quad
     except TypeError:
@@ -425,18 +455,18 @@ def pll_clock(target: Target, timeout: float = CLOCK_TIMEOUT, regs: ClockRegs = 
     target.write32(_RESETS_RESET + _CLR, _RESET_PLL_SYS)
     if not wait(lambda: target.read32(_RESETS_RESET_DONE) & _RESET_PLL_SYS):
         return False
-    target.write32(_PLL_CS, 1)                                      # REFDIV 1
-    target.write32(_PLL_FBDIV_INT, 125)                             # VCO 1500 MHz
+    target.write32(_PLL_CS, 1)  # REFDIV 1
+    target.write32(_PLL_FBDIV_INT, 125)  # VCO 1500 MHz
     target.write32(_PLL_PWR + _CLR, _PLL_PWR_PD | _PLL_PWR_VCOPD)
     if not wait(lambda: target.read32(_PLL_CS) & (1 << 31)):
         return False
-    target.write32(_PLL_PRIM, regs.prim)                            # 125 or 150 MHz
+    target.write32(_PLL_PRIM, regs.prim)  # 125 or 150 MHz
     target.write32(_PLL_PWR + _CLR, _PLL_PWR_POSTDIVPD)
-    target.write32(_CLK_SYS_CTRL + _CLR, 1)                         # SRC clk_ref while AUXSRC changes
+    target.write32(_CLK_SYS_CTRL + _CLR, 1)  # SRC clk_ref while AUXSRC changes
     if not wait(lambda: target.read32(_CLK_SYS_SELECTED) == 1):
         return False
-    target.write32(_CLK_SYS_CTRL + _CLR, 0xE0)                      # AUXSRC 0: PLL_SYS
-    target.write32(_CLK_SYS_CTRL + _SET, 1)                         # SRC aux
+    target.write32(_CLK_SYS_CTRL + _CLR, 0xE0)  # AUXSRC 0: PLL_SYS
+    target.write32(_CLK_SYS_CTRL + _SET, 1)  # SRC aux
     return wait(lambda: target.read32(_CLK_SYS_SELECTED) == 1 << 1)
 
 
@@ -514,7 +544,7 @@ def enable_xip(flash: Flash) -> bool:
         return False
     target = flash.target
     if chip_of(target) == "rp2350":
-        return qmi_divider(target)          # its ROM leaves XIP readable: only the divider
+        return qmi_divider(target)  # its ROM leaves XIP readable: only the divider
     divider = spi_divider(pll_clock(target))
     quad = quad_enabled(target)
     if divider == 2:
@@ -526,11 +556,11 @@ def enable_xip(flash: Flash) -> bool:
     target.write32(_SSI_BAUDR, divider)
     target.write32(_SSI_RX_SAMPLE_DLY, _RX_SAMPLE_DLY if divider == 2 else 0)
     target.write32(_SSI_SSIENR, 1)
-    if quad:                                # boot stage 2's entry into the continuous read mode
+    if quad:  # boot stage 2's entry into the continuous read mode
         target.write32(_SSI_DR0, _QUAD_READ)
         target.write32(_SSI_DR0, _CONTINUOUS_FIELD)
         _wait_ssi_idle(target)
-        target.write32(_SSI_SSIENR, 0)      # (also empties the RX FIFO of the entry's data)
+        target.write32(_SSI_SSIENR, 0)  # (also empties the RX FIFO of the entry's data)
         target.write32(_SSI_SPI_CTRLR0, _QUAD_XIP_SPI_CTRLR0)
         target.write32(_SSI_SSIENR, 1)
     target.write32(_XIP_CTRL_FLUSH, 1)
@@ -570,7 +600,7 @@ def end_reads(flash: Flash) -> bool:
     ctrlr0, spi_ctrlr0 = (r() for r in reads)
     if (ctrlr0 >> 21) & 3 == 2 and spi_ctrlr0 & ~(0xFF << 24) == _QUAD_XIP_SPI_CTRLR0 & ~(0xFF << 24):
         target.write32(_SSI_SSIENR, 0)
-        target.write32(_SSI_SPI_CTRLR0, spi_ctrlr0 & ~(0xFF << 24))     # mode bits 00h
+        target.write32(_SSI_SPI_CTRLR0, spi_ctrlr0 & ~(0xFF << 24))  # mode bits 00h
         target.write32(_SSI_SSIENR, 1)
         target.read32(_XIP_NOCACHE_NOALLOC)
     divider = CMD_XIP_BAUDR if _on_pll(target) else FAST_BAUDR

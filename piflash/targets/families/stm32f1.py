@@ -41,9 +41,15 @@ __all__ = ["Stm32f1Family", "FAMILY", "DEV_IDS"]
 _CORTEX_M3 = 0xC23
 _DBGMCU_IDCODE = 0xE0042000
 #: STM32F1 DEV_ID -> line and density (RM0008 rev 21 section 31.6.1; RM0041 for 0x420/0x428).
-DEV_IDS = {0x412: "low-density", 0x410: "medium-density", 0x414: "high-density",
-           0x430: "XL-density", 0x418: "connectivity line", 0x420: "value line low/medium-density",
-           0x428: "value line high-density"}
+DEV_IDS = {
+    0x412: "low-density",
+    0x410: "medium-density",
+    0x414: "high-density",
+    0x430: "XL-density",
+    0x418: "connectivity line",
+    0x420: "value line low/medium-density",
+    0x428: "value line high-density",
+}
 #: The pyOCD built-in target type for a DEV_ID (``pyocd list --targets``).
 _BUILTIN = {0x414: "stm32f103rc"}
 #: STM32F10x flash size code (the last letter-or-digit of the part number) in KiB, as the
@@ -65,7 +71,7 @@ class Stm32f1Family(ReadOutProtectedFamily):
 
     name = "stm32f1"
     title = "STM32F1"
-    names = names_pattern(r"stm32f10[0-7]\w*")         # stm32f103rc, pack parts stm32f103c8...
+    names = names_pattern(r"stm32f10[0-7]\w*")  # stm32f103rc, pack parts stm32f103c8...
     identify_rank = 1
     uid_location = TargetUidLocation(0x1FFFF7E8, 12, "RM0008 rev 21 s30.2 U_ID")
     erase_sector_timeout = 1.0
@@ -92,8 +98,9 @@ class Stm32f1Family(ReadOutProtectedFamily):
         dev_id = idcode & 0xFFF if idcode is not None else None
         if dev_id in DEV_IDS:
             evidence.facts.append(f"DBGMCU_IDCODE {idcode:#010x}")
-            return ChipIdentity(self.name, f"STM32F10x {DEV_IDS[dev_id]} part", dev_id, _BUILTIN.get(dev_id),
-                                evidence.evidence(), self)
+            return ChipIdentity(
+                self.name, f"STM32F10x {DEV_IDS[dev_id]} part", dev_id, _BUILTIN.get(dev_id), evidence.evidence(), self
+            )
         evidence.facts.append("DBGMCU_IDCODE " + (f"{idcode:#010x}" if idcode is not None else "not readable"))
         return None
 
@@ -104,15 +111,15 @@ class Stm32f1Family(ReadOutProtectedFamily):
         obr = port.read32(_OBR)
         locked = bool(obr & _OBR_RDPRT)
         detail = f"FLASH_OBR = {obr:#010x} (RDPRT={int(locked)})"
-        try:                      # information only: the verdict is FLASH_OBR.RDPRT, the level in effect
+        try:  # information only: the verdict is FLASH_OBR.RDPRT, the level in effect
             rdp: Optional[int] = port.read32(_OPTION_BYTES) & 0xFF
-        except TransferError:     # a fault (a part or simulator without the block): no verdict from it
+        except TransferError:  # a fault (a part or simulator without the block): no verdict from it
             rdp = None
         if rdp is None:
-            return ProtectionStatus(self.name, locked, None,
-                                    detail + f", option byte RDP unreadable ({_OPTION_BYTES:#x})", chip)
-        return ProtectionStatus(self.name, locked, rdp != _RDP_OPEN, detail + f", option byte RDP = {rdp:#04x}",
-                                chip)
+            return ProtectionStatus(
+                self.name, locked, None, detail + f", option byte RDP unreadable ({_OPTION_BYTES:#x})", chip
+            )
+        return ProtectionStatus(self.name, locked, rdp != _RDP_OPEN, detail + f", option byte RDP = {rdp:#04x}", chip)
 
     def write_lock(self, port: Port, target: str, before: ProtectionStatus, timeout: float) -> None:
         """The option bytes programmed back as they were, with RDP = 0x00.
@@ -123,13 +130,14 @@ class Stm32f1Family(ReadOutProtectedFamily):
 
         try:
             words = [port.read32(_OPTION_BYTES + 4 * i) for i in range(4)]
-        except TransferError as exc:                    # read first: nothing is written yet
-            raise ProtectError(f"cannot lock {target}: the option-byte block at {_OPTION_BYTES:#x} cannot be "
-                               f"read ({exc}), and a lock programs it back with only RDP changed",
-                               hint="nothing was written: the chip stays open ("
-                                    f"{before.detail})") from exc
+        except TransferError as exc:  # read first: nothing is written yet
+            raise ProtectError(
+                f"cannot lock {target}: the option-byte block at {_OPTION_BYTES:#x} cannot be "
+                f"read ({exc}), and a lock programs it back with only RDP changed",
+                hint=f"nothing was written: the chip stays open ({before.detail})",
+            ) from exc
         halves = [(w >> s) & 0xFF for w in words for s in (0, 16)]
-        halves[0] = 0x00                                # RDP: anything but 0xA5 is level 1
+        halves[0] = 0x00  # RDP: anything but 0xA5 is level 1
         _unlock(port)
         _write_options(port, halves, timeout)
 
@@ -162,7 +170,7 @@ def _write_options(port: Port, halves: List[int], timeout: float) -> None:
     _busy_wait(port, timeout, "the option-byte erase did not finish")
     _cr(port, _CR_OPTPG, _CR_OPTER)
     for i, byte in enumerate(halves):
-        if byte != 0xFF:                                # 0xFF is what the erase left
+        if byte != 0xFF:  # 0xFF is what the erase left
             port.write16(_OPTION_BYTES + 2 * i, byte)
             _busy_wait(port, 1.0, "an option-byte write did not finish")
     _cr(port, _CR_LOCK, _CR_OPTPG)

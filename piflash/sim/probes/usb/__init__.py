@@ -52,8 +52,16 @@ _saved_get_backend = None
 #: scan calls :func:`install_from_env` again, which must then wait for the outer call.
 _installing = False
 
-__all__ = ["ENV_VAR", "parse_spec", "install", "install_backend", "uninstall", "active_backend",
-           "enabled", "attached_boards"]
+__all__ = [
+    "ENV_VAR",
+    "parse_spec",
+    "install",
+    "install_backend",
+    "uninstall",
+    "active_backend",
+    "enabled",
+    "attached_boards",
+]
 
 
 def active_backend():
@@ -90,9 +98,11 @@ def install(spec: Optional[str] = None, store=None):
             from piflash.sim.probes.usb import picoboot_rp2350  # noqa: F401  (registers the RP2350's)
         if preset == BOOTSEL:
             from piflash.sim.probes.usb.picoboot import bootsel_device
+
             device = bootsel_device(board, store, address)
         elif preset in ("app", "app-noreset"):
             from piflash.sim.probes.usb.picoboot import SimAppDevice
+
             device = SimAppDevice(board, store, address, reset_interface=preset == "app")
         else:
             device = SimUsbDevice(get_preset(preset), board, store, address, serial=serial)
@@ -106,6 +116,7 @@ def install_backend(backend):
     :mod:`piflash.sim.probes.usb.replay`) in place of pyusb's libusb1 backend; returns it."""
     global _backend, _saved_get_backend
     import usb.backend.libusb1 as libusb1
+
     _backend = backend
     if _saved_get_backend is None:
         _saved_get_backend = libusb1.get_backend
@@ -124,6 +135,7 @@ def uninstall() -> None:
     global _backend, _saved_get_backend
     if _saved_get_backend is not None:
         import usb.backend.libusb1 as libusb1
+
         libusb1.get_backend = _saved_get_backend
         _saved_get_backend = None
     _backend = None
@@ -160,4 +172,5 @@ def install_from_env() -> None:
         install()
     except (ValueError, ImportError) as err:
         import sys
+
         print("piflash: %s ignored: %s" % (ENV_VAR, err), file=sys.stderr)

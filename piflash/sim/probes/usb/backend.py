@@ -40,7 +40,7 @@ class SimUsbBackend(usb.backend.IBackend):
         not listed, and one that left the bus comes back when a new board is seated there."""
         self.devices = [getattr(d, "replacement", None) or d for d in self.devices]
         for i, d in enumerate(self.devices):
-            if d.unplugged and hasattr(d, "replug"):    # the next Pico put on the port in BOOTSEL mode
+            if d.unplugged and hasattr(d, "replug"):  # the next Pico put on the port in BOOTSEL mode
                 self.devices[i] = d.replug() or d
         return [d for d in self.devices if not d.unplugged and getattr(d, "on_fixture", lambda: True)()]
 
@@ -129,7 +129,7 @@ class SimUsbBackend(usb.backend.IBackend):
     def bulk_write(self, dev_handle: SimUsbDevice, ep: int, intf: int, data, timeout: int) -> int:
         if hasattr(dev_handle, "bulk_out"):
             return dev_handle.bulk_out(ep, bytes(data), timeout)
-        if len(data) == 0:          # zero-length packet ending a transfer: nothing to run
+        if len(data) == 0:  # zero-length packet ending a transfer: nothing to run
             dev_handle.check_present()
             return 0
         return dev_handle.write_out(bytes(data))
@@ -141,17 +141,18 @@ class SimUsbBackend(usb.backend.IBackend):
             data = dev_handle.bulk_in(ep, len(buff), timeout)
         else:
             data = dev_handle.read_in(len(buff), timeout)
-        buff[:len(data)] = type(buff)(buff.typecode, data) if hasattr(buff, "typecode") else data
+        buff[: len(data)] = type(buff)(buff.typecode, data) if hasattr(buff, "typecode") else data
         return len(data)
 
     intr_read = bulk_read
 
-    def ctrl_transfer(self, dev_handle: SimUsbDevice, bmRequestType: int, bRequest: int, wValue: int,
-                      wIndex: int, data, timeout: int) -> int:
+    def ctrl_transfer(
+        self, dev_handle: SimUsbDevice, bmRequestType: int, bRequest: int, wValue: int, wIndex: int, data, timeout: int
+    ) -> int:
         """Standard GET_DESCRIPTOR (string and device) requests; others are accepted and
         ignored (HID SET_REPORT is not used: the OUT endpoint exists)."""
         dev_handle.check_present()
-        if bmRequestType & 0x80 and bRequest == 6:      # GET_DESCRIPTOR
+        if bmRequestType & 0x80 and bRequest == 6:  # GET_DESCRIPTOR
             kind, index = wValue >> 8, wValue & 0xFF
             if kind == 3:
                 try:

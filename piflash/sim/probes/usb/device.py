@@ -66,7 +66,7 @@ def serial_for(preset: ProbePreset, board_name: str, target: str = "") -> str:
     starts with the board ID of a real board with the same target, as on hardware."""
     digest = hashlib.sha256(("%s:%s" % (preset.name, board_name)).encode()).hexdigest().upper()
     prefix = DAPLINK_BOARD_IDS.get(target, "") if preset.name == "daplink" else ""
-    return (prefix + digest * 2)[:preset.serial_digits]
+    return (prefix + digest * 2)[: preset.serial_digits]
 
 
 def string_descriptor(strings, index: int) -> bytes:
@@ -94,31 +94,70 @@ def describe(dev, preset: ProbePreset, serial: str, address: int) -> None:
     ``address``: ``strings`` (index -> str), ``device_descriptor``, ``config_descriptor``,
     ``interface_descriptor``, ``endpoint_descriptors`` (what :class:`SimUsbBackend` hands pyusb;
     shared with the replay device of :mod:`piflash.sim.probes.usb.replay`)."""
-    dev.strings = {I_MANUFACTURER: preset.manufacturer, I_PRODUCT: preset.product,
-                   I_SERIAL: serial, I_INTERFACE: preset.interface}
+    dev.strings = {
+        I_MANUFACTURER: preset.manufacturer,
+        I_PRODUCT: preset.product,
+        I_SERIAL: serial,
+        I_INTERFACE: preset.interface,
+    }
     hid = preset.cmsis_dap_version == 1
     dev.device_descriptor = _Desc(
-        bLength=18, bDescriptorType=1, bcdUSB=0x0110 if hid else 0x0210,
-        bDeviceClass=0x00, bDeviceSubClass=0x00,        # each interface names its class
-        bDeviceProtocol=0x00, bMaxPacketSize0=64, idVendor=preset.vid,
-        idProduct=preset.pid, bcdDevice=preset.bcd_device, iManufacturer=I_MANUFACTURER,
-        iProduct=I_PRODUCT, iSerialNumber=I_SERIAL, bNumConfigurations=1, bus=1,
-        address=address, port_number=address, port_numbers=(address,),
-        speed=3 if preset.high_speed else 2)           # usb.util SPEED_HIGH / SPEED_FULL
+        bLength=18,
+        bDescriptorType=1,
+        bcdUSB=0x0110 if hid else 0x0210,
+        bDeviceClass=0x00,
+        bDeviceSubClass=0x00,  # each interface names its class
+        bDeviceProtocol=0x00,
+        bMaxPacketSize0=64,
+        idVendor=preset.vid,
+        idProduct=preset.pid,
+        bcdDevice=preset.bcd_device,
+        iManufacturer=I_MANUFACTURER,
+        iProduct=I_PRODUCT,
+        iSerialNumber=I_SERIAL,
+        bNumConfigurations=1,
+        bus=1,
+        address=address,
+        port_number=address,
+        port_numbers=(address,),
+        speed=3 if preset.high_speed else 2,
+    )  # usb.util SPEED_HIGH / SPEED_FULL
     dev.config_descriptor = _Desc(
-        bLength=9, bDescriptorType=2, wTotalLength=9 + 9 + 7 + 7 + (9 if hid else 0),
-        bNumInterfaces=1, bConfigurationValue=1, iConfiguration=0, bmAttributes=0x80,
-        bMaxPower=50)
+        bLength=9,
+        bDescriptorType=2,
+        wTotalLength=9 + 9 + 7 + 7 + (9 if hid else 0),
+        bNumInterfaces=1,
+        bConfigurationValue=1,
+        iConfiguration=0,
+        bmAttributes=0x80,
+        bMaxPower=50,
+    )
     dev.interface_descriptor = _Desc(
-        bLength=9, bDescriptorType=4, bInterfaceNumber=0, bAlternateSetting=0, bNumEndpoints=2,
-        bInterfaceClass=0x03 if hid else 0xFF, bInterfaceSubClass=0, bInterfaceProtocol=0,
-        iInterface=I_INTERFACE)
-    kind = 0x03 if hid else 0x02                       # interrupt / bulk
+        bLength=9,
+        bDescriptorType=4,
+        bInterfaceNumber=0,
+        bAlternateSetting=0,
+        bNumEndpoints=2,
+        bInterfaceClass=0x03 if hid else 0xFF,
+        bInterfaceSubClass=0,
+        bInterfaceProtocol=0,
+        iInterface=I_INTERFACE,
+    )
+    kind = 0x03 if hid else 0x02  # interrupt / bulk
     eps = [(0x81, kind), (0x01, kind)] if hid else [(0x01, kind), (0x81, kind)]
     dev.endpoint_descriptors = [
-        _Desc(bLength=7, bDescriptorType=5, bEndpointAddress=addr, bmAttributes=attr,
-              wMaxPacketSize=preset.max_packet, bInterval=1 if hid else 0, bRefresh=0,
-              bSynchAddress=0) for addr, attr in eps]
+        _Desc(
+            bLength=7,
+            bDescriptorType=5,
+            bEndpointAddress=addr,
+            bmAttributes=attr,
+            wMaxPacketSize=preset.max_packet,
+            bInterval=1 if hid else 0,
+            bRefresh=0,
+            bSynchAddress=0,
+        )
+        for addr, attr in eps
+    ]
 
 
 class SimUsbDevice:
@@ -141,14 +180,15 @@ class SimUsbDevice:
     :mod:`piflash.sim.probes.usb.replay` plays back).
     """
 
-    def __init__(self, preset: ProbePreset, board_name: str, store: SimStore, address: int,
-                 serial: Optional[str] = None) -> None:
+    def __init__(
+        self, preset: ProbePreset, board_name: str, store: SimStore, address: int, serial: Optional[str] = None
+    ) -> None:
         self.preset = preset
         self.board_name = board_name
         self.address = address
         try:
             target = store.get(board_name).target
-        except Exception:       # not created yet: the serial then has no board ID
+        except Exception:  # not created yet: the serial then has no board ID
             target = ""
         self.serial = serial or serial_for(preset, board_name, target)
         self.clock = VirtualClock()
@@ -157,18 +197,18 @@ class SimUsbDevice:
         self.unplugged = False
         self.access_denied = False
         self.claimed = False
-        self._responses: Deque[bytes] = deque()     # written, not yet read by the receive thread
-        self._arrivals: List[float] = []             # host arrival time of every response, in order
-        self._consumed = 0                           # responses whose time the host clock has taken
-        self._dap_access = None                      # pyOCD's DAPAccessCMSISDAP writing to us
-        self._host_thread: Optional[int] = None      # the claiming thread: its clock is the host's
-        self._out_done = 0.0                         # when the last OUT transfer completed
+        self._responses: Deque[bytes] = deque()  # written, not yet read by the receive thread
+        self._arrivals: List[float] = []  # host arrival time of every response, in order
+        self._consumed = 0  # responses whose time the host clock has taken
+        self._dap_access = None  # pyOCD's DAPAccessCMSISDAP writing to us
+        self._host_thread: Optional[int] = None  # the claiming thread: its clock is the host's
+        self._out_done = 0.0  # when the last OUT transfer completed
         self._cond = threading.Condition()
         self.clock.add_sync(self.sync)
         self.ledger = ledger_from_env(self)
-        self._watch_board = False                    # ledger: a board is seated in this session
-        self.host_transfer_s = HOST_TRANSFER_S             # CPU s per transfer (a host preset's)
-        self.recording: Optional[List[Tuple[bytes, bytes]]] = None   # (OUT packet, response) pairs
+        self._watch_board = False  # ledger: a board is seated in this session
+        self.host_transfer_s = HOST_TRANSFER_S  # CPU s per transfer (a host preset's)
+        self.recording: Optional[List[Tuple[bytes, bytes]]] = None  # (OUT packet, response) pairs
         describe(self, preset, self.serial, address)
 
     # -- control -----------------------------------------------------------------------------
@@ -180,6 +220,7 @@ class SimUsbDevice:
         """:raises usb.core.USBError: ENODEV once the device is unplugged."""
         if self.unplugged:
             import usb.core
+
             raise usb.core.USBError("No such device (it may have been disconnected)", -4, errno.ENODEV)
 
     def unplug(self) -> None:
@@ -257,7 +298,7 @@ class SimUsbDevice:
             self._out_done = arrivals[-1]
             blocking = self._host_thread in (None, threading.get_ident())
             if blocking:
-                clock.count("packets_waited", len(packets))   # the host waited for their transfer
+                clock.count("packets_waited", len(packets))  # the host waited for their transfer
             clock.charge("usb_out", (arrivals[-1] - t_submit) if blocking else 0.0)
             try:
                 for packet, t_arrive in zip(packets, arrivals):
@@ -279,10 +320,14 @@ class SimUsbDevice:
             return [data]
         if not self.preset.packet_framing:
             import usb.core
-            raise usb.core.USBError("Pipe error: %s firmware takes one DAP command per transfer "
-                                    "(%d bytes sent, DAP packet size %d)"
-                                    % (self.preset.name, len(data), size), -9, errno.EPIPE)
-        return [data[i:i + size] for i in range(0, len(data), size)]
+
+            raise usb.core.USBError(
+                "Pipe error: %s firmware takes one DAP command per transfer "
+                "(%d bytes sent, DAP packet size %d)" % (self.preset.name, len(data), size),
+                -9,
+                errno.EPIPE,
+            )
+        return [data[i : i + size] for i in range(0, len(data), size)]
 
     def _respond(self, packet: bytes, response: bytes, t_ready: float) -> None:
         """Queue ``response`` to ``packet``, ready on the probe at ``t_ready`` (caller holds
@@ -307,6 +352,7 @@ class SimUsbDevice:
         :raises usb.core.USBError: ETIMEDOUT, or ENODEV when unplugged.
         """
         import usb.core
+
         deadline = time.monotonic() + max(timeout_ms, 1) / 1000.0
         with self._cond:
             while True:
@@ -336,7 +382,7 @@ class SimUsbDevice:
             consumed = max(self._consumed, min(written, taken))
         else:
             consumed = max(self._consumed, written - outstanding)
-        for t_host in self._arrivals[self._consumed:consumed]:
+        for t_host in self._arrivals[self._consumed : consumed]:
             # The host handles a completion once it has it and has finished what it was doing
             # (one interpreter lock): host times add up, max(now, arrival) + host time.
             self.clock.hold("host", max(self.clock.now, t_host), self.host_transfer_s)

@@ -54,12 +54,25 @@ AP_DRW = 0x0C
 RESUME_BUDGET = (10_000_000, 600.0)
 POLL_BUDGET = (1_000_000, 600.0)
 
-COMMAND_NAMES = {0x00: "DAP_Info", 0x01: "DAP_HostStatus", 0x02: "DAP_Connect",
-                 0x03: "DAP_Disconnect", 0x04: "DAP_TransferConfigure", 0x05: "DAP_Transfer",
-                 0x06: "DAP_TransferBlock", 0x07: "DAP_TransferAbort", 0x08: "DAP_WriteABORT",
-                 0x09: "DAP_Delay", 0x0A: "DAP_ResetTarget", 0x10: "DAP_SWJ_Pins",
-                 0x11: "DAP_SWJ_Clock", 0x12: "DAP_SWJ_Sequence", 0x13: "DAP_SWD_Configure",
-                 0x1D: "DAP_SWD_Sequence", 0x7F: "DAP_ExecuteCommands"}
+COMMAND_NAMES = {
+    0x00: "DAP_Info",
+    0x01: "DAP_HostStatus",
+    0x02: "DAP_Connect",
+    0x03: "DAP_Disconnect",
+    0x04: "DAP_TransferConfigure",
+    0x05: "DAP_Transfer",
+    0x06: "DAP_TransferBlock",
+    0x07: "DAP_TransferAbort",
+    0x08: "DAP_WriteABORT",
+    0x09: "DAP_Delay",
+    0x0A: "DAP_ResetTarget",
+    0x10: "DAP_SWJ_Pins",
+    0x11: "DAP_SWJ_Clock",
+    0x12: "DAP_SWJ_Sequence",
+    0x13: "DAP_SWD_Configure",
+    0x1D: "DAP_SWD_Sequence",
+    0x7F: "DAP_ExecuteCommands",
+}
 
 
 class Unplugged(Exception):
@@ -80,24 +93,23 @@ class DapFirmware:
     response and the time it is ready.
     """
 
-    def __init__(self, preset: ProbePreset, board_name: str, store: SimStore, serial: str,
-                 clock: VirtualClock) -> None:
+    def __init__(self, preset: ProbePreset, board_name: str, store: SimStore, serial: str, clock: VirtualClock) -> None:
         self.preset = preset
         self.board_name = board_name
         self.store = store
         self.serial = serial
         self.clock = clock
         self.probe: Optional[SimProbe] = None
-        self.swd_hz = preset.swclk_hz(1_000_000)   # DAP_DEFAULT_SWJ_CLOCK of the reference firmware
+        self.swd_hz = preset.swclk_hz(1_000_000)  # DAP_DEFAULT_SWJ_CLOCK of the reference firmware
         self.idle_cycles = 0
         self.wait_retry = 100
         self.match_retry = 0
         self.match_mask = 0xFFFFFFFF
         self.reset_asserted = False
-        self._free_at = 0.0                 # when the firmware finishes its current command
+        self._free_at = 0.0  # when the firmware finishes its current command
         self._core_busy_until = 0.0
         self._flash_busy_until = 0.0
-        self._now = 0.0                     # virtual time of the transfer being executed
+        self._now = 0.0  # virtual time of the transfer being executed
         self._code_bytes = 0
         self._flash_s = {"flash_erase": 0.0, "flash_program": 0.0}
         self._timing = None
@@ -143,6 +155,7 @@ class DapFirmware:
         board = self.probe.board if self.probe is not None else None
         if board is not None and board is not self._hooked_board:
             from unicorn import UC_HOOK_BLOCK
+
             board.cpu.uc.hook_add(UC_HOOK_BLOCK, self._on_block)
             board.scs.resume_budget = RESUME_BUDGET
             board.scs.poll_budget = POLL_BUDGET
@@ -196,11 +209,11 @@ class DapFirmware:
         self.clock.count(COMMAND_NAMES.get(cmd, "DAP_0x%02X" % cmd))
         t += self.preset.cmd_overhead_s
         self.clock.charge("probe", self.preset.cmd_overhead_s)
-        if cmd == 0x7F:     # DAP_ExecuteCommands: n commands back to back
+        if cmd == 0x7F:  # DAP_ExecuteCommands: n commands back to back
             n, pos, out = data[1], 2, bytearray([0x7F, data[1]])
             for _ in range(n):
                 length = self._request_length(data, pos)
-                resp, t = self._command(data[pos:pos + length], t)
+                resp, t = self._command(data[pos : pos + length], t)
                 out += resp
                 pos += length
             return bytes(out), t
@@ -222,8 +235,7 @@ class DapFirmware:
         if cmd == 0x06:
             count = data[pos + 2] | data[pos + 3] << 8
             return 5 + (0 if data[pos + 4] & 2 else 4 * count)
-        fixed = {0x00: 2, 0x01: 3, 0x02: 2, 0x03: 1, 0x04: 6, 0x08: 6, 0x09: 3, 0x0A: 1,
-                 0x10: 7, 0x11: 5, 0x13: 2}
+        fixed = {0x00: 2, 0x01: 3, 0x02: 2, 0x03: 1, 0x04: 6, 0x08: 6, 0x09: 3, 0x0A: 1, 0x10: 7, 0x11: 5, 0x13: 2}
         if cmd == 0x12:
             bits = data[pos + 1] or 256
             return 2 + (bits + 7) // 8
@@ -233,14 +245,19 @@ class DapFirmware:
     def _info(self, data: bytes, t: float) -> Tuple[bytes, float]:
         p = self.preset
         item = data[1]
-        strings = {0x01: p.manufacturer, 0x02: p.product, 0x03: self.serial, 0x04: p.protocol_version,
-                   0x09: p.firmware_version}
+        strings = {
+            0x01: p.manufacturer,
+            0x02: p.product,
+            0x03: self.serial,
+            0x04: p.protocol_version,
+            0x09: p.firmware_version,
+        }
         if item in strings:
-            if not strings[item]:               # no such string: length 0 (CMSIS-DAP DAP_Info)
+            if not strings[item]:  # no such string: length 0 (CMSIS-DAP DAP_Info)
                 return b"\x00\x00", t
             raw = strings[item].encode() + b"\0"
             return bytes([0x00, len(raw)]) + raw, t
-        if item == 0xF0:                     # capabilities: SWD only
+        if item == 0xF0:  # capabilities: SWD only
             return b"\x00\x01\x01", t
         if item == 0xFE:
             return bytes([0x00, 1, p.packet_count]), t
@@ -266,7 +283,7 @@ class DapFirmware:
 
     def _write_abort(self, data: bytes, t: float) -> Tuple[bytes, float]:
         value = struct.unpack_from("<I", data, 2)[0]
-        ack, _, t = self._transfer(0x00, value, t)         # DP write, A = 0 (ABORT)
+        ack, _, t = self._transfer(0x00, value, t)  # DP write, A = 0 (ABORT)
         return bytes([0x08, 0x00 if ack == ACK_OK else 0xFF]), t
 
     def _delay(self, data: bytes, t: float) -> Tuple[bytes, float]:
@@ -295,7 +312,7 @@ class DapFirmware:
     def _swj_sequence(self, data: bytes, t: float) -> Tuple[bytes, float]:
         bits = data[1] or 256
         if self.probe is not None:
-            value = int.from_bytes(data[2:2 + (bits + 7) // 8], "little")
+            value = int.from_bytes(data[2 : 2 + (bits + 7) // 8], "little")
             self._guard(lambda: self.probe.swj_sequence(bits, value))
         return b"\x12\x00", t + self._bits(bits)
 
@@ -312,7 +329,7 @@ class DapFirmware:
             if info & 0x80:
                 sequences.append((n,))
             else:
-                sequences.append((n, int.from_bytes(data[pos:pos + (n + 7) // 8], "little")))
+                sequences.append((n, int.from_bytes(data[pos : pos + (n + 7) // 8], "little")))
                 pos += (n + 7) // 8
             bits += n
         if self.probe is not None:
@@ -337,14 +354,14 @@ class DapFirmware:
             else:
                 value = struct.unpack_from("<I", data, pos)[0]
                 pos += 4
-            if not req & 2 and req & 0x20:          # write match mask: no SWD transfer
+            if not req & 2 and req & 0x20:  # write match mask: no SWD transfer
                 self.match_mask = value
                 done += 1
                 continue
-            if req & 3 == 3 and not posted:         # first AP read of a run: posted read
+            if req & 3 == 3 and not posted:  # first AP read of a run: posted read
                 t += self._transfer_time(1)
             posted = req & 3 == 3
-            if req & 2 and req & 0x10:              # read with value match
+            if req & 2 and req & 0x10:  # read with value match
                 ack, got, t = self._match(req, value, t)
             else:
                 ack, got, t = self._transfer(req, value, t)
@@ -354,7 +371,7 @@ class DapFirmware:
                 out += struct.pack("<I", got)
             done += 1
         if ack == ACK_OK and last_req is not None and not last_req & 2:
-            t += self._transfer_time(1)             # read RDBUFF to check the last write
+            t += self._transfer_time(1)  # read RDBUFF to check the last write
         return bytes([0x05, done, ack]) + bytes(out), t
 
     def _match(self, req: int, match: int, t: float) -> Tuple[int, int, float]:
@@ -370,7 +387,7 @@ class DapFirmware:
         out, done, ack = bytearray(), 0, ACK_OK
         reading = bool(req & 2)
         if reading and req & 1:
-            t += self._transfer_time(1)             # posted AP read
+            t += self._transfer_time(1)  # posted AP read
         for i in range(count):
             value = None if reading else struct.unpack_from("<I", data, 5 + 4 * i)[0]
             ack, got, t = self._transfer(req & 0x0F, value, t)
@@ -380,7 +397,7 @@ class DapFirmware:
                 out += struct.pack("<I", got)
             done += 1
         if ack == ACK_OK and not reading:
-            t += self._transfer_time(1)             # RDBUFF read checks the last write
+            t += self._transfer_time(1)  # RDBUFF read checks the last write
         return bytes([0x06, done & 0xFF, done >> 8, ack]) + bytes(out), t
 
     def _bits(self, bits: int) -> float:
@@ -429,10 +446,10 @@ class DapFirmware:
         self._settle_target_time(t, board)
         if tar == DHCSR_ADDR:
             if rnw and t < self._core_busy_until:
-                got &= ~S_HALT          # the algorithm is still running in virtual time
+                got &= ~S_HALT  # the algorithm is still running in virtual time
                 self.clock.count("core_polls_running")
             elif not rnw and value & C_HALT:
-                self._core_busy_until = 0.0     # the debugger halts the core: at once
+                self._core_busy_until = 0.0  # the debugger halts the core: at once
         return ACK_OK, got, t
 
     def _settle_target_time(self, t: float, board) -> None:
@@ -477,10 +494,20 @@ class DapFirmware:
             raise Unplugged(str(err)) from None
 
 
-_HANDLERS = {0x00: DapFirmware._info, 0x01: DapFirmware._host_status, 0x02: DapFirmware._connect,
-             0x03: DapFirmware._disconnect, 0x04: DapFirmware._transfer_configure,
-             0x05: DapFirmware._transfer_cmd, 0x06: DapFirmware._transfer_block,
-             0x08: DapFirmware._write_abort, 0x09: DapFirmware._delay,
-             0x0A: DapFirmware._reset_target, 0x10: DapFirmware._swj_pins,
-             0x11: DapFirmware._swj_clock, 0x12: DapFirmware._swj_sequence,
-             0x13: DapFirmware._swd_configure, 0x1D: DapFirmware._swd_sequence}
+_HANDLERS = {
+    0x00: DapFirmware._info,
+    0x01: DapFirmware._host_status,
+    0x02: DapFirmware._connect,
+    0x03: DapFirmware._disconnect,
+    0x04: DapFirmware._transfer_configure,
+    0x05: DapFirmware._transfer_cmd,
+    0x06: DapFirmware._transfer_block,
+    0x08: DapFirmware._write_abort,
+    0x09: DapFirmware._delay,
+    0x0A: DapFirmware._reset_target,
+    0x10: DapFirmware._swj_pins,
+    0x11: DapFirmware._swj_clock,
+    0x12: DapFirmware._swj_sequence,
+    0x13: DapFirmware._swd_configure,
+    0x1D: DapFirmware._swd_sequence,
+}

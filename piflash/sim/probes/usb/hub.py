@@ -63,7 +63,7 @@ class _Resource:
     """``capacity`` servers, each remembering until when and for which device it is held."""
 
     def __init__(self, capacity: int) -> None:
-        self.servers = [[0.0, -1] for _ in range(capacity)]     # [free at (s), device]
+        self.servers = [[0.0, -1] for _ in range(capacity)]  # [free at (s), device]
 
     def take(self, device: int, earliest: float, seconds: float) -> float:
         """Hold a server from the earliest time one is free for ``device`` (no earlier than
@@ -78,8 +78,15 @@ class _Resource:
         return start
 
 
-def replay(timeline: Sequence[Interval], board_s: float, devices: int, boards: int,
-           capacity: Dict[str, int], gap_s: float = 0.0, stagger: bool = False) -> dict:
+def replay(
+    timeline: Sequence[Interval],
+    board_s: float,
+    devices: int,
+    boards: int,
+    capacity: Dict[str, int],
+    gap_s: float = 0.0,
+    stagger: bool = False,
+) -> dict:
     """Replay one recorded board ``boards`` times on each of ``devices`` devices at once.
 
     :param timeline: One board's recorded intervals, ``(resource, start s, seconds)``
@@ -108,7 +115,7 @@ def replay(timeline: Sequence[Interval], board_s: float, devices: int, boards: i
     offsets = [(i * board_s / devices if stagger else 0.0) for i in range(devices)]
     delay = [0.0] * devices
     waits = {name: 0.0 for name in capacity}
-    heap: List[Tuple[float, int, int]] = []       # (earliest start, device, piece number)
+    heap: List[Tuple[float, int, int]] = []  # (earliest start, device, piece number)
     total = len(pieces) * boards
     for d in range(devices):
         if total:
@@ -124,21 +131,34 @@ def replay(timeline: Sequence[Interval], board_s: float, devices: int, boards: i
             board, i = divmod(k, len(pieces))
             heapq.heappush(heap, (offsets[d] + board * period + pieces[i][1] + delay[d], d, k))
     busy = [boards * period + delay[d] for d in range(devices)]
-    return {"devices": devices, "boards": boards,
-            "seconds": max(o + b - gap_s for o, b in zip(offsets, busy)),
-            "boards_per_hour": sum(3600.0 * boards / b for b in busy),
-            "board_s": board_s + sum(delay) / (devices * boards),
-            "wait_s": sum(delay) / (devices * boards),
-            "waits_s": {name: w / (devices * boards) for name, w in waits.items()}}
+    return {
+        "devices": devices,
+        "boards": boards,
+        "seconds": max(o + b - gap_s for o, b in zip(offsets, busy)),
+        "boards_per_hour": sum(3600.0 * boards / b for b in busy),
+        "board_s": board_s + sum(delay) / (devices * boards),
+        "wait_s": sum(delay) / (devices * boards),
+        "waits_s": {name: w / (devices * boards) for name, w in waits.items()},
+    }
 
 
-def station_rates(timeline: Sequence[Interval], board_s: float, counts: Sequence[int] = (1, 2, 4),
-                  capacity: Optional[Dict[str, int]] = None, gap_s: float = 0.0,
-                  boards: int = 6, stagger: bool = False) -> List[dict]:
+def station_rates(
+    timeline: Sequence[Interval],
+    board_s: float,
+    counts: Sequence[int] = (1, 2, 4),
+    capacity: Optional[Dict[str, int]] = None,
+    gap_s: float = 0.0,
+    boards: int = 6,
+    stagger: bool = False,
+) -> List[dict]:
     """:func:`replay` for each device count in ``counts``; each row gains ``vs_one`` (its
     boards/hour over the first count's)."""
-    rows = [replay(timeline, board_s, n, boards, capacity if capacity is not None else {"bus": 1},
-                   gap_s=gap_s, stagger=stagger) for n in counts]
+    rows = [
+        replay(
+            timeline, board_s, n, boards, capacity if capacity is not None else {"bus": 1}, gap_s=gap_s, stagger=stagger
+        )
+        for n in counts
+    ]
     for row in rows:
         row["vs_one"] = row["boards_per_hour"] / rows[0]["boards_per_hour"]
     return rows

@@ -44,7 +44,7 @@ __all__ = ["LEDGER_ENV_VAR", "Ledger", "ledger_from_env", "read_ledger"]
 #: The switch: path of the ledger file (appended to, created if missing).
 LEDGER_ENV_VAR = "PIFLASH_SIM_USB_LEDGER"
 
-_devices: "weakref.WeakSet" = weakref.WeakSet()     # devices that write an ``exit`` line
+_devices: "weakref.WeakSet" = weakref.WeakSet()  # devices that write an ``exit`` line
 _hooked = False
 
 
@@ -66,9 +66,16 @@ class Ledger:
         """
         if self._broken:
             return
-        entry = {"event": event, "pid": os.getpid(), "seq": self._seq, "serial": device.serial,
-                 "board": device.board_name, "preset": device.preset.name,
-                 "generation": generation, "clock": device.clock.snapshot()}
+        entry = {
+            "event": event,
+            "pid": os.getpid(),
+            "seq": self._seq,
+            "serial": device.serial,
+            "board": device.board_name,
+            "preset": device.preset.name,
+            "generation": generation,
+            "clock": device.clock.snapshot(),
+        }
         self._seq += 1
         line = (json.dumps(entry, sort_keys=True) + "\n").encode()
         try:

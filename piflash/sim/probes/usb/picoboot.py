@@ -66,8 +66,15 @@ from piflash.sim.probes.usb.timing import (
 )
 from piflash.sim.store import SimStore
 
-__all__ = ["SimBootselDevice", "SimAppDevice", "PICOBOOT_MAGIC", "STATUS_NAMES", "BOOTSEL_PIDS", "rom_serial",
-           "bootsel_device"]
+__all__ = [
+    "SimBootselDevice",
+    "SimAppDevice",
+    "PICOBOOT_MAGIC",
+    "STATUS_NAMES",
+    "BOOTSEL_PIDS",
+    "rom_serial",
+    "bootsel_device",
+]
 
 #: Raspberry Pi's USB vendor ID and the boot ROMs' product IDs (RP2040 datasheet 2.8.4; RP2350
 #: datasheet 5.6.1).
@@ -80,16 +87,30 @@ MSC_EP_IN, MSC_EP_OUT = 0x81, 0x02
 PICOBOOT_INTERFACE = 1
 
 #: Status codes (pico-sdk ``boot/picoboot.h`` ``enum picoboot_status``; RP2040 datasheet 2.8.5.5).
-STATUS_NAMES = {0: "OK", 1: "UNKNOWN_CMD", 2: "INVALID_CMD_LENGTH", 3: "INVALID_TRANSFER_LENGTH",
-                4: "INVALID_ADDRESS", 5: "BAD_ALIGNMENT", 6: "INTERLEAVED_WRITE", 7: "REBOOTING",
-                8: "UNKNOWN_ERROR"}
+STATUS_NAMES = {
+    0: "OK",
+    1: "UNKNOWN_CMD",
+    2: "INVALID_CMD_LENGTH",
+    3: "INVALID_TRANSFER_LENGTH",
+    4: "INVALID_ADDRESS",
+    5: "BAD_ALIGNMENT",
+    6: "INTERLEAVED_WRITE",
+    7: "REBOOTING",
+    8: "UNKNOWN_ERROR",
+}
 OK, UNKNOWN_CMD, INVALID_CMD_LENGTH, INVALID_TRANSFER_LENGTH, INVALID_ADDRESS, BAD_ALIGNMENT = range(6)
 
 #: bCmdId -> (name, bCmdSize, data: None, "in" (dTransferLength == dSize) or "out" (the same)).
 COMMANDS: Dict[int, Tuple[str, int, Optional[str]]] = {
-    0x01: ("EXCLUSIVE_ACCESS", 1, None), 0x02: ("REBOOT", 12, None), 0x03: ("FLASH_ERASE", 8, None),
-    0x84: ("READ", 8, "in"), 0x05: ("WRITE", 8, "out"), 0x06: ("EXIT_XIP", 0, None),
-    0x07: ("ENTER_CMD_XIP", 0, None), 0x08: ("EXEC", 4, None), 0x09: ("VECTORIZE_FLASH", 4, None),
+    0x01: ("EXCLUSIVE_ACCESS", 1, None),
+    0x02: ("REBOOT", 12, None),
+    0x03: ("FLASH_ERASE", 8, None),
+    0x84: ("READ", 8, "in"),
+    0x05: ("WRITE", 8, "out"),
+    0x06: ("EXIT_XIP", 0, None),
+    0x07: ("ENTER_CMD_XIP", 0, None),
+    0x08: ("EXEC", 4, None),
+    0x09: ("VECTORIZE_FLASH", 4, None),
 }
 
 XIP_BASE, SRAM_BASE, SRAM_END = 0x10000000, 0x20000000, 0x20042000
@@ -150,6 +171,7 @@ class _PicoOnUsb:
         """:raises usb.core.USBError: ENODEV once the device left the bus."""
         if self.unplugged:
             import usb.core
+
             raise usb.core.USBError("No such device (it may have been disconnected)", -4, errno.ENODEV)
 
 
@@ -193,8 +215,9 @@ class SimBootselDevice(_PicoOnUsb):
         self.address = address
         self.serial = self._serial()
         #: What the rest of the simulation reads of a device's model (as a probe preset has it).
-        self.preset = SimpleNamespace(name="bootsel", vid=VID, pid=BOOTSEL_PIDS[self.CHIP],
-                                      manufacturer="Raspberry Pi", product=self.PRODUCT)
+        self.preset = SimpleNamespace(
+            name="bootsel", vid=VID, pid=BOOTSEL_PIDS[self.CHIP], manufacturer="Raspberry Pi", product=self.PRODUCT
+        )
         self.clock = VirtualClock()
         self.link = Link(SimpleNamespace(link="v2-bulk-fs", max_packet=64, high_speed=False), self.clock)
         self.timing = TARGET_TIMING[self.CHIP]
@@ -204,17 +227,17 @@ class SimBootselDevice(_PicoOnUsb):
         self.host_transfer_s = HOST_TRANSFER_S
         try:
             self.generation = store.get(board_name).generation
-        except Exception:                   # no such board (yet): claiming it fails later
+        except Exception:  # no such board (yet): claiming it fails later
             self.generation = None
-        self.probe = None                   # SimProbe while the interface is claimed
+        self.probe = None  # SimProbe while the interface is claimed
         self.halted = {EP_OUT: False, EP_IN: False}
         self.status = {"token": 0, "code": OK, "cmd": 0, "in_progress": False}
         self.exclusive = 0
-        self._cmd: Optional[dict] = None    # the command whose data or ack is awaited
-        self._in_data = bytearray()         # IN bytes ready for the host
-        self._in_ready = 0.0                # when the last of them is on the wire
+        self._cmd: Optional[dict] = None  # the command whose data or ack is awaited
+        self._in_data = bytearray()  # IN bytes ready for the host
+        self._in_ready = 0.0  # when the last of them is on the wire
         self._transfers = 0
-        self._busy_s = 0.0                  # flash time charged by the current operation
+        self._busy_s = 0.0  # flash time charged by the current operation
         self._describe(address)
 
     # -- descriptors ---------------------------------------------------------------------------
@@ -225,24 +248,74 @@ class SimBootselDevice(_PicoOnUsb):
     def _describe(self, address: int) -> None:
         self.strings = {1: "Raspberry Pi", 2: self.PRODUCT, 3: self.serial}
         self.device_descriptor = _Desc(
-            bLength=18, bDescriptorType=1, bcdUSB=self.BCD_USB, bDeviceClass=0, bDeviceSubClass=0,
-            bDeviceProtocol=0, bMaxPacketSize0=64, idVendor=VID, idProduct=BOOTSEL_PIDS[self.CHIP],
-            bcdDevice=0x0100, iManufacturer=1, iProduct=2, iSerialNumber=3, bNumConfigurations=1,
-            bus=1, address=address, port_number=address, port_numbers=(address,), speed=2)
+            bLength=18,
+            bDescriptorType=1,
+            bcdUSB=self.BCD_USB,
+            bDeviceClass=0,
+            bDeviceSubClass=0,
+            bDeviceProtocol=0,
+            bMaxPacketSize0=64,
+            idVendor=VID,
+            idProduct=BOOTSEL_PIDS[self.CHIP],
+            bcdDevice=0x0100,
+            iManufacturer=1,
+            iProduct=2,
+            iSerialNumber=3,
+            bNumConfigurations=1,
+            bus=1,
+            address=address,
+            port_number=address,
+            port_numbers=(address,),
+            speed=2,
+        )
         self.config_descriptor = _Desc(
-            bLength=9, bDescriptorType=2, wTotalLength=9 + 2 * (9 + 7 + 7), bNumInterfaces=2,
-            bConfigurationValue=1, iConfiguration=0, bmAttributes=0x80, bMaxPower=0xFA)
+            bLength=9,
+            bDescriptorType=2,
+            wTotalLength=9 + 2 * (9 + 7 + 7),
+            bNumInterfaces=2,
+            bConfigurationValue=1,
+            iConfiguration=0,
+            bmAttributes=0x80,
+            bMaxPower=0xFA,
+        )
         self.interfaces = {
-            0: _Desc(bLength=9, bDescriptorType=4, bInterfaceNumber=0, bAlternateSetting=0, bNumEndpoints=2,
-                     bInterfaceClass=0x08, bInterfaceSubClass=0x06, bInterfaceProtocol=0x50, iInterface=0),
-            1: _Desc(bLength=9, bDescriptorType=4, bInterfaceNumber=1, bAlternateSetting=0, bNumEndpoints=2,
-                     bInterfaceClass=0xFF, bInterfaceSubClass=0, bInterfaceProtocol=0, iInterface=0)}
+            0: _Desc(
+                bLength=9,
+                bDescriptorType=4,
+                bInterfaceNumber=0,
+                bAlternateSetting=0,
+                bNumEndpoints=2,
+                bInterfaceClass=0x08,
+                bInterfaceSubClass=0x06,
+                bInterfaceProtocol=0x50,
+                iInterface=0,
+            ),
+            1: _Desc(
+                bLength=9,
+                bDescriptorType=4,
+                bInterfaceNumber=1,
+                bAlternateSetting=0,
+                bNumEndpoints=2,
+                bInterfaceClass=0xFF,
+                bInterfaceSubClass=0,
+                bInterfaceProtocol=0,
+                iInterface=0,
+            ),
+        }
         self.endpoints = {0: [self._ep(MSC_EP_IN), self._ep(MSC_EP_OUT)], 1: [self._ep(EP_OUT), self._ep(EP_IN)]}
 
     @staticmethod
     def _ep(addr: int) -> _Desc:
-        return _Desc(bLength=7, bDescriptorType=5, bEndpointAddress=addr, bmAttributes=0x02,
-                     wMaxPacketSize=64, bInterval=0, bRefresh=0, bSynchAddress=0)
+        return _Desc(
+            bLength=7,
+            bDescriptorType=5,
+            bEndpointAddress=addr,
+            bmAttributes=0x02,
+            wMaxPacketSize=64,
+            bInterval=0,
+            bRefresh=0,
+            bSynchAddress=0,
+        )
 
     # -- presence and sessions -------------------------------------------------------------------
     def claim(self, interface: int) -> None:
@@ -329,17 +402,17 @@ class SimBootselDevice(_PicoOnUsb):
         return self.probe.board if self.probe is not None else None
 
     # -- control transfers -----------------------------------------------------------------------
-    def control(self, request_type: int, request: int, value: int, index: int, length: int,
-                data: bytes = b"") -> bytes:
+    def control(self, request_type: int, request: int, value: int, index: int, length: int, data: bytes = b"") -> bytes:
         """A control request other than GET_DESCRIPTOR; returns the IN data (empty for OUT).
 
         :raises usb.core.USBError: EPIPE for a request the device does not know.
         """
         import usb.core
+
         self.check_present()
-        if request_type == 0x82 and request == 0x00:              # GET_STATUS(endpoint)
+        if request_type == 0x82 and request == 0x00:  # GET_STATUS(endpoint)
             return bytes([1 if self.halted.get(index, False) else 0, 0])
-        if request_type == 0x02 and request == 0x01 and value == 0:   # CLEAR_FEATURE(ENDPOINT_HALT)
+        if request_type == 0x02 and request == 0x01 and value == 0:  # CLEAR_FEATURE(ENDPOINT_HALT)
             self.clear_halt(index)
             return b""
         if request_type & 0x7F == 0x41 and index == PICOBOOT_INTERFACE:
@@ -382,7 +455,7 @@ class SimBootselDevice(_PicoOnUsb):
         if cmd is not None and cmd["phase"] == "data" and cmd["dir"] == "out":
             return self._write_data(cmd, data, t_submit)
         if cmd is not None and cmd["phase"] == "ack" and cmd["dir"] == "in":
-            if data:                     # the acknowledgement of an IN command is an empty packet
+            if data:  # the acknowledgement of an IN command is an empty packet
                 self._stall(UNKNOWN_CMD)
                 return len(data)
             self.clock.advance_to(self.link.out(t_submit, 0))
@@ -450,6 +523,7 @@ class SimBootselDevice(_PicoOnUsb):
 
     def _check_halted(self, ep: int, timeout_ms: int) -> None:
         import usb.core
+
         if self.hung:
             self._timeout(timeout_ms)
         if self.halted[ep]:
@@ -457,11 +531,13 @@ class SimBootselDevice(_PicoOnUsb):
 
     def _timeout(self, timeout_ms: int) -> None:
         import usb.core
+
         self.clock.advance_to(self.clock.now + max(timeout_ms, 1) / 1000.0)
         raise usb.core.USBError("Operation timed out", -7, errno.ETIMEDOUT)
 
     def _refuse_msc(self) -> int:
         import usb.core
+
         raise usb.core.USBError("Pipe error (the mass storage interface is not modelled)", -9, errno.EPIPE)
 
     def _stall(self, status: int) -> None:
@@ -474,7 +550,7 @@ class SimBootselDevice(_PicoOnUsb):
     def _command(self, raw: bytes, t: float) -> None:
         """A 32-byte command arrived at virtual time ``t``."""
         if len(raw) != 32 or struct.unpack_from("<I", raw)[0] != PICOBOOT_MAGIC:
-            self._stall(self.status["code"])       # not a command: stall, status unchanged
+            self._stall(self.status["code"])  # not a command: stall, status unchanged
             return
         token, cmd_id, cmd_size, transfer_len = struct.unpack_from("<IBBxxI", raw, 4)
         args = raw[16:32]
@@ -496,7 +572,7 @@ class SimBootselDevice(_PicoOnUsb):
                 self._check_range(addr, length, write=False)
                 self._cmd = cmd
                 return
-            if direction == "in":                   # an IN command whose data the ROM makes
+            if direction == "in":  # an IN command whose data the ROM makes
                 cmd["data"], cmd["addr"] = self._make_in_data(name, args, transfer_len), 0
                 self._cmd = cmd
                 return
@@ -571,7 +647,7 @@ class SimBootselDevice(_PicoOnUsb):
             if not _is_ram(addr):
                 raise _Stall(INVALID_ADDRESS)
             return t
-        return t                                # REBOOT: acknowledged, then the device leaves
+        return t  # REBOOT: acknowledged, then the device leaves
 
     def _flash(self, t: float, operation, changes: bool = True) -> float:
         """Run a boot ROM flash function and return ``t`` plus the flash time it charged. With
@@ -596,12 +672,12 @@ class SimBootselDevice(_PicoOnUsb):
     def _write_data(self, cmd: dict, data: bytes, t_submit: float) -> int:
         """WRITE's data: taken 256 bytes at a time into the ROM's one buffer, each chunk
         written (flash page program, or RAM) before the next is accepted."""
-        take = bytes(data[:cmd["left"]])
+        take = bytes(data[: cmd["left"]])
         pos, t_free = 0, max(t_submit + BULK_LATENCY_S["v2-bulk-fs"], cmd["t"])
         while pos < len(take):
             buffer = cmd["buffer"]
             n = min(PAGE - len(buffer), len(take) - pos)
-            buffer += take[pos:pos + n]
+            buffer += take[pos : pos + n]
             pos += n
             # Back-to-back packets while the buffer takes them: the host controller retries a
             # NAKed OUT within the frame, so only the bytes' wire time counts.
@@ -640,8 +716,8 @@ class SimBootselDevice(_PicoOnUsb):
         while cmd["left"] and len(out) < size:
             n = min(PAGE, cmd["left"], size - len(out))
             addr = cmd["addr"]
-            if "data" in cmd:                       # GET_INFO's answer, already made
-                chunk = bytes(cmd["data"][addr:addr + n])
+            if "data" in cmd:  # GET_INFO's answer, already made
+                chunk = bytes(cmd["data"][addr : addr + n])
             elif _is_flash(addr):
                 rom = self.board.chip
                 got = []
@@ -670,19 +746,21 @@ class SimBootselDevice(_PicoOnUsb):
 
         from piflash.sim.cpu import StopReason
         from piflash.sim.probes.usb.timing import CYCLES_PER_HALFWORD
+
         board = self.board
         rom = board.chip
         cpu = board.cpu
         ssi = rom.port.ssi
         back = rom.entries["exec_return"]
-        cpu.write_reg(13, 0x20041000)          # a stack below the model's boot stage 2 copy
+        cpu.write_reg(13, 0x20041000)  # a stack below the model's boot stage 2 copy
         cpu.write_reg(14, back | 1)
-        cpu.write_reg(16, 1 << 24)             # xPSR: Thumb
+        cpu.write_reg(16, 1 << 24)  # xPSR: Thumb
         cpu.write_reg(15, addr | 1)
         code = [0]
 
         def on_block(uc, address, size, user_data):
             code[0] += size
+
         hook = cpu.uc.hook_add(UC_HOOK_BLOCK, on_block)
         shifted = ssi.shifted
         self._busy_s = 0.0
@@ -692,7 +770,7 @@ class SimBootselDevice(_PicoOnUsb):
         finally:
             cpu.uc.hook_del(hook)
         if stop != StopReason.BKPT or cpu.pc != back:
-            self.hung = True                   # the ROM's USB task never gets control back
+            self.hung = True  # the ROM's USB task never gets control back
             return t
         cpu_s = code[0] / 2 * CYCLES_PER_HALFWORD / BOOT_CLK_SYS_HZ
         baudr = max(2, ssi.regs.get(0x14, BAUDR) & 0xFFFE)
@@ -746,25 +824,87 @@ class SimAppDevice(_PicoOnUsb):
         self.strings = {1: "Raspberry Pi", 2: "Pico", 3: self.serial, 4: "Board CDC", 5: "Reset"}
         n = 3 if reset_interface else 2
         self.device_descriptor = _Desc(
-            bLength=18, bDescriptorType=1, bcdUSB=0x0200, bDeviceClass=0xEF, bDeviceSubClass=2,
-            bDeviceProtocol=1, bMaxPacketSize0=64, idVendor=VID, idProduct=APP_PID, bcdDevice=0x0100,
-            iManufacturer=1, iProduct=2, iSerialNumber=3, bNumConfigurations=1, bus=1, address=address,
-            port_number=address, port_numbers=(address,), speed=2)
-        self.config_descriptor = _Desc(bLength=9, bDescriptorType=2, wTotalLength=9 + 66 + (9 if reset_interface else 0),
-                                       bNumInterfaces=n, bConfigurationValue=1, iConfiguration=0,
-                                       bmAttributes=0x80, bMaxPower=50)
+            bLength=18,
+            bDescriptorType=1,
+            bcdUSB=0x0200,
+            bDeviceClass=0xEF,
+            bDeviceSubClass=2,
+            bDeviceProtocol=1,
+            bMaxPacketSize0=64,
+            idVendor=VID,
+            idProduct=APP_PID,
+            bcdDevice=0x0100,
+            iManufacturer=1,
+            iProduct=2,
+            iSerialNumber=3,
+            bNumConfigurations=1,
+            bus=1,
+            address=address,
+            port_number=address,
+            port_numbers=(address,),
+            speed=2,
+        )
+        self.config_descriptor = _Desc(
+            bLength=9,
+            bDescriptorType=2,
+            wTotalLength=9 + 66 + (9 if reset_interface else 0),
+            bNumInterfaces=n,
+            bConfigurationValue=1,
+            iConfiguration=0,
+            bmAttributes=0x80,
+            bMaxPower=50,
+        )
         self.interfaces = {
-            0: _Desc(bLength=9, bDescriptorType=4, bInterfaceNumber=0, bAlternateSetting=0, bNumEndpoints=1,
-                     bInterfaceClass=0x02, bInterfaceSubClass=0x02, bInterfaceProtocol=0x00, iInterface=4),
-            1: _Desc(bLength=9, bDescriptorType=4, bInterfaceNumber=1, bAlternateSetting=0, bNumEndpoints=2,
-                     bInterfaceClass=0x0A, bInterfaceSubClass=0x00, bInterfaceProtocol=0x00, iInterface=0)}
-        self.endpoints = {0: [_Desc(bLength=7, bDescriptorType=5, bEndpointAddress=0x81, bmAttributes=0x03,
-                                    wMaxPacketSize=8, bInterval=16, bRefresh=0, bSynchAddress=0)],
-                          1: [SimBootselDevice._ep(0x02), SimBootselDevice._ep(0x82)]}
+            0: _Desc(
+                bLength=9,
+                bDescriptorType=4,
+                bInterfaceNumber=0,
+                bAlternateSetting=0,
+                bNumEndpoints=1,
+                bInterfaceClass=0x02,
+                bInterfaceSubClass=0x02,
+                bInterfaceProtocol=0x00,
+                iInterface=4,
+            ),
+            1: _Desc(
+                bLength=9,
+                bDescriptorType=4,
+                bInterfaceNumber=1,
+                bAlternateSetting=0,
+                bNumEndpoints=2,
+                bInterfaceClass=0x0A,
+                bInterfaceSubClass=0x00,
+                bInterfaceProtocol=0x00,
+                iInterface=0,
+            ),
+        }
+        self.endpoints = {
+            0: [
+                _Desc(
+                    bLength=7,
+                    bDescriptorType=5,
+                    bEndpointAddress=0x81,
+                    bmAttributes=0x03,
+                    wMaxPacketSize=8,
+                    bInterval=16,
+                    bRefresh=0,
+                    bSynchAddress=0,
+                )
+            ],
+            1: [SimBootselDevice._ep(0x02), SimBootselDevice._ep(0x82)],
+        }
         if reset_interface:
-            self.interfaces[2] = _Desc(bLength=9, bDescriptorType=4, bInterfaceNumber=2, bAlternateSetting=0,
-                                       bNumEndpoints=0, bInterfaceClass=0xFF, bInterfaceSubClass=RESET_SUBCLASS,
-                                       bInterfaceProtocol=RESET_PROTOCOL, iInterface=5)
+            self.interfaces[2] = _Desc(
+                bLength=9,
+                bDescriptorType=4,
+                bInterfaceNumber=2,
+                bAlternateSetting=0,
+                bNumEndpoints=0,
+                bInterfaceClass=0xFF,
+                bInterfaceSubClass=RESET_SUBCLASS,
+                bInterfaceProtocol=RESET_PROTOCOL,
+                iInterface=5,
+            )
             self.endpoints[2] = []
 
     def claim(self, interface: int) -> None:
@@ -776,26 +916,26 @@ class SimAppDevice(_PicoOnUsb):
     def clear_halt(self, ep: int) -> None:
         self.check_present()
 
-    def control(self, request_type: int, request: int, value: int, index: int, length: int,
-                data: bytes = b"") -> bytes:
+    def control(self, request_type: int, request: int, value: int, index: int, length: int, data: bytes = b"") -> bytes:
         """The reset interface's requests; anything else stalls (the CDC requests are not
         modelled)."""
         import usb.core
+
         self.check_present()
         if 2 in self.interfaces and index == 2 and request == RESET_REQUEST_BOOTSEL:
-            self.unplugged = True              # reset_usb_boot(): the chip restarts in its boot ROM
+            self.unplugged = True  # reset_usb_boot(): the chip restarts in its boot ROM
             self.replacement = bootsel_device(self.board_name, self.store, self.address)
             return b""
         if 2 in self.interfaces and index == 2 and request == RESET_REQUEST_FLASH:
-            return b""                         # watchdog_reboot: the same firmware comes back
+            return b""  # watchdog_reboot: the same firmware comes back
         raise usb.core.USBError("Pipe error", -9, errno.EPIPE)
 
     def bulk_out(self, ep: int, data: bytes, timeout_ms: int) -> int:
         self.check_present()
-        return len(data)                       # the CDC data interface swallows what it is sent
+        return len(data)  # the CDC data interface swallows what it is sent
 
     def bulk_in(self, ep: int, size: int, timeout_ms: int) -> bytes:
         import usb.core
+
         self.check_present()
         raise usb.core.USBError("Operation timed out", -7, errno.ETIMEDOUT)
-

@@ -52,13 +52,29 @@ from piflash.sim.probes.usb.picoboot import (
 __all__ = ["SimBootselRp2350", "RP2350_COMMANDS", "NOT_PERMITTED", "INVALID_ARG", "SYS_INFO_FLAGS"]
 
 NOT_PERMITTED, INVALID_ARG = 10, 11
-STATUS_NAMES.update({9: "INVALID_STATE", 10: "NOT_PERMITTED", 11: "INVALID_ARG", 12: "BUFFER_TOO_SMALL",
-                     13: "PRECONDITION_NOT_MET", 14: "MODIFIED_DATA", 15: "INVALID_DATA", 16: "NOT_FOUND",
-                     17: "UNSUPPORTED_MODIFICATION"})
+STATUS_NAMES.update(
+    {
+        9: "INVALID_STATE",
+        10: "NOT_PERMITTED",
+        11: "INVALID_ARG",
+        12: "BUFFER_TOO_SMALL",
+        13: "PRECONDITION_NOT_MET",
+        14: "MODIFIED_DATA",
+        15: "INVALID_DATA",
+        16: "NOT_FOUND",
+        17: "UNSUPPORTED_MODIFICATION",
+    }
+)
 #: The RP2040's commands plus REBOOT2, GET_INFO and the OTP commands (pico-sdk boot/picoboot.h).
 RP2350_COMMANDS = dict(COMMANDS)
-RP2350_COMMANDS.update({0x0A: ("REBOOT2", 16, None), 0x8B: ("GET_INFO", 16, "in"),
-                        0x8C: ("OTP_READ", 5, "in"), 0x0D: ("OTP_WRITE", 5, "out")})
+RP2350_COMMANDS.update(
+    {
+        0x0A: ("REBOOT2", 16, None),
+        0x8B: ("GET_INFO", 16, "in"),
+        0x8C: ("OTP_READ", 5, "in"),
+        0x0D: ("OTP_WRITE", 5, "out"),
+    }
+)
 #: GET_INFO SYS flags (pico-sdk boot/bootrom_constants.h): CHIP_INFO 01h, CRITICAL 02h, CPU_INFO
 #: 04h, FLASH_DEV_INFO 08h, BOOT_RANDOM 10h, (NONCE 20h: dropped), BOOT_INFO 40h.
 SYS_INFO_FLAGS = 0x5F
@@ -87,13 +103,13 @@ class SimBootselRp2350(SimBootselDevice):
             return "0" * 16
 
     def _opened(self, board) -> None:
-        board.chip.parts.qmi.set_read_mode(NSBOOT_CLKDIV)     # the USB boot code's set-up
+        board.chip.parts.qmi.set_read_mode(NSBOOT_CLKDIV)  # the USB boot code's set-up
 
     def _transfer_length_ok(self, name: str, direction: Optional[str], length: int, transfer_len: int) -> bool:
         if name == "GET_INFO":
             return transfer_len <= 0x100
         if name in ("OTP_READ", "OTP_WRITE"):
-            return True                                 # refused later: not modelled
+            return True  # refused later: not modelled
         return super()._transfer_length_ok(name, direction, length, transfer_len)
 
     def _check_range(self, addr: int, length: int, write: bool) -> None:
@@ -106,7 +122,7 @@ class SimBootselRp2350(SimBootselDevice):
             if addr % PAGE:
                 raise _Stall(BAD_ALIGNMENT)
             if end > FLASH_DEV_END:
-                raise _Stall(NOT_PERMITTED)             # beyond FLASH_DEV_INFO's device
+                raise _Stall(NOT_PERMITTED)  # beyond FLASH_DEV_INFO's device
             return
         raise _Stall(INVALID_ADDRESS)
 
@@ -116,9 +132,9 @@ class SimBootselRp2350(SimBootselDevice):
         if name in ("REBOOT", "EXEC", "VECTORIZE_FLASH", "OTP_READ", "OTP_WRITE"):
             raise _Stall(UNKNOWN_CMD)
         if name in ("EXIT_XIP", "ENTER_CMD_XIP"):
-            return t                                    # kept for compatibility, no effect
+            return t  # kept for compatibility, no effect
         if name == "REBOOT2":
-            if addr & 0xF not in REBOOT2_TYPES:        # dFlags: bit 3 types (PC_SP...) refused here
+            if addr & 0xF not in REBOOT2_TYPES:  # dFlags: bit 3 types (PC_SP...) refused here
                 raise _Stall(NOT_PERMITTED)
             return t
         if name == "FLASH_ERASE":
@@ -128,14 +144,14 @@ class SimBootselRp2350(SimBootselDevice):
                 raise _Stall(INVALID_ADDRESS)
             if addr + size > FLASH_DEV_END:
                 raise _Stall(NOT_PERMITTED)
-            for sector in range(addr, addr + size, SECTOR):     # one checked call per sector
+            for sector in range(addr, addr + size, SECTOR):  # one checked call per sector
                 t = self._flash(t, lambda s=sector: rom.erase_range(s - XIP_BASE, SECTOR))
             return t
         return super()._run(name, args, t)
 
     def _write_chunk(self, cmd: dict, chunk: bytes, t: float) -> float:
         if XIP_BASE <= cmd["addr"] < FLASH_WINDOW_END:
-            chunk = chunk.ljust(PAGE, b"\0")            # the ROM's buffer is zeroed per chunk
+            chunk = chunk.ljust(PAGE, b"\0")  # the ROM's buffer is zeroed per chunk
         return super()._write_chunk(cmd, chunk, t)
 
     def _make_in_data(self, name: str, args: bytes, transfer_len: int) -> bytes:
@@ -148,28 +164,28 @@ class SimBootselRp2350(SimBootselDevice):
         uid = self.board.target_uid
         value = int.from_bytes(uid, "big")
         words = [flags]
-        if flags & 0x01:                                # CHIP_INFO
+        if flags & 0x01:  # CHIP_INFO
             words += [0, value & 0xFFFFFFFF, value >> 32]
-        if flags & 0x02:                                # CRITICAL
+        if flags & 0x02:  # CRITICAL
             words.append(self.board.bus.read(0x40120148, 4))
-        if flags & 0x04:                                # CPU_INFO: Arm
+        if flags & 0x04:  # CPU_INFO: Arm
             words.append(0)
         if flags & 0x08:
             words.append(FLASH_DEV_INFO)
-        if flags & 0x10:                                # BOOT_RANDOM
+        if flags & 0x10:  # BOOT_RANDOM
             words += list(struct.unpack("<4I", uid + uid))
-        if flags & 0x40:                                # BOOT_INFO
+        if flags & 0x40:  # BOOT_INFO
             words += [0, 0, 0, 0]
         data = struct.pack("<%dI" % (len(words) + 1), len(words), *words)
         if len(data) > transfer_len:
-            raise _Stall(12)                            # BUFFER_TOO_SMALL
+            raise _Stall(12)  # BUFFER_TOO_SMALL
         return data.ljust(transfer_len, b"\0")
 
     def _after(self, name: str, args: bytes):
         if name != "REBOOT2":
             return None
         kind = struct.unpack_from("<I", args)[0] & 0xF
-        if kind == 2:                                   # into BOOTSEL again: a new device
+        if kind == 2:  # into BOOTSEL again: a new device
             return self._reboot_to_bootsel
         return self._reboot
 

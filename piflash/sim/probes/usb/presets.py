@@ -87,7 +87,7 @@ class ProbePreset:
         if self.pio_clock_hz is None:
             return float(min(requested_hz, self.max_swd_hz))
         clk = int(self.pio_clock_hz)
-        if requested_hz >= clk // 2:        # MAX_SWJ_CLOCK(DELAY_FAST_CYCLES 0): the fast path
+        if requested_hz >= clk // 2:  # MAX_SWJ_CLOCK(DELAY_FAST_CYCLES 0): the fast path
             delay = 1
         else:
             delay = max(1, ((clk // 2) + requested_hz - 1) // requested_hz - 1)
@@ -125,11 +125,25 @@ PRESETS: Dict[str, ProbePreset] = {
     # src/tusb_edpt_handler.c (since v2.0, commit 58fa7a1) arms one 64-byte OUT transfer per
     # command: packet framing.
     "debugprobe": ProbePreset(
-        name="debugprobe", vid=0x2E8A, pid=0x000C, manufacturer="Raspberry Pi",
-        product="Debug Probe (CMSIS-DAP)", interface="CMSIS-DAP v2 Interface", link="v2-bulk-fs",
-        packet_size=64, packet_count=8, firmware_version="", protocol_version="2.1.0",
-        max_swd_hz=31_250_000.0, cmd_overhead_s=20e-6, transfer_overhead_s=1.0e-6,
-        serial_digits=16, bcd_device=0x0231, packet_framing=True, pio_clock_hz=125e6),
+        name="debugprobe",
+        vid=0x2E8A,
+        pid=0x000C,
+        manufacturer="Raspberry Pi",
+        product="Debug Probe (CMSIS-DAP)",
+        interface="CMSIS-DAP v2 Interface",
+        link="v2-bulk-fs",
+        packet_size=64,
+        packet_count=8,
+        firmware_version="",
+        protocol_version="2.1.0",
+        max_swd_hz=31_250_000.0,
+        cmd_overhead_s=20e-6,
+        transfer_overhead_s=1.0e-6,
+        serial_digits=16,
+        bcd_device=0x0231,
+        packet_framing=True,
+        pio_clock_hz=125e6,
+    ),
     # YAPicoprobe (rgrr/yapicoprobe) at commit 28fd8db (2023-01-06), the firmware of the
     # published RP2040 figures in its doc/benchmarks.adoc: the same 2e8a:000c, product
     # "YAPicoprobe CMSIS-DAP", CMSIS-DAP v2 interface "YAPicoprobe CMSIS-DAP v2"
@@ -138,36 +152,85 @@ PRESETS: Dict[str, ProbePreset] = {
     # 64 bytes; SWD "overclocked to 25MHz", the RP2040 at 150 MHz (commit message). Firmware
     # times per command and transfer: the Debug Probe's (an assumption).
     "yapicoprobe": ProbePreset(
-        name="yapicoprobe", vid=0x2E8A, pid=0x000C, manufacturer="Raspberry Pi",
-        product="YAPicoprobe CMSIS-DAP", interface="YAPicoprobe CMSIS-DAP v2", link="v2-bulk-fs",
-        packet_size=128, packet_count=2, firmware_version="", protocol_version="2.1.0",
-        max_swd_hz=25_000_000.0, cmd_overhead_s=20e-6, transfer_overhead_s=1.0e-6,
-        serial_digits=16, bcd_device=0x0110),
+        name="yapicoprobe",
+        vid=0x2E8A,
+        pid=0x000C,
+        manufacturer="Raspberry Pi",
+        product="YAPicoprobe CMSIS-DAP",
+        interface="YAPicoprobe CMSIS-DAP v2",
+        link="v2-bulk-fs",
+        packet_size=128,
+        packet_count=2,
+        firmware_version="",
+        protocol_version="2.1.0",
+        max_swd_hz=25_000_000.0,
+        cmd_overhead_s=20e-6,
+        transfer_overhead_s=1.0e-6,
+        serial_digits=16,
+        bcd_device=0x0110,
+    ),
     "yapicoprobe-v1": ProbePreset(
-        name="yapicoprobe-v1", vid=0x2E8A, pid=0x000C, manufacturer="Raspberry Pi",
-        product="YAPicoprobe CMSIS-DAP", interface="YAPicoprobe CMSIS-DAP v1", link="v1-hid",
-        packet_size=64, packet_count=1, firmware_version="", protocol_version="2.1.0",
-        max_swd_hz=25_000_000.0, cmd_overhead_s=20e-6, transfer_overhead_s=1.0e-6,
-        serial_digits=16, bcd_device=0x0110),
+        name="yapicoprobe-v1",
+        vid=0x2E8A,
+        pid=0x000C,
+        manufacturer="Raspberry Pi",
+        product="YAPicoprobe CMSIS-DAP",
+        interface="YAPicoprobe CMSIS-DAP v1",
+        link="v1-hid",
+        packet_size=64,
+        packet_count=1,
+        firmware_version="",
+        protocol_version="2.1.0",
+        max_swd_hz=25_000_000.0,
+        cmd_overhead_s=20e-6,
+        transfer_overhead_s=1.0e-6,
+        serial_digits=16,
+        bcd_device=0x0110,
+    ),
     # Arm DAPLink on the micro:bit v1 interface chip (KL26Z): CMSIS-DAP v1 over HID, 64-byte
     # reports, full speed, 1 ms interrupt polling (bInterval 1). 0d28:0204, product "DAPLink
     # CMSIS-DAP"; DAP_PACKET_SIZE 64 and DAP_PACKET_COUNT 5 (ARMmbed/DAPLink
     # source/hic_hal/freescale/kl26z/DAP_config.h). Software SWD tops out at about 2 MHz on these
     # interface chips (ARMmbed/DAPLink issue #627, maintainer's comment). Serial: 48 hex digits.
     "daplink": ProbePreset(
-        name="daplink", vid=0x0D28, pid=0x0204, manufacturer="ARM", product="DAPLink CMSIS-DAP",
-        interface="CMSIS-DAP v1", link="v1-hid", packet_size=64, packet_count=5,
-        firmware_version="0257", protocol_version="1.3.0", max_swd_hz=2_000_000.0,
-        cmd_overhead_s=30e-6, transfer_overhead_s=3.0e-6, serial_digits=48, bcd_device=0x1000),
+        name="daplink",
+        vid=0x0D28,
+        pid=0x0204,
+        manufacturer="ARM",
+        product="DAPLink CMSIS-DAP",
+        interface="CMSIS-DAP v1",
+        link="v1-hid",
+        packet_size=64,
+        packet_count=5,
+        firmware_version="0257",
+        protocol_version="1.3.0",
+        max_swd_hz=2_000_000.0,
+        cmd_overhead_s=30e-6,
+        transfer_overhead_s=3.0e-6,
+        serial_digits=48,
+        bcd_device=0x1000,
+    ),
     # A high-speed CMSIS-DAP v2 probe, NXP MCU-Link (1fc9:0143, LPC55S69 with a USB HS PHY):
     # 512-byte packets (USB 2.0 high-speed bulk wMaxPacketSize). Its firmware is closed: packet
     # count 8, the strings and the firmware timing are assumptions of this model.
     "mculink": ProbePreset(
-        name="mculink", vid=0x1FC9, pid=0x0143, manufacturer="NXP Semiconductors",
-        product="MCU-LINK (r0FF) CMSIS-DAP V3.128", interface="MCU-LINK CMSIS-DAP", link="v2-bulk-hs",
-        packet_size=512, packet_count=8, firmware_version="3.128", protocol_version="2.1.0",
-        max_swd_hz=24_000_000.0, cmd_overhead_s=10e-6, transfer_overhead_s=0.3e-6,
-        serial_digits=16, bcd_device=0x0100),
+        name="mculink",
+        vid=0x1FC9,
+        pid=0x0143,
+        manufacturer="NXP Semiconductors",
+        product="MCU-LINK (r0FF) CMSIS-DAP V3.128",
+        interface="MCU-LINK CMSIS-DAP",
+        link="v2-bulk-hs",
+        packet_size=512,
+        packet_count=8,
+        firmware_version="3.128",
+        protocol_version="2.1.0",
+        max_swd_hz=24_000_000.0,
+        cmd_overhead_s=10e-6,
+        transfer_overhead_s=0.3e-6,
+        serial_digits=16,
+        bcd_device=0x0100,
+    ),
 }
 
 
@@ -179,5 +242,4 @@ def get_preset(name: str) -> ProbePreset:
     try:
         return PRESETS[name]
     except KeyError:
-        raise ValueError("unknown simulated probe preset %r (choose from %s)"
-                         % (name, ", ".join(PRESETS))) from None
+        raise ValueError("unknown simulated probe preset %r (choose from %s)" % (name, ", ".join(PRESETS))) from None

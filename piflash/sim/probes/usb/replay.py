@@ -50,16 +50,25 @@ class Recording:
 
     def to_json(self) -> str:
         """The recording as JSON text (packets in hex)."""
-        return json.dumps({"preset": self.preset, "serial": self.serial, "marks": self.marks,
-                           "exchanges": [[o.hex(), i.hex()] for o, i in self.exchanges]})
+        return json.dumps(
+            {
+                "preset": self.preset,
+                "serial": self.serial,
+                "marks": self.marks,
+                "exchanges": [[o.hex(), i.hex()] for o, i in self.exchanges],
+            }
+        )
 
     @classmethod
     def from_json(cls, text: str) -> "Recording":
         """The inverse of :meth:`to_json`. :raises ValueError: Not a recording."""
         raw = json.loads(text)
-        return cls(raw["preset"], raw["serial"],
-                   [(bytes.fromhex(o), bytes.fromhex(i)) for o, i in raw["exchanges"]],
-                   raw.get("marks", {}))
+        return cls(
+            raw["preset"],
+            raw["serial"],
+            [(bytes.fromhex(o), bytes.fromhex(i)) for o, i in raw["exchanges"]],
+            raw.get("marks", {}),
+        )
 
 
 class ReplayDevice:
@@ -109,7 +118,7 @@ class ReplayDevice:
         size = self.preset.packet_size
         if self.preset.packet_framing and len(data) > size:
             for i in range(0, len(data), size):
-                self._answer(data[i:i + size])
+                self._answer(data[i : i + size])
             return len(data)
         self._answer(data)
         return len(data)
@@ -119,12 +128,16 @@ class ReplayDevice:
             index = self.sent
             exchanges = self.recording.exchanges
             if index >= len(exchanges):
-                self._fail("packet %d (%s) is past the end of the recording (%d packets)"
-                           % (index, bytes(data[:16]).hex(), len(exchanges)))
+                self._fail(
+                    "packet %d (%s) is past the end of the recording (%d packets)"
+                    % (index, bytes(data[:16]).hex(), len(exchanges))
+                )
             expected, response = exchanges[index]
             if bytes(data) != expected:
-                self._fail("packet %d differs from the recording: sent %s, recorded %s"
-                           % (index, bytes(data[:32]).hex(), expected[:32].hex()))
+                self._fail(
+                    "packet %d differs from the recording: sent %s, recorded %s"
+                    % (index, bytes(data[:32]).hex(), expected[:32].hex())
+                )
             self.sent = index + 1
             self._responses.append(response)
             self._cond.notify_all()
@@ -133,6 +146,7 @@ class ReplayDevice:
         """An IN transfer: the oldest response not read yet; times out (ETIMEDOUT) after
         ``timeout_ms`` with nothing to read, as a probe does."""
         import usb.core
+
         deadline = time.monotonic() + max(timeout_ms, 1) / 1000.0
         with self._cond:
             while not self._responses:
@@ -149,8 +163,9 @@ class ReplayDevice:
         if self.mismatch is not None:
             raise self.mismatch
         if self.sent != len(self.recording.exchanges):
-            raise ReplayMismatch("%d of the recording's %d packets were sent"
-                                 % (self.sent, len(self.recording.exchanges)))
+            raise ReplayMismatch(
+                "%d of the recording's %d packets were sent" % (self.sent, len(self.recording.exchanges))
+            )
 
     def _fail(self, text: str) -> None:
         err = ReplayMismatch(text)

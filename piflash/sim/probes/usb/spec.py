@@ -37,6 +37,7 @@ def parse_spec(text: str) -> List[Tuple[str, str, bool, Optional[str]]]:
     :raises ValueError: An unknown preset, an empty board name or a malformed serial number.
     """
     from piflash.sim.probes.usb.presets import PRESETS
+
     out = []
     for item in (part.strip() for part in text.split(",")):
         if not item:
@@ -46,12 +47,15 @@ def parse_spec(text: str) -> List[Tuple[str, str, bool, Optional[str]]]:
         board, _, preset = item.partition("@")
         preset = preset.strip() or "debugprobe"
         if not board or (preset not in PRESETS and preset not in PICO_MODES):
-            raise ValueError("%s: bad entry %r (BOARD[@%s][#SERIAL][!noaccess])"
-                             % (ENV_VAR, item, "|".join(list(PRESETS) + list(PICO_MODES))))
+            raise ValueError(
+                "%s: bad entry %r (BOARD[@%s][#SERIAL][!noaccess])"
+                % (ENV_VAR, item, "|".join(list(PRESETS) + list(PICO_MODES)))
+            )
         serial = serial.strip()
         if has_serial and not (serial.isascii() and serial.isalnum() and len(serial) <= 126):
-            raise ValueError("%s: bad serial number %r in %r (letters and digits, at most 126)"
-                             % (ENV_VAR, serial, item))
+            raise ValueError(
+                "%s: bad serial number %r in %r (letters and digits, at most 126)" % (ENV_VAR, serial, item)
+            )
         out.append((board.strip().lower(), preset, flag.strip() == "noaccess", serial if has_serial else None))
     return out
 

@@ -37,9 +37,20 @@ from typing import Dict, List, Optional, Tuple
 
 from piflash.sim.probes.usb.presets import ProbePreset
 
-__all__ = ["VirtualClock", "Link", "TargetTiming", "TARGET_TIMING", "swd_transfer_bits",
-           "swd_wait_bits", "HOST_TRANSFER_S", "FRAME_S", "HostPreset", "HOST_PRESETS",
-           "DEFAULT_HOST", "get_host"]
+__all__ = [
+    "VirtualClock",
+    "Link",
+    "TargetTiming",
+    "TARGET_TIMING",
+    "swd_transfer_bits",
+    "swd_wait_bits",
+    "HOST_TRANSFER_S",
+    "FRAME_S",
+    "HostPreset",
+    "HOST_PRESETS",
+    "DEFAULT_HOST",
+    "get_host",
+]
 
 #: Full-speed frame, seconds (USB 2.0 spec 8.4.3.1: 1 ms SOF interval).
 FRAME_S = 1e-3
@@ -148,9 +159,13 @@ class VirtualClock:
         """All figures as plain JSON-able data: ``{"now_s", "phases", "busy", "requests",
         "phase_requests"}`` (seconds, counts)."""
         self.sync()
-        return {"now_s": self.now, "phases": dict(self.phases), "busy": dict(self.busy),
-                "requests": dict(self.requests),
-                "phase_requests": {k: dict(v) for k, v in self.phase_requests.items()}}
+        return {
+            "now_s": self.now,
+            "phases": dict(self.phases),
+            "busy": dict(self.busy),
+            "requests": dict(self.requests),
+            "phase_requests": {k: dict(v) for k, v in self.phase_requests.items()},
+        }
 
 
 class Link:
@@ -169,7 +184,7 @@ class Link:
         self.kind = preset.link
         self.max_packet = preset.max_packet
         self._bps = HIGH_SPEED_BPS if preset.high_speed else FULL_SPEED_BPS
-        self._next_out = 0.0       # earliest time of the next OUT transaction
+        self._next_out = 0.0  # earliest time of the next OUT transaction
         self._next_in = 0.0
 
     def wire_time(self, nbytes: int) -> float:
@@ -221,8 +236,7 @@ class Link:
         """An IN transfer whose data the probe has ready at ``t_ready``: returns when the host
         has it (seconds)."""
         if self.kind == "v1-hid":
-            slot = self._frame_slot(t_ready - HID_IN_OFFSET_S, self._next_in - HID_IN_OFFSET_S) \
-                + HID_IN_OFFSET_S
+            slot = self._frame_slot(t_ready - HID_IN_OFFSET_S, self._next_in - HID_IN_OFFSET_S) + HID_IN_OFFSET_S
             self._next_in = slot + FRAME_S
             return self._on_wire(slot, self.wire_time(nbytes))
         start = max(t_ready, self._next_in)
@@ -276,7 +290,7 @@ class TargetTiming:
         ``program``, a block erase) on ``nbytes`` bytes."""
         if op in self.block_erase_s:
             return self.block_erase_s[op][0]
-        if op == "spi_cycles":          # core clock cycles a boot ROM spends shifting SPI bytes
+        if op == "spi_cycles":  # core clock cycles a boot ROM spends shifting SPI bytes
             return nbytes / self.core_hz
         if op == "erase_page":
             return self.erase_page_s
@@ -288,7 +302,7 @@ class TargetTiming:
         """The datasheet's maximum seconds of ``op`` on ``nbytes`` bytes: a timeout's bound."""
         if op in self.block_erase_s:
             return self.block_erase_s[op][1]
-        if op == "spi_cycles":          # core clock cycles a boot ROM spends shifting SPI bytes
+        if op == "spi_cycles":  # core clock cycles a boot ROM spends shifting SPI bytes
             return nbytes / self.core_hz
         if op == "erase_page":
             return self.erase_page_max_s
@@ -309,38 +323,65 @@ TARGET_TIMING: Dict[str, TargetTiming] = {
     # to write one word) 46.3 us, t_ERASEPAGE 22.3 ms, t_ERASEALL 22.3 ms, each the table's
     # maximum. Core at 16 MHz (HFCLK, same document "Clock management").
     "nrf51": TargetTiming(
-        core_hz=16e6, program_s=46.3e-6, program_unit=4, erase_page_s=22.3e-3, erase_all_s=22.3e-3,
-        program_max_s=46.3e-6, erase_page_max_s=22.3e-3, erase_all_max_s=22.3e-3,
+        core_hz=16e6,
+        program_s=46.3e-6,
+        program_unit=4,
+        erase_page_s=22.3e-3,
+        erase_all_s=22.3e-3,
+        program_max_s=46.3e-6,
+        erase_page_max_s=22.3e-3,
+        erase_all_max_s=22.3e-3,
         source="nRF51822 PS v3.4, Flash specifications",
-        notes={"program_s": "the table's maximum: no typical value is used for the nRF51",
-               "erase_page_s": "the table's maximum: with it the model reproduces pyOCD issue "
-                               "#23's published nRF51 page-erase rate (0.95, docs/benchmarks.md "
-                               "Calibration), which leaves no room for a shorter typical erase",
-               "erase_all_s": "the table's maximum"}),
+        notes={
+            "program_s": "the table's maximum: no typical value is used for the nRF51",
+            "erase_page_s": "the table's maximum: with it the model reproduces pyOCD issue "
+            "#23's published nRF51 page-erase rate (0.95, docs/benchmarks.md "
+            "Calibration), which leaves no room for a shorter typical erase",
+            "erase_all_s": "the table's maximum",
+        },
+    ),
     # nRF52840 Product Specification v1.7, section 4.3.10 "NVMC electrical specification":
     # t_WRITE 41 us, t_ERASEPAGE 85 ms, t_ERASEALL 169 ms, each a maximum (the table gives no
     # typical value). Core at 64 MHz.
     "nrf52840": TargetTiming(
-        core_hz=64e6, program_s=41e-6, program_unit=4, erase_page_s=20e-3, erase_all_s=169e-3,
-        program_max_s=41e-6, erase_page_max_s=85e-3, erase_all_max_s=169e-3,
+        core_hz=64e6,
+        program_s=41e-6,
+        program_unit=4,
+        erase_page_s=20e-3,
+        erase_all_s=169e-3,
+        program_max_s=41e-6,
+        erase_page_max_s=85e-3,
+        erase_all_max_s=169e-3,
         source="nRF52840 PS v1.7, 4.3.10 NVMC electrical specification (maxima)",
-        notes={"program_s": "the table's maximum (no typical given): a pessimistic prediction",
-               "erase_page_s": "no typical in the table; 20 ms is what a real nRF52 took through "
-                               "pyOCD: erase_sector calls 20-21 ms apart, probe round trips "
-                               "included (pyOCD trace log, probe-rs/probe-rs issue #2299, "
-                               "2024-11-25), an upper bound of the erase itself",
-               "erase_all_s": "the table's maximum (no typical given, no measurement found)"}),
+        notes={
+            "program_s": "the table's maximum (no typical given): a pessimistic prediction",
+            "erase_page_s": "no typical in the table; 20 ms is what a real nRF52 took through "
+            "pyOCD: erase_sector calls 20-21 ms apart, probe round trips "
+            "included (pyOCD trace log, probe-rs/probe-rs issue #2299, "
+            "2024-11-25), an upper bound of the erase itself",
+            "erase_all_s": "the table's maximum (no typical given, no measurement found)",
+        },
+    ),
     # STM32F103xC/D/E datasheet DS5792, section 5.3.9 "Memory characteristics", table "Flash
     # memory characteristics": t_prog (16-bit programming) 40 min, 52.5 typical, 70 max us;
     # t_ERASE (page, 2 KiB) 20 min, 40 max ms; t_ME (mass erase) 20 min, 40 max ms (no typical
     # for either erase). The core runs at 8 MHz on HSI after reset (RM0008 7.2), and pyOCD's
     # algorithm does not change the clock.
     "stm32f103rc": TargetTiming(
-        core_hz=8e6, program_s=52.5e-6, program_unit=2, erase_page_s=30e-3, erase_all_s=30e-3,
-        program_max_s=70e-6, erase_page_max_s=40e-3, erase_all_max_s=40e-3,
+        core_hz=8e6,
+        program_s=52.5e-6,
+        program_unit=2,
+        erase_page_s=30e-3,
+        erase_all_s=30e-3,
+        program_max_s=70e-6,
+        erase_page_max_s=40e-3,
+        erase_all_max_s=40e-3,
         source="DS5792 5.3.9 Flash memory characteristics",
-        notes={"erase_page_s": "no typical in the table: the middle of its 20-40 ms",
-               "erase_all_s": "no typical in the table: the middle of its 20-40 ms"}),
+        notes={
+            "erase_page_s": "no typical in the table: the middle of its 20-40 ms",
+            "erase_all_s": "no typical in the table: the middle of its 20-40 ms",
+        },
+    ),
     # The Pico's Winbond W25Q16JV, datasheet section 9.6 "AC Electrical Characteristics":
     # page program (256 bytes) t_PP 0.4 ms typical, 3 ms maximum; 4 KiB sector erase t_SE 45 /
     # 400 ms; 32 KiB block t_BE1 120 / 1600 ms; 64 KiB block t_BE2 150 / 2000 ms; chip erase
@@ -351,12 +392,21 @@ TARGET_TIMING: Dict[str, TargetTiming] = {
     # (RP2040 datasheet 2.17), which pyOCD's algorithm does not change: at BAUDR 6, 7.4 us per
     # byte, 1.9 ms for a page program's 260 bytes.
     "rp2040": TargetTiming(
-        core_hz=6.5e6, program_s=0.4e-3, program_unit=256, erase_page_s=45e-3, erase_all_s=5.0,
-        program_max_s=3e-3, erase_page_max_s=400e-3, erase_all_max_s=25.0,
+        core_hz=6.5e6,
+        program_s=0.4e-3,
+        program_unit=256,
+        erase_page_s=45e-3,
+        erase_all_s=5.0,
+        program_max_s=3e-3,
+        erase_page_max_s=400e-3,
+        erase_all_max_s=25.0,
         source="Winbond W25Q16JV datasheet 9.6 AC Electrical Characteristics (typical)",
-        notes={"program_s": "t_PP per 256-byte page; the SPI transfer is charged apart (spi_cycles)",
-               "core_hz": "the ring oscillator's nominal frequency; real parts range widely"},
-        block_erase_s={"erase_block32": (120e-3, 1.6), "erase_block64": (150e-3, 2.0)}),
+        notes={
+            "program_s": "t_PP per 256-byte page; the SPI transfer is charged apart (spi_cycles)",
+            "core_hz": "the ring oscillator's nominal frequency; real parts range widely",
+        },
+        block_erase_s={"erase_block32": (120e-3, 1.6), "erase_block64": (150e-3, 2.0)},
+    ),
     # RP2350 (Pico 2): clk_sys from the ring oscillator at its nominal 11 MHz after a reset, which
     # the boot ROM does not change on the flash boot path of an A2 part (RP2350 datasheet 8.3.1;
     # pico-bootrom-rp2350 varm_nsboot.c), so pyOCD's algorithm runs at it; the ROM's flash
@@ -364,14 +414,23 @@ TARGET_TIMING: Dict[str, TargetTiming] = {
     # as spi_cycles. The Pico 2's W25Q32RV: its AC table was not found; the W25Q16JV's typical
     # and maximum times (the same JV/RV family's figures) stand in.
     "rp2350": TargetTiming(
-        core_hz=11e6, program_s=0.4e-3, program_unit=256, erase_page_s=45e-3, erase_all_s=10.0,
-        program_max_s=3e-3, erase_page_max_s=400e-3, erase_all_max_s=50.0,
+        core_hz=11e6,
+        program_s=0.4e-3,
+        program_unit=256,
+        erase_page_s=45e-3,
+        erase_all_s=10.0,
+        program_max_s=3e-3,
+        erase_page_max_s=400e-3,
+        erase_all_max_s=50.0,
         source="Winbond W25Q16JV datasheet 9.6 AC Electrical Characteristics (typical), standing in "
-               "for the Pico 2's W25Q32RV",
-        notes={"program_s": "t_PP per 256-byte page; the SPI transfer is charged apart (spi_cycles)",
-               "core_hz": "the ring oscillator's nominal 11 MHz at boot; real parts range widely",
-               "erase_all_s": "W25Q32JV t_CE 10 s typical, 50 s maximum (secondary sources)"},
-        block_erase_s={"erase_block32": (120e-3, 1.6), "erase_block64": (150e-3, 2.0)}),
+        "for the Pico 2's W25Q32RV",
+        notes={
+            "program_s": "t_PP per 256-byte page; the SPI transfer is charged apart (spi_cycles)",
+            "core_hz": "the ring oscillator's nominal 11 MHz at boot; real parts range widely",
+            "erase_all_s": "W25Q32JV t_CE 10 s typical, 50 s maximum (secondary sources)",
+        },
+        block_erase_s={"erase_block32": (120e-3, 1.6), "erase_block64": (150e-3, 2.0)},
+    ),
 }
 
 
@@ -449,8 +508,10 @@ class HostPreset:
 X86_MEASURED = {
     "cpu": "x86_64 AMD EPYC, 2 cores shared with other jobs",
     "transfer_s": {"piflash": 37.1e-6, "pyocd": 42.8e-6},
-    "parse_s_per_byte": {"piflash": {"hex": 0.0555 / 670788, "bin": 0.0006 / 327680},
-                         "pyocd": {"hex": 0.184 / 670788, "bin": 0.0056 / 327680}},
+    "parse_s_per_byte": {
+        "piflash": {"hex": 0.0555 / 670788, "bin": 0.0006 / 327680},
+        "pyocd": {"hex": 0.184 / 670788, "bin": 0.0056 / 327680},
+    },
     "cached_load_s_per_byte": {"hex": 0.00084 / 670788, "bin": 0.0006 / 327680},
     "startup_s": 0.532,
     "sleep_s": {"piflash": 0.11, "pyocd": 0.11},
@@ -460,12 +521,17 @@ X86_MEASURED = {
 def _scaled(name: str, cpu: str, factor: float, factor_range: tuple, source: str) -> HostPreset:
     m = X86_MEASURED
     return HostPreset(
-        name=name, cpu=cpu, factor=factor, factor_range=factor_range, factor_source=source,
+        name=name,
+        cpu=cpu,
+        factor=factor,
+        factor_range=factor_range,
+        factor_source=source,
         transfer_s={k: v * factor for k, v in m["transfer_s"].items()},
-        parse_s_per_byte={t: {f: v * factor for f, v in d.items()}
-                          for t, d in m["parse_s_per_byte"].items()},
+        parse_s_per_byte={t: {f: v * factor for f, v in d.items()} for t, d in m["parse_s_per_byte"].items()},
         cached_load_s_per_byte={f: v * factor for f, v in m["cached_load_s_per_byte"].items()},
-        startup_s=m["startup_s"] * factor, sleep_s=dict(m["sleep_s"]))
+        startup_s=m["startup_s"] * factor,
+        sleep_s=dict(m["sleep_s"]),
+    )
 
 
 #: Python CPU time of a Cortex-A53 at 1 GHz (Pi Zero 2W, BCM2710A1) against the x86 machine:
@@ -492,12 +558,27 @@ PI5_FACTOR = (1.4, (1.4, 1.5))
 #: Host presets by name (``real_probe.py --host``).
 HOST_PRESETS: Dict[str, HostPreset] = {
     "x86": _scaled("x86", X86_MEASURED["cpu"], 1.0, (1.0, 1.0), "measured: benchmarks/host_cost.py"),
-    "zero2w": _scaled("zero2w", "Cortex-A53 at 1 GHz (Raspberry Pi Zero 2W)", ZERO2W_FACTOR[0],
-                      ZERO2W_FACTOR[1], "pystone (sabnzbd #1162) and pyOCD's log on an A53 (probe-rs #2299)"),
-    "pi4": _scaled("pi4", "Cortex-A72 at 1.5-1.8 GHz (Raspberry Pi 4)", PI4_FACTOR[0], PI4_FACTOR[1],
-                   "Python pi-digits (alexdedyura/cpu-benchmark), sysbench cross-check"),
-    "pi5": _scaled("pi5", "Cortex-A76 at 2.4 GHz (Raspberry Pi 5)", PI5_FACTOR[0], PI5_FACTOR[1],
-                   "the pi4 factor over sysbench's Pi 5 / Pi 4 single-core ratio"),
+    "zero2w": _scaled(
+        "zero2w",
+        "Cortex-A53 at 1 GHz (Raspberry Pi Zero 2W)",
+        ZERO2W_FACTOR[0],
+        ZERO2W_FACTOR[1],
+        "pystone (sabnzbd #1162) and pyOCD's log on an A53 (probe-rs #2299)",
+    ),
+    "pi4": _scaled(
+        "pi4",
+        "Cortex-A72 at 1.5-1.8 GHz (Raspberry Pi 4)",
+        PI4_FACTOR[0],
+        PI4_FACTOR[1],
+        "Python pi-digits (alexdedyura/cpu-benchmark), sysbench cross-check",
+    ),
+    "pi5": _scaled(
+        "pi5",
+        "Cortex-A76 at 2.4 GHz (Raspberry Pi 5)",
+        PI5_FACTOR[0],
+        PI5_FACTOR[1],
+        "the pi4 factor over sysbench's Pi 5 / Pi 4 single-core ratio",
+    ),
 }
 #: The host a device charges unless told otherwise.
 DEFAULT_HOST = "x86"
@@ -514,5 +595,4 @@ def get_host(name: str) -> HostPreset:
     try:
         return HOST_PRESETS[name]
     except KeyError:
-        raise ValueError("unknown host preset %r (choose from %s)"
-                         % (name, ", ".join(HOST_PRESETS))) from None
+        raise ValueError("unknown host preset %r (choose from %s)" % (name, ", ".join(HOST_PRESETS))) from None
