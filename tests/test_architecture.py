@@ -1,45 +1,37 @@
-"""The house plan (docs/architecture.md), checked on the code's own imports.
+"""The house plan, docs/architecture.md's table "Packages and the imports allowed", checked on
+the code's own imports.
 
 Every ``import``/``from ... import`` in ``piflash/`` counts: at module level, inside a function (a
 lazy import is still a dependency) and under ``if TYPE_CHECKING:`` (a type-only import still ties
-the two modules together: the board <-> chips circle of issue 25 was one). Read with ``ast``, so
-nothing is imported to check it.
+the two modules together). Read with ``ast``, so nothing is imported to check it.
 
-The rules (issue 25): no import circle; each room imports only the rooms below it
-(:data:`PRODUCT_ROOMS`, :data:`SIM_ROOMS`, bottom first); the simulator imports nothing of the
-product, and of the product only ``host`` and ``cli`` import it; no room below the CLI imports
-click, rich or the CLI (the station's live view may draw with rich); every package says in its
-docstring what it owns and what it may import.
+The rules: the table is read from the document (one source of truth); every module belongs to a
+package of the table; no import circle between modules; a package imports only the packages its
+row allows, and of the watched third-party packages only those its row names; the table itself
+is ordered bottom first (a package may import only packages listed before it); the simulator's
+own layers import only the layers below them; every package says in its docstring what it owns
+and what it may import.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
-from typing import Dict, List, Set
+from typing import Dict, List, Set, Tuple
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "piflash"
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "piflash"
+DOC = REPO / "docs" / "architecture.md"
 
-#: The product's rooms, bottom first: a room may import only the rooms before it (and itself).
-#: Each entry: (room, module prefixes). ``piflash`` alone is the package's own ``__init__``.
-PRODUCT_ROOMS = (
-    ("shared", ("piflash", "piflash.errors", "piflash.progress", "piflash.limits", "piflash.settings")),
-    ("probe", ("piflash.probe",)),
-    ("host", ("piflash.host",)),
-    ("targets", ("piflash.targets",)),
-    ("firmware", ("piflash.firmware",)),
-    ("record", ("piflash.record",)),
-    ("flashing", ("piflash.flashing",)),
-    ("production", ("piflash.production",)),
-    ("jobs", ("piflash.jobs",)),
-    ("profiles", ("piflash.profiles",)),
-    ("station", ("piflash.station",)),
-    ("cli", ("piflash.cli", "piflash.__main__")),
-)
-#: The simulator's rooms, bottom first (docs/architecture.md, "The simulated board").
-SIM_ROOMS = (
+#: Third-party packages whose use the table governs (the standard library is always allowed).
+WATCHED = ("pyocd", "usb", "click", "rich", "unicorn", "psycopg", "prometheus_client", "gpiozero", "yaml",
+           "elftools", "bincopy", "intelhex", "cryptography")
+
+#: The simulator's layers, bottom first (docs/architecture.md, "The simulated board").
+SIM_LAYERS = (
     ("sim.specs", ("piflash.sim.specs",)),
     ("sim.faults", ("piflash.sim.faults",)),
     ("sim.store", ("piflash.sim.store",)),
@@ -51,12 +43,27 @@ SIM_ROOMS = (
     ("sim.board", ("piflash.sim.board",)),
     ("sim.probes", ("piflash.sim.probes",)),
 )
-#: Product rooms that may use the simulator: the CLI drives it. The simulated USB bus is found
-#: through the entry point group ``piflash.usb_backend``, not imported.
-SIM_USERS = ("cli",)
-#: The rooms of piflash's API: usable without the CLI, free of click and rich.
-CORE = ("shared", "probe", "targets", "firmware", "record", "flashing", "production", "jobs", "profiles")
-FRONT_END = ("click", "rich", "piflash.cli")
+
+
+def read_plan(text: str) -> List[Tuple[str, Set[str], Set[str], Set[str]]]:
+    """The table's rows, bottom first: (package, its shared modules' names if it is ``shared``,
+    the piflash packages it may import, the third-party packages it may import)."""
+    section = text.split("## Packages and the imports allowed", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        if not line.startswith("| `"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        assert len(cells) == 4, f"a row of the plan has {len(cells)} cells, not 4: {line[:80]}"
+        name = cells[0].strip("`")
+        modules = set(re.findall(r"`(\w+)\.py`", cells[1])) if name == "shared" else set()
+        rows.append((name, modules, set(re.findall(r"`(\w+)`", cells[2])), set(re.findall(r"`(\w+)`", cells[3]))))
+    assert rows, "docs/architecture.md has no table under 'Packages and the imports allowed'"
+    return rows
+
+
+PLAN = read_plan(DOC.read_text())
+SHARED = next(mods for name, mods, _, _ in PLAN if name == "shared")
 
 
 def module_name(path: Path) -> str:
@@ -86,30 +93,6 @@ def imports_of(path: Path) -> Set[str]:
             # "from piflash.host import memguard" imports the submodule piflash.host.memguard
             found.update(f"{mod}.{alias.name}" for alias in node.names)
     return found
-
-
-def room_of(module: str) -> str:
-    """The room a module of piflash belongs to (the longest matching prefix)."""
-    best, best_len = "", -1
-    for room, prefixes in PRODUCT_ROOMS + SIM_ROOMS:
-        for prefix in prefixes:
-            exact_only = prefix == "piflash"
-            if module == prefix or (not exact_only and module.startswith(prefix + ".")):
-                if len(prefix) > best_len:
-                    best, best_len = room, len(prefix)
-    assert best, f"{module} is in no room of the house plan: add it to PRODUCT_ROOMS or SIM_ROOMS"
-    return best
-
-
-@pytest.fixture(scope="module")
-def modules() -> Dict[str, Path]:
-    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
-
-
-@pytest.fixture(scope="module")
-def graph(modules) -> Dict[str, Set[str]]:
-    return {name: {m for m in imports_of(path) if m in modules and m != name}
-            for name, path in modules.items()}
 
 
 def cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
@@ -166,9 +149,58 @@ def test_the_reader_sees_every_kind_of_import(tmp_path):
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_every_module_is_in_a_room(modules):
-    for name in modules:
-        room_of(name)
+def package_of(module: str) -> str:
+    """The package of the plan a module of piflash belongs to."""
+    parts = module.split(".")
+    if module == "piflash" or (len(parts) == 2 and parts[1] in SHARED):
+        return "shared"
+    if module == "piflash.__main__":
+        return "cli"
+    return parts[1]
+
+
+def sim_layer_of(module: str) -> str:
+    """The simulator's layer of one of its modules (the longest matching prefix)."""
+    best, best_len = "", -1
+    for layer, prefixes in SIM_LAYERS:
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_len:
+                best, best_len = layer, len(prefix)
+    return best
+
+
+@pytest.fixture(scope="module")
+def modules() -> Dict[str, Path]:
+    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+@pytest.fixture(scope="module")
+def graph(modules) -> Dict[str, Set[str]]:
+    return {name: {m for m in imports_of(path) if m in modules and m != name} for name, path in modules.items()}
+
+
+def test_the_plan_is_read_from_the_document():
+    names = [name for name, *_ in PLAN]
+    assert names[0] == "shared" and names[-1] == "cli" and "sim" in names
+    assert len(names) == len(set(names))
+    assert {"errors", "progress", "limits", "settings"} <= SHARED
+    made_up = "## Packages and the imports allowed\n\n| package | owns | may import | third-party |\n|---|---|---|---|\n" \
+              "| `shared` | `errors.py` | | |\n| `a` | x | `shared` | `pyocd` |\n\n## Next\n| `b` | x | y | z |\n"
+    assert read_plan(made_up) == [("shared", {"errors"}, set(), set()), ("a", set(), {"shared"}, {"pyocd"})]
+
+
+def test_the_plan_is_ordered_bottom_first():
+    seen: Set[str] = set()
+    for name, _, may, _ in PLAN:
+        above = may - seen
+        assert not above, f"{name} may import {sorted(above)}, listed after it: the plan would allow a circle"
+        seen.add(name)
+
+
+def test_every_module_is_in_a_package_of_the_plan(modules):
+    names = {name for name, *_ in PLAN}
+    stray = sorted(m for m in modules if package_of(m) not in names)
+    assert not stray, f"modules in no package of docs/architecture.md's plan: {stray}"
 
 
 def test_no_import_circle_inside_piflash(graph):
@@ -177,45 +209,33 @@ def test_no_import_circle_inside_piflash(graph):
         " <-> ".join(c) for c in found)
 
 
-@pytest.mark.parametrize("rooms", [PRODUCT_ROOMS, SIM_ROOMS], ids=["product", "sim"])
-def test_each_room_imports_only_the_rooms_below_it(graph, rooms):
-    rank = {room: i for i, (room, _) in enumerate(rooms)}
+def test_each_package_imports_only_what_the_plan_allows(modules, graph):
+    allowed = {name: may for name, _, may, _ in PLAN}
+    third = {name: ext for name, _, _, ext in PLAN}
     offenders = []
     for module, deps in graph.items():
-        mine = room_of(module)
-        if mine not in rank:
+        mine = package_of(module)
+        for dep in deps:
+            theirs = package_of(dep)
+            if theirs != mine and theirs not in allowed[mine]:
+                offenders.append(f"{module} ({mine}) -> {dep} ({theirs})")
+        for name in imports_of(modules[module]):
+            top = name.split(".")[0]
+            if top in WATCHED and top not in third[mine]:
+                offenders.append(f"{module} ({mine}) -> {name} (third-party, not in its row)")
+    assert not offenders, "imports the plan does not allow:\n" + "\n".join(sorted(set(offenders)))
+
+
+def test_the_simulator_layers_import_only_the_layers_below(graph):
+    rank = {layer: i for i, (layer, _) in enumerate(SIM_LAYERS)}
+    offenders = []
+    for module, deps in graph.items():
+        if package_of(module) != "sim":
             continue
         for dep in deps:
-            theirs = room_of(dep)
-            if theirs not in rank:
-                continue   # the other tree: the next test's business
-            if rank[theirs] > rank[mine]:
-                offenders.append(f"{module} ({mine}) -> {dep} ({theirs})")
-    assert not offenders, "imports going up the house plan:\n" + "\n".join(sorted(offenders))
-
-
-def test_the_simulator_knows_nothing_of_the_product_and_few_use_it(graph):
-    sim = {room for room, _ in SIM_ROOMS}
-    inward = sorted(f"{m} -> {d}" for m, deps in graph.items() if room_of(m) in sim
-                    for d in deps if room_of(d) not in sim)
-    assert not inward, "piflash.sim imports the rest of piflash:\n" + "\n".join(inward)
-    users = sorted(f"{m} -> {d}" for m, deps in graph.items() if room_of(m) not in sim
-                   and room_of(m) not in SIM_USERS for d in deps if room_of(d) in sim)
-    assert not users, f"only {SIM_USERS} may use the simulator:\n" + "\n".join(users)
-
-
-@pytest.mark.parametrize("room", CORE + ("host", "station"))
-def test_no_room_below_the_cli_imports_click_rich_or_the_cli(modules, room):
-    members = [m for m in modules if room_of(m) == room]
-    assert members
-    offenders = {}
-    for m in members:
-        bad = sorted(i for i in imports_of(modules[m]) if any(i == f or i.startswith(f + ".") for f in FRONT_END))
-        if m == "piflash.station.status":
-            bad = [i for i in bad if i.split(".")[0] == "piflash"]  # the live view draws with rich
-        if bad:
-            offenders[m] = bad
-    assert not offenders, f"{room} modules import the front end: {offenders}"
+            if rank[sim_layer_of(dep)] > rank[sim_layer_of(module)]:
+                offenders.append(f"{module} -> {dep}")
+    assert not offenders, "the simulator's layers import upwards:\n" + "\n".join(sorted(offenders))
 
 
 def test_every_package_says_what_it_owns_and_may_import(modules):

@@ -5,6 +5,7 @@ of sorted segments, the one suffix -> format map, the check of an image against 
 (:mod:`~piflash.firmware.image`), and the per-board bytes patched into an image: serial numbers,
 templates, patch entries (:mod:`~piflash.firmware.patch`).
 
-May import: the standard library, :mod:`piflash.errors` and pyOCD-free libraries (bincopy,
-pyelftools, lazily). Never pyOCD's session or probe layers, and nothing else of piflash.
+May import: the standard library, the shared modules, :mod:`piflash.targets` (a family's UF2
+familyIDs and patch areas), bincopy and pyelftools (lazily). Never pyOCD's session or probe
+layers, and nothing else of piflash.
 """

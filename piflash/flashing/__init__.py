@@ -9,7 +9,7 @@ family's flash speed-ups (the RP2040/RP2350's) are the family's, asked through
 :func:`piflash.targets.families.flash_speedups`. The jobs that put these together
 are :mod:`piflash.jobs`.
 
-May import: :mod:`piflash.errors`, :mod:`piflash.progress`, :mod:`piflash.firmware`,
-:mod:`piflash.probe`, :mod:`piflash.targets`, :mod:`piflash.record`, pyOCD (lazily). Never
-production, the jobs, profiles, the station or the CLI.
+May import: the shared modules, :mod:`piflash.targets`, :mod:`piflash.firmware`,
+:mod:`piflash.record`, pyOCD (lazily). Never production, the jobs, profiles, the station or the
+CLI.
 """

@@ -4,7 +4,7 @@ Owns the serial counter and its leases of number blocks (:mod:`~piflash.producti
 read-out protection: status, lock, recover on nRF51, nRF52 and STM32F1
 (:mod:`~piflash.production.protect`).
 
-May import: :mod:`piflash.errors`, :mod:`piflash.progress`, :mod:`piflash.firmware`,
-:mod:`piflash.record`, :mod:`piflash.targets`, pyOCD (lazily). Never the programming engine,
-profiles, the station or the CLI.
+May import: the shared modules, :mod:`piflash.probe`, :mod:`piflash.targets`,
+:mod:`piflash.firmware`, :mod:`piflash.record`, pyOCD (lazily). Never the programming engine,
+the jobs, profiles, the station or the CLI.
 """

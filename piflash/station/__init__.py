@@ -8,7 +8,8 @@ workers, signals, reload, watchdog), ``status`` (log lines, rich live view, syst
 GPIO), ``sdnotify`` (systemd's notify protocol). Importing this package imports nothing heavy;
 pyOCD is imported when a station starts. See docs/station.md.
 
-May import: every room of the core (firmware, target, flashing, production, record, profiles,
-errors, progress) and :mod:`piflash.host`; rich only in ``status``'s live view, lazily. Never click
-or :mod:`piflash.cli`.
+May import: the shared modules, :mod:`piflash.probe`, :mod:`piflash.targets`,
+:mod:`piflash.record`, :mod:`piflash.production`, :mod:`piflash.jobs`, profiles; pyOCD, rich
+(only in ``status``'s live view), gpiozero and prometheus-client, lazily. Never click or
+:mod:`piflash.cli`.
 """

@@ -8,7 +8,6 @@ the family and part a board carries (:mod:`~piflash.targets.identify`); opening 
 (:mod:`~piflash.targets.connect`), RTT (:mod:`~piflash.targets.rtt`) and the ``targets`` /
 ``info`` queries (:mod:`~piflash.targets.info`).
 
-May import: :mod:`piflash.errors`, :mod:`piflash.limits`, :mod:`piflash.probe`,
-:mod:`piflash.host`, pyOCD (lazily). Never the firmware, the programming engine, production,
-the jobs, the record, the station or the CLI.
+May import: the shared modules, :mod:`piflash.probe`, pyOCD (lazily). Never the firmware,
+the programming engine, production, the jobs, the record, the station or the CLI.
 """
