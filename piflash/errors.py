@@ -278,7 +278,7 @@ class ConnectError(TargetError):
 
 class WrongTargetError(ConnectError):
     """The chip behind the probe is not the one ``--target`` names (its ID registers say so):
-    nothing was read as protection and nothing was written (issue 19).
+    nothing was read as protection and nothing was written.
 
     :ivar found: what the chip was identified as (str, e.g. "nRF52840").
     :ivar suggested: the pyOCD target type to use instead (str), or None when piflash cannot tell.
@@ -375,7 +375,7 @@ class SerialError(ProductionError):
 class SerialIssuedError(ProductionError):
     """A ``--serial N`` names a number already issued (pass, fail or interrupted) to a board: by the
     counter (the serial database) or by an earlier one-off (the history). ``--force-serial`` is
-    the deliberate re-issue (issue 19, item 5).
+    the deliberate re-issue.
 
     :ivar serial: the number (int).
     :ivar issued: where it was found, a list of dicts (see :func:`piflash.production.serials.find_issued`).
@@ -569,7 +569,7 @@ class BootCheckError(ProductionError):
     :ivar boot_result: the :class:`piflash.production.bootcheck.BootResult` (what was seen, the
         captured output, the stacked PC of a fault). It is not :attr:`PiflashError.result`, the
         job's :class:`~piflash.record.result.OperationResult` (which carries the BootResult's
-        ``to_dict()`` in its ``boot_check``): until issue 37 both went by ``result``, and the job
+        ``to_dict()`` in its ``boot_check``): formerly both went by ``result``, and the job
         overwrote the first with the second.
     """
 

@@ -2,7 +2,7 @@
 
 A wait a user sets (an option, a profile key, a variable) must be a finite number of seconds
 inside its documented range: ``inf``, ``1e308`` and ``nan`` are refused where they are given,
-never waited out (issue 38). The limits are far above any real need and low enough that a
+never waited out. The limits are far above any real need and low enough that a
 mistyped value ends within the hour. Standard library only.
 """
 

@@ -4,7 +4,7 @@ A thin layer: each command family lives in its own module (``piflash/cli/flash.p
 flash/verify/erase/reset, ``query.py``, ``profile.py``, ``history.py``, ``doctor.py``,
 ``setup.py``, ``sim.py``, ``station.py``) that parses options and calls piflash's plain modules;
 what they share is in :mod:`piflash.cli.options`. Command modules never import this module, so
-there is no import circle. The CLI is the top room: it may import every other package of piflash, the simulator included; nothing imports it.
+there is no import circle. The CLI is the top package: it may import every other package of piflash, the simulator included; nothing imports it.
 
 Only click and piflash's own light modules are imported at start-up; pyOCD, rich and the
 simulator are imported by the commands that use them, so ``piflash --help`` answers at once even

@@ -384,7 +384,7 @@ def _finish(one_off, state: str, result) -> None:
 
 
 def _one_off(prof, plan, serial: int, force: bool):
-    """Refuse a ``--serial`` number already issued to a board, unless ``force`` (issue 19, item 5);
+    """Refuse a ``--serial`` number already issued to a board, unless ``force``;
     return the :class:`piflash.production.serials.OneOff` that records this issue in the serial database.
 
     Checked before the firmware is loaded or a probe opened: a refusal touches nothing.

@@ -271,7 +271,7 @@ _COLUMNS = (
     ("s", "right"),
     ("error", "left"),
 )
-#: Which columns a terminal too narrow for all keeps first (issue 19: a Pi's console is 80
+#: Which columns a terminal too narrow for all keeps first (a Pi's console is 80
 #: columns wide). The result always stays.
 _PRIORITY = (
     "result",

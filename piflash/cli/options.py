@@ -95,7 +95,7 @@ def confirm_mass_erase(what: str, yes: bool, command: str) -> None:
 
     With ``yes`` it goes on. On a terminal (stdin a tty) it asks on stderr (stdout stays one JSON
     object with ``--json``), default no. Without a terminal it cannot ask: it refuses, so a script
-    or a pasted line never mass-erases a chip nobody confirmed (issue 19, item 6).
+    or a pasted line never mass-erases a chip nobody confirmed.
 
     :param what: what is lost, e.g. "all of its flash and, on an nRF, the UICR".
     :param command: the command as typed, for the messages, e.g. ``"erase --chip"``.

@@ -25,7 +25,7 @@ _LABELS: Dict[str, str] = {
 
 #: Phases whose bytes go through the probe, so that bytes per second mean something: the
 #: program and the verify. An erase works on whole sectors whatever the image's size (and one
-#: that erased nothing showed "0.20 s, 193.9 KiB/s", issue 19 item 17): it gets no rate, live or
+#: that erased nothing showed "0.20 s, 193.9 KiB/s"): it gets no rate, live or
 #: final; connect and reset have no size.
 RATED = (Phase.PROGRAM, Phase.VERIFY)
 
@@ -69,7 +69,7 @@ class PlainProgress(ProgressSink):
 #: With rich's one-space gaps they take 74 columns: an 80-column terminal (a Pi's console)
 #: shows them all. Each phase's detail goes on a line of its own under the label, unless the
 #: terminal is at least :data:`BESIDE_WIDTH` wide: then every detail goes after its row. One
-#: rule for every row, so details never sit beside some rows and below others (issue 19 item 17).
+#: rule for every row, so details never sit beside some rows and below others.
 WIDTHS = {"mark": 1, "label": 11, "bar": 20, "bytes": 17, "rate": 13, "time": 7}
 #: Room a detail gets beside its row: the longest the workflow writes ("N sector(s) erased
 #: (N B); the others blank or unchanged", "all match: N pages by CRC32 and N B read back before

@@ -226,7 +226,7 @@ def parse_uf2(path: Path, raw: bytes) -> Uf2Contents:
     for image in images:
         if image["seen"] != image["total"]:
             # The numbers missing are found from those present (at most the file's blocks): a
-            # block count of 0xFFFFFFFF must cost no more than the file does (issue 38).
+            # block count of 0xFFFFFFFF must cost no more than the file does.
             missing = _first_missing(image["numbers"], image["total"], 5)
             more = image["total"] - image["seen"] > len(missing)
             shown = ", ".join(str(n) for n in missing) + (" ..." if more else "")

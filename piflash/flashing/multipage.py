@@ -318,7 +318,7 @@ class RunProgrammer:
         """After ``ProgramPage`` failed on the run ``(address, data)``: the first page whose flash
         differs from ``data`` (read back once, only on this failure), the page the algorithm
         stopped at; None if every page reads as written or the read fails. The algorithm's
-        result says only that the call failed (issue 19 item 18: the error named the run's
+        result says only that the call failed (the error once named the run's
         first page)."""
         page_size = self.flash.region.page_size
         try:

@@ -60,7 +60,7 @@ GUARD_MODES = settings.PIFLASH_MEMORY_GUARD.choices
 #: cores, Linux 6.18, Python 3.11.7, pyOCD 0.46.0), 2026-11-26: info 52.6 MiB, erase 56.3, flash
 #: 57.6 (a 16 KiB image as .hex; 56.8 as .bin), verify 56.8 (docs/benchmarks.md; 2026-11-22 gave
 #: 50.7, 52.1, 52.2 and 52.3, and the baselines 56 and 58 MiB, which left 2 % of headroom by
-#: 2026-11-26; 2026-11-21's run, before the house plan of issue 9, gave 60.8 to 65.4). The simulated board was served by ``piflash sim serve`` in
+#: 2026-11-26; 2026-11-21's run, before the package plan, gave 60.8 to 65.4). The simulated board was served by ``piflash sim serve`` in
 #: another process, so its CPU emulator (about 13 MiB more in-process) is not counted: a real
 #: probe has none. x86-64 uses 8-byte pointers; on 32-bit armv7l Raspberry Pi OS CPython's
 #: objects are smaller, so these figures overstate a 32-bit Pi's need (conservative); on

@@ -267,7 +267,7 @@ def bootsel_image(result: OperationResult, image: FirmwareImage, plan, serial: O
 def _check_reported(conn: picoboot.PicobootConnection, image: FirmwareImage, target: str) -> None:
     """Check ``image`` against the flash the board reports (an RP2040's JEDEC ID, through the
     helper): a QSPI flash ignores the address bits above its size, so a block past it would be
-    written at the start of the flash, and read back from there as verified (issue 38).
+    written at the start of the flash, and read back from there as verified.
 
     :raises ImageRangeError: (exit 4) naming the first address outside and the flash's size.
     """

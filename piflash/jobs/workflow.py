@@ -163,7 +163,7 @@ def _reached_board(exc: BaseException) -> bool:
     if isinstance(exc, (NoProbeError, SeveralProbesError, ProbePermissionError)):
         return False
     if isinstance(exc, ProbeTimeoutError) and exc.reached_target is False:
-        return False  # a probe server silent before any SWD transfer (issue 19)
+        return False  # a probe server silent before any SWD transfer
     return not (isinstance(exc, PiflashError) and exc.exit_code == ExitCode.USAGE)
 
 

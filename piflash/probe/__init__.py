@@ -1,4 +1,4 @@
-"""Debug probes and other ways into a board: which one a command means, matched exactly, and
+"""Debug probes and the other transports to a board: which one a command means, matched exactly, and
 how it is found and opened.
 
 Owns the probe selector (:mod:`~piflash.probe.selector`): what ``-u``/``--probe``, a profile's

@@ -1,4 +1,4 @@
-"""A Pico in USB BOOTSEL mode as a way in: the boot ROM's PICOBOOT interface, through pyusb.
+"""A Pico in USB BOOTSEL mode as a transport of its own: the boot ROM's PICOBOOT interface, through pyusb.
 
 No debug probe: the RP2040's boot ROM (USB 2E8A:0003) offers a vendor interface with commands
 to take exclusive access, leave XIP, erase, write and read flash, run code and reboot (RP2040

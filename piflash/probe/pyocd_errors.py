@@ -72,7 +72,7 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
         or getattr(exc, "errno", None) == errno.ENODEV
     ):
         # A socket error is a remote: probe's (pyOCD's USB drivers raise ProbeDisconnected or ENODEV):
-        # its cable is a network connection, not USB (issue 19 item 18).
+        # its cable is a network connection, not USB.
         remote = isinstance(exc, (ConnectionError, BrokenPipeError)) or "probe server" in text
         hint = (
             "the probe server (remote:HOST:PORT) closed the connection: is it still running, "

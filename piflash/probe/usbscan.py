@@ -162,7 +162,7 @@ def explain_access(node: Path, sysroot: str = "/") -> Tuple[Optional[str], Optio
 def _open_refused_fix(sysroot: str = "/") -> str:
     """The fix for a probe whose opening was refused: ``setup permissions`` only when it has
     something to change (the rules missing, or the user not in the group); with both right, the
-    node predates the rules or something else denies it (issue 19 item 18)."""
+    node predates the rules or something else denies it."""
     user = _user_name()
     rules = Path(sysroot, permissions.RULES_DIR, probetable.RULES_NAME)
     groups = permissions.read_groups(sysroot)

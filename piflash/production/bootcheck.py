@@ -174,7 +174,7 @@ def parse_boot_check(text: str, timeout: Optional[float] = None) -> BootCheck:
         try:
             re.compile(arg)
         except (re.error, OverflowError, RecursionError) as exc:
-            # OverflowError: a repeat count past the engine's limit (a{99999999999}), issue 38.
+            # OverflowError: a repeat count past the engine's limit (a{99999999999}).
             raise ValueError(f"rtt:{arg:.80} is not a valid regular expression ({exc})") from None
         return BootCheck("rtt", pattern=arg, timeout=float(timeout))
     if kind == "semihost":

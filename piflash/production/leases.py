@@ -1,4 +1,4 @@
-"""Serial numbers leased from the central ledger (issue 24): a
+"""Serial numbers leased from the central ledger: a
 :class:`piflash.production.serials.LeaseSource` on PostgreSQL, for stations that share a counter.
 
 A lease is one transaction with the counter's row locked ``FOR UPDATE`` (PostgreSQL "Explicit

@@ -8,13 +8,13 @@ flow around it.
 Safety rules (pyOCD issue #1766 is the counter-example: a misread APPROTECT wiped boards):
 :func:`read_status` first proves that the chip is the one the target type names
 (:func:`piflash.targets.identify.confirm`: a wrong ``--target`` is exit 10 naming the chip found, never
-"locked", issue 19), so a verdict only comes from a register that exists on that chip; it never
+"locked"), so a verdict only comes from a register that exists on that chip; it never
 writes anything that erases; :func:`recover` reads the state first and erases only an identified
 chip that reads locked; :func:`lock` reads the state back after the reset and raises
 :class:`~piflash.errors.ProtectError` if the chip is still open, so an unlocked board is never
 reported as locked.
 
-Two ways in: on an open, initialised pyOCD session (the flash workflow: the pre-flash check and
+Two ways to the chip: on an open, initialised pyOCD session (the flash workflow: the pre-flash check and
 the post-verify lock) through :func:`session_port`, and without target initialisation through
 :func:`open_port` (``piflash protect``), which works on a locked nRF52 whose AHB-AP does not
 answer. Both use pyOCD's public ``DebugPort`` / ``AccessPort`` API. No click, no rich.
@@ -174,7 +174,7 @@ def explain_connect_error(
     the one named (:class:`~piflash.errors.WrongTargetError`, exit 10, naming it), or a locked
     nRF52 (:class:`ProtectedError`, exit 20: its AHB-AP does not answer, so pyOCD cannot
     initialise it). Without ``target`` the type the probe reports is used (a DAPLink's board ID,
-    a ``sim:`` board, issue 19). Returns None when nothing better is known; never raises.
+    a ``sim:`` board). Returns None when nothing better is known; never raises.
     """
     from piflash.targets.identify import identify, wrong_target_error
 

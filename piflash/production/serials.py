@@ -1,6 +1,6 @@
 """Serial numbers from a counter in SQLite, handed out through leases of number blocks.
 
-The rules (issue 13): a number is taken, and committed to disk, before its board is
+The rules: a number is taken, and committed to disk, before its board is
 programmed; it is never given twice, whatever happens to the process or the power; a board that
 fails keeps its number and is recorded as such.
 
@@ -557,7 +557,7 @@ def find_issued(
     path: Union[str, Path, None] = None,
     history_path: Union[str, Path, None] = None,
 ) -> List[dict]:
-    """Every place number ``n`` of ``counter`` was already issued to a board (issue 19, item 5).
+    """Every place number ``n`` of ``counter`` was already issued to a board.
 
     Looks in the serial database (numbers the counter gave, any state: taken, pass, fail,
     interrupted; and one-offs recorded by :class:`OneOff`) and in the history (rows of

@@ -940,7 +940,7 @@ def _late_note(error: Optional[object], reason: str) -> str:
 
 
 def _hint(path: Path, exc: Optional[BaseException] = None) -> str:
-    """What to do, for the cause at hand (issue 19 item 18: a corrupt or full history was told
+    """What to do, for the cause at hand (a corrupt or full history was once told
     "is the folder writable?"): a full disk, a file that is not a sound SQLite database, else the
     folder's and file's permissions."""
     if exc is not None and _disk_full(exc, path):
@@ -959,7 +959,7 @@ def summarize(rows: Iterable[Dict[str, object]]) -> Dict[str, object]:
     of dead processes), open (still running), boards (distinct target unique IDs) and
     boards_per_hour: boards flashed and passed per hour, i.e. the passed ``flash`` rows between the
     first one's start and the last one's end; None for fewer than two (a failed flash, a verify,
-    an erase or a protect row is no board made, issue 19 item 18)."""
+    an erase or a protect row is no board made)."""
     rows = list(rows)
     states = [row_state(r) for r in rows]
     count = {o: states.count(o) for o in OUTCOMES + (OPEN,)}

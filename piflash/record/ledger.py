@@ -1,4 +1,4 @@
-"""The central ledger: many stations, one record, on PostgreSQL (issue 24).
+"""The central ledger: many stations, one record, on PostgreSQL.
 
 A station with ``ledger: postgresql://...`` (or ``PIFLASH_LEDGER``) keeps its own SQLite history
 as before: it is the station's record *and* its queue. Every sealed row (a row gets its ``seq``

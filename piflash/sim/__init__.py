@@ -8,14 +8,14 @@ nRF51, nRF52840 and STM32F103RC. Boards persist in a state directory (see
 Importing this package is cheap and does not need ``unicorn``: the store and target tables are
 pure Python; the emulator is imported when a probe is opened.
 
-The rooms, from the bottom up (docs/architecture.md): ``specs`` (the simulated target types, pure
+The layers, from the bottom up (docs/architecture.md): ``specs`` (the simulated target types, pure
 data), ``faults`` (fault injection settings), ``store`` (boards on disk); ``memory/`` (the system
 bus, flash cells, the Nordic NVMC); ``cpu`` (the core, on unicorn); ``debug/`` (SW-DP and MEM-AP,
 CoreSight components, the SCS and halting debug); ``chips/`` (one module per chip family and the
 :data:`~piflash.sim.chips.FAMILIES` table); ``board`` (assembles one board); ``probes/`` (the
 ``sim`` pyOCD probe and its plugin entry point, the remote probe server, and ``usb/``: simulated
 USB CMSIS-DAP probes under pyusb with a virtual clock, switched on by ``PIFLASH_SIM_USB``). Each
-imports only rooms listed before it.
+imports only layers listed before it.
 
 May import: the standard library, pyOCD, pyusb and unicorn (lazily where listing boards must stay
 cheap). Never anything of piflash outside ``piflash.sim``: the simulator is a pyOCD probe plugin

@@ -61,7 +61,7 @@ open). The faults:
 
 ``option_bytes_fault`` -- bool (STM32F1 boards only).
     Every debugger access to the option-byte block (0x1FFFF800-0x1FFFF80F) gets a SWD FAULT
-    (AHB error), as on a simulator that models FLASH_OBR but not that block (issue 19). The
+    (AHB error), as on a simulator that models FLASH_OBR but not that block. The
     option bytes still load at reset: FLASH_OBR.RDPRT tells the level in effect as before.
 
 ``absent`` -- bool.

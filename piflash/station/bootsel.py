@@ -2,7 +2,7 @@
 
 A slot is a USB port (a hub port with pogo pins on a Pico's USB and BOOTSEL pads): its probe ID is
 ``picoboot:PORT-PATH`` (:mod:`piflash.probe.picoboot`). :class:`BootselWorker` runs the loop of
-:class:`~piflash.station.worker.ProbeWorker` with the PICOBOOT way in:
+:class:`~piflash.station.worker.ProbeWorker` over the PICOBOOT transport:
 
 1. **wait for a board**: every ``poll_interval`` seconds look for a BOOTSEL device on the port;
 2. **flash**: open it (:func:`piflash.jobs.bootsel.bootsel_session`: its flash's unique ID

@@ -1,6 +1,5 @@
 """The station's metrics for Prometheus, as a node_exporter textfile (``metrics:`` in the station
-config) and/or served on a port for Prometheus to scrape (``metrics_port:``); issue 24,
-deliverable 5.
+config) and/or served on a port for Prometheus to scrape (``metrics_port:``).
 
 Kept with prometheus-client (pure Python; the ``metrics`` extra). The textfile is written after
 every board and at start and stop: :func:`prometheus_client.write_to_textfile` writes a

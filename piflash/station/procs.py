@@ -1,6 +1,6 @@
 """Probe workers in processes of their own (``workers: processes`` in the station config), so that
 N probes use N cores: the station's threads share one GIL, and on a Zero 2W the host's CPU per
-USB transfer bounds a board (docs/benchmarks.md, "Host cost"; issue 20).
+USB transfer bounds a board (docs/benchmarks.md, "Host cost").
 
 The station (the supervisor) keeps what must stay single: the history (one writer, one hash
 chain), the status board and its outputs, systemd, the signals. Each worker process is a

@@ -4,7 +4,7 @@ The registers are the families' (each family module's ``identify``, asked in the
 :func:`piflash.targets.families.identifying_families`, by :func:`piflash.targets.families.identify`,
 which this module re-exports with :func:`confirm` and :func:`wrong_target_error`).
 
-A wrong ``--target`` must never be read as read-out protection (issue 19): the protection
+A wrong ``--target`` must never be read as read-out protection: the protection
 registers of one family mean nothing on another (an nRF51 has no CTRL-AP, so its absent AP reads
 0, which is "APPROTECT enabled" on an nRF52). So every verdict first calls :func:`confirm`, which
 reads these registers (reads only; a read that faults means "not there") and raises

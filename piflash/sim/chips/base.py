@@ -2,7 +2,7 @@
 
 The board (:class:`piflash.sim.board.SimBoard`) satisfies this protocol; a chip module types its
 ``attach(board)`` with it instead of importing the board, so the board -> chips arrow has no
-way back (issue 25).
+way back.
 """
 
 from __future__ import annotations

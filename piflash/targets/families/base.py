@@ -118,7 +118,7 @@ class Port:
         self.dp.write_ap((apsel << 24) | reg, value)
 
 
-#: The hint of a protection write or erase that did not finish (issue 19 item 18: it said only
+#: The hint of a protection write or erase that did not finish (it once said only
 #: "power-cycle the board", never what state the protection is in).
 UNFINISHED_HINT = (
     "the read-out protection setting may or may not have been written: power-cycle the "

@@ -116,7 +116,7 @@ def read_flash_unique_id(session) -> bytes:
     flash.init(flash.Operation.VERIFY)
     try:
         got = flash_command(target, bytes([_READ_UNIQUE_ID]) + bytes(_DUMMY_BYTES), _ID_BYTES)
-        # While the flash takes instructions: its size, for the image's check (issue 38).
+        # While the flash takes instructions: its size, for the image's check.
         _remember_size(target, flash_command(target, b"\x9f", 3))
     finally:
         flash.uninit()

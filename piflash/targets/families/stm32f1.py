@@ -13,7 +13,7 @@
   FLASH_OPTKEYR (keys 0x45670123, 0xCDEF89AB), erases the option bytes (CR.OPTER), programs them
   back as they were except RDP = 0x00 (CR.OPTPG), and resets so they load. The state is FLASH_OBR
   (0x4002201C) bit 1 RDPRT: the level in effect, and the only register the verdict comes from;
-  the RDP byte itself is read as information only (issue 19: a part, or a simulator, whose
+  the RDP byte itself is read as information only (a part, or a simulator, whose
   option-byte block faults still flashes). Recover erases the option bytes (the hardware then
   mass-erases main flash, PM0075 2.4.1) and programs RDP = 0xA5.
 - **UF2**: ``STM32F1`` (0x5EE21072, "ST STM32F103") in Microsoft's ``utils/uf2families.json``.

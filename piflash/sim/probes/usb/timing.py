@@ -492,7 +492,7 @@ class HostPreset:
 #:   add_file``): MicroPython's .hex (670,788 bytes) 0.108 s and 0.184 s; the two .bin images
 #:   (327,680 bytes together) 0.0006 s and 0.0056 s.
 #:   piflash's .hex figure since it checks every record itself and has bincopy assemble the image
-#:   instead of parsing with intelhex (issue 20, 2026-11-26): 0.0555 s, pyOCD's 0.184 s times the
+#:   instead of parsing with intelhex (2026-11-26): 0.0555 s, pyOCD's 0.184 s times the
 #:   ratio of the two measured in one run of ``host_cost.py --targets nrf51 --repeats 5`` (load
 #:   average 1.0): piflash 0.0343 s, pyOCD (still intelhex, unchanged) 0.1138 s. The ratio, not
 #:   the run's own figure, so that the preset's other figures (measured on 2026-11-24 at load 2.9)
@@ -541,7 +541,7 @@ def _scaled(name: str, cpu: str, factor: float, factor_range: tuple, source: str
 #:   Core i3's 170,000.
 #: - 6.2x: pyOCD's own log on an Orange Pi Zero 2W (Allwinner H618, Cortex-A53 at 1.5 GHz),
 #:   probe-rs/probe-rs issue #2299 (comment of 2024-11-25): "Loading" to "algo init" 1.49 s,
-#:   which takes 0.36 s on the x86 machine (issue 20): 4.1x at 1.5 GHz, 6.2x at 1 GHz by clock.
+#:   which takes 0.36 s on the x86 machine: 4.1x at 1.5 GHz, 6.2x at 1 GHz by clock.
 ZERO2W_FACTOR = (8.4, (6.2, 11.3))
 #: Cortex-A72 (Pi 4, BCM2711, 1.5 GHz; 1.8 GHz on later boards): 2.6x, a Python 3 benchmark
 #: (pi to 10,000 digits) in alexdedyura/cpu-benchmark's README: Raspberry Pi 4 79.216 s
