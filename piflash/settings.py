@@ -3,7 +3,7 @@
 One table of :class:`Setting` objects (after pyOCD's ``pyocd/core/options.py``, whose
 ``OptionInfo`` table declares every session option once): the name, the type, the default, a
 one-line doc, what kind of variable it is and who reads it. :data:`SETTINGS` lists them all;
-docs/environment.md documents them and tests/test_settings.py checks the two against each other.
+docs/environment.md documents them and tests/unit/test_settings.py checks the two against each other.
 
 Kinds (:attr:`Setting.kind`):
 
@@ -16,7 +16,7 @@ Kinds (:attr:`Setting.kind`):
 Readers (:attr:`Setting.readers`): :data:`PIFLASH` (the product, through :meth:`Setting.value`);
 :data:`OPTION` (click, for a command-line option whose ``envvar=`` names the variable: the CLI
 writes the name, without importing this module, so that ``piflash --help`` does not load it;
-tests/test_settings.py checks that the option's name and default are the ones declared here);
+tests/unit/test_settings.py checks that the option's name and default are the ones declared here);
 :data:`SIMULATOR` (``piflash.sim``, which knows nothing of piflash and cannot import this module:
 it reads its own variables, and they are declared here so that one list holds every name).
 

@@ -43,19 +43,19 @@ def _load(settings: Settings):
 
 
 def _run_with_progress(settings: Settings, quiet: bool, json_mode: bool, call):
-    """Run ``call(display, on_touch)`` with the progress display, recorded (see :func:`_recorded`)."""
+    """Run ``call(display, on_connected)`` with the progress display, recorded (see :func:`_recorded`)."""
     from piflash.cli.progress import RichProgress, make_progress
 
     display = make_progress(quiet, json_mode)
     if isinstance(display, RichProgress):
         with display:
-            return _recorded(settings, lambda on_touch: call(display, on_touch))
-    return _recorded(settings, lambda on_touch: call(display, on_touch))
+            return _recorded(settings, lambda on_connected: call(display, on_connected))
+    return _recorded(settings, lambda on_connected: call(display, on_connected))
 
 
 class _Recorder:
     """The history row of one CLI operation: opened when the workflow first reaches the board
-    (:mod:`piflash.jobs.workflow`'s ``on_touch``), completed at the end, passed or failed. A history
+    (:mod:`piflash.jobs.workflow`'s ``on_connected``), completed at the end, passed or failed. A history
     that cannot be written warns once on stderr and never fails the job.
 
     The row takes ``settings.serial`` (str) when set, and the result's ``protection`` attribute
@@ -132,7 +132,7 @@ class _Recorder:
 
 
 def _recorded(settings: Settings, call):
-    """Run ``call(on_touch)`` (a workflow call) and record its result in the history.
+    """Run ``call(on_connected)`` (a workflow call) and record its result in the history.
 
     The row is opened when the board is first reached and completed here; an operation that
     never reached the board (exit 2-9: bad input, no or several probes, no permission) records
@@ -300,19 +300,19 @@ def flash(
     require(transport, flash_needs(job), "'piflash flash'", hint="flash it through a debug probe for that")
     image = _load(s)
 
-    def call(display, on_touch):
+    def call(display, on_connected):
         def touch(result):
-            on_touch(result)
+            on_connected(result)
             if one_off is not None:  # committed before the board is programmed
                 one_off.take(result.target_uid)
 
         if bootsel:
             from piflash.jobs.bootsel import flash_bootsel
 
-            return flash_bootsel(image, probe=s.probe, target=s.target, job=job, progress=display, on_touch=touch)
+            return flash_bootsel(image, probe=s.probe, target=s.target, job=job, progress=display, on_connected=touch)
         from piflash.jobs.workflow import flash_firmware
 
-        return flash_firmware(image, probe=s.probe, target=s.target, job=job, progress=display, on_touch=touch)
+        return flash_firmware(image, probe=s.probe, target=s.target, job=job, progress=display, on_connected=touch)
 
     try:
         result = _run_with_progress(s, quiet, json_mode, call)
@@ -456,8 +456,8 @@ def verify(firmware, probe, target, frequency, profile, pyocd_options, base_addr
             s,
             quiet,
             json_mode,
-            lambda display, on_touch: verify_bootsel(
-                image, s.probe, s.target, reset=s.job.reset, progress=display, on_touch=on_touch
+            lambda display, on_connected: verify_bootsel(
+                image, s.probe, s.target, reset=s.job.reset, progress=display, on_connected=on_connected
             ),
         )
         _report(
@@ -471,7 +471,7 @@ def verify(firmware, probe, target, frequency, profile, pyocd_options, base_addr
         s,
         quiet,
         json_mode,
-        lambda display, on_touch: verify_firmware(
+        lambda display, on_connected: verify_firmware(
             image,
             probe=s.probe,
             target=s.target,
@@ -479,7 +479,7 @@ def verify(firmware, probe, target, frequency, profile, pyocd_options, base_addr
             progress=display,
             reset=s.job.reset,
             options=session_options(s, pyocd_options),
-            on_touch=on_touch,
+            on_connected=on_connected,
         ),
     )
     _report(result, json_mode, quiet, f"Verified: all {image.size:,} bytes match on {result.target}")
@@ -553,7 +553,7 @@ def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, yes, 
         s,
         quiet,
         json_mode,
-        lambda display, on_touch: erase_target(
+        lambda display, on_connected: erase_target(
             s.probe,
             s.target,
             "sector" if ranges else "chip",
@@ -561,7 +561,7 @@ def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, yes, 
             s.job.frequency,
             display,
             session_options(s, pyocd_options),
-            on_touch=on_touch,
+            on_connected=on_connected,
         ),
     )
     _report(result, json_mode, quiet, f"Erased {result.program.erased_bytes:,} bytes on {result.target}")
@@ -585,13 +585,13 @@ def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mo
     if caps_of(s.probe) is PICOBOOT:
         from piflash.jobs.bootsel import reset_bootsel
 
-        result = _recorded(s, lambda on_touch: reset_bootsel(s.probe, on_touch=on_touch))
+        result = _recorded(s, lambda on_connected: reset_bootsel(s.probe, on_connected=on_connected))
         _report(result, json_mode, quiet, f"Rebooted {result.target} ({result.probe_id}) into its flash")
         return
     result = _recorded(
         s,
-        lambda on_touch: reset_board(
-            s.probe, s.target, halt, s.job.frequency, session_options(s, pyocd_options), on_touch=on_touch
+        lambda on_connected: reset_board(
+            s.probe, s.target, halt, s.job.frequency, session_options(s, pyocd_options), on_connected=on_connected
         ),
     )
     _report(result, json_mode, quiet, f"Reset {result.target}" + (" (halted)" if halt else ""))

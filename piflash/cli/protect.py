@@ -44,14 +44,14 @@ def _run(operation: str, profile, probe, target, frequency, action):
     if not s.target:
         raise click.UsageError("protect needs the target type: --target (or 'target:' in a profile)")
 
-    def call(on_touch):
+    def call(on_connected):
         result = OperationResult.start(operation, None, s.probe, s.target)
         with tracking(result):
             try:
                 with open_port(s.probe, s.target, s.job.frequency) as port:
                     result.probe_id = port.dp.probe.unique_id
                     result.target_uid = _target_uid(port, s.target)
-                    on_touch(result)  # the history row opens: the board is reached
+                    on_connected(result)  # the history row opens: the board is reached
                     action(port, s.target, result)
                     if result.target_uid is None:
                         result.target_uid = _target_uid(port, s.target)

@@ -9,7 +9,7 @@ byte. The analyzer is also
 re-loaded (1.5 KiB over the probe) on every call.
 
 ``targetcode/flashcheck.c``, built with Debian's gcc-arm-none-eabi into
-``piflash/data/flashcheck.bin`` (``make -C targetcode``; tests/test_flashcheck.py rebuilds it
+``piflash/data/flashcheck.bin`` (``make -C targetcode``; tests/sim/test_flashcheck.py rebuilds it
 and compares the bytes), has two routines, Cortex-M0 instructions only so one binary serves every
 core:
 

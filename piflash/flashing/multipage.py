@@ -71,7 +71,7 @@ __all__ = [
 #: Flash algorithms whose ProgramPage programs any multiple of the write unit across pages,
 #: keyed by the first 16 hex digits of the SHA-256 of their instruction words (little-endian).
 #: Each was checked by running its instructions on piflash's simulated core over several pages
-#: in one call (tests/test_multipage.py); a different build of the same algorithm has another
+#: in one call (tests/unit/test_multipage.py); a different build of the same algorithm has another
 #: digest and is not assumed to behave the same.
 #: The key of pyOCD 0.46's RP2 boot ROM algorithm (the RP2 families' own:
 #: :data:`piflash.targets.algorithms.RP2_ALGORITHM`).
@@ -125,7 +125,7 @@ GROW_BYTES = 32 * 1024
 GROW_RATIO = 0.4
 #: Stack kept for the algorithm between its initial stack pointer and the run caller, bytes:
 #: twice the 512 bytes pyOCD gives a two-buffer algorithm at least
-#: (``_MIN_TWO_BUF_STACK_SIZE``, pyocd/target/pack/flash_algo.py). tests/test_multipage.py
+#: (``_MIN_TWO_BUF_STACK_SIZE``, pyocd/target/pack/flash_algo.py). tests/unit/test_multipage.py
 #: checks that the known algorithms and the run caller use at most 128 of them.
 STACK_BYTES = 1024
 #: The run caller's code, then two mailboxes of four words (targetcode/runcall.S), bytes.
@@ -193,7 +193,7 @@ def layout_for(flash: Flash, page_size: int) -> Optional[Layout]:
     two pages, or for the run caller :data:`STACK_BYTES` below the initial stack pointer and
     above the algorithm's code and the start of its static data (``static_base``; pyOCD's
     algorithm dicts give no size for that data: the known algorithms' caller sits 2.6-8.4 KiB
-    above it, and tests/test_multipage.py checks their stack stays clear of the caller).
+    above it, and tests/unit/test_multipage.py checks their stack stays clear of the caller).
 
     :param page_size: The region's page size, bytes; runs are whole pages.
     """

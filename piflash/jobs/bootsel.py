@@ -206,7 +206,7 @@ def bootsel_session(
     probe: Optional[str],
     result: OperationResult,
     sink: ProgressSink,
-    on_touch=None,
+    on_connected=None,
     target: Optional[str] = None,
     image: Optional[FirmwareImage] = None,
     reboot_running: bool = True,
@@ -218,12 +218,12 @@ def bootsel_session(
     closes it afterwards. Fills ``result``'s ``probe_id``, ``target``, ``target_uid`` and times
     the connect; checks ``image`` (if given) against the chip's flash.
 
-    :param on_touch: ``on_touch(result)`` once the device was opened (also when the connect then
+    :param on_connected: ``on_connected(result)`` once the device was opened (also when the connect then
         fails: the board was reached).
     :raises NoProbeError, SeveralProbesError, ProbePermissionError, WrongTargetError, ImageRangeError,
         PicobootError, ProbeLostError, ProbeTimeoutError, ProbeBusyError:
     """
-    touch = on_touch or (lambda r: None)
+    touch = on_connected or (lambda r: None)
     device = picoboot.select_device(probe, reboot_running)
     result.probe_id = device.probe_id
     result.target = _check_chip(device, target)
@@ -289,7 +289,7 @@ def flash_bootsel(
     target: Optional[str] = None,
     job: Optional[FlashOptions] = None,
     progress: Optional[ProgressSink] = None,
-    on_touch=None,
+    on_connected=None,
 ) -> OperationResult:
     """Flash ``image`` into the Pico in BOOTSEL mode that ``probe`` names (see
     :func:`piflash.probe.picoboot.select_device`).
@@ -304,7 +304,7 @@ def flash_bootsel(
         ``"auto"`` and ``"sector"`` are the same plan here and ``frequency`` is not used (no SWD
         clock); what PICOBOOT does not do (a chip erase, a lock, a boot check, pyOCD session
         options) is refused by :mod:`piflash.jobs.transports` before the device is opened.
-    :param on_touch: ``on_touch(result)`` once the device is open and identified.
+    :param on_connected: ``on_connected(result)`` once the device is open and identified.
     :returns: the result (``ok`` True).
     :raises UnsupportedError: ``job`` asks what PICOBOOT does not do (exit 2).
     :raises NoProbeError, SeveralProbesError, ProbePermissionError, WrongTargetError, ImageRangeError,
@@ -316,7 +316,7 @@ def flash_bootsel(
     sink = progress or ProgressSink()
     result = OperationResult.start("flash", image, probe, target)
     with tracking(result):
-        with bootsel_session(probe, result, sink, on_touch, target, image) as conn:
+        with bootsel_session(probe, result, sink, on_connected, target, image) as conn:
             board_image = bootsel_image(result, image, job.plan, job.serial) if job.plan is not None else image
             flash_bootsel_session(conn, board_image, result, sink, job)
     return result
@@ -328,7 +328,7 @@ def verify_bootsel(
     target: Optional[str] = None,
     reset: bool = False,
     progress: Optional[ProgressSink] = None,
-    on_touch=None,
+    on_connected=None,
 ) -> OperationResult:
     """Compare the flash of the Pico in BOOTSEL mode that ``probe`` names with ``image``, nothing
     written: the chip's CRC of each page the image covers whole against the host's, a read of
@@ -341,7 +341,7 @@ def verify_bootsel(
     sink = progress or ProgressSink()
     result = OperationResult.start("verify", image, probe, target)
     with tracking(result):
-        with bootsel_session(probe, result, sink, on_touch, target, image) as conn:
+        with bootsel_session(probe, result, sink, on_connected, target, image) as conn:
             with phase(result, sink, Phase.VERIFY):
                 sink.phase_start(Phase.VERIFY, image.size)
                 result.verify = _compare(conn, image, sink)
@@ -355,7 +355,7 @@ def verify_bootsel(
     return result
 
 
-def reset_bootsel(probe: Optional[str] = None, on_touch=None) -> OperationResult:
+def reset_bootsel(probe: Optional[str] = None, on_connected=None) -> OperationResult:
     """REBOOT the Pico in BOOTSEL mode that ``probe`` names into its flash (it leaves the bus).
 
     :raises: what :func:`bootsel_session` raises.
@@ -363,7 +363,7 @@ def reset_bootsel(probe: Optional[str] = None, on_touch=None) -> OperationResult
     sink = ProgressSink()
     result = OperationResult.start("reset", None, probe, None)
     with tracking(result):
-        with bootsel_session(probe, result, sink, on_touch) as conn:
+        with bootsel_session(probe, result, sink, on_connected) as conn:
             _reboot(conn, result, sink)
     return result
 

@@ -14,7 +14,7 @@ Plain functions over a pyOCD session, usable without the CLI:
 Every failure is raised as a :class:`~piflash.errors.PiflashError` subclass; the
 partial result is set as its ``result`` (declared on :class:`~piflash.errors.PiflashError`).
 
-The one-shot functions take ``on_touch``, a callable ``on_touch(result)`` called once when the
+The one-shot functions take ``on_connected``, a callable ``on_connected(result)`` called once when the
 operation first reaches the board: the probe is open and the connect to the target either
 succeeded (the board identified, nothing written yet) or failed after it began talking to the
 target. It is not called for refusals that never reach the board (bad firmware or target type,
@@ -153,8 +153,8 @@ def describe_session(session, result: OperationResult, image: Optional[FirmwareI
         )
 
 
-#: Type of the ``on_touch`` hook: called with the running result when the board is first reached.
-TouchHook = Optional[Callable[[OperationResult], None]]
+#: Type of the ``on_connected`` hook: called with the running result when the board is first reached.
+ConnectedHook = Optional[Callable[[OperationResult], None]]
 
 
 def _reached_board(exc: BaseException) -> bool:
@@ -176,11 +176,11 @@ def _run(
     progress: Optional[ProgressSink],
     body,
     options: Optional[dict] = None,
-    on_touch: TouchHook = None,
+    on_connected: ConnectedHook = None,
 ) -> OperationResult:
     sink = progress or ProgressSink()
     result = OperationResult.start(operation, image, probe, target)
-    touch = on_touch or (lambda r: None)
+    touch = on_connected or (lambda r: None)
     with tracking(result):
         check_session_options(options or {})  # first: _prepare reads the 'pack' option
         target = _prepare(image, target, options)
@@ -324,7 +324,7 @@ def flash_firmware(
     target: Optional[str] = None,
     job: Optional[FlashOptions] = None,
     progress: Optional[ProgressSink] = None,
-    on_touch: TouchHook = None,
+    on_connected: ConnectedHook = None,
 ) -> OperationResult:
     """Flash ``image``: connect, erase, program, read-back verify, reset, and the boot check if asked.
 
@@ -335,7 +335,7 @@ def flash_firmware(
         mode, verify, reset, SWD clock, pyOCD session options, per-board plan and serial, lock,
         boot check); default ``FlashOptions()``.
     :param progress: where the phases report (:class:`~piflash.progress.ProgressSink`), or None.
-    :param on_touch: ``on_touch(result)`` when the board is first reached (see the module's docstring).
+    :param on_connected: ``on_connected(result)`` when the board is first reached (see the module's docstring).
     :returns: the :class:`~piflash.record.result.OperationResult` (``ok`` True).
     :raises UnknownTargetError, PackError, ImageRangeError, NoProbeError, SeveralProbesError, ProbePermissionError,
         ConnectError, FlashError, VerifyError, ProbeLostError, OperationInterrupted, ProtectedError,
@@ -347,7 +347,7 @@ def flash_firmware(
         board_image = patched_image(session, result, image, job.plan, job.serial) if job.plan is not None else image
         flash_session(session, board_image, result, sink, job)
 
-    return _run("flash", image, probe, target, job.frequency, progress, body, job.session_options, on_touch)
+    return _run("flash", image, probe, target, job.frequency, progress, body, job.session_options, on_connected)
 
 
 def flash_session(
@@ -431,7 +431,7 @@ def verify_firmware(
     progress: Optional[ProgressSink] = None,
     reset: bool = True,
     options: Optional[dict] = None,
-    on_touch: TouchHook = None,
+    on_connected: ConnectedHook = None,
 ) -> OperationResult:
     """Compare the target's flash with ``image`` without writing (the ``verify`` phase of a flash).
 
@@ -444,7 +444,7 @@ def verify_firmware(
     def body(session, result, sink):
         verify_session(session, image, result, sink, reset)
 
-    return _run("verify", image, probe, target, frequency, progress, body, options, on_touch)
+    return _run("verify", image, probe, target, frequency, progress, body, options, on_connected)
 
 
 def erase_target(
@@ -455,7 +455,7 @@ def erase_target(
     frequency: Optional[int] = None,
     progress: Optional[ProgressSink] = None,
     options: Optional[dict] = None,
-    on_touch: TouchHook = None,
+    on_connected: ConnectedHook = None,
 ) -> OperationResult:
     """Erase the whole chip, or the sectors covering ``ranges``.
 
@@ -479,7 +479,7 @@ def erase_target(
             result.program.erased_bytes = erase_flash(session, mode, ranges)
             sink.phase_end(Phase.ERASE, f"{result.program.erased_bytes:,} bytes erased")
 
-    return _run("erase", None, probe, target, frequency, progress, body, options, on_touch)
+    return _run("erase", None, probe, target, frequency, progress, body, options, on_connected)
 
 
 def reset_board(
@@ -488,7 +488,7 @@ def reset_board(
     halt: bool = False,
     frequency: Optional[int] = None,
     options: Optional[dict] = None,
-    on_touch: TouchHook = None,
+    on_connected: ConnectedHook = None,
 ) -> OperationResult:
     """Reset the target.
 
@@ -504,7 +504,7 @@ def reset_board(
         if halt:
             session.options["resume_on_disconnect"] = False
 
-    return _run("reset", None, probe, target, frequency, None, body, options, on_touch)
+    return _run("reset", None, probe, target, frequency, None, body, options, on_connected)
 
 
 def monitor_rtt(

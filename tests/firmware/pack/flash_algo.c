@@ -1,5 +1,5 @@
 /* A CMSIS-Pack flash algorithm (FLM) for the nRF52840's 1 MiB of main flash,
- * written for piflash's pack-target test (tests/test_packs.py).
+ * written for piflash's pack-target test (tests/sim/test_packs.py).
  *
  * What an FLM is and the five entry points (Init, UnInit, EraseChip,
  * EraseSector, ProgramPage; each returns 0 on success) are defined by the

@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("unicorn")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md"))
 FENCE = re.compile(r"```(?:sh|console|bash|shell|text)?\n(.*?)```", re.S)
 

@@ -24,7 +24,7 @@ from support.stationkit import (  # noqa: E402
 from piflash.errors import ExitCode  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def samples(path: Path) -> dict:

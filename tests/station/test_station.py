@@ -27,7 +27,7 @@ from support.stationkit import (  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
 from piflash.station.loop import REPEAT_WINDOW  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

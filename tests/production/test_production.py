@@ -16,7 +16,7 @@ from piflash.firmware.patch import CounterSpec
 from piflash.production.serials import SerialAllocator
 from piflash.profiles import load_profile
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _profile(tmp_path: Path, body: str, target: str = "nrf52840", name: str = "numbered") -> Path:

@@ -185,7 +185,7 @@ def test_package_import_is_light():
 
 
 def test_no_piflash_imports_outside_sim():
-    root = Path(__file__).resolve().parents[1] / "piflash" / "sim"
+    root = Path(__file__).resolve().parents[2] / "piflash" / "sim"
     for path in root.rglob("*.py"):
         text = path.read_text()
         for line in text.splitlines():

@@ -438,7 +438,7 @@ def test_list_profiles_no_dirs(tmp_path):
 
 # --- docs ---------------------------------------------------------------------------------
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "profiles.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "profiles.md"
 DOC_EXAMPLE = re.compile(r"```yaml\n([^`]*)```\n\n```\nerror: /tmp/station/"
                          r"(piflash\.d/nrf52-dk\.yaml[^\n]*)\n(?:hint: ([^\n]*)\n)?```", re.S)
 

@@ -20,7 +20,7 @@ from support.udevrules import RulesSyntaxError, evaluate, parse_rules, usb_devic
 
 from piflash.probe import probetable
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PACKAGED = REPO / "piflash" / "data" / probetable.RULES_NAME
 
 #: pyOCD's probe plugins (entry points of the pyocd distribution) and how this test reads

@@ -25,7 +25,7 @@ from piflash.probe import probetable
 #: One worker runs the whole module (pytest-xdist --dist loadgroup): its fixture is built once.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("debian-root")]
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("PIFLASH_CACHE_DIR", Path.home() / ".cache" / "piflash"))
 ROOT_NAME = "bookworm-amd64-minbase"
 RULES = Path("etc/udev/rules.d") / probetable.RULES_NAME

@@ -22,7 +22,7 @@ from support.simserver import SimServer
 
 from piflash.host.memguard import MARGIN, MIB, estimate_need
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CAPPED_RUN = REPO / "scripts" / "capped-run.py"
 V1_MEMORY = Path("/sys/fs/cgroup/memory")
 

@@ -221,7 +221,7 @@ def test_ctrl_c_mid_flash(cli, tmp_path, phase):
 
 def test_exit_codes_documented(cli):
     from pathlib import Path
-    doc = (Path(__file__).parent.parent / "docs" / "exit-codes.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "exit-codes.md").read_text()
     help_text = cli("--help", check=0).stdout
     for code, text in EXIT_CODE_HELP.items():
         assert f"| {int(code)} | `{code.name}` |" in doc, code

@@ -185,7 +185,7 @@ def test_board_search_by_target_uid_or_serial(cli, tmp_path):
 
 
 class _PhaseLog(ProgressSink):
-    """Notes phase starts, to see where on_touch falls among them."""
+    """Notes phase starts, to see where on_connected falls among them."""
 
     def __init__(self, log):
         self.log = log
@@ -194,7 +194,7 @@ class _PhaseLog(ProgressSink):
         self.log.append(str(phase))
 
 
-def test_on_touch_is_called_once_after_the_connect_and_before_the_erase(firmware_dir):
+def test_on_connected_is_called_once_after_the_connect_and_before_the_erase(firmware_dir):
     from piflash.errors import NoProbeError
     from piflash.firmware.image import load_image
     from piflash.jobs.workflow import flash_firmware
@@ -202,12 +202,12 @@ def test_on_touch_is_called_once_after_the_connect_and_before_the_erase(firmware
     image = load_image(firmware_dir / "nrf52840" / "firmware.hex")
     log = []
     flash_firmware(image, probe="sim:nrf52840", target="nrf52840", progress=_PhaseLog(log),
-                   on_touch=lambda r: log.append(("touch", r.probe_id, r.target_uid, r.firmware)))
+                   on_connected=lambda r: log.append(("touch", r.probe_id, r.target_uid, r.firmware)))
     touch = [e for e in log if isinstance(e, tuple)]
     assert len(touch) == 1 and touch[0][1] == "sim:nrf52840" and len(touch[0][2]) == 16
     assert touch[0][3] == str(image.path.resolve())
     assert log.index(touch[0]) == log.index("connect") + 1 and log[log.index(touch[0]) + 1] == "erase"
     called = []
     with pytest.raises(NoProbeError):
-        flash_firmware(image, probe="no-such-probe", target="nrf52840", on_touch=called.append)
+        flash_firmware(image, probe="no-such-probe", target="nrf52840", on_connected=called.append)
     assert called == []

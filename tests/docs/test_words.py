@@ -17,7 +17,7 @@ import pytest
 
 from piflash.errors import ExitCode
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_erase_auto_is_not_called_the_faster(cli):

@@ -19,7 +19,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEPS = REPO / "scripts" / "install-deps.txt"
 #: The Pi's environment for evaluating markers (hidapi is only required off Linux).
 LINUX = {**default_environment(), "sys_platform": "linux", "platform_system": "Linux"}

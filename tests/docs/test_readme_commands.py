@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from support import unprivileged
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 NOBODY = unprivileged.NOBODY
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from support import unprivileged
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 INSTALL = REPO / "scripts" / "install.sh"
 CAPPED = REPO / "scripts" / "capped-run.py"
 NOBODY = unprivileged.NOBODY

@@ -1,7 +1,7 @@
 """``piflash station install-service`` into a --root directory: files, idempotence, errors.
 
 The live path (systemctl daemon-reload / enable --now on a running systemd) is exercised for
-real in tests/test_station_systemd.py.
+real in tests/station/test_station_systemd.py.
 """
 
 from __future__ import annotations

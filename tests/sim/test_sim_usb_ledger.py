@@ -24,7 +24,7 @@ from piflash.sim.probes import usb as sim_usb  # noqa: E402
 from piflash.sim.probes.usb.ledger import LEDGER_ENV_VAR, read_ledger  # noqa: E402
 from piflash.sim.probes.usb.timing import TARGET_TIMING  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 IMAGE = 16 * 1024
 
 

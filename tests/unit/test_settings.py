@@ -1,6 +1,6 @@
 """Every environment variable piflash reads is declared once, in piflash/settings.py, and read
 through that declaration; docs/environment.md lists exactly the declared ones (checked both ways,
-as tests/test_errors_cli.py checks docs/exit-codes.md); each typed getter reads as the code did
+as tests/system/test_errors_cli.py checks docs/exit-codes.md); each typed getter reads as the code did
 before the table existed."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from piflash import settings
 from piflash.errors import ExitCode, GuardConfigError, ProbeSyntaxError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "piflash"
 SIM = PACKAGE / "sim"
 SETTINGS_PY = PACKAGE / "settings.py"

@@ -22,7 +22,7 @@ from typing import Dict, List, Set, Tuple
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "piflash"
 DOC = REPO / "docs" / "architecture.md"
 

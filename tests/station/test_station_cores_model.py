@@ -8,7 +8,7 @@ import importlib.util
 from pathlib import Path
 
 spec = importlib.util.spec_from_file_location(
-    "station_cores", Path(__file__).resolve().parent.parent / "benchmarks" / "station_cores.py")
+    "station_cores", Path(__file__).resolve().parents[2] / "benchmarks" / "station_cores.py")
 model = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(model)
 

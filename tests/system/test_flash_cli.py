@@ -22,7 +22,7 @@ ROUTES = ["plugin", "remote"]
 USB_PRESETS = {"usb-v2": "debugprobe", "usb-v1": "daplink"}
 #: Every target through the plugin and the remote probe; the USB driver once per CMSIS-DAP
 #: version (v2 bulk with nrf52840, v1 HID with stm32f103rc): flashing through it takes a few
-#: times longer in wall time, and tests/test_sim_usb.py covers all targets x both versions
+#: times longer in wall time, and tests/sim/test_sim_usb.py covers all targets x both versions
 #: in-process.
 ROUTE_TARGETS = [(route, *t) for route in ROUTES for t in TARGETS] + [
     ("usb-v2", *TARGETS[1]), ("usb-v1", *TARGETS[2])]

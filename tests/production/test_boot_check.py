@@ -25,7 +25,7 @@ from piflash.sim.probes.usb.presets import get_preset  # noqa: E402
 
 BOOT = int(ExitCode.BOOT_CHECK)
 TARGETS = ["nrf51", "nrf52840", "stm32f103rc"]
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")

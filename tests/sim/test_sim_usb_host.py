@@ -78,7 +78,7 @@ def test_host_times_add_up_under_the_interpreter_lock():
 def _real_probe():
     import importlib.util
     from pathlib import Path
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "real_probe.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "real_probe.py"
     spec = importlib.util.spec_from_file_location("real_probe", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

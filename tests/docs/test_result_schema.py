@@ -30,7 +30,7 @@ from piflash.record.result import OperationResult
 
 #: The contract of docs/result.md: schema 1, seconds to 4 places.
 SCHEMA_VERSION, SECONDS_PLACES = 1, 4
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "docs" / "result.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "docs" / "result.schema.json"
 NRF = ("-t", "nrf52840", "-u", "sim:nrf")
 
 #: Names of things that have another, single name in schema 1 (old name -> the name to use).

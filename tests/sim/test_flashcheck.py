@@ -17,7 +17,7 @@ import pytest
 from piflash.flashing import flashcheck
 from piflash.flashing import plan as flashplan
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BASE = {"nrf51": 0x0, "nrf52840": 0x0, "stm32f103rc": 0x08000000}
 PAGE = {"nrf51": 1024, "nrf52840": 4096, "stm32f103rc": 2048}
 TARGETS = list(BASE)

@@ -8,7 +8,7 @@ import ast
 import re
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 #: What makes a test heavy: a Debian root (debootstrap, scripts/make-root.sh), a container boot
 #: (systemd-nspawn, support.nspawn), a foreign architecture (qemu-user, scripts/test-arm.sh).
 HEAVY = re.compile(r"make-root\.sh|debootstrap\b|support\.nspawn|systemd-nspawn|qemu-|test-arm\.sh")
@@ -33,7 +33,7 @@ def used_words(tree: ast.Module) -> str:
 
 def test_heavy_modules_are_marked_slow():
     unmarked = []
-    for path in sorted(TESTS.glob("test_*.py")):
+    for path in sorted(TESTS.rglob("test_*.py")):
         text = path.read_text()
         hit = HEAVY.search(used_words(ast.parse(text)))
         if hit and "pytest.mark.slow" not in text:
