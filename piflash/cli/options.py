@@ -13,7 +13,7 @@ import json
 import signal
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 import click
 
@@ -35,9 +35,9 @@ def command_name(ctx: Optional[click.Context] = None) -> Optional[str]:
     """The running command's name below ``piflash`` ("flash", "protect status", "history
     verify-chain"), from click's context (default: the current one); None outside a command."""
     ctx = ctx or click.get_current_context(silent=True)
-    names = []
+    names: List[str] = []
     while ctx is not None and ctx.parent is not None:
-        names.insert(0, ctx.info_name)
+        names.insert(0, ctx.info_name or "")
         ctx = ctx.parent
     return " ".join(names) or None
 

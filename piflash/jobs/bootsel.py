@@ -280,7 +280,7 @@ def _check_reported(conn: picoboot.PicobootConnection, image: FirmwareImage, tar
         return
     jedec = conn.flash_jedec_id()
     size = size_of_jedec(jedec) if jedec is not None else None
-    check_fits(image, regions_of_size(regions, size, jedec) if size else regions, target)
+    check_fits(image, regions_of_size(regions, size, jedec) if size and jedec else regions, target)
 
 
 def flash_bootsel(

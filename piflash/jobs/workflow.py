@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Callable, Iterator, Optional, Sequence, Tuple
+from typing import Callable, Iterator, Optional, Sequence, Tuple, Union
 
 from piflash.errors import (
     BootCheckError,
@@ -80,7 +80,7 @@ _STATE_AFTER_INTERRUPT = {
 
 
 @contextlib.contextmanager
-def phase(result: OperationResult, sink: ProgressSink, name: Phase) -> Iterator[None]:
+def phase(result: OperationResult, sink: ProgressSink, name: Union[Phase, str]) -> Iterator[None]:
     """Time phase ``name`` into ``result.durations`` (seconds) and set ``result.phase``.
 
     :raises OperationInterrupted: on KeyboardInterrupt inside the phase, saying what state the

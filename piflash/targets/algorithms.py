@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from typing import Any, Dict
 
 __all__ = ["algorithm_digest", "RP2_ALGORITHM"]
 
@@ -17,7 +18,7 @@ __all__ = ["algorithm_digest", "RP2_ALGORITHM"]
 RP2_ALGORITHM = "eb5eaeb7b0c14411"
 
 
-def algorithm_digest(flash_algo: dict) -> str:
+def algorithm_digest(flash_algo: Dict[str, Any]) -> str:
     """The key of a pyOCD flash algorithm dict (:data:`piflash.flashing.multipage.KNOWN_ALGORITHMS`):
     the first 16 hex digits of the SHA-256 of its ``instructions`` (32-bit words, little-endian)."""
     words = flash_algo["instructions"]

@@ -22,6 +22,9 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Union
 from piflash.errors import PackError, TargetRequiredError, UnknownTargetError  # noqa: F401  (raised here)
 
 if TYPE_CHECKING:  # the families are imported when first asked: not at ``piflash --help``
+    from pyocd.core.memory_map import MemoryMap, MemoryRegion
+    from pyocd.target.pack.cmsis_pack import CmsisPack, CmsisPackDevice
+
     from piflash.targets.families.base import TargetUidLocation
 
 
@@ -120,7 +123,7 @@ def _pack_key(packs: Packs) -> Tuple[Tuple[str, int, int], ...]:
     return tuple(key)
 
 
-def _open_pack(path: str):
+def _open_pack(path: str) -> CmsisPack:
     """pyOCD's ``CmsisPack`` for one pack (zip or directory), its devices parsed.
 
     :raises PackError: not a zip or pack directory, no .pdsc, or a .pdsc pyOCD cannot parse.
@@ -157,7 +160,7 @@ def _open_pack(path: str):
     )
 
 
-def _device_target(norm: str, dev, pack: str) -> TargetType:
+def _device_target(norm: str, dev: CmsisPackDevice, pack: str) -> TargetType:
     """The :class:`TargetType` of pyOCD's ``CmsisPackDevice`` ``dev`` from ``pack`` (a path).
 
     :raises PackError: the pack lacks the part's flash algorithm, or it cannot be read.
@@ -263,7 +266,7 @@ def resolve_target(name: str, packs: Packs = None) -> TargetType:
     managed = _managed_target(norm)
     if managed is not None:
         return managed
-    close = difflib.get_close_matches(norm, list(targets) + list(found), n=4, cutoff=0.6)
+    close = difflib.get_close_matches(norm, list(targets) + list(found or ()), n=4, cutoff=0.6)
     if close:
         hint = "did you mean " + ", ".join(close) + "?"
     elif found:
@@ -289,12 +292,12 @@ def check_target(name: str, packs: Packs = None) -> str:
     return resolve_target(name, packs).name
 
 
-def flash_regions(memory_map) -> List[Tuple[int, int, str]]:
+def flash_regions(memory_map: MemoryMap) -> List[Tuple[int, int, str]]:
     """Flash regions of a pyOCD ``MemoryMap`` as (start, end_exclusive, name) triples, bytes."""
     return [(r.start, r.end + 1, r.name or "flash") for r in memory_map.regions if r.is_flash]
 
 
-def region_holding(memory_map, address: int, size: int = 4, ram: bool = False):
+def region_holding(memory_map: MemoryMap, address: int, size: int = 4, ram: bool = False) -> Optional[MemoryRegion]:
     """The region of a pyOCD ``MemoryMap`` that holds all of ``[address, address + size)``
     (``ram``: a RAM region only), or None: an address past a region's end, above 32 bits or in no
     region at all is one the probe would fault on (pyOCD's TransferFaultError)."""
@@ -306,7 +309,7 @@ def region_holding(memory_map, address: int, size: int = 4, ram: bool = False):
     return region
 
 
-def describe_regions(memory_map, ram: bool = False) -> str:
+def describe_regions(memory_map: MemoryMap, ram: bool = False) -> str:
     """The map's regions (``ram``: RAM only) as ``"name 0x20000000-0x2003ffff, ..."`` for messages."""
     return (
         ", ".join(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Dict, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional
 
 from piflash.errors import (
     ConnectError,
@@ -23,6 +23,12 @@ from piflash.errors import (
 )
 from piflash.probe.discovery import probe_target, select_probe
 from piflash.probe.pyocd_errors import probe_gone, translate_error
+
+if TYPE_CHECKING:
+    from pyocd.core.session import Session
+    from pyocd.core.soc_target import SoCTarget
+    from pyocd.probe.debug_probe import DebugProbe
+    from pyocd.utility.sequencer import CallSequence
 
 LOG = logging.getLogger(__name__)
 
@@ -65,7 +71,7 @@ def check_session_options(options: Dict[str, object]) -> None:
             )
 
 
-def _connect_error(exc: BaseException, probe, target: Optional[str]) -> PiflashError:
+def _connect_error(exc: BaseException, probe: DebugProbe, target: Optional[str]) -> PiflashError:
     """The :class:`PiflashError` for a failed ``Session.open()`` on ``probe`` with ``target``
     (None: the probe's own), naming the cause: no server, probe gone, wrong target type."""
     from pyocd.core import exceptions as pe
@@ -131,7 +137,7 @@ class _SkipSvd:
     for changing the init sequence (pyocd/core/target_delegate.py).
     """
 
-    def will_init_target(self, target, init_sequence) -> None:
+    def will_init_target(self, target: SoCTarget, init_sequence: CallSequence) -> None:
         if init_sequence.has_task("load_svd"):
             init_sequence.remove_task("load_svd")
 
@@ -156,8 +162,8 @@ def open_session(
     unique_id: Optional[str] = None,
     target: Optional[str] = None,
     frequency: Optional[int] = None,
-    options: Optional[dict] = None,
-) -> Iterator:
+    options: Optional[Dict[str, Any]] = None,
+) -> Iterator[Session]:
     """Open a pyOCD ``Session`` on the selected probe and connect to its target.
 
     The session is closed (probe released) when the ``with`` block ends, whatever happens.
@@ -222,7 +228,7 @@ def open_session(
             session.close()
 
 
-def read_target_uid(session, strict: bool = False, intrusive: bool = False) -> Optional[str]:
+def read_target_uid(session: Session, strict: bool = False, intrusive: bool = False) -> Optional[str]:
     """Read the target's factory unique ID, as its family does
     (:meth:`piflash.targets.families.base.Family.read_uid`: a memory location, or on an RP2040 its
     flash's, :func:`piflash.targets.families.rp2.read_flash_unique_id`). The family is that of the
@@ -242,6 +248,7 @@ def read_target_uid(session, strict: bool = False, intrusive: bool = False) -> O
     """
     from piflash.targets.families import GENERIC, family_for
 
+    assert session.target is not None, "an open session has its target"
     for name in (session.target.part_number, session.options.get("target_override")):
         family = family_for(name)
         if family is not GENERIC:

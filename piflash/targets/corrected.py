@@ -19,7 +19,10 @@ ACCESSCTRL, the algorithm) is pyOCD's ``RP2350``.
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import TYPE_CHECKING, Dict, Type
+
+if TYPE_CHECKING:
+    from pyocd.coresight.coresight_target import CoreSightTarget
 
 __all__ = ["CORRECTED", "pyocd_name", "user_name", "register"]
 
@@ -28,7 +31,7 @@ CORRECTED: Dict[str, str] = {"rp2350": "rp2350_datasheet"}
 _BY_PYOCD_NAME = {v: k for k, v in CORRECTED.items()}
 
 
-def _classes() -> Dict[str, type]:
+def _classes() -> Dict[str, Type[CoreSightTarget]]:
     from pyocd.core.memory_map import FlashRegion, MemoryMap, RamRegion, RomRegion
     from pyocd.target.family.target_rp2 import FLASH_ALGO, RP2350
 

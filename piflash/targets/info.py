@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from piflash.targets.catalog import (
     builtin_flash_regions,
@@ -12,7 +12,7 @@ from piflash.targets.catalog import (
 )
 
 
-def list_targets(pattern: Optional[str] = None, packs=None) -> List[dict]:
+def list_targets(pattern: Optional[str] = None, packs: Optional[Sequence[str]] = None) -> List[Dict[str, Any]]:
     """pyOCD's builtin target types sorted by name, then the parts of ``packs`` in pack order.
 
     :param pattern: keep only names or vendors containing this (case-insensitive).
@@ -52,8 +52,8 @@ def target_info(
     probe: Optional[str] = None,
     target: Optional[str] = None,
     frequency: Optional[int] = None,
-    options: Optional[dict] = None,
-) -> dict:
+    options: Optional[Dict[str, Any]] = None,
+) -> Dict[str, Any]:
     """Connect and describe the target.
 
     :returns: dict with ``target``, ``target_uid`` (lower-case hex str or None), ``probe_id``,
@@ -73,9 +73,11 @@ def target_info(
         check_session_options(options or {})  # first: check_target reads the 'pack' option
         target = check_target(target, (options or {}).get("pack"))
     with open_session(probe, target, frequency, options) as session:
+        soc, link = session.target, session.probe
+        assert soc is not None and link is not None, "an open session has its target and probe"
         try:
             regions = []
-            for r in session.target.memory_map.regions:
+            for r in soc.memory_map.regions:
                 row = {
                     "name": r.name or "",
                     "type": r.type.name.lower(),
@@ -90,10 +92,10 @@ def target_info(
             from piflash.targets.corrected import user_name
 
             return {
-                "target": user_name(session.options.get("target_override") or session.target.part_number),
+                "target": user_name(session.options.get("target_override") or soc.part_number),
                 "target_uid": read_target_uid(session),
-                "probe_id": session.probe.unique_id,
-                "probe_description": session.probe.description,
+                "probe_id": link.unique_id,
+                "probe_description": link.description,
                 "regions": regions,
             }
         except Exception as exc:

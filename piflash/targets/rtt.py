@@ -9,7 +9,11 @@ reading the target's default RAM region for its ID; reading is pyOCD's public RT
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from pyocd.core.soc_target import SoCTarget
+    from pyocd.debug.rtt import GenericRTTControlBlock, RTTUpChannel
 
 __all__ = ["RttUpChannel", "RTT_ID", "RTT_SYMBOL"]
 
@@ -25,11 +29,11 @@ class RttUpChannel:
     :param address: the control block's address (int), e.g. from the ELF; None searches RAM.
     """
 
-    def __init__(self, target, address: Optional[int] = None) -> None:
+    def __init__(self, target: SoCTarget, address: Optional[int] = None) -> None:
         self.target = target
         self.address = address
-        self._block = None
-        self._up = None
+        self._block: Optional[GenericRTTControlBlock] = None
+        self._up: Optional[RTTUpChannel] = None
 
     @property
     def found(self) -> bool:
@@ -73,13 +77,14 @@ class RttUpChannel:
                 if self.address is not None
                 else GenericRTTControlBlock(self.target)
             )
+        block = self._block
         try:
-            self._block.start()
+            block.start()
         except RTTError:
             return False
-        if not self._block.up_channels:
+        if not block.up_channels:
             return False
-        self._up = self._block.up_channels[0]
+        self._up = block.up_channels[0]
         return True
 
     def read(self) -> bytes:
@@ -87,4 +92,5 @@ class RttUpChannel:
         while the block is not found); the channel's read offset advances as a host's should."""
         if self._up is None and not self.find():
             return b""
+        assert self._up is not None  # find() set it
         return bytes(self._up.read())

@@ -31,7 +31,7 @@ asks the families), nor anything above it. A family module imports only
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Tuple
 
 from piflash.errors import WrongTargetError
 from piflash.targets.families import generic, nrf51, nrf52, rp2040, rp2350, stm32f1
@@ -45,6 +45,9 @@ from piflash.targets.families.base import (
     ProtectionStatus,
     TargetUidLocation,
 )
+
+if TYPE_CHECKING:
+    from pyocd.flash.flash import Flash
 
 __all__ = [
     "FAMILIES",
@@ -100,7 +103,7 @@ def identifying_families() -> List[Family]:
     return sorted(FAMILIES.values(), key=lambda f: f.identify_rank)
 
 
-def flash_speedups(flash) -> FlashSpeedups:
+def flash_speedups(flash: Flash) -> FlashSpeedups:
     """The speed-ups for ``flash`` (a pyOCD ``Flash``, its algorithm loaded): those of the first
     family that knows its algorithm, else :data:`~piflash.targets.families.base.NO_SPEEDUPS`
     (pyOCD's own way)."""

@@ -20,10 +20,15 @@ import contextlib
 import dataclasses
 import re
 import time
-from typing import Callable, ClassVar, Dict, FrozenSet, List, Optional, Pattern, Tuple
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, FrozenSet, List, Optional, Pattern, Sequence, Tuple
 
 from piflash.errors import ProtectError
 from piflash.targets.algorithms import algorithm_digest  # noqa: F401  (re-exported)
+
+if TYPE_CHECKING:
+    from pyocd.core.session import Session
+    from pyocd.coresight.dap import DebugPort
+    from pyocd.flash.flash import Flash
 
 __all__ = [
     "Family",
@@ -87,7 +92,7 @@ class ProtectionStatus:
         """``"locked"`` or ``"open"``: what the history records."""
         return "locked" if self.locked else "open"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> Dict[str, Any]:
         """JSON form: family, chip, state, locked, configured, detail."""
         return {
             "family": self.family,
@@ -105,13 +110,17 @@ class Port:
     Accesses raise pyOCD's ``TransferError`` family on a fault."""
 
     def __init__(
-        self, dp, read32: Callable[[int], int], write32: Callable[[int, int], None], write16: Callable[[int, int], None]
+        self,
+        dp: DebugPort,
+        read32: Callable[[int], int],
+        write32: Callable[[int, int], None],
+        write16: Callable[[int, int], None],
     ) -> None:
         self.dp, self.read32, self.write32, self.write16 = dp, read32, write32, write16
 
     def read_ap(self, apsel: int, reg: int) -> int:
         """Read register ``reg`` (byte offset) of AP ``apsel`` (ADIv5 APSEL)."""
-        return self.dp.read_ap((apsel << 24) | reg)
+        return int(self.dp.read_ap((apsel << 24) | reg))
 
     def write_ap(self, apsel: int, reg: int, value: int) -> None:
         """Write register ``reg`` of AP ``apsel``."""
@@ -280,28 +289,28 @@ class FlashSpeedups:
     erases_chip: ClassVar[bool] = False
     erases_blocks: ClassVar[bool] = False
 
-    def prepare_program(self, flash) -> bool:
+    def prepare_program(self, flash: Flash) -> bool:
         """After the algorithm's Init for programming: make the flash faster. Returns whether it did."""
         return False
 
-    def before_uninit(self, flash) -> bool:
+    def before_uninit(self, flash: Flash) -> bool:
         """After programming, before the algorithm's UnInit. Returns whether it did anything."""
         return False
 
-    def reads_without_init(self, flash) -> bool:
+    def reads_without_init(self, flash: Flash) -> bool:
         """Whether the flash can be read for piflash's checks without the algorithm's Init."""
         return False
 
-    def enable_reads(self, flash) -> bool:
+    def enable_reads(self, flash: Flash) -> bool:
         """Make the flash readable through the bus, fast (after the Init, or where
         :meth:`reads_without_init`). Returns whether it did anything."""
         return False
 
-    def end_reads(self, flash) -> bool:
+    def end_reads(self, flash: Flash) -> bool:
         """End a read phase begun with :meth:`enable_reads`. Returns whether it did anything."""
         return False
 
-    def erase_chip(self, flash) -> int:
+    def erase_chip(self, flash: Flash) -> int:
         """Erase the whole flash behind ``flash`` (initialised for erase) by the family's own way.
 
         :returns: the bytes erased.
@@ -309,7 +318,7 @@ class FlashSpeedups:
         """
         raise NotImplementedError("no chip erase of the family's own")
 
-    def erase_blocks(self, flash, sectors) -> Tuple[List[Tuple[int, int]], List[int]]:
+    def erase_blocks(self, flash: Flash, sectors: Sequence[int]) -> Tuple[List[Tuple[int, int]], List[int]]:
         """Erase the whole blocks made of the 4 KiB ``sectors`` (addresses) by the family's own
         block erase; ``flash`` initialised for erase.
 
@@ -388,7 +397,7 @@ class Family:
         return None
 
     # -- unique ID ------------------------------------------------------------------------------
-    def read_uid(self, session, strict: bool = False, intrusive: bool = False) -> Optional[str]:
+    def read_uid(self, session: Session, strict: bool = False, intrusive: bool = False) -> Optional[str]:
         """The factory unique ID of the target of ``session`` (an open pyOCD ``Session``), as
         lower-case hex; None when the family has none (:attr:`uid_location` None) or, unless
         ``strict``, the read fails. ``intrusive``: the caller is about to reprogram or check the
@@ -403,7 +412,9 @@ class Family:
         if loc is None:
             return None
         try:
-            raw = bytes(session.target.read_memory_block8(loc.address, loc.size))
+            target = session.target
+            assert target is not None, "an open session has its target"
+            raw = bytes(target.read_memory_block8(loc.address, loc.size))
             return (raw[::-1] if loc.reverse else raw).hex()
         except Exception:
             if strict:
@@ -486,7 +497,7 @@ class Family:
         time.sleep(0.01)
 
     # -- flash speed-ups --------------------------------------------------------------------------
-    def flash_speedups(self, flash) -> Optional[FlashSpeedups]:
+    def flash_speedups(self, flash: Flash) -> Optional[FlashSpeedups]:
         """The speed-ups for ``flash`` (a pyOCD ``Flash``) when its algorithm is one the family
         knows, else None."""
         return None

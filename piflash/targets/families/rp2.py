@@ -35,7 +35,14 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import Optional
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+
+#: A flash region as the catalog gives it: (start, end exclusive, name).
+Region = Tuple[int, int, str]
+
+if TYPE_CHECKING:
+    from pyocd.core.session import Session
+    from pyocd.core.target import Target
 
 __all__ = [
     "read_flash_unique_id",
@@ -78,10 +85,10 @@ _ROM_MAGIC = {0x01754D: "rp2040", 0x02754D: "rp2350"}
 #: IWIDTH [17:16] and DWIDTH [18] are 0); DIRECT_RX.
 QMI_DIRECT_CSR, _QMI_DIRECT_TX, _QMI_DIRECT_RX = 0x400D0000, 0x400D0004, 0x400D0008
 _CSR_EN, _CSR_BUSY, _CSR_ASSERT_CS0N, _CSR_RXEMPTY = 1 << 0, 1 << 1, 1 << 2, 1 << 16
-_CHIPS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_CHIPS: "weakref.WeakKeyDictionary[Target, Optional[str]]" = weakref.WeakKeyDictionary()
 
 
-def chip_of(target) -> Optional[str]:
+def chip_of(target: Target) -> Optional[str]:
     """``"rp2040"`` or ``"rp2350"`` from the boot ROM's header at 0x10 (read once per target
     object), or None for any other part or when the read fails.
 
@@ -103,7 +110,7 @@ def chip_of(target) -> Optional[str]:
     return chip
 
 
-def read_flash_unique_id(session) -> bytes:
+def read_flash_unique_id(session: Session) -> bytes:
     """The 8-byte unique ID of the RP2040's boot flash.
 
     :param session: an open pyOCD session on an ``rp2040`` target (halts the core).
@@ -112,7 +119,10 @@ def read_flash_unique_id(session) -> bytes:
     :raises ValueError: the SSI did not return one byte per byte sent.
     """
     target = session.target
-    flash = target.memory_map.get_boot_memory().flash
+    boot = target.memory_map.get_boot_memory() if target is not None else None
+    flash = getattr(boot, "flash", None)
+    if target is None or flash is None:
+        raise ValueError("the session has no target with a boot flash")
     flash.init(flash.Operation.VERIFY)
     try:
         got = flash_command(target, bytes([_READ_UNIQUE_ID]) + bytes(_DUMMY_BYTES), _ID_BYTES)
@@ -124,7 +134,7 @@ def read_flash_unique_id(session) -> bytes:
 
 
 #: The boot flash's size by pyOCD target object, as its JEDEC ID gave it (see :func:`size_of_jedec`).
-_SIZES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_SIZES: "weakref.WeakKeyDictionary[Target, Tuple[int, bytes]]" = weakref.WeakKeyDictionary()
 #: The XIP window's base, where the boot flash starts (RP2040 datasheet 2.6.3; RP2350 4.4).
 XIP_BASE = 0x10000000
 
@@ -140,7 +150,7 @@ def size_of_jedec(jedec: bytes) -> Optional[int]:
     return 1 << jedec[2] if 16 <= jedec[2] <= 24 else None
 
 
-def _remember_size(target, jedec: bytes) -> None:
+def _remember_size(target: Target, jedec: bytes) -> None:
     size = size_of_jedec(jedec)
     try:
         if size is None:
@@ -151,7 +161,7 @@ def _remember_size(target, jedec: bytes) -> None:
         pass
 
 
-def reported_flash_regions(target, regions):
+def reported_flash_regions(target: Target, regions: Sequence[Region]) -> List[Region]:
     """``regions`` ((start, end_exclusive, name) triples from the memory map) with the boot
     flash's region cut to the size the flash itself reported (its JEDEC ID, read with the board's
     unique ID by :func:`read_flash_unique_id`): the memory map gives the 16 MiB XIP window, a
@@ -169,7 +179,7 @@ def reported_flash_regions(target, regions):
     return regions_of_size(regions, *known)
 
 
-def regions_of_size(regions, size: int, jedec: bytes):
+def regions_of_size(regions: Sequence[Region], size: int, jedec: bytes) -> List[Region]:
     """``regions`` ((start, end_exclusive, name) triples) with the one that starts at
     :data:`XIP_BASE` cut to ``size`` bytes (int), named with the size and the ``jedec`` ID (bytes)
     it came from, for the error that names them."""
@@ -183,7 +193,7 @@ def regions_of_size(regions, size: int, jedec: bytes):
     return out
 
 
-def flash_command(target, out: bytes, read: int = 0) -> bytes:
+def flash_command(target: Target, out: bytes, read: int = 0) -> bytes:
     """One serial flash instruction: /CS low, ``out`` then ``read`` bytes of 0x00 shifted, /CS
     high. On an RP2040 through the SSI (/CS held by the IO_QSPI override; the SSI's mode is
     restored afterwards; the boot ROM's ``flash_exit_xip`` must have put it in serial mode
@@ -218,7 +228,7 @@ def flash_command(target, out: bytes, read: int = 0) -> bytes:
     return bytes(got[len(out) :])
 
 
-def _qmi_command(target, out: bytes, read: int) -> bytes:
+def _qmi_command(target: Target, out: bytes, read: int) -> bytes:
     csr = target.read32(QMI_DIRECT_CSR)
     target.write32(QMI_DIRECT_CSR, (csr & ~_CSR_BUSY) | _CSR_EN | _CSR_ASSERT_CS0N)
     got = []
@@ -233,7 +243,7 @@ def _qmi_command(target, out: bytes, read: int) -> bytes:
     return bytes(got[len(out) :])
 
 
-def flash_size(target) -> Optional[int]:
+def flash_size(target: Target) -> Optional[int]:
     """The boot flash's size from its JEDEC ID (9Fh: manufacturer, type, capacity; capacity is
     log2 of the size in bytes on Winbond, Macronix and GigaDevice parts, 15h = 2 MiB on the
     Pico's W25Q16JV, 16h = 4 MiB on the Pico 2's W25Q32RV), or None when the byte is outside
@@ -244,7 +254,7 @@ def flash_size(target) -> Optional[int]:
     return size_of_jedec(jedec)
 
 
-def chip_erase(target, timeout: float = CHIP_ERASE_TIMEOUT) -> None:
+def chip_erase(target: Target, timeout: float = CHIP_ERASE_TIMEOUT) -> None:
     """Erase the whole boot flash with its own Chip Erase instruction (C7h, W25Q16JV datasheet
     8.2.34). The SSI must be in serial mode (see :func:`flash_command`).
 
@@ -260,7 +270,7 @@ def chip_erase(target, timeout: float = CHIP_ERASE_TIMEOUT) -> None:
 BLOCK_ERASES = {0x1000: (0x20, 0.4), 0x8000: (0x52, 1.6), 0x10000: (0xD8, 2.0)}
 
 
-def erase_block(target, offset: int, size: int) -> None:
+def erase_block(target: Target, offset: int, size: int) -> None:
     """Erase the ``size``-byte block (a key of :data:`BLOCK_ERASES`) at flash offset ``offset``
     (a multiple of ``size``) with the flash's own instruction. The SSI must be in serial mode.
 
@@ -279,7 +289,7 @@ def erase_block(target, offset: int, size: int) -> None:
     )
 
 
-def _write_and_wait(target, instruction: bytes, timeout: float, what: str, address: int) -> None:
+def _write_and_wait(target: Target, instruction: bytes, timeout: float, what: str, address: int) -> None:
     """06h Write Enable, ``instruction``, then 05h status reads until BUSY clears."""
     import time
 

@@ -16,11 +16,15 @@
 from __future__ import annotations
 
 import logging
-from typing import ClassVar, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, ClassVar, Dict, Optional, Tuple
 
 from piflash.errors import ProtectError
-from piflash.targets.families.base import Family, FlashSpeedups, Port, ProtectionStatus, names_pattern
+from piflash.targets.families.base import ChipIdentity, Family, FlashSpeedups, Port, ProtectionStatus, names_pattern
 from piflash.targets.families.rp2_flash import speedups_for
+
+if TYPE_CHECKING:
+    from pyocd.core.session import Session
+    from pyocd.flash.flash import Flash
 
 __all__ = ["Rp2040Family", "FAMILY", "TARGETSEL"]
 
@@ -41,7 +45,7 @@ class Rp2040Family(Family):
     boards: ClassVar[Dict[str, str]] = {"pico": "rp2040"}
     uf2_ids: ClassVar[Dict[str, Tuple[int, ...]]] = {"rp2040": (0xE48BFF56, 0xE48BFF57)}
 
-    def read_uid(self, session, strict: bool = False, intrusive: bool = False) -> Optional[str]:
+    def read_uid(self, session: Session, strict: bool = False, intrusive: bool = False) -> Optional[str]:
         """The boot flash's unique ID, only when ``intrusive`` (the read halts the core)."""
         if not intrusive:
             return None
@@ -56,7 +60,7 @@ class Rp2040Family(Family):
             return None
 
     def protection_status(
-        self, port: Port, target: Optional[str], named_by: Optional[str] = None, chip=None
+        self, port: Port, target: Optional[str], named_by: Optional[str] = None, chip: Optional[ChipIdentity] = None
     ) -> ProtectionStatus:
         """Always open: the chip has no protection (its identity: the TARGETSEL it answered)."""
         return self.read_protection(port, "RP2040")
@@ -78,7 +82,7 @@ class Rp2040Family(Family):
             hint="its flash is readable by any debugger or by BOOTSEL mode; an RP2350 has OTP-based secure boot",
         )
 
-    def flash_speedups(self, flash) -> Optional[FlashSpeedups]:
+    def flash_speedups(self, flash: Flash) -> Optional[FlashSpeedups]:
         """:data:`piflash.targets.families.rp2_flash.SPEEDUPS` for pyOCD's RP2 algorithm."""
         return speedups_for(flash)
 

@@ -21,10 +21,11 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, ClassVar, Dict, Optional, Tuple
 
 from piflash.errors import ProtectError, WrongTargetError
 from piflash.targets.families.base import (
+    ChipIdentity,
     Family,
     FlashSpeedups,
     Port,
@@ -33,6 +34,9 @@ from piflash.targets.families.base import (
     names_pattern,
 )
 from piflash.targets.families.rp2_flash import speedups_for
+
+if TYPE_CHECKING:
+    from pyocd.flash.flash import Flash
 
 __all__ = ["Rp2350Family", "FAMILY"]
 
@@ -56,7 +60,7 @@ class Rp2350Family(Family):
     uf2_ids: ClassVar[Dict[str, Tuple[int, ...]]] = {"rp2350": (0xE48BFF59, 0xE48BFF5A, 0xE48BFF5B, 0xE48BFF57)}
 
     def protection_status(
-        self, port: Port, target: Optional[str], named_by: Optional[str] = None, chip=None
+        self, port: Port, target: Optional[str], named_by: Optional[str] = None, chip: Optional[ChipIdentity] = None
     ) -> ProtectionStatus:
         """CHIP_ID (identity), then OTP CRITICAL. Read through the Secure AHB-AP, so debug is open
         now (a flag may be set and re-opened by firmware through OTP DEBUGEN: ``configured`` and
@@ -106,7 +110,7 @@ class Rp2350Family(Family):
             "datasheet's secure boot procedure says (section 10.5); nothing was written",
         )
 
-    def flash_speedups(self, flash) -> Optional[FlashSpeedups]:
+    def flash_speedups(self, flash: Flash) -> Optional[FlashSpeedups]:
         """:data:`piflash.targets.families.rp2_flash.SPEEDUPS` for pyOCD's RP2 algorithm."""
         return speedups_for(flash)
 

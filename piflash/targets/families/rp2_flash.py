@@ -85,7 +85,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from piflash.targets.algorithms import RP2_ALGORITHM, algorithm_digest
 from piflash.targets.families.base import FlashSpeedups
@@ -617,31 +617,31 @@ class Rp2FlashSpeedups(FlashSpeedups):
     erases_chip = True
     erases_blocks = True
 
-    def prepare_program(self, flash) -> bool:
+    def prepare_program(self, flash: Flash) -> bool:
         """:func:`faster_spi`."""
         return faster_spi(flash)
 
-    def before_uninit(self, flash) -> bool:
+    def before_uninit(self, flash: Flash) -> bool:
         """:func:`cmd_xip_divider`."""
         return cmd_xip_divider(flash)
 
-    def reads_without_init(self, flash) -> bool:
+    def reads_without_init(self, flash: Flash) -> bool:
         """:func:`reads_without_init`."""
         return reads_without_init(flash)
 
-    def enable_reads(self, flash) -> bool:
+    def enable_reads(self, flash: Flash) -> bool:
         """:func:`enable_xip`."""
         return enable_xip(flash)
 
-    def end_reads(self, flash) -> bool:
+    def end_reads(self, flash: Flash) -> bool:
         """:func:`end_reads`."""
         return end_reads(flash)
 
-    def erase_chip(self, flash) -> int:
+    def erase_chip(self, flash: Flash) -> int:
         """:func:`erase_chip`."""
         return erase_chip(flash)
 
-    def erase_blocks(self, flash, sectors):
+    def erase_blocks(self, flash: Flash, sectors: Sequence[int]) -> Tuple[List[Tuple[int, int]], List[int]]:
         """:func:`plan_block_erases` from the region's start, then :func:`erase_blocks`."""
         blocks, rest = plan_block_erases(sectors, flash.region.start)
         erase_blocks(flash, blocks)
@@ -652,6 +652,6 @@ class Rp2FlashSpeedups(FlashSpeedups):
 SPEEDUPS = Rp2FlashSpeedups()
 
 
-def speedups_for(flash):
+def speedups_for(flash: Flash) -> Optional[FlashSpeedups]:
     """:data:`SPEEDUPS` when ``flash`` (a pyOCD ``Flash``) runs pyOCD's RP2 algorithm, else None."""
     return SPEEDUPS if is_rp2(flash) else None
