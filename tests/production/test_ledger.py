@@ -18,12 +18,12 @@ from support.pgserver import PgServer  # noqa: E402
 from support.stationkit import (  # noqa: E402
     StationProcess,
     rows,
+    samples,
     wait_for,
     wait_rows,
     write_config,
     write_profile,
 )
-from test_station_metrics import samples  # noqa: E402
 
 from piflash.errors import ExitCode  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402

@@ -15,6 +15,7 @@ pytest.importorskip("prometheus_client")
 
 from support.stationkit import (  # noqa: E402
     StationProcess,
+    samples,
     wait_for,
     wait_rows,
     write_config,
@@ -25,17 +26,6 @@ from piflash.errors import ExitCode  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def samples(path: Path) -> dict:
-    """{(name, sorted labels): value} of a textfile, read by prometheus-client's parser."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    out = {}
-    for family in text_string_to_metric_families(path.read_text()):
-        for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
 
 
 def _scrape(port: int) -> dict:

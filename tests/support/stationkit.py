@@ -133,3 +133,14 @@ def wait_rows(history: Path, n: int, station: Optional[StationProcess] = None, d
         got = rows(history)
         return got if len(got) >= n else None
     return wait_for(enough, f"{n} history rows", deadline)
+
+
+def samples(path: Path) -> dict:
+    """{(name, sorted labels): value} of a textfile, read by prometheus-client's parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = {}
+    for family in text_string_to_metric_families(path.read_text()):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
