@@ -40,13 +40,14 @@ def info(probe, target, frequency, profile, pyocd_options, json_mode):
 
 def _connected_info(s, pyocd_options) -> dict:
     """:func:`piflash.targets.info.target_info` for the resolved settings ``s``; a connect that
-    fails is explained as the flash workflow explains it (a locked nRF52: exit 20 with the
-    recover hint; a chip other than the one named: exit 10 naming it), see
-    :func:`piflash.production.protect.explain_connect_error`.
+    fails on a locked chip (a locked nRF52, whose AHB-AP does not answer) is exit 20 with the
+    recover hint, as the flash workflow says it (:func:`piflash.production.protect.explain_connect_error`).
+    Any other failed connect stays the connect error (exit 10, with the type the probe reports).
 
-    :raises ConnectError, ProtectedError, WrongTargetError: and what ``target_info`` raises.
+    :raises ProtectedError: the chip is locked.
+    :raises ConnectError: and what ``target_info`` raises.
     """
-    from piflash.errors import ConnectError, WrongTargetError
+    from piflash.errors import ConnectError, ProtectedError, WrongTargetError
     from piflash.targets.info import target_info
 
     try:
@@ -57,7 +58,7 @@ def _connected_info(s, pyocd_options) -> dict:
         from piflash.production.protect import explain_connect_error
 
         better = explain_connect_error(s.probe, s.target, s.job.frequency)
-        if better is not None:
+        if isinstance(better, ProtectedError):
             raise better from exc
         raise
 
