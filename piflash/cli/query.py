@@ -23,11 +23,9 @@ from piflash.cli.options import (
 @memory_guarded("info")
 def info(probe, target, frequency, profile, pyocd_options, json_mode):
     """Connect and show the target: type, unique ID, probe, flash regions."""
-    from piflash.targets.info import target_info
-
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
     require_transport(s.probe, ["identify"], "info", "'piflash probes' shows its chip and port")
-    data = target_info(s.probe, s.target, s.job.frequency, session_options(s, pyocd_options))
+    data = _connected_info(s, pyocd_options)
     if json_mode:
         emit_json(data)
         return
@@ -38,6 +36,31 @@ def info(probe, target, frequency, profile, pyocd_options, json_mode):
     for r in data["regions"]:
         sizes = f"sector {r['sector_size']:,} B, page {r['page_size']:,} B" if r.get("sector_size") else ""
         click.echo(f"  {r['type']:<6} {r['name']:<12} {r['start']:#010x}-{r['end']:#010x} {r['size']:>10,} B  {sizes}")
+
+
+def _connected_info(s, pyocd_options) -> dict:
+    """:func:`piflash.targets.info.target_info` for the resolved settings ``s``; a connect that
+    fails on a locked chip (a locked nRF52, whose AHB-AP does not answer) is exit 20 with the
+    recover hint, as the flash workflow says it (:func:`piflash.production.protect.explain_connect_error`).
+    Any other failed connect stays the connect error (exit 10, with the type the probe reports).
+
+    :raises ProtectedError: the chip is locked.
+    :raises ConnectError: and what ``target_info`` raises.
+    """
+    from piflash.errors import ConnectError, ProtectedError, WrongTargetError
+    from piflash.targets.info import target_info
+
+    try:
+        return target_info(s.probe, s.target, s.job.frequency, session_options(s, pyocd_options))
+    except ConnectError as exc:
+        if isinstance(exc, WrongTargetError):
+            raise
+        from piflash.production.protect import explain_connect_error
+
+        better = explain_connect_error(s.probe, s.target, s.job.frequency)
+        if isinstance(better, ProtectedError):
+            raise better from exc
+        raise
 
 
 @click.command(context_settings=CONTEXT)

@@ -83,3 +83,33 @@ def test_the_option_bytes_fault_is_for_stm32f1_boards(cli):
     with pytest.raises(ValueError, match="for STM32F1 boards"):
         SimStore().set_faults("n", option_bytes_fault=True)
     cli("sim", "fault", "n", "--option-bytes-fault", check=2)
+
+
+def test_lock_then_recover_keeps_the_user_and_data_option_bytes(stm32, cli, firmware_dir):
+    """Issue 38 item 5: a recover programs USER, Data0 and Data1 back as a lock keeps them (it
+    erased them: USER and Data read 0xFF afterwards). Its write protection it clears: the flash
+    it guarded is erased, and the next flash must be able to write page 0 (WRP0 bit 0)."""
+    from conftest import expected_flash
+
+    u = [*stm32("sim"), "-t", "stm32f103rc"]
+    store = SimStore()
+    # RDP 0xA5 (open), USER 0xF9 (WDG_SW=1, nRST_STOP=0, nRST_STDBY=0: a reset on entering Stop or Standby),
+    # Data0 0x12, Data1 0x34, WRP0 0xFE (pages 0-1 write-protected), WRP1-3 0xFF; each with its
+    # complement (PM0075 2.5, table 5).
+    low = [0xA5, 0xF9, 0x12, 0x34, 0xFE, 0xFF, 0xFF, 0xFF]
+    store.save_state("st", {"option": bytes(b for x in low for b in (x, x ^ 0xFF))}, {})
+    before = cli.json("protect", "status", *u)["status"]
+    assert "USER=0xf9, Data0=0x12, Data1=0x34), FLASH_WRPR = 0xfffffffe" in before["detail"]
+
+    locked = cli.json("protect", "lock", *u)["status"]
+    assert locked["state"] == "locked" and "USER=0xf9, Data0=0x12, Data1=0x34" in locked["detail"]
+    assert store.read_nvm("st", "option")[2:10] == bytes.fromhex("f906 12ed 34cb fe01".replace(" ", ""))
+
+    out = cli("protect", "recover", *u, "--yes", check=0).stdout
+    assert "now OPEN" in out
+    assert "USER=0xf9, Data0=0x12, Data1=0x34), FLASH_WRPR = 0xffffffff" in out
+    assert store.read_nvm("st", "option") == bytes.fromhex("a55a f906 12ed 34cb ffff ffff ffff ffff".replace(" ", ""))
+
+    fw = firmware_dir / "stm32f103rc" / "firmware.hex"
+    assert cli.json("flash", fw, *u)["ok"]  # page 0 is writable again
+    assert store.read_flash("st") == expected_flash(fw, 512 * 1024, 0x08000000)

@@ -139,6 +139,22 @@ def test_a_locked_nrf52840_without_target_is_protected_with_a_true_hint(via, pre
     cli("flash", fw, *u, check=0)
 
 
+@pytest.mark.parametrize("via", VIA)
+@pytest.mark.parametrize("named", [True, False])
+def test_info_on_a_locked_nrf52840_is_protected_like_every_other_command(via, named, board, cli):
+    """Issue 38 item 4: ``info`` on a locked nRF52840 was exit 10, "target type probably does not
+    match"; every other command gives 20 with the recover hint. Now ``info`` does too, with or
+    without -t where the probe names its board (sim:; a Debug Probe does not)."""
+    if not named and via == "usb":
+        pytest.skip("a Debug Probe does not say which board it carries")
+    u = board("l52", "nrf52840", via)
+    cli("protect", "lock", *u, "-t", "nrf52840", check=0)
+    out = cli("info", *u, *(["-t", "nrf52840"] if named else []), check=PROTECTED)
+    assert "nrf52840 is read-out protected (CTRL-AP APPROTECTSTATUS = 0x0" in out.stderr
+    assert "'piflash protect recover --target nrf52840' unlocks it" in out.stderr
+    assert "does not match" not in out.stderr and "connect sequence failed" not in out.stderr
+
+
 @pytest.mark.parametrize("target,parts", [
     ("nrf52840", {0x52840}), ("nrf52", {0x52832}), ("nrf52833", {0x52833}), ("nrf51", None),
     ("stm32f103rc", {0x414}), ("stm32f103c8", {0x410}), ("stm32f103c6", {0x412}),

@@ -103,3 +103,31 @@ def test_protect_reads_otp_critical_and_refuses_to_program_otp(cli, pico2):
     assert status["chip"].startswith("RP2350 (CHIP_ID 0x20004927")
     refused = cli.json("protect", "lock", "--probe", "sim:pico2", "-t", "rp2350", check=21)
     assert "OTP" in refused["error"]["message"] and "picotool" in refused["error"]["hint"]
+
+
+def test_a_block_past_the_flash_it_reports_is_refused_before_anything_is_erased(cli, pico2, tmp_path):
+    """Issue 38: the Pico 2's W25Q32RV is 4 MiB and ignores the address bits above; pyOCD's map
+    gives the 16 MiB XIP window. As on the RP2040 (test_flash_rp2040), the flash's JEDEC ID, read
+    through the QMI's direct mode, cuts the region: a UF2 block at 0x10401000 and an image 4.07 MiB
+    long are exit 4 at connect, naming the block and the size, and the board is untouched."""
+    store, info, blink = pico2
+    first = tmp_path / "first.uf2"
+    first.write_bytes(to_uf2(blink, 0x10000000, RP2350_ARM_S_FAMILY))
+    cli.json("flash", first, "--probe", "sim:pico2", "-t", "rp2350")
+    before = store.read_flash("pico2")
+    stats = dict(store.get("pico2").stats)
+    past = tmp_path / "past.uf2"
+    past.write_bytes(to_uf2(blink[:512], 0x10401000, RP2350_ARM_S_FAMILY))
+    long_ = tmp_path / "long.bin"
+    long_.write_bytes(blink + b"\x5a" * (0x412000 - len(blink)))
+    for command in (("flash", past), ("verify", past), ("flash", long_, "-a", "0x10000000")):
+        out = cli.json(*command, "--probe", "sim:pico2", "-t", "rp2350", check=4)
+        message = out["error"]["message"]
+        assert "is outside the flash of rp2350" in message, message
+        assert "4 MiB as the flash's JEDEC ID EF 40 16 says" in message, message
+        assert out["phase"] == "connect" and out["program"]["erased_bytes"] == 0
+    assert "image data at 0x10401000-0x104011ff" in cli.json("flash", past, "--probe", "sim:pico2", "-t", "rp2350",
+                                                             check=4)["error"]["message"]
+    assert store.read_flash("pico2") == before
+    after = store.get("pico2").stats
+    assert (after["erase_ops"], after["program_ops"]) == (stats["erase_ops"], stats["program_ops"])

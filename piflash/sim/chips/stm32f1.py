@@ -75,7 +75,11 @@ class Fpec(RegisterDevice):
     when read protection is active, mass-erases main flash first; OPTPG programs an option
     half-word (the hardware writes the low byte and its complement). The option bytes are loaded
     at reset (:meth:`reset`): RDP other than 0xA5 sets FLASH_OBR.RDPRT, and while it is set the
-    debugger is refused main flash and its boot alias (:meth:`refuses`). Faults:
+    debugger is refused main flash and its boot alias (:meth:`refuses`); USER, Data0 and Data1
+    load into FLASH_OBR [9:2], [17:10] and [25:18], WRP0-3 into FLASH_WRPR [7:0]..[31:24] (RM0008
+    3.4.6-3.4.7; each byte is the low byte of its option half-word, the complement check is not
+    modelled), and a page whose loaded WRP bit is 0 refuses program, page erase and mass erase
+    with WRPRTERR, like a ``write_protect`` fault (PM0075 2.4.2). Faults:
     ``lock_ignored`` keeps RDPRT clear whatever RDP says; ``recover_stuck`` leaves SR.BSY set
     after an option-byte erase, with nothing erased (until the next reset).
 
@@ -92,6 +96,8 @@ class Fpec(RegisterDevice):
         self.option = option
         self.alias = alias
         self.rdprt = False
+        self.user_data = 0xFFFFFF  # USER | Data0 << 8 | Data1 << 16, as loaded at reset
+        self.wrp = 0xFFFFFFFF  # WRP3..WRP0 as loaded at reset (a 0 bit: pages protected)
         self.reset()
 
     def reset(self) -> None:
@@ -107,6 +113,9 @@ class Fpec(RegisterDevice):
         if self.option is not None:
             rdp = self.option.read_int(OPTION_BASE, 1)
             self.rdprt = rdp != RDP_UNPROTECTED and not self.faults.lock_ignored
+            low = [self.option.read_int(OPTION_BASE + 2 * i, 1) for i in range(8)]  # RDP USER D0 D1 WRP0-3
+            self.user_data = low[1] | low[2] << 8 | low[3] << 16
+            self.wrp = low[4] | low[5] << 8 | low[6] << 16 | low[7] << 24
 
     def refuses(self, addr: int, length: int) -> bool:
         """Whether a debugger access to ``[addr, addr + length)`` is refused (RDP level 1:
@@ -137,8 +146,8 @@ class Fpec(RegisterDevice):
         if offset == ACR:
             return self.acr
         if offset == OBR:
-            # USER/Data option bytes at their defaults (RM0008 3.4.6); RDPRT as loaded at reset.
-            return 0x03FFFFFC | (OBR_RDPRT if self.rdprt else 0)
+            # USER [9:2], Data0 [17:10], Data1 [25:18] and RDPRT as loaded at reset (RM0008 3.4.6).
+            return self.user_data << 2 | (OBR_RDPRT if self.rdprt else 0)
         if offset == WRPR:
             return self._wrpr()
         return 0
@@ -185,15 +194,23 @@ class Fpec(RegisterDevice):
         else:
             self._opt_stage = 0
 
-    def _wrpr(self) -> int:
+    def _wrp_bit(self, addr: int) -> int:
         # High-density WRP mapping: bit n protects pages 2n, 2n+1 (4 KiB) for n < 31, bit 31
-        # protects page 62 and up (PM0075 2.5, table 3). A protected page clears its bit.
-        value = 0xFFFFFFFF
+        # protects page 62 and up (PM0075 2.5, table 3).
+        return 1 << min((addr - self.flash.start) // self.flash.page_size // 2, 31)
+
+    def _wrpr(self) -> int:
+        # The WRP bytes loaded at reset; a page a ``write_protect`` fault protects clears its bit too.
+        value = self.wrp
         for addr in self.faults.write_protect:
             if self.flash.contains(addr):
-                page = (addr - self.flash.start) // self.flash.page_size
-                value &= ~(1 << min(page // 2, 31))
+                value &= ~self._wrp_bit(addr)
         return value
+
+    def _protected(self, addr: int) -> bool:
+        """Whether the page at ``addr`` is write-protected: a ``write_protect`` fault, or its
+        loaded WRP bit is 0."""
+        return self.flash.is_protected(addr) or not self.wrp & self._wrp_bit(addr)
 
     # -- operations --------------------------------------------------------------------------
     def _start(self) -> None:
@@ -209,14 +226,14 @@ class Fpec(RegisterDevice):
                 self.option.erase_all()
                 self.sr |= SR_EOP
         elif self.cr & CR_MER:
-            if self.flash.any_protected():
+            if self.flash.any_protected() or self.wrp != 0xFFFFFFFF:
                 self.sr |= SR_WRPRTERR
             else:
                 self.flash.erase_all()
                 self.sr |= SR_EOP
         elif self.cr & CR_PER:
             if self.flash.contains(self.ar):
-                if self.flash.is_protected(self.ar):
+                if self._protected(self.ar):
                     self.sr |= SR_WRPRTERR
                 else:
                     self.flash.erase_page(self.ar)
@@ -256,7 +273,7 @@ class Fpec(RegisterDevice):
             self._program_halfword(addr + i, (value >> (8 * i)) & 0xFFFF)
 
     def _program_halfword(self, addr: int, half: int) -> None:
-        if self.flash.is_protected(addr):
+        if self._protected(addr):
             self.sr |= SR_WRPRTERR
             return
         if self.flash.read_int(addr, 2) != 0xFFFF and half != 0:

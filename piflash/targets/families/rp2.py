@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "read_flash_unique_id",
+    "read_flash_size",
     "flash_command",
     "flash_size",
     "size_of_jedec",
@@ -133,6 +134,30 @@ def read_flash_unique_id(session: Session) -> bytes:
     return got
 
 
+def read_flash_size(session: Session) -> Optional[int]:
+    """The boot flash's size in bytes from its JEDEC ID (:func:`flash_size`), read with pyOCD's RP2
+    algorithm initialised (its Init takes the flash out of XIP, so it takes instructions) and
+    remembered for :func:`reported_flash_regions`. The RP2350's path: its unique ID is in OTP, so
+    no flash instruction is sent for that (the RP2040 reads the size with its unique ID, in
+    :func:`read_flash_unique_id`).
+
+    :param session: an open pyOCD session on an ``rp2040`` or ``rp2350`` target (halts the core).
+    :returns: the size, or None when the ID gives none (nothing is remembered then).
+    :raises pyocd.core.exceptions.Error: the algorithm or a transfer failed.
+    :raises ValueError: the SSI or QMI did not return one byte per byte sent.
+    """
+    target = session.target
+    boot = target.memory_map.get_boot_memory() if target is not None else None
+    flash = getattr(boot, "flash", None)
+    if target is None or flash is None:
+        raise ValueError("the session has no target with a boot flash")
+    flash.init(flash.Operation.VERIFY)
+    try:
+        return flash_size(target)
+    finally:
+        flash.uninit()
+
+
 #: The boot flash's size by pyOCD target object, as its JEDEC ID gave it (see :func:`size_of_jedec`).
 _SIZES: "weakref.WeakKeyDictionary[Target, Tuple[int, bytes]]" = weakref.WeakKeyDictionary()
 #: The XIP window's base, where the boot flash starts (RP2040 datasheet 2.6.3; RP2350 4.4).
@@ -164,7 +189,8 @@ def _remember_size(target: Target, jedec: bytes) -> None:
 def reported_flash_regions(target: Target, regions: Sequence[Region]) -> List[Region]:
     """``regions`` ((start, end_exclusive, name) triples from the memory map) with the boot
     flash's region cut to the size the flash itself reported (its JEDEC ID, read with the board's
-    unique ID by :func:`read_flash_unique_id`): the memory map gives the 16 MiB XIP window, a
+    unique ID by :func:`read_flash_unique_id` on an RP2040, by :func:`read_flash_size` on an
+    RP2350): the memory map gives the 16 MiB XIP window, a
     Pico has 2 MiB, and a QSPI flash ignores the address bits above its size, so an image past it
     would land at the start of the flash. Unchanged when no size was read for ``target``.
 

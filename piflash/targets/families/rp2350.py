@@ -8,6 +8,11 @@
   addressmap.h); the ID as pico-sdk's pico_get_unique_board_id gives it (pico_unique_id/unique_id.c:
   CHIPID3..0, most significant byte first) is the 8 bytes read, reversed. The Secure AHB-AP
   reads them without set-up (ACCESSCTRL_OTP resets to Secure access from any master).
+- **Flash size**: where the board is reprogrammed or checked (``read_uid`` with ``intrusive``),
+  the boot flash's JEDEC ID is read through the QMI's direct mode
+  (:func:`piflash.targets.families.rp2.read_flash_size`), so an image past the flash's real size
+  (the Pico 2's W25Q32RV: 4 MiB; pyOCD's map has the 16 MiB XIP window) is refused before
+  anything is erased, as on the RP2040.
 - **Protection**: no flash read-out protection (the flash is an external QSPI part; datasheet
   10.1): OTP flags that close debug (CRIT1.SECURE_DEBUG_DISABLE, DEBUG_DISABLE; datasheet
   3.5.9) and secure boot, latched at boot into OTP's CRITICAL register (datasheet 13, table
@@ -21,6 +26,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, ClassVar, Dict, Optional, Tuple
 
 from piflash.errors import ProtectError, WrongTargetError
@@ -36,9 +42,12 @@ from piflash.targets.families.base import (
 from piflash.targets.families.rp2_flash import speedups_for
 
 if TYPE_CHECKING:
+    from pyocd.core.session import Session
     from pyocd.flash.flash import Flash
 
 __all__ = ["Rp2350Family", "FAMILY"]
+
+LOG = logging.getLogger(__name__)
 
 _CHIP_ID, _PART = 0x40000000, 0x00004927
 _CRITICAL = 0x40120148
@@ -58,6 +67,21 @@ class Rp2350Family(Family):
     #: Raspberry Pi Pico 2 (the board's own pages).
     boards: ClassVar[Dict[str, str]] = {"pico": "rp2350"}
     uf2_ids: ClassVar[Dict[str, Tuple[int, ...]]] = {"rp2350": (0xE48BFF59, 0xE48BFF5A, 0xE48BFF5B, 0xE48BFF57)}
+
+    def read_uid(self, session: Session, strict: bool = False, intrusive: bool = False) -> Optional[str]:
+        """The OTP chip ID (:attr:`uid_location`); when ``intrusive`` (the board is reprogrammed or
+        checked next) also the boot flash's size from its JEDEC ID, for the image's check. A size
+        that cannot be read leaves the memory map's check alone (logged, never raised).
+        """
+        uid = super().read_uid(session, strict, intrusive)
+        if intrusive:
+            from piflash.targets.families.rp2 import read_flash_size
+
+            try:
+                read_flash_size(session)
+            except Exception:  # noqa: BLE001  (the memory map's size still bounds the image)
+                LOG.debug("could not read the RP2350 flash's JEDEC ID", exc_info=True)
+        return uid
 
     def protection_status(
         self, port: Port, target: Optional[str], named_by: Optional[str] = None, chip: Optional[ChipIdentity] = None

@@ -14,8 +14,14 @@
   back as they were except RDP = 0x00 (CR.OPTPG), and resets so they load. The state is FLASH_OBR
   (0x4002201C) bit 1 RDPRT: the level in effect, and the only register the verdict comes from;
   the RDP byte itself is read as information only (a part, or a simulator, whose
-  option-byte block faults still flashes). Recover erases the option bytes (the hardware then
-  mass-erases main flash, PM0075 2.4.1) and programs RDP = 0xA5.
+  option-byte block faults still flashes). Recover reads the option bytes in effect (FLASH_OBR
+  USER [9:2], Data0 [17:10], Data1 [25:18], RM0008 rev 21 section 3.4.6: registers, readable
+  under RDP level 1 and when the option-byte block faults), erases the option bytes (the hardware
+  then mass-erases main flash, PM0075 2.4.1), programs RDP = 0xA5 and USER, Data0 and Data1 back
+  as they were: a recover keeps what a lock kept. The write protection (WRP0-3) it leaves erased,
+  i.e. cleared: the pages it guarded were just mass-erased, a recovered chip is one the next
+  flash must be able to write, and this option erase is the only one piflash makes (PM0075
+  2.4.2, "Unprotection", case 1, is this same sequence for clearing WRP).
 - **UF2**: ``STM32F1`` (0x5EE21072, "ST STM32F103") in Microsoft's ``utils/uf2families.json``.
 """
 
@@ -36,7 +42,7 @@ from piflash.targets.families.base import (
     wait_until,
 )
 
-__all__ = ["Stm32f1Family", "FAMILY", "DEV_IDS"]
+__all__ = ["Stm32f1Family", "FAMILY", "DEV_IDS", "user_option_bytes"]
 
 _CORTEX_M3 = 0xC23
 _DBGMCU_IDCODE = 0xE0042000
@@ -61,8 +67,11 @@ _FLASH = 0x40022000
 _KEYR, _OPTKEYR, _SR, _CR, _OBR = _FLASH + 0x04, _FLASH + 0x08, _FLASH + 0x0C, _FLASH + 0x10, _FLASH + 0x1C
 _KEY1, _KEY2 = 0x45670123, 0xCDEF89AB
 _SR_BSY = 1 << 0
+_WRPR = _FLASH + 0x20
 _CR_OPTPG, _CR_OPTER, _CR_STRT, _CR_LOCK = 1 << 4, 1 << 5, 1 << 6, 1 << 7
 _OBR_RDPRT = 1 << 1
+#: FLASH_OBR fields (RM0008 rev 21 section 3.4.6): the option bytes loaded at reset.
+_OBR_USER, _OBR_DATA0, _OBR_DATA1 = 2, 10, 18
 _OPTION_BYTES, _RDP_OPEN = 0x1FFFF800, 0xA5
 
 
@@ -110,7 +119,11 @@ class Stm32f1Family(ReadOutProtectedFamily):
 
         obr = port.read32(_OBR)
         locked = bool(obr & _OBR_RDPRT)
-        detail = f"FLASH_OBR = {obr:#010x} (RDPRT={int(locked)})"
+        user, data0, data1 = user_option_bytes(obr)
+        detail = (
+            f"FLASH_OBR = {obr:#010x} (RDPRT={int(locked)}, USER={user:#04x}, Data0={data0:#04x}, "
+            f"Data1={data1:#04x}), FLASH_WRPR = {port.read32(_WRPR):#010x}"
+        )
         try:  # information only: the verdict is FLASH_OBR.RDPRT, the level in effect
             rdp: Optional[int] = port.read32(_OPTION_BYTES) & 0xFF
         except TransferError:  # a fault (a part or simulator without the block): no verdict from it
@@ -142,9 +155,21 @@ class Stm32f1Family(ReadOutProtectedFamily):
         _write_options(port, halves, timeout)
 
     def mass_erase(self, port: Port, timeout: float) -> None:
-        """The option bytes erased (main flash with them) and RDP = 0xA5 programmed."""
+        """The option bytes erased (main flash with them), RDP = 0xA5 and the USER, Data0 and
+        Data1 bytes in effect (FLASH_OBR, read first) programmed back; WRP0-3 stay erased, so no
+        page is write-protected after the reset (see the module docstring for why).
+
+        :raises ProtectError: an erase or write did not finish within ``timeout`` (1 s a write).
+        :raises pyocd.core.exceptions.TransferError: FLASH_OBR cannot be read (nothing written).
+        """
+        user, data0, data1 = user_option_bytes(port.read32(_OBR))
         _unlock(port)
-        _write_options(port, [_RDP_OPEN] + [0xFF] * 7, timeout)
+        _write_options(port, [_RDP_OPEN, user, data0, data1] + [0xFF] * 4, timeout)
+
+
+def user_option_bytes(obr: int) -> Tuple[int, int, int]:
+    """(USER, Data0, Data1), each 0-255, from a FLASH_OBR value (RM0008 rev 21 section 3.4.6)."""
+    return (obr >> _OBR_USER) & 0xFF, (obr >> _OBR_DATA0) & 0xFF, (obr >> _OBR_DATA1) & 0xFF
 
 
 def _unlock(port: Port) -> None:
