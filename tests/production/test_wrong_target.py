@@ -139,14 +139,11 @@ def test_a_locked_nrf52840_without_target_is_protected_with_a_true_hint(via, pre
     cli("flash", fw, *u, check=0)
 
 
-@pytest.mark.parametrize("via", VIA)
-@pytest.mark.parametrize("named", [True, False])
+@pytest.mark.parametrize("via,named", [("sim", True), ("sim", False), ("usb", True)])
 def test_info_on_a_locked_nrf52840_is_protected_like_every_other_command(via, named, board, cli):
-    """Issue 38 item 4: ``info`` on a locked nRF52840 was exit 10, "target type probably does not
-    match"; every other command gives 20 with the recover hint. Now ``info`` does too, with or
-    without -t where the probe names its board (sim:; a Debug Probe does not)."""
-    if not named and via == "usb":
-        pytest.skip("a Debug Probe does not say which board it carries")
+    """``info`` on a locked nRF52840 was exit 10, "target type probably does not match"; every
+    other command gives 20 with the recover hint. Now ``info`` does too, with or without -t where
+    the probe names its board (a ``sim:`` probe does; a Debug Probe does not, so it needs -t)."""
     u = board("l52", "nrf52840", via)
     cli("protect", "lock", *u, "-t", "nrf52840", check=0)
     out = cli("info", *u, *(["-t", "nrf52840"] if named else []), check=PROTECTED)
