@@ -191,8 +191,13 @@ class Profile:
         from piflash.firmware.image import check_fits, load_image
         from piflash.targets.catalog import resolve_target
 
-        image = load_image(self.firmware, self.base_address)
-        self.check_digest(image.sha256)
+        try:
+            regions = resolve_target(self.target, self.pack).flash_regions
+        except PiflashError:
+            regions = None  # raised again below, after the file's own errors, as before
+        image = load_image(
+            self.firmware, self.base_address, flash_regions=regions, target=self.target, on_digest=self.check_digest
+        )
         regions = resolve_target(self.target, self.pack).flash_regions
         if regions is not None:
             check_fits(image, regions, self.target)

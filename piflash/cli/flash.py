@@ -39,7 +39,15 @@ def _load(settings: Settings):
         raise click.UsageError("no firmware given (a FIRMWARE argument or a profile with 'firmware:')")
     if settings.profile_obj is not None:
         return settings.profile_obj.load_image()
-    return load_image(settings.firmware, settings.base_address)
+    regions = None
+    if settings.target:  # the flash known before the file is read: a record past it stops the parse
+        from piflash.targets.catalog import resolve_target
+
+        try:
+            regions = resolve_target(settings.target, list(settings.pack) if settings.pack else None).flash_regions
+        except PiflashError:
+            pass  # reported where it was before, after the file's own errors
+    return load_image(settings.firmware, settings.base_address, flash_regions=regions, target=settings.target or "")
 
 
 def _run_with_progress(settings: Settings, quiet: bool, json_mode: bool, call):

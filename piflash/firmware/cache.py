@@ -8,7 +8,7 @@ cost"). A command that loads a file it loaded before (the same bytes: the key is
 SHA-256) reads the segments back instead: one read of the file (its hash is needed for the
 history anyway), one read of the entry.
 
-An entry is ``IMAGES/<sha256 of the file>-<format>.seg``: the magic ``PFSEG2\\0\\0``, the number
+An entry is ``IMAGES/<sha256 of the file>-<format>.seg``: the magic ``PFSEG3\\0\\0``, the number
 of UF2 family IDs and of segments (u32 each), the family IDs (u32 each), per segment its address
 and length (u32 each) and its bytes, and last the SHA-256 of everything before it. An entry
 whose trailer does not match (a torn write, a bad SD card sector) is parsed again and rewritten:
@@ -39,7 +39,7 @@ __all__ = ["cache_dir", "cached_chunks", "MAX_ENTRIES", "MAX_BYTES"]
 MAX_ENTRIES = 16
 #: Bytes kept at most over all entries: a Pi's SD card is small and slow.
 MAX_BYTES = 32 * 1024 * 1024
-_MAGIC = b"PFSEG2\0\0"  # 2: Intel HEX parsed by bincopy after piflash's record checks
+_MAGIC = b"PFSEG3\0\0"  # 3: Intel HEX placed by piflash itself (2: by bincopy)
 
 Chunks = List[Tuple[int, bytes]]
 

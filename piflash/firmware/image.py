@@ -1,9 +1,9 @@
 """Firmware images: load ``.hex``, ``.bin`` and ``.elf`` files and check them against a memory map.
 
 An image is loaded completely (and checked) before any probe is opened, so a
-corrupt or misplaced file never costs a half-erased board. Parsing is left to
-libraries: ``bincopy`` for Intel HEX, every record checked by piflash first
-(:mod:`piflash.firmware.ihex`), and ``pyelftools`` (pyOCD's own) for ELF.
+corrupt or misplaced file never costs a half-erased board. Intel HEX is read by
+piflash (:mod:`piflash.firmware.ihex`), ELF by ``pyelftools`` (pyOCD's own), UF2 by
+:mod:`piflash.firmware.uf2`.
 
 The in-memory form is a list of :class:`Segment` (address, bytes), sorted and
 non-overlapping, adjacent segments merged.
@@ -16,7 +16,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterable, List, Optional, Sequence, Tuple
+from typing import BinaryIO, Callable, Iterable, List, Optional, Sequence, Tuple
 
 from piflash.errors import FirmwareError, ImageRangeError
 
@@ -283,7 +283,12 @@ def open_firmware(path: "os.PathLike[str] | str") -> BinaryIO:
 
 
 def load_image(
-    path: os.PathLike | str, base_address: Optional[int] = None, file_format: Optional[str] = None
+    path: os.PathLike | str,
+    base_address: Optional[int] = None,
+    file_format: Optional[str] = None,
+    flash_regions: Optional[Sequence[Tuple[int, int, str]]] = None,
+    target: str = "the target",
+    on_digest: Optional[Callable[[str], object]] = None,
 ) -> FirmwareImage:
     """Read and parse a firmware file.
 
@@ -291,11 +296,20 @@ def load_image(
         content).
     :param base_address: load address (int) of a ``.bin``; required for ``.bin``, refused otherwise.
     :param file_format: force ``"hex"``, ``"bin"``, ``"elf"`` or ``"uf2"`` instead of detecting it.
+    :param flash_regions: the target's flash, (start, end_exclusive, name) triples, when it is
+        known before the file is read (``-t``, a profile's ``target:``); ``target`` names it. An
+        Intel HEX record outside them then stops the parse there (a sparse file spanning 4 GiB
+        is refused after its first record out of flash, not after it is all read): the image's
+        full fit is still for :func:`check_fits`.
+    :param on_digest: called with the file's SHA-256 (64 lower-case hex digits) before the
+        content is parsed, e.g. a profile's pinned digest check, so a pinned file that is not
+        the one pinned is named as such first, whatever its content.
     :returns: a :class:`FirmwareImage` with at least one non-empty segment.
     :raises FirmwareError: missing or unreadable file, not a regular file (:func:`open_firmware`),
         unknown format, corrupt, truncated or empty content, an ELF for another architecture than
         Arm, a ``.bin`` without a base address or a base address for another format, a UF2 that
         is cut short, damaged or misses blocks (:func:`piflash.firmware.uf2.parse_uf2`).
+    :raises ImageRangeError: an Intel HEX record outside ``flash_regions``.
     """
     path = Path(path)
     with open_firmware(path) as fh:
@@ -305,6 +319,8 @@ def load_image(
             raise FirmwareError(f"{path}: cannot read firmware file: {exc.strerror}") from exc
 
     digest = hashlib.sha256(raw).hexdigest()
+    if on_digest is not None:
+        on_digest(digest)
     fmt = file_format or detect_format(path, raw[:8])
     if fmt not in FORMAT_SUFFIXES:
         raise FirmwareError(f"unknown firmware format '{fmt}'", hint="use hex, bin, elf or uf2")
@@ -334,7 +350,8 @@ def load_image(
             if fmt == "hex":
                 from piflash.firmware.ihex import load_hex
 
-                return load_hex(path, raw), ()
+                inside = None if flash_regions is None else _inside_flash(flash_regions, target, path)
+                return load_hex(path, raw, inside), ()
             return _load_elf(path, raw), ()
 
         # parsed once per host: the same bytes again are read back (piflash/firmware/cache.py)
@@ -355,6 +372,27 @@ def image_from_bytes(data: bytes, address: int) -> FirmwareImage:
         sha256=hashlib.sha256(data).hexdigest(),
         file_size=len(data),
     )
+
+
+def _outside(where: str, address: int, regions: Sequence[Tuple[int, int, str]], target: str) -> ImageRangeError:
+    listing = ", ".join(f"{n} {s:#010x}-{e - 1:#010x}" for s, e, n in sorted(regions)) or "none"
+    return ImageRangeError(
+        f"image data at {where} is outside the flash of {target} (flash: {listing})",
+        address=address,
+        hint="check the --target, the .bin --base-address, or the linker script",
+    )
+
+
+def _inside_flash(flash_regions: Sequence[Tuple[int, int, str]], target: str, path: Path) -> Callable[[int, int], None]:
+    """A check of one address for :func:`piflash.firmware.ihex.load_hex`: ``check(address,
+    line)`` raises :class:`ImageRangeError` when ``address`` is in none of ``flash_regions``."""
+    regions = sorted(flash_regions)
+
+    def check(address: int, line: int) -> None:
+        if not any(start <= address < end for start, end, _ in regions):
+            raise _outside(f"{address:#010x} (line {line} of {path})", address, regions, target)
+
+    return check
 
 
 def check_fits(image: FirmwareImage, flash_regions: Sequence[Tuple[int, int, str]], target: str = "the target") -> None:
@@ -378,11 +416,5 @@ def check_fits(image: FirmwareImage, flash_regions: Sequence[Tuple[int, int, str
             if region is None:
                 nxt = next((r[0] for r in regions if r[0] > addr), seg.end)
                 stop = min(seg.end, nxt)
-                listing = ", ".join(f"{n} {s:#010x}-{e - 1:#010x}" for s, e, n in regions) or "none"
-                raise ImageRangeError(
-                    f"image data at {addr:#010x}-{stop - 1:#010x} ({stop - addr:,} bytes) is outside "
-                    f"the flash of {target} (flash: {listing})",
-                    address=addr,
-                    hint="check the --target, the .bin --base-address, or the linker script",
-                )
+                raise _outside(f"{addr:#010x}-{stop - 1:#010x} ({stop - addr:,} bytes)", addr, regions, target)
             addr = min(seg.end, region[1])

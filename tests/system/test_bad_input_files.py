@@ -174,3 +174,41 @@ def test_arm_elf_cut_outside_its_segments(cli, tmp_path, arm_elf, keep, where):
 
 def test_whole_arm_elf_still_flashes(cli, arm_elf):
     cli("flash", arm_elf, *NRF, "-q", check=0)
+
+
+# --- issue 38: a sparse Intel HEX is refused at its first record out of flash ---------------------
+
+def _hex_record(kind, address, data):
+    body = bytes((len(data), address >> 8 & 0xFF, address & 0xFF, kind)) + data
+    return ":" + (body + bytes(((-sum(body)) & 0xFF,))).hex().upper() + "\n"
+
+
+@pytest.mark.parametrize("profile", [False, True])
+def test_sparse_hex_stops_at_its_first_record_out_of_flash(cli, tmp_path, profile):
+    """16,384 records each behind an extended linear address record 64 KiB further (a file that
+    spans 4 GiB): with the target known before the file is read, the parse stops at the first
+    record out of the nRF52840's 1 MiB flash (line 34: the data record of the 17th pair, at 0x00100000), exit 4 naming
+    that line, the flash and the file, before any probe is opened. Before, the file was read
+    whole (bincopy's insert took seconds) and the fit named the first segment only."""
+    lines = [_hex_record(4, 0, struct.pack(">H", n)) + _hex_record(0, 0, bytes(16)) for n in range(16384)]
+    path = tmp_path / "sparse.hex"
+    path.write_text("".join(lines) + ":00000001FF\n")
+    if profile:
+        (tmp_path / "p.yaml").write_text(f"target: nrf52840\nfirmware: {path}\n")
+        proc = cli("flash", "-p", tmp_path / "p.yaml", "-u", "sim:nrf52840", timeout=QUICK)
+    else:
+        proc = cli("flash", path, *NRF, timeout=QUICK)
+    assert proc.returncode == ExitCode.IMAGE_RANGE, proc.stdout + proc.stderr
+    assert f"image data at 0x00100000 (line 34 of {path}) is outside the flash of nrf52840" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert history_rows() == 0
+
+
+def test_pinned_digest_is_named_before_the_content(cli, tmp_path):
+    """A profile that pins a SHA-256 names a different file as such (exit 6) before its content
+    is judged, as before the early range check."""
+    path = tmp_path / "sparse.hex"
+    path.write_text(_hex_record(4, 0, b"\x10\x00") + _hex_record(0, 0, bytes(16)) + ":00000001FF\n")
+    (tmp_path / "p.yaml").write_text(f"target: nrf52840\nfirmware: {path}\nsha256: {'0' * 64}\n")
+    proc = cli("flash", "-p", tmp_path / "p.yaml", "-u", "sim:nrf52840", timeout=QUICK)
+    assert proc.returncode == ExitCode.CHECKSUM, proc.stdout + proc.stderr

@@ -84,6 +84,36 @@ def test_hex_extended_addresses_and_crlf(tmp_path):
     assert [(s.address, s.data) for s in load_image(segment).segments] == [(0x10010, b"\x05\x06")]
 
 
+def test_hex_placed_as_intelhex_places_it_in_any_record_order(tmp_path):
+    """piflash places every record itself (issue 38: bincopy's insert was quadratic in the
+    records of a sparse file): the same bytes at the same addresses as intelhex, the format's
+    reference reader, gives, for records spread over 4 GiB and written in a shuffled order."""
+    import random
+
+    rng = random.Random(38)
+    chunks = [(rng.randrange(0, 1 << 16) << 16 | rng.randrange(0, 1 << 12) << 4, rng.randbytes(rng.randrange(1, 64)))
+              for _ in range(300)]
+    chunks = sorted(dict(chunks).items())
+    chunks = [c for c, n in zip(chunks, chunks[1:] + [(1 << 33, b"")]) if c[0] + len(c[1]) <= n[0]]
+    reference = write_hex(tmp_path / "ref.hex", chunks)
+    lines = reference.read_text().splitlines()
+    # intelhex writes each record behind the type 04 record it needs: shuffle those groups
+    groups, group = [], []
+    for line in lines[:-1]:
+        if line[7:9] == "04" and group:
+            groups.append(group)
+            group = []
+        group.append(line)
+    groups.append(group)
+    rng.shuffle(groups)
+    shuffled = tmp_path / "shuffled.hex"
+    shuffled.write_text("\n".join(line for g in groups for line in g) + "\n" + lines[-1] + "\n")
+    ih = IntelHex(str(reference))
+    expected = [(start, ih.tobinstr(start=start, end=end - 1)) for start, end in ih.segments()]
+    for path in (reference, shuffled):
+        assert [(s.address, s.data) for s in load_image(path).segments] == expected
+
+
 def test_hex_truncated_at_line_boundary(tmp_path):
     good = write_hex(tmp_path / "good.hex", [(0, bytes(range(256)) * 8)])
     lines = good.read_text().splitlines()
