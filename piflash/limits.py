@@ -17,6 +17,8 @@ __all__ = [
     "RTT_DURATION_MAX_S",
     "RECOVER_TIMEOUT_MAX_S",
     "PROBE_TIMEOUT_MAX_S",
+    "PATTERN_SEARCH_MAX_S",
+    "BOOT_TEXT_WINDOW",
     "seconds",
 ]
 
@@ -32,6 +34,14 @@ RTT_DURATION_MAX_S = 7 * 86400.0
 RECOVER_TIMEOUT_MAX_S = 3600.0
 #: ``$PIFLASH_PROBE_TIMEOUT``, one reply of a remote probe server.
 PROBE_TIMEOUT_MAX_S = 3600.0
+#: One search of a boot check's ``rtt:`` pattern in the board's output (wall time, seconds;
+#: :mod:`piflash.production.textsearch`): a sane pattern takes well under a millisecond on
+#: :data:`BOOT_TEXT_WINDOW` characters, also on a Zero 2W; one that backtracks without end
+#: (``(a+)+$``) is stopped here.
+PATTERN_SEARCH_MAX_S = 2.0
+#: Characters of a board's output (the last ones) a boot check's ``rtt:`` pattern is searched in:
+#: the output is never held whole, however long the firmware prints.
+BOOT_TEXT_WINDOW = 16384
 
 
 def seconds(value: object, what: str, maximum: float, minimum: float = 0.0, min_open: bool = True) -> float:

@@ -6,7 +6,9 @@ seconds, for one of three signs of life (docs/boot-check.md):
 
 ``rtt:REGEX``
     text on SEGGER RTT up-channel 0 that matches the regular expression (Python ``re`` syntax,
-    searched in everything read so far). The control block is found at the ELF symbol
+    searched in the last :data:`~piflash.limits.BOOT_TEXT_WINDOW` characters read, in a child
+    process that is ended after :data:`~piflash.limits.PATTERN_SEARCH_MAX_S` seconds of one
+    search: :mod:`piflash.production.textsearch`). The control block is found at the ELF symbol
     ``_SEGGER_RTT`` when the firmware is an ELF that has it, else by scanning the target's
     default RAM region for the ID ``"SEGGER RTT"`` (pyOCD's ``pyocd.debug.rtt``
     ``GenericRTTControlBlock``, its public RTT API).
@@ -245,7 +247,13 @@ class _Watch:
         self.result = BootResult(check.spec)
         self._rtt = RttUpChannel(self.target, elf_symbol(firmware_path, RTT_SYMBOL))
         self._agent = None
-        self._text = ""
+        self._search = None
+        if check.kind == "rtt":
+            from piflash.production.textsearch import TextSearch
+
+            self._search = TextSearch(check.pattern)
+        #: True when the verdict is that the pattern's search took too long.
+        self.search_too_slow = False
         self._word_addr: Optional[int] = None
         self._last_word = 0
         #: True when the verdict is the timeout.
@@ -346,10 +354,22 @@ class _Watch:
         data = self._rtt.read()
         if data:
             self.result.add_output(data)
-            self._text += data.decode("utf-8", "replace")
-            if self.check.kind == "rtt" and re.search(self.check.pattern, self._text):
-                return self._pass(f"RTT channel 0 printed text matching '{self.check.pattern}'")
+            if self._search is not None:
+                from piflash.production.textsearch import SearchTooSlow
+
+                try:
+                    matched = self._search.feed(data.decode("utf-8", "replace"))
+                except SearchTooSlow as exc:
+                    self.search_too_slow = True
+                    return self._fail(f"searching RTT channel 0's text for '{self.check.pattern}' stopped: {exc}")
+                if matched:
+                    return self._pass(f"RTT channel 0 printed text matching '{self.check.pattern}'")
         return False
+
+    def close(self) -> None:
+        """End the pattern's search process, if any."""
+        if self._search is not None:
+            self._search.close()
 
     # -- verdicts -----------------------------------------------------------------------------
     def _pass(self, detail: str) -> bool:
@@ -384,7 +404,12 @@ class _Watch:
             )
 
 
-def _hint(result: BootResult, expired: bool, firmware_path: Optional[str]) -> str:
+def _hint(result: BootResult, expired: bool, firmware_path: Optional[str], too_slow: bool = False) -> str:
+    if too_slow:
+        return (
+            "the pattern backtracks without end on this text (a repeat inside a repeat, such as "
+            "(a+)+ or (\\w|\\d)*): write it without nesting, e.g. 'self-test: PASS'"
+        )
     if result.fault_pc is not None:
         where = (
             f" -e {os.path.abspath(firmware_path)}"
@@ -461,6 +486,8 @@ def run_boot_check(
             time.sleep(POLL_INTERVAL)
         watch.result.seconds = clock() - start
     finally:
+        if watch is not None:
+            watch.close()
         try:
             target.set_vector_catch(vector_catch_before)
         except Exception:  # noqa: BLE001 - the board may be gone; the verdict stands
@@ -468,6 +495,8 @@ def run_boot_check(
     result = watch.result
     if not result.passed:
         raise BootCheckError(
-            f"boot check {check.spec} failed: {result.detail}", result, hint=_hint(result, watch.expired, firmware_path)
+            f"boot check {check.spec} failed: {result.detail}",
+            result,
+            hint=_hint(result, watch.expired, firmware_path, watch.search_too_slow),
         )
     return result

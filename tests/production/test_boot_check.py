@@ -208,6 +208,50 @@ def test_output_is_bounded():
     assert parse_boot_check("semihost:-1").status == -1
 
 
+def test_a_pattern_that_backtracks_without_end_fails_in_bounded_time(board, boot_fw, cli):
+    """Issue 38: ``(.|[^\\n])*Z`` tries 2^n ways through each line of the board's output (here
+    "piflash boot-check firmware: nrf52840", 38 characters: 2^38 steps). Python's re cannot be
+    interrupted; before, the check never ended. Now the search runs in a child process ended after
+    PATTERN_SEARCH_MAX_S: exit 26 naming the pattern, a hint about nesting, the output kept."""
+    from piflash.limits import PATTERN_SEARCH_MAX_S
+
+    pattern = r"rtt:(.|[^\n])*Z"
+    res, proc = _flash(cli, boot_fw("nrf52840", "rtt"), board("nrf52840"), "--boot-check", pattern,
+                       "--boot-timeout", "600", check=BOOT)
+    check = res["boot_check"]
+    assert not check["passed"]
+    assert f"took more than {PATTERN_SEARCH_MAX_S:g} s" in check["detail"], check["detail"]
+    assert "backtracks without end" in res["error"]["hint"]
+    assert "piflash boot-check firmware" in check["output"]
+    assert "Traceback" not in proc.stderr
+
+
+def test_the_search_window_is_bounded_and_its_child_ends():
+    """The text searched is the last BOOT_TEXT_WINDOW characters, whatever was fed; closing ends
+    the child (no process left behind); a search that takes too long raises SearchTooSlow."""
+    import time
+
+    from piflash.limits import BOOT_TEXT_WINDOW
+    from piflash.production.textsearch import SearchTooSlow, TextSearch
+
+    with TextSearch(r"START.*END") as search:
+        assert not search.feed("START" + "x" * 100)
+        assert search.feed("END")                              # a match across two pieces
+    with TextSearch(r"START.*END", limit=5.0) as search:
+        assert not search.feed("START" + "x" * BOOT_TEXT_WINDOW)  # START falls out of the window
+        assert not search.feed("END")
+        pid = search._proc.pid
+    assert not Path(f"/proc/{pid}").exists()                  # killed and reaped
+    search = TextSearch(r"(a|aa)+$", limit=0.5)
+    begun = time.monotonic()
+    with pytest.raises(SearchTooSlow, match="took more than 0.5 s"):
+        search.feed("a" * 60 + "!")
+    assert time.monotonic() - begun < 5
+    with pytest.raises(SearchTooSlow):
+        search.feed("more")                                   # stays stopped
+    search.close()
+
+
 def test_a_schema_2_history_gains_the_column_and_keeps_its_chain(board, boot_fw, cli, tmp_path):
     """Rows sealed before the column existed keep their hashes (chain.LATE_COLUMNS)."""
     args = board("nrf51")
