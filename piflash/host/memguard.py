@@ -80,12 +80,15 @@ BASELINE = {
 #: with room to spare: measured 2026-11-22 bin 9.8, elf 9.7. The .bin/.elf cost is mostly
 #: pyOCD's flash builder, which holds page data as lists of ints (a pointer per byte: 8 bytes on
 #: x86-64, 4 on armv7l). Intel HEX, measured 2026-11-26 (``memory_baseline.py --runs 3``) since
-#: :mod:`piflash.firmware.ihex` checks its records and bincopy assembles the image (a bytearray
+#: the records were checked by :mod:`piflash.firmware.ihex` and assembled by bincopy (a bytearray
 #: per run of contiguous records) instead of intelhex (a dict entry per data byte: 32.1 fitted on
 #: 2026-11-22, a 1 MiB image as a 2.75 MiB .hex peaked at 134.1 MiB): flashing fitted 1.10 (that
 #: .hex peaks at 60.5 MiB), but the parse alone, which runs before pyOCD is imported, peaks at
 #: 29.1 MiB + 6.56 bytes per byte of .hex (1 to 16 MiB of data, 2.9 to 46 MB of .hex: 43.6 to
 #: 316.8 MiB), above 58 MiB + 5 x the file from about 14 MB of .hex on; 8 covers it at every size.
+#: Since 2026-11-27 :mod:`piflash.firmware.ihex` places the records itself, a line at a time: the
+#: parse peaks at about 2.1 bytes per byte of .hex (1 and 4 MiB images); 8 is kept, larger, until
+#: the benchmark runs again.
 #: An unknown format takes the largest slope.
 IMAGE_SLOPE = {
     "bin": 12.0,
