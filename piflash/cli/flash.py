@@ -411,7 +411,7 @@ def _one_off(prof, plan, serial: int, force: bool, ledger: Optional[str] = None)
     if found and not force:
         boards = sorted({f["target_uid"] for f in found if f["target_uid"]})
         first = next((f for f in found if f["source"] == "history"), found[0])
-        if first["source"] in ("ledger", "lease", "ledger one-off"):
+        if first["source"] in ("ledger", "lease", "ledger one-off", "counter raise"):
             where = describe_issued(first)
         elif first["source"] == "history":
             where = f"history row {first['row']}: {first['operation']} {first['state'].upper()} at {first['when']}" + (

@@ -476,6 +476,25 @@ def _issued(db, counter: CounterSpec, n: int, profile: Optional[str]) -> List[di
                 "last": int(first + (count - 1) * step),
             }
         )
+    for holder, old, new, reason, at in db.execute(
+        "SELECT holder, old_next, new_next, reason, raised_at FROM ledger_counter_raises WHERE counter = %s "
+        "AND %s >= coalesce(old_next, %s) AND %s < new_next ORDER BY id",
+        (counter.name, n, counter.start, n),
+    ).fetchall():
+        if (n - counter.start) % counter.step:
+            continue  # not a number of this counter: the raise did not skip it
+        found.append(
+            {
+                "source": "counter raise",
+                "state": "raised",
+                "holder": holder,
+                "target_uid": None,
+                "when": _iso(at),
+                "first": int(counter.start if old is None else old),
+                "last": int(new) - counter.step,
+                "reason": reason,
+            }
+        )
     return found
 
 
@@ -488,7 +507,10 @@ def find_issued_in_ledger(url: str, counter: CounterSpec, n: int, profile: Optio
         ``ledger`` (an uploaded row: ``row``, ``origin``, ``station``, ``operation``), ``lease`` (a
         lease of the counter whose block holds ``n``, used or not, unless it was given back
         unused: ``lease``, ``first``, ``last``; ``holder`` is the station it was granted to) and
-        ``ledger one-off`` (``flash --serial N`` through the ledger: ``reissue``); ``state``,
+        ``ledger one-off`` (``flash --serial N`` through the ledger: ``reissue``) and ``counter
+        raise`` (a raise of the counter past ``n``, :meth:`PostgresLeaseSource.join`: the station
+        that joined holds numbers up to there, or the counter was made again above the ledger's
+        numbers; ``first``, ``last``, ``reason``, ``state`` "raised"); ``state``,
         ``holder``, ``target_uid`` (or None) and ``when`` (ISO 8601) in each.
     :raises SerialError: (exit 22) the ledger cannot be reached or read: whether ``n`` is free on
         the line cannot be told.
@@ -514,6 +536,11 @@ def describe_issued(found: dict) -> str:
         return (
             f"ledger lease #{found['lease']} ({found['first']}..{found['last']}, {found['state']}) "
             f"granted to station {found['holder']} at {found['when']}"
+        )
+    if found["source"] == "counter raise":
+        return (
+            f"ledger: counter raised past {found['first']}..{found['last']} for station {found['holder']} "
+            f"at {found['when']} ({found['reason']})"
         )
     return f"a --serial one-off on the line from {found['holder']}: {found['state']} at {found['when']}"
 

@@ -138,7 +138,7 @@ def test_one_off_is_checked_against_the_line_and_kept_from_its_counter(tmp_path,
     assert "(2 records in the history, the serial database and the ledger)" in proc.stderr   # not line-c's lease
 
 
-def test_a_station_joining_a_ledger_brings_its_numbers(tmp_path, profile, pg, cli):
+def test_a_station_joining_a_ledger_brings_its_numbers(tmp_path, sim_dir, profile, pg, cli, monkeypatch):
     serials = tmp_path / "line-a" / "serials.sqlite3"
     serials.parent.mkdir()
     alone = SerialAllocator(COUNTER, "line-a", serials, block=4)           # before the ledger: 1000..1005
@@ -154,6 +154,11 @@ def test_a_station_joining_a_ledger_brings_its_numbers(tmp_path, profile, pg, cl
     assert _sql(pg.url, "SELECT holder, old_next, new_next, reason FROM ledger_counter_raises") == \
         [("test-line", 1000, 1006, "the station's serial database holds numbers up to 1005")]
     assert "counter 'numbered' next 1006" in cli("station", "check", "--config", config, check=0).stdout
+    # The numbers it brought are the line's: a one-off elsewhere is refused, naming the station.
+    _elsewhere(monkeypatch, tmp_path, "bench-1", pg.url)
+    proc = cli("flash", "-p", "numbered", "-u", "sim:none", "--serial", 1003, check=ExitCode.SERIAL_ISSUED)
+    assert "serial 1003 was already issued: a board whose unique ID was not read has it; ledger: counter raised " \
+           "past 1000..1005 for station test-line at" in proc.stderr, proc.stderr
 
     # Without station check, the first lease does the same (the old code failed every board with
     # sqlite's "UNIQUE constraint failed: numbers.counter, numbers.n").
