@@ -12,7 +12,9 @@ step survives a power cut):
 1. lease: the source advances the counter past a block of ``block`` numbers and records the
    lease (local source: one transaction in this database);
 2. take: the next number of the lease is inserted into ``numbers`` as ``taken`` (its primary key
-   is (counter, n): a second insert of the same number fails instead of reusing it);
+   is (counter, n): a second insert of the same number fails instead of reusing it); a number of
+   the lease this database already holds (a one-off's, or one the counter gave before: a shared
+   source that forgot it) is skipped, recorded in ``skipped`` and logged, never taken twice;
 3. finish: the number becomes ``pass`` or ``fail`` with the board's target unique ID. With
    ``numbering: passed`` (:data:`piflash.firmware.patch.NUMBERING`) a failed board's number
    is released instead (table ``released``: the number, its lease, the failed board, when) and
@@ -616,10 +618,11 @@ def held_numbers(db: sqlite3.Connection, counter: str) -> dict:
         (bool), ``state``, ``target_uid``, ``taken_at`` (Unix time, s), oldest first.
     :raises sqlite3.Error: the database cannot be read.
     """
-    row = db.execute(
-        "SELECT max(n) FROM (SELECT n FROM numbers WHERE counter = ? UNION ALL SELECT n FROM released WHERE counter = ?)",
-        (counter, counter),
-    ).fetchone()
+    tops = [  # each max() one step down an index: the (counter, n) primary key of numbers
+        db.execute(f"SELECT max(n) FROM {table} WHERE counter = ?", (counter,)).fetchone()[0]
+        for table in ("numbers", "released")
+    ]
+    known = [int(t) for t in tops if t is not None]
     cur = db.execute(
         "SELECT n, holder, reissue, state, target_uid, taken_at FROM one_offs WHERE counter = ? AND holder NOT LIKE ? "
         "ORDER BY id",
@@ -629,7 +632,7 @@ def held_numbers(db: sqlite3.Connection, counter: str) -> dict:
     offs = [dict(zip(names, r)) for r in cur.fetchall()]
     for o in offs:
         o["reissue"] = bool(o["reissue"])
-    return {"highest": None if row[0] is None else int(row[0]), "one_offs": offs}
+    return {"highest": max(known) if known else None, "one_offs": offs}
 
 
 def held_in(path: Union[str, Path, None], counter: str) -> dict:
