@@ -292,7 +292,7 @@ def flash(
     one_off = None
     if serial is not None:
         s.serial = str(serial)  # in the history row from the first touch on
-        one_off = _one_off(prof, plan, serial, force_serial)
+        one_off = _one_off(prof, plan, serial, force_serial, s.ledger)
     transport = flash_transport(s.probe)
     bootsel = transport.name == "picoboot"
     # A transport without pyOCD options gets the -O ones only, to refuse: a profile's pack names
@@ -391,26 +391,37 @@ def _finish(one_off, state: str, result) -> None:
         )
 
 
-def _one_off(prof, plan, serial: int, force: bool):
+def _one_off(prof, plan, serial: int, force: bool, ledger: Optional[str] = None):
     """Refuse a ``--serial`` number already issued to a board, unless ``force``;
-    return the :class:`piflash.production.serials.OneOff` that records this issue in the serial database.
+    return the :class:`piflash.production.serials.OneOff` that records this issue in the serial database
+    (with a ledger, ``--ledger`` or ``PIFLASH_LEDGER``: a :class:`piflash.production.leases.LedgerOneOff`,
+    which records it in the ledger too, so the line's counter never grants it).
 
     Checked before the firmware is loaded or a probe opened: a refusal touches nothing.
 
     :raises SerialIssuedError: the number is in the serial database (the counter's or an earlier
-        one-off) or in a history row of this profile, and ``force`` is not set (exit 25).
-    :raises SerialError, HistoryError: the serial database or the history exists but cannot be
+        one-off), in a history row of this profile, or, with a ledger, issued on the line (a
+        ledger row, a lease of the counter, a one-off there), and ``force`` is not set (exit 25).
+    :raises SerialError, HistoryError: the serial database, the history or the ledger cannot be
         read (exit 22, 18): whether the number is free cannot be told.
     """
     from piflash.errors import SerialIssuedError
     from piflash.production.serials import OneOff, find_issued
+    from piflash.record.ledger import ledger_url
 
     counter = plan.counter.name
     found = find_issued(counter, serial, prof.name)
+    url = ledger_url(ledger)
+    if url:
+        from piflash.production.leases import describe_issued, find_issued_in_ledger
+
+        found += find_issued_in_ledger(url, plan.counter, serial, prof.name)
     if found and not force:
         boards = sorted({f["target_uid"] for f in found if f["target_uid"]})
         first = next((f for f in found if f["source"] == "history"), found[0])
-        if first["source"] == "history":
+        if first["source"] in ("ledger", "lease", "ledger one-off", "counter raise"):
+            where = describe_issued(first)
+        elif first["source"] == "history":
             where = f"history row {first['row']}: {first['operation']} {first['state'].upper()} at {first['when']}" + (
                 f", station {first['station']}" if first["station"] else ""
             )
@@ -419,7 +430,8 @@ def _one_off(prof, plan, serial: int, force: bool):
                 f"station {first['holder']}" if first["holder"] != "cli" else "a --serial one-off"
             )
         who = f"board {', '.join(boards)}" if boards else "a board whose unique ID was not read"
-        more = f" ({len(found)} records in the history and the serial database)" if len(found) > 1 else ""
+        places = "the history, the serial database and the ledger" if url else "the history and the serial database"
+        more = f" ({len(found)} records in {places})" if len(found) > 1 else ""
         raise SerialIssuedError(
             f"serial {serial} was already issued: {who} has it; {where}{more}",
             serial=serial,
@@ -428,6 +440,14 @@ def _one_off(prof, plan, serial: int, force: bool):
             f"'piflash history --board {serial}' shows the board. To give it again on purpose "
             f"(the same board flashed again), add --force-serial: it is recorded as a re-issue",
         )
+    if url:
+        import socket
+
+        from piflash import settings
+        from piflash.production.leases import LedgerOneOff
+
+        origin = settings.PIFLASH_STATION.value() or socket.gethostname()
+        return LedgerOneOff(plan.counter, serial, url, origin, profile=prof.name, reissue=bool(found))
     return OneOff(counter, serial, reissue=bool(found))
 
 

@@ -76,6 +76,33 @@ def check(config):
         f"{', '.join(cfg.probes) if cfg.probes else 'any'}, on same firmware "
         f"{cfg.on_same_firmware}, poll every {cfg.poll_interval:g} s"
     )
+    _join_ledger(cfg)
+
+
+def _join_ledger(cfg) -> None:
+    """With a ledger and a numbering profile: bring the numbers this station's serial database
+    holds to the ledger's counter (raised above them, recorded; :meth:`PostgresLeaseSource.join`),
+    and say where the counter stands. :raises SerialError: (exit 22) the ledger refuses or cannot be reached."""
+    plan = cfg.profile.patch_plan
+    if not cfg.ledger or plan is None or not plan.uses_serial:
+        return
+    from piflash.production.leases import PostgresLeaseSource
+    from piflash.production.serials import held_in
+    from piflash.record.ledger import safe_url
+
+    held = held_in(cfg.serials_path, plan.counter.name)
+    source = PostgresLeaseSource(cfg.ledger, cfg.lease_ttl)
+    try:
+        before, after = source.join(plan.counter, cfg.station, held)
+    finally:
+        source.close()
+    mine = (
+        f"this station's serial database holds up to {held['highest']}"
+        if held["highest"] is not None
+        else ("this station's serial database holds no number of it")
+    )
+    how = f"raised from {before} to {after}" if after != before else f"next {after}"
+    click.echo(f"ledger {safe_url(cfg.ledger)}: counter '{plan.counter.name}' {how} ({mine})")
 
 
 @station.command("install-service", context_settings=CONTEXT)

@@ -12,7 +12,9 @@ step survives a power cut):
 1. lease: the source advances the counter past a block of ``block`` numbers and records the
    lease (local source: one transaction in this database);
 2. take: the next number of the lease is inserted into ``numbers`` as ``taken`` (its primary key
-   is (counter, n): a second insert of the same number fails instead of reusing it);
+   is (counter, n): a second insert of the same number fails instead of reusing it); a number of
+   the lease this database already holds (a one-off's, or one the counter gave before: a shared
+   source that forgot it) is skipped, recorded in ``skipped`` and logged, never taken twice;
 3. finish: the number becomes ``pass`` or ``fail`` with the board's target unique ID. With
    ``numbering: passed`` (:data:`piflash.firmware.patch.NUMBERING`) a failed board's number
    is released instead (table ``released``: the number, its lease, the failed board, when) and
@@ -39,13 +41,14 @@ prove the rules above at every step. Nothing else reads it; never set it in prod
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import signal
 import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Protocol, Union
+from typing import Callable, Dict, List, Optional, Protocol, Tuple, Union
 
 from piflash import settings
 from piflash.errors import SerialError
@@ -58,6 +61,8 @@ DEFAULT_BLOCK = 16
 NUMBER_STATES = ("taken", "pass", "fail", "interrupted")
 #: Where ``PIFLASH_TEST_KILL_AT`` may stop the process (test only; see the module docstring).
 KILL_POINTS = ("leased", "taken", "programmed", "verified", "finished", "recorded")
+
+LOG = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS counters (
@@ -90,6 +95,9 @@ CREATE INDEX IF NOT EXISTS released_free ON released (counter, holder, reused_at
 CREATE TABLE IF NOT EXISTS returned (
   counter TEXT NOT NULL, first INTEGER NOT NULL, count INTEGER NOT NULL, step INTEGER NOT NULL,
   lease_id INTEGER NOT NULL, returned_at REAL NOT NULL, PRIMARY KEY (counter, first));
+CREATE TABLE IF NOT EXISTS skipped (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, counter TEXT NOT NULL, n INTEGER NOT NULL, lease_id INTEGER NOT NULL,
+  holder TEXT NOT NULL, reason TEXT NOT NULL, skipped_at REAL NOT NULL);
 """
 
 
@@ -114,7 +122,10 @@ def default_path() -> Optional[Path]:
 class Lease:
     """A block of numbers granted to one holder: ``first``, ``first + step``, ... (``count`` of them).
 
-    :ivar id: the lease's row id in the local database.
+    :ivar id: the lease's row id in the local database (a source's own id when a source returns it).
+    :ivar skip: numbers of the block a one-off elsewhere on the line already gave (``flash --serial
+        N`` through the ledger): ``(n, holder, state)`` each; the allocator records them as one-offs
+        and never takes them.
     """
 
     id: int
@@ -122,6 +133,7 @@ class Lease:
     first: int
     count: int
     step: int
+    skip: Tuple[Tuple[int, str, str], ...] = ()
 
 
 class LeaseSource(Protocol):
@@ -166,6 +178,12 @@ class _Tx:
             self.db.execute("COMMIT")
             return False
         self.db.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.IntegrityError):
+            raise SerialError(
+                f"serial database {self.path}: a number would be recorded twice ({exc})",
+                hint="nothing was given; report this as a bug with the serial database attached "
+                "(the allocator skips numbers the database already holds)",
+            ) from None
         if isinstance(exc, sqlite3.Error):
             raise SerialError(f"serial database {self.path}: {exc}") from None
         return False
@@ -354,6 +372,11 @@ class SerialAllocator:
                 (lease.counter, self.holder, lease.first, lease.count, lease.step, time.time()),
             )
             db.execute("INSERT INTO lease_sources (lease_id, source_id) VALUES (?, ?)", (cur.lastrowid, lease.id))
+            for n, holder, state in lease.skip:  # one-offs elsewhere on the line: never taken here
+                db.execute(
+                    "INSERT INTO one_offs (counter, n, holder, reissue, state, taken_at) VALUES (?, ?, ?, 0, ?, ?)",
+                    (lease.counter, n, f"{FOREIGN}{holder}", state if state in NUMBER_STATES else "taken", time.time()),
+                )
         checkpoint("leased")
 
     def release(self) -> int:
@@ -416,6 +439,7 @@ class SerialAllocator:
                     checkpoint("taken")
                     return n
             for _ in range(64):  # each round takes a number, or uses up a lease or leases one
+                skipped: List[Tuple[int, str]] = []
                 with _Tx(self._db, self.path) as db:
                     row = db.execute(
                         "SELECT id, first, step, used, count FROM leases WHERE counter = ? AND "
@@ -424,14 +448,21 @@ class SerialAllocator:
                     ).fetchone()
                     if row is not None:
                         lease_id, first, step, used, count = row
-                        # Skip numbers a one-off (flash --serial N) already gave: never twice.
-                        while (
-                            used < count
-                            and db.execute(
-                                "SELECT 1 FROM one_offs WHERE counter = ? AND n = ? LIMIT 1",
-                                (self.counter.name, first + used * step),
-                            ).fetchone()
-                        ):
+                        # Skip numbers this database already holds: a one-off (flash --serial N,
+                        # here or elsewhere on the line through the ledger) gave it, or the counter
+                        # did (a ledger whose counter was reset or is new to this station): never
+                        # twice. A counter's number skipped is recorded (table skipped) and logged.
+                        while used < count:
+                            why = _holds(db, self.counter.name, first + used * step)
+                            if why is None:
+                                break
+                            if why != "one-off":
+                                db.execute(
+                                    "INSERT INTO skipped (counter, n, lease_id, holder, reason, skipped_at) "
+                                    "VALUES (?, ?, ?, ?, ?, ?)",
+                                    (self.counter.name, first + used * step, lease_id, self.holder, why, time.time()),
+                                )
+                                skipped.append((first + used * step, why))
                             used += 1
                         n = first + used * step
                         db.execute(
@@ -456,6 +487,13 @@ class SerialAllocator:
                             "taken_at) VALUES (?, ?, ?, ?, 'taken', ?, ?)",
                             (self.counter.name, n, lease_id, self.holder, target_uid, time.time()),
                         )
+                for number, why in skipped:
+                    LOG.warning(
+                        "serial counter %s: number %d of the lease skipped: %s (never given twice)",
+                        self.counter.name,
+                        number,
+                        why,
+                    )
                 if row is not None:
                     if used + 1 >= count:
                         self._sync_source()  # the used-up lease closed at the ledger too
@@ -465,6 +503,14 @@ class SerialAllocator:
                         on_taken(n)
                     checkpoint("taken")
                     return n
+                if not isinstance(self.source, LocalLeaseSource):
+                    join = getattr(self.source, "join", None)
+                    if join is not None:  # the source's counter is raised above what this database holds
+                        try:
+                            held = held_numbers(self._db, self.counter.name)
+                        except sqlite3.Error as exc:
+                            raise SerialError(f"cannot read the serial database {self.path}: {exc}") from None
+                        join(self.counter, self.holder, held)
                 lease = self.source.lease(self.counter, self.holder, self.block)
                 if not isinstance(self.source, LocalLeaseSource):
                     self._record_foreign(lease)
@@ -542,6 +588,68 @@ class SerialAllocator:
             )
             names = [d[0] for d in cur.description]
             return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+#: ``holder`` prefix of a one-off recorded here from a lease's ``skip`` (given elsewhere on the line).
+FOREIGN = "ledger:"
+
+
+def _holds(db: sqlite3.Connection, counter: str, n: int) -> Optional[str]:
+    """Why number ``n`` of ``counter`` may not be taken from a lease: "one-off" (a one-off gave
+    it), a sentence (the counter gave it before: in ``numbers`` or ``released``), or None."""
+    if db.execute("SELECT 1 FROM one_offs WHERE counter = ? AND n = ? LIMIT 1", (counter, n)).fetchone():
+        return "one-off"
+    row = db.execute("SELECT state, holder FROM numbers WHERE counter = ? AND n = ?", (counter, n)).fetchone()
+    if row is not None:
+        return f"already in this serial database ({row[0]}, holder {row[1]})"
+    row = db.execute("SELECT holder FROM released WHERE counter = ? AND n = ? LIMIT 1", (counter, n)).fetchone()
+    if row is not None:
+        return f"already in this serial database (released by a failed board, holder {row[0]})"
+    return None
+
+
+def held_numbers(db: sqlite3.Connection, counter: str) -> dict:
+    """What a serial database holds of ``counter``, for a shared source joining it (the ledger,
+    :meth:`piflash.production.leases.PostgresLeaseSource.join`).
+
+    :returns: ``{"highest": int or None, "one_offs": [...]}``: ``highest`` the highest number the
+        counter gave here (table ``numbers``, any state, and ``released``); ``one_offs`` this
+        database's own one-offs (``flash --serial N``), dicts with ``n``, ``holder``, ``reissue``
+        (bool), ``state``, ``target_uid``, ``taken_at`` (Unix time, s), oldest first.
+    :raises sqlite3.Error: the database cannot be read.
+    """
+    tops = [  # each max() one step down an index: the (counter, n) primary key of numbers
+        db.execute(f"SELECT max(n) FROM {table} WHERE counter = ?", (counter,)).fetchone()[0]
+        for table in ("numbers", "released")
+    ]
+    known = [int(t) for t in tops if t is not None]
+    cur = db.execute(
+        "SELECT n, holder, reissue, state, target_uid, taken_at FROM one_offs WHERE counter = ? AND holder NOT LIKE ? "
+        "ORDER BY id",
+        (counter, FOREIGN + "%"),
+    )
+    names = [d[0] for d in cur.description]
+    offs = [dict(zip(names, r)) for r in cur.fetchall()]
+    for o in offs:
+        o["reissue"] = bool(o["reissue"])
+    return {"highest": max(known) if known else None, "one_offs": offs}
+
+
+def held_in(path: Union[str, Path, None], counter: str) -> dict:
+    """:func:`held_numbers` of the serial database at ``path`` (default :func:`default_path`);
+    ``{"highest": None, "one_offs": []}`` when it does not exist (it is not created).
+
+    :raises SerialError: the database exists but cannot be read."""
+    path = Path(path) if path is not None else default_path()
+    if path is None or not path.exists():
+        return {"highest": None, "one_offs": []}
+    db = _connect(path)
+    try:
+        return held_numbers(db, counter)
+    except sqlite3.Error as exc:
+        raise SerialError(f"cannot read the serial database {path}: {exc}") from None
+    finally:
+        db.close()
 
 
 def _iso(ts: Optional[float]) -> Optional[str]:
@@ -688,6 +796,8 @@ class OneOff:
 __all__ = [
     "SerialAllocator",
     "find_issued",
+    "held_numbers",
+    "held_in",
     "OneOff",
     "LocalLeaseSource",
     "LeaseSource",

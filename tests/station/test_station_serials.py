@@ -252,3 +252,33 @@ def test_numbering_passed_gives_a_failed_boards_number_to_the_next(tmp_path, sto
         db.close()
     assert [(n, uid, reused) for n, uid, reused in released] == [
         (5001, got[1]["target_uid"], 1), (5002, got[3]["target_uid"], 1)]
+
+
+def test_station_with_numbers_joins_a_ledger(tmp_path, store, firmware_dir, stations):
+    """A station that numbered boards on its own (serial database 5000, 5001) is pointed at a new
+    ledger (issue 39): its next board gets 5002, not a failure on sqlite's "UNIQUE constraint
+    failed: numbers.counter, numbers.n" for every board (the ledger's counter started at 5000)."""
+    pytest.importorskip("psycopg")
+    from support.pgserver import PgServer
+
+    history, serials = tmp_path / "history.sqlite3", tmp_path / "serials.sqlite3"
+    profile = _profile(tmp_path, firmware_dir)
+    store.create("bay", "nrf52840")
+    alone = stations(write_config(tmp_path, profile, ["sim:bay"], history, serials=serials, serial_block=2),
+                     tmp_path / "alone.log")
+    wait_rows(history, 1, alone)
+    store.swap("bay")
+    wait_rows(history, 2, alone)
+    assert alone.stop() == 0
+    pg = PgServer()
+    try:
+        config = write_config(tmp_path, profile, ["sim:bay"], history, name="line.yaml", serials=serials,
+                              serial_block=2, ledger=pg.url)
+        station = stations(config, tmp_path / "line.log")
+        store.swap("bay")
+        got = wait_rows(history, 3, station)
+        assert station.stop() == 0
+    finally:
+        pg.close()
+    assert [(r["serial"], r["outcome"]) for r in got] == [("5000", "pass"), ("5001", "pass"), ("5002", "pass")]
+    assert "UNIQUE" not in station.output()
