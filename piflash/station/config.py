@@ -34,7 +34,7 @@ import socket
 from pathlib import Path
 from typing import Any, Dict, NoReturn, Optional, Tuple, Union
 
-from piflash import settings
+from piflash import redact, settings
 from piflash.errors import ProfileError
 from piflash.profiles import Profile, find_profile, load_profile, read_yaml_mapping
 
@@ -267,8 +267,14 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
             hint="remove 'gpio', or 'workers: processes'",
         )
     ledger = values.get("ledger", settings.PIFLASH_LEDGER.value())
-    if ledger is not None and (not isinstance(ledger, str) or not ledger.startswith(("postgresql://", "postgres://"))):
-        fail("ledger", f"expected a PostgreSQL URL (postgresql://USER@HOST[:PORT]/DATABASE), got {ledger!r}")
+    if ledger is not None and not redact.is_conninfo(ledger):
+        shown = redact.redact_conninfo(ledger) if isinstance(ledger, str) else ledger
+        fail(
+            "ledger",
+            f"expected a PostgreSQL URL (postgresql://USER@HOST[:PORT]/DATABASE, or libpq's "
+            f"'host=H dbname=D ...'), got {shown!r}",
+        )
+    redact.remember(ledger)
     metrics = values.get("metrics")
     if metrics is not None:
         if not isinstance(metrics, str) or not metrics.strip().endswith(".prom"):
