@@ -9,8 +9,8 @@ log line, history row and terminal line that names a connection string goes thro
 parse) goes through :func:`scrub`, which also replaces each password :func:`remember` was told
 of, wherever it appears.
 
-The parsers are kept ones: psycopg's :func:`psycopg.conninfo.conninfo_to_dict` and
-:func:`~psycopg.conninfo.make_conninfo` for the keyword form (psycopg imported lazily: it is the
+The parsers are kept ones: psycopg's :func:`psycopg.conninfo.conninfo_to_dict` (libpq's own
+``PQconninfoParse``) finds the secrets of any form (psycopg imported lazily: it is the
 ``ledger`` extra), :mod:`urllib.parse` for URIs (so the shown string keeps the user's form). A
 string neither parses is masked by the patterns of :func:`scrub`.
 """
@@ -38,8 +38,9 @@ MIN_SCRUB_LEN = 4
 
 _KEYS = "|".join(SECRET_KEYS)
 #: ``password=VALUE`` in a keyword string (VALUE quoted '...' with backslash escapes, or up to
-#: white space) or in a URI query (up to ``&``, ``#`` or white space).
-_KEYWORD = re.compile(rf"(?i)\b({_KEYS})(\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&#'\"]+)")
+#: white space) or in a URI query (up to ``&``, ``#`` or white space); in a sentence the
+#: punctuation after it (``password=***: connection failed``) is not taken for part of it.
+_KEYWORD = re.compile(rf"(?i)\b({_KEYS})(\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&#'\"]*[^\s&#'\":,;.)\]])")
 #: A URI's userinfo password: ``scheme://user:PASSWORD@`` (any scheme: a ``mysql://`` URL given by
 #: mistake is refused with its password masked too).
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@?#]*):([^\s@/?#]*)@")
@@ -130,13 +131,9 @@ def redact_conninfo(conninfo: Optional[str]) -> str:
             return _mask(urlunsplit((parts.scheme, netloc, parts.path, "&".join(pieces), parts.fragment)))
         except ValueError:
             return _mask(conninfo)
-    try:
-        from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-        params = conninfo_to_dict(conninfo)
-        return _mask(make_conninfo("", **{k: (MASK if k in SECRET_KEYS else v) for k, v in params.items()}))
-    except Exception:  # noqa: BLE001 - no psycopg, or unparsable: the patterns
-        return _mask(conninfo)
+    # the keyword form as given (the user's order and spelling), each value psycopg parsed as a
+    # secret (remembered above) and each password=VALUE masked
+    return _mask(conninfo)
 
 
 def scrub(text: Optional[str]) -> Optional[str]:

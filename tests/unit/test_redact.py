@@ -44,3 +44,9 @@ def test_what_is_a_connection_string():
     assert redact.is_conninfo("postgresql://h/db") and redact.is_conninfo("host=h dbname='a b'")
     assert not redact.is_conninfo("mysql://h/db") and not redact.is_conninfo("just words")
     assert not redact.is_conninfo(42)
+
+
+def test_a_sentence_keeps_its_punctuation():
+    text = "cannot use the ledger host=h password=s3cr3t-pw: connection failed"
+    assert redact.scrub(text) == "cannot use the ledger host=h password=***: connection failed"
+    assert redact.scrub(redact.scrub(text)) == redact.scrub(text)
