@@ -419,9 +419,10 @@ def check_station(ctx: Context) -> Optional[Check]:
     return Check("station service", OK, f"{unit} installed, {state or 'state unknown'}")
 
 
-#: Where piflash's configs live (station config, system profiles), relative to the root; a user's
-#: own (``$XDG_CONFIG_HOME/piflash``, ``./piflash.d``) are looked at too. Sources:
-#: :data:`piflash.settings.PIFLASH_STATION_CONFIG`'s default, :data:`piflash.profiles.SYSTEM_PROFILE_DIR`.
+#: Where piflash's configs live (the station config, ``/etc/piflash/station.yaml``, and the system
+#: profiles), relative to the root; a user's own (``$XDG_CONFIG_HOME/piflash`` and its
+#: ``profiles``, ``./piflash.d``) are looked at too. Sources: the default of
+#: :data:`piflash.settings.PIFLASH_STATION_CONFIG`, :data:`piflash.profiles.SYSTEM_PROFILE_DIR`.
 CONFIG_DIRS = ("etc/piflash", "etc/piflash/profiles")
 #: A config larger than this is not read for secrets (a profile is a few hundred bytes).
 MAX_CONFIG_BYTES = 1 << 20
@@ -432,8 +433,7 @@ def _config_files(ctx: Context) -> List[Path]:
     xdg = settings.XDG_CONFIG_HOME.value()
     user = Path(xdg) if xdg and os.path.isabs(xdg) else Path(os.path.expanduser("~")) / ".config"
     dirs += [user / "piflash", user / "piflash" / "profiles", Path("piflash.d")]
-    station = settings.PIFLASH_STATION_CONFIG.value()
-    files = [Path(station)] if station else []
+    files: List[Path] = []
     for d in dirs:
         try:
             files += sorted(p for p in d.iterdir() if p.suffix in (".yaml", ".yml"))

@@ -175,7 +175,6 @@ def test_a_world_readable_config_holding_a_password_is_a_warning(fake, monkeypat
     profile.parent.mkdir(parents=True)
     profile.write_text("name: board\n# ledger: postgresql://u:NotReal@db/l\n")  # a comment: no row
     profile.chmod(0o644)
-    monkeypatch.setenv("PIFLASH_STATION_CONFIG", str(station))
     rows = doctor.check_secrets(ctx_for(fake))
     assert [(r.status, r.detail) for r in rows] == [
         ("warn", f"{station} holds a password and is readable by every user (mode 0644)")]
