@@ -520,13 +520,14 @@ EXTRAS: Dict[str, Tuple[str, str, str]] = {
     "metrics": (
         "prometheus_client",
         "the station's Prometheus metrics",
-        "pip install 'piflash[metrics]' into piflash's venv (prometheus-client, pure Python)",
+        "with scripts/install.sh: 'bash scripts/install.sh --with-metrics'; or pip install "
+        "'piflash[metrics]' into piflash's venv (prometheus-client, pure Python)",
     ),
     "ledger": (
         "psycopg",
         "the central ledger on PostgreSQL",
-        "with Debian's libpq5: sudo apt-get install libpq5, then pip install 'piflash[ledger]' into "
-        "piflash's venv (or Debian's python3-psycopg)",
+        "with scripts/install.sh: 'bash scripts/install.sh --with-ledger' (psycopg over Debian's libpq5); "
+        "or sudo apt-get install libpq5, then pip install 'piflash[ledger]' into piflash's venv",
     ),
 }
 

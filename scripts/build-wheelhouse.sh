@@ -40,7 +40,8 @@ out=$(cd "$1" && pwd)
 reqs=()
 while read -r name version source prof _; do
     [[ -z $name || $name == \#* || $source != pip ]] && continue
-    [[ $prof == all || $prof == "$profile" ]] && reqs+=("$name==$version")
+    # the ledger's and metrics' extras are pure Python: in every wheelhouse, for --with-ledger/--with-metrics
+    [[ $prof == all || $prof == "$profile" || $prof == ledger || $prof == metrics ]] && reqs+=("$name==$version")
 done < "$deps"
 
 work=$(mktemp -d)

@@ -7,6 +7,8 @@
 #   bash scripts/install.sh                     # profile "minimal", for this user
 #   bash scripts/install.sh --profile full      # + capstone and cmsis-pack-manager (wheels only)
 #   bash scripts/install.sh --with-sim          # + the simulated board (Debian's python3-unicorn)
+#   bash scripts/install.sh --with-ledger       # + the central ledger (psycopg, pure Python, on Debian's libpq5)
+#   bash scripts/install.sh --with-metrics      # + the station's Prometheus metrics (prometheus-client, pure Python)
 #   bash scripts/install.sh --wheelhouse DIR    # offline, from scripts/build-wheelhouse.sh's folder
 #   sudo bash scripts/install.sh --system       # /opt/piflash + /usr/local/bin/piflash (the station)
 #   bash scripts/install.sh --uninstall [--system]
@@ -20,7 +22,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 deps=$repo/scripts/install-deps.txt
-profile=minimal system=0 wheelhouse="" uninstall=0 force=0 with_sim=0 args=("$@")
+profile=minimal system=0 wheelhouse="" uninstall=0 force=0 with_sim=0 with_ledger=0 with_metrics=0 args=("$@")
 
 say() { printf 'install: %s\n' "$*" >&2; }
 # die CODE MESSAGE [HINT LINE...]
@@ -32,7 +34,7 @@ die() {
     for line in "$@"; do printf '  %s\n' "$line" >&2; done
     exit "$code"
 }
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while (($#)); do
     case $1 in
@@ -46,10 +48,12 @@ while (($#)); do
         --wheelhouse=*) wheelhouse=${1#*=}; shift ;;
         --system) system=1; shift ;;
         --with-sim) with_sim=1; shift ;;
+        --with-ledger) with_ledger=1; shift ;;
+        --with-metrics) with_metrics=1; shift ;;
         --uninstall) uninstall=1; shift ;;
         --force) force=1; shift ;;
         -h|--help) usage; exit 0 ;;
-        *) die 2 "unknown argument '$1'" "usage: bash scripts/install.sh [--profile minimal|full] [--with-sim] [--system] [--wheelhouse DIR] [--uninstall] [--force]" ;;
+        *) die 2 "unknown argument '$1'" "usage: bash scripts/install.sh [--profile minimal|full] [--with-sim] [--with-ledger] [--with-metrics] [--system] [--wheelhouse DIR] [--uninstall] [--force]" ;;
     esac
 done
 [[ $profile == minimal || $profile == full ]] ||
@@ -88,13 +92,16 @@ while read -r name version source prof _; do
     [[ -z $name || $name == \#* ]] && continue
     [[ $source == debian:* ]] && apt_all+=("${source#debian:}")
     [[ $source == pip && $prof == full ]] && full_only+=("$name")
-    [[ $prof == all || $prof == "$profile" ]] || { [[ $prof == sim ]] && ((with_sim)); } || continue
+    [[ $prof == all || $prof == "$profile" ]] || { [[ $prof == sim ]] && ((with_sim)); } ||
+        { [[ $prof == ledger ]] && ((with_ledger)); } || { [[ $prof == metrics ]] && ((with_metrics)); } || continue
     case $source in
         pip) pip_reqs+=("$name==$version") ;;
         debian:*) apt_pkgs+=("${source#debian:}") ;;
         *) die 1 "$deps: unknown source '$source' for $name" ;;
     esac
 done < "$deps"
+# psycopg's pure-Python build loads libpq, the C client library, at import: Debian's (every port).
+((with_ledger)) && apt_pkgs+=(libpq5)
 
 if ((uninstall)); then
     if [[ -f $marker ]]; then
@@ -285,14 +292,22 @@ if ((with_sim)); then  # the simulated board's CPU emulator: Debian's build, its
         die 1 "the simulated board's CPU emulator (unicorn, Debian's python3-unicorn) does not load" \
             "check: apt-cache policy python3-unicorn; dpkg -L python3-unicorn"
 fi
+if ((with_ledger)); then  # the ledger's client: psycopg finds Debian's libpq at import
+    "$py" -c 'import psycopg; print(psycopg.pq.version())' >/dev/null ||
+        die 1 "the ledger's client (psycopg over Debian's libpq5) does not load" "check: dpkg -L libpq5"
+fi
+if ((with_metrics)); then
+    "$py" -c 'import prometheus_client' || die 1 "the station's metrics (prometheus-client) do not load"
+fi
 version=$("$venv/bin/piflash" --version) || die 1 "$venv/bin/piflash does not run"
 
 mkdir -p "$bindir"
 ln -sfn "$venv/bin/piflash" "$link"
-"$py" - "$marker" "$profile" "$venv" "$system" "$wheelhouse" "$with_sim" <<'EOF'
+"$py" - "$marker" "$profile" "$venv" "$system" "$wheelhouse" "$with_sim" "$with_ledger" "$with_metrics" <<'EOF'
 import datetime, json, sys
-path, profile, venv, system, wheelhouse, with_sim = sys.argv[1:]
+path, profile, venv, system, wheelhouse, with_sim, with_ledger, with_metrics = sys.argv[1:]
 record = {"profile": profile, "venv": venv, "system": system == "1", "sim": with_sim == "1",
+          "ledger": with_ledger == "1", "metrics": with_metrics == "1",
           "installed_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
           "wheelhouse": wheelhouse or None}
 with open(path, "w") as f:
@@ -301,7 +316,8 @@ with open(path, "w") as f:
 EOF
 
 pyocd_version=$("$py" -c 'import importlib.metadata as m; print(m.version("pyocd"))')
-say "done: $version, pyOCD $pyocd_version, profile $profile$( ((with_sim)) && echo ' + simulated board'), in $venv"
+extras=$( ((with_sim)) && printf ' + simulated board'; ((with_ledger)) && printf ' + ledger'; ((with_metrics)) && printf ' + metrics'; true)
+say "done: $version, pyOCD $pyocd_version, profile $profile$extras, in $venv"
 say "command: $link"
 # sudo's secure_path has no ~/.local/bin: give it the full path (docs/permissions.md).
 say "USB probes without root: sudo $(printf '%q' "$link") setup permissions   (then log out and back in)"

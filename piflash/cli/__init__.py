@@ -81,8 +81,24 @@ def cli(verbose: int) -> None:
     """
     level = {0: logging.CRITICAL, 1: logging.INFO}.get(verbose, logging.DEBUG)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # a database error in a log line: its password masked
+        if not any(isinstance(f, _Scrubbed) for f in handler.filters):
+            handler.addFilter(_Scrubbed())
     logging.getLogger("pyocd").setLevel(level)
     logging.getLogger("piflash").setLevel(min(level, logging.WARNING))
+
+
+class _Scrubbed(logging.Filter):
+    """Masks passwords in a log record's text (:func:`piflash.redact.scrub`) before it is written."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from piflash.redact import scrub
+
+        text = record.getMessage()
+        clean = scrub(text)
+        if clean != text:
+            record.msg, record.args = clean, None
+        return True
 
 
 def _register() -> None:

@@ -283,9 +283,12 @@ def flash(
         )
     check = _boot_check(prof, boot_check, boot_timeout, s.job.reset)
     if ledger is not None:
-        if not ledger.startswith(("postgresql://", "postgres://")):
+        from piflash.redact import is_conninfo, redact_conninfo
+
+        if not is_conninfo(ledger):
             raise click.BadParameter(
-                f"expected a PostgreSQL URL (postgresql://USER@HOST[:PORT]/DATABASE), got {ledger!r}",
+                f"expected a PostgreSQL URL (postgresql://USER@HOST[:PORT]/DATABASE, or libpq's "
+                f"'host=H dbname=D ...'), got {redact_conninfo(ledger)!r}",
                 param_hint="'--ledger'",
             )
         s.ledger = ledger

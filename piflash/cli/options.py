@@ -57,13 +57,15 @@ def emit_error(exc: PiflashError, json_mode: bool, result=None) -> None:
     """Report ``exc`` to the user: ``error:`` and ``hint:`` lines on stderr and, with
     ``json_mode``, one JSON object on stdout (``result.to_dict()`` when the operation got that
     far, else ``{"ok": false}``, plus ``"error": exc.to_dict()``, see :func:`emit_json`)."""
+    from piflash.redact import scrub
+
     if json_mode:
         out = result.to_dict() if result is not None else {"ok": False}
-        out["error"] = exc.to_dict()
+        out["error"] = dict(exc.to_dict(), message=scrub(exc.message), hint=scrub(exc.hint))
         emit_json(out)
-    click.secho(f"error: {exc.message}", fg="red", err=True)
+    click.secho(f"error: {scrub(exc.message)}", fg="red", err=True)
     if exc.hint:
-        click.echo(f"hint: {exc.hint}", err=True)
+        click.echo(f"hint: {scrub(exc.hint)}", err=True)
 
 
 def handles_errors(func):

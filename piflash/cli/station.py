@@ -64,7 +64,8 @@ def run(config, plain, force):
 @config_option
 @handles_errors
 def check(config):
-    """Validate the config, its profile and firmware without touching a probe."""
+    """Validate the config, its profile and firmware, the extras it needs and its ledger, without
+    touching a probe."""
     from piflash.station.config import load_station
 
     loaded = load_station(config)
@@ -76,6 +77,16 @@ def check(config):
         f"{', '.join(cfg.probes) if cfg.probes else 'any'}, on same firmware "
         f"{cfg.on_same_firmware}, poll every {cfg.poll_interval:g} s"
     )
+    from piflash.station.config import check_extras
+
+    extras = check_extras(cfg)  # what 'station run' would stop on (exit 17)
+    if extras:
+        click.echo(f"extras installed: {', '.join(extras)}")
+    if cfg.ledger:
+        from piflash.record.ledger import Ledger, safe_url
+
+        with Ledger(cfg.ledger):  # exit 27, the password masked, when it cannot be used
+            click.echo(f"ledger {safe_url(cfg.ledger)}: reached")
     _join_ledger(cfg)
 
 

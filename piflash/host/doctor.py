@@ -419,6 +419,60 @@ def check_station(ctx: Context) -> Optional[Check]:
     return Check("station service", OK, f"{unit} installed, {state or 'state unknown'}")
 
 
+#: Where piflash's configs live (the station config, ``/etc/piflash/station.yaml``, and the system
+#: profiles), relative to the root; a user's own (``$XDG_CONFIG_HOME/piflash`` and its
+#: ``profiles``, ``./piflash.d``) are looked at too. Sources: the default of
+#: :data:`piflash.settings.PIFLASH_STATION_CONFIG`, :data:`piflash.profiles.SYSTEM_PROFILE_DIR`.
+CONFIG_DIRS = ("etc/piflash", "etc/piflash/profiles")
+#: A config larger than this is not read for secrets (a profile is a few hundred bytes).
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _config_files(ctx: Context) -> List[Path]:
+    dirs = [Path(ctx.sysroot, d) for d in CONFIG_DIRS]
+    xdg = settings.XDG_CONFIG_HOME.value()
+    user = Path(xdg) if xdg and os.path.isabs(xdg) else Path(os.path.expanduser("~")) / ".config"
+    dirs += [user / "piflash", user / "piflash" / "profiles", Path("piflash.d")]
+    files: List[Path] = []
+    for d in dirs:
+        try:
+            files += sorted(p for p in d.iterdir() if p.suffix in (".yaml", ".yml"))
+        except OSError:
+            continue
+    return list(dict.fromkeys(files))
+
+
+def check_secrets(ctx: Context) -> List[Check]:
+    """A station config or profile that holds a password (a ledger connection string with one,
+    :func:`piflash.redact.passwords_in`) and that every user of the machine can read: a warning
+    naming the file and the chmod that fixes it, never the password. Nothing to report: no row."""
+    from piflash import redact
+
+    out: List[Check] = []
+    for path in _config_files(ctx):
+        try:
+            mode = path.stat().st_mode
+            if not (mode & 0o004) or path.stat().st_size > MAX_CONFIG_BYTES:
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if not any(redact.passwords_in(line) for line in text.splitlines() if not line.lstrip().startswith("#")):
+            continue
+        system = str(path).startswith(str(Path(ctx.sysroot, "etc")))
+        out.append(
+            Check(
+                "secrets",
+                WARN,
+                f"{path} holds a password and is readable by every user (mode {mode & 0o777:04o})",
+                f"sudo chgrp {probetable.GROUP} {path} && sudo chmod 640 {path}"
+                if system
+                else f"chmod 600 {path} (or keep the password in a passfile: docs/ledger.md)",
+            )
+        )
+    return out
+
+
 def check_memory(ctx: Context) -> Check:
     """Memory and swap: would a flash of a 1 MiB .bin fit now (:func:`piflash.host.memguard.assess_memory`)?
 
@@ -458,6 +512,7 @@ CHECKS: List[CheckFunction] = [
     check_probes,
     check_memory,
     check_station,
+    check_secrets,
 ]
 
 

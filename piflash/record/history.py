@@ -43,7 +43,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Union
 
-from piflash import settings
+from piflash import redact, settings
 from piflash.errors import HistoryError
 from piflash.progress import Phase
 from piflash.record.chain import GENESIS, ChainReport, row_hash, verify_chain
@@ -650,7 +650,8 @@ class History:
                     else error.get("exit_code")
                 ),
                 "error_kind": error.get("kind"),
-                "error": error.get("message"),
+                # masked before the row is sealed: a sealed row can never be scrubbed
+                "error": redact.scrub(error.get("message")),
                 "phase": str(result.phase) if result.phase else None,
                 "programmed_bytes": result.program.programmed_bytes if result.program else 0,
                 "protection": protection,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 from typing import Dict, List, Optional, Sequence
 
-from piflash import settings
+from piflash import redact, settings
 from piflash.errors import LedgerError, extra_missing
 
 __all__ = ["Ledger", "LedgerError", "Uploader", "ledger_url", "safe_url", "db_reason"]
@@ -104,6 +104,7 @@ class Ledger:
 
     def __init__(self, url: str) -> None:
         self.url = url
+        redact.remember(url)  # a database error may quote it: scrubbed from every message
         psycopg = _psycopg()
         self._errors = (psycopg.Error, OSError)
         try:
@@ -114,10 +115,16 @@ class Ledger:
                 for statement in _schema():
                     self._db.execute(statement)
         except self._errors as exc:
+            reason = db_reason(exc)
             raise LedgerError(
-                f"cannot use the ledger {safe_url(url)}: {db_reason(exc)}",
-                hint="is PostgreSQL running and the URL right (user, host, port, database)? "
-                "Boards are recorded locally meanwhile",
+                f"cannot use the ledger {safe_url(url)}: {reason}",
+                hint=(
+                    "give the password in a passfile, not the URL: PGPASSFILE=FILE (mode 0600, lines "
+                    "HOST:PORT:DATABASE:USER:PASSWORD; docs/ledger.md)"
+                    if "password" in reason
+                    else "is PostgreSQL running and the URL right (user, host, port, database)? "
+                    "Boards are recorded locally meanwhile"
+                ),
             ) from None
 
     def close(self) -> None:
@@ -378,12 +385,13 @@ class Uploader:
 
 
 def safe_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    import re
-
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+    """The connection string (URI or keyword form) with its password masked, for messages
+    (:func:`piflash.redact.redact_conninfo`)."""
+    return redact.redact_conninfo(url)
 
 
 def db_reason(exc: BaseException) -> str:
+    """The first line of a database error, every known password and any quoted connection
+    string's password masked (:func:`piflash.redact.scrub`: libpq quotes a URI it cannot parse)."""
     text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    return (redact.scrub(text[0]) or "") if text else type(exc).__name__

@@ -32,9 +32,9 @@ import dataclasses
 import os
 import socket
 from pathlib import Path
-from typing import Any, Dict, NoReturn, Optional, Tuple, Union
+from typing import Any, Dict, List, NoReturn, Optional, Tuple, Union
 
-from piflash import settings
+from piflash import redact, settings
 from piflash.errors import ProfileError
 from piflash.profiles import Profile, find_profile, load_profile, read_yaml_mapping
 
@@ -125,6 +125,39 @@ class StationConfig:
         from piflash.production.serials import default_path
 
         return default_path()
+
+
+def needed_extras(config: "StationConfig") -> List[str]:
+    """The optional extras (keys of :data:`piflash.errors.EXTRAS`) a station config needs:
+    ``ledger`` for ``ledger:`` (psycopg), ``metrics`` for ``metrics:`` or ``metrics_port:``
+    (prometheus-client), ``gpio`` for ``gpio:`` (gpiozero). The ``extras`` of pyproject.toml."""
+    needed = []
+    if config.ledger:
+        needed.append("ledger")
+    if config.metrics is not None or config.metrics_port is not None:
+        needed.append("metrics")
+    if config.gpio:
+        needed.append("gpio")
+    return needed
+
+
+def check_extras(config: "StationConfig") -> List[str]:
+    """Import the module of each extra the config needs (:func:`needed_extras`), as ``station
+    run`` will: found is not enough, it must import. Returns the extras checked.
+
+    :raises ExtraMissingError: (exit 17) the first that does not import, with the install line.
+    """
+    import importlib
+
+    from piflash.errors import EXTRAS, extra_missing
+
+    needed = needed_extras(config)
+    for extra in needed:
+        try:
+            importlib.import_module(EXTRAS[extra][0])
+        except ImportError as exc:
+            raise extra_missing(extra, str(exc)) from None
+    return needed
 
 
 def _exact_probes(probes: Tuple[str, ...], fail) -> Tuple[str, ...]:
@@ -267,8 +300,14 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
             hint="remove 'gpio', or 'workers: processes'",
         )
     ledger = values.get("ledger", settings.PIFLASH_LEDGER.value())
-    if ledger is not None and (not isinstance(ledger, str) or not ledger.startswith(("postgresql://", "postgres://"))):
-        fail("ledger", f"expected a PostgreSQL URL (postgresql://USER@HOST[:PORT]/DATABASE), got {ledger!r}")
+    if ledger is not None and not redact.is_conninfo(ledger):
+        shown = redact.redact_conninfo(ledger) if isinstance(ledger, str) else ledger
+        fail(
+            "ledger",
+            f"expected a PostgreSQL URL (postgresql://USER@HOST[:PORT]/DATABASE, or libpq's "
+            f"'host=H dbname=D ...'), got {shown!r}",
+        )
+    redact.remember(ledger)
     metrics = values.get("metrics")
     if metrics is not None:
         if not isinstance(metrics, str) or not metrics.strip().endswith(".prom"):

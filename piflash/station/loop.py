@@ -28,6 +28,7 @@ import threading
 import time
 from typing import Dict, Optional, TextIO
 
+from piflash.redact import scrub
 from piflash.station.config import LoadedStation, load_station
 from piflash.station.sdnotify import Notifier
 from piflash.station.status import LogOutput, NotifyOutput, StatusBoard
@@ -292,6 +293,7 @@ class Station:
             self._log(f"{uid}: worker process restarted")
 
     def _log(self, text: str) -> None:
+        text = scrub(text) or ""
         if not self.interactive:
             print(text, file=self.stream, flush=True)
         LOG.info("%s", text)

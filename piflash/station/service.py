@@ -33,6 +33,9 @@ UNIT_DIR = "etc/systemd/system"
 WANTED_BY = "multi-user.target"
 #: The station config the unit's ``ExecStart=`` names (inside ``ConfigurationDirectory=piflash``).
 CONFIG_PATH = "etc/piflash/station.yaml"
+#: The mode of an installed config that holds a password: read-write for root, read for the
+#: station's group (:func:`station_group`), nothing for others.
+SECRET_MODE = 0o640
 #: Characters that would need quoting or escaping on an ``ExecStart=`` line (``%`` specifiers,
 #: ``$`` variables, quotes, backslashes, white space): refused rather than escaped.
 _UNSAFE_PATH = re.compile(r"[\s%$\"'\\;]")
@@ -117,15 +120,28 @@ def _under(root: Path, path: str) -> Path:
 
 
 def _write_step(
-    dest: Path, shown: str, data: bytes, mode: int, check: Optional[Callable[[Path], object]] = None
+    dest: Path,
+    shown: str,
+    data: bytes,
+    mode: int,
+    check: Optional[Callable[[Path], object]] = None,
+    gid: Optional[int] = None,
 ) -> Step:
     """A step writing ``data`` to ``dest`` (atomically, by rename), or nothing if it is there.
 
     ``check`` is called with the new file in place beside ``dest`` (so relative paths in it mean
-    what they will mean) before the rename; if it raises, ``dest`` is left as it was.
+    what they will mean) before the rename; if it raises, ``dest`` is left as it was. With
+    ``gid``, the file is owned by root and that group (set before the rename: never readable by
+    others in between, it is created 0600).
     """
     try:
-        if dest.is_file() and dest.read_bytes() == data and (dest.stat().st_mode & 0o777) == mode:
+        st = dest.stat()
+        if (
+            dest.is_file()
+            and dest.read_bytes() == data
+            and (st.st_mode & 0o777) == mode
+            and (gid is None or (st.st_uid, st.st_gid) == (0, gid))
+        ):
             return Step(f"{shown}: up to date")
     except OSError:
         pass
@@ -133,7 +149,12 @@ def _write_step(
     def run():
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.piflash-tmp")
-        tmp.write_bytes(data)
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        if gid is not None:
+            os.chown(tmp, 0, gid)
         os.chmod(tmp, mode)
         try:
             if check is not None:
@@ -208,6 +229,43 @@ def _check_config(config: Path) -> bytes:
     return data
 
 
+def station_group(template: Optional[str] = None) -> str:
+    """The station's group: the first of the unit's ``SupplementaryGroups=`` (the udev rules'
+    group, :data:`piflash.probe.probetable.GROUP`, through which its dynamic user opens probes)."""
+    from piflash.probe.probetable import GROUP
+
+    for line in (template if template is not None else unit_template()).splitlines():
+        if line.startswith("SupplementaryGroups="):
+            names = line.split("=", 1)[1].split()
+            if names:
+                return names[0]
+    return GROUP
+
+
+def _secret_gid(root: Path, data: bytes) -> Optional[int]:
+    """The group id a config holding a password is installed with (root's ``/etc/group``), or None
+    when it holds none (:func:`piflash.redact.passwords_in`, line by line, comments skipped).
+
+    :raises ServiceError: it holds one and the root has no station group to give it to.
+    """
+    from piflash import redact
+    from piflash.probe.permissions import read_group
+
+    text = data.decode("utf-8", errors="replace")
+    if not any(redact.passwords_in(line) for line in text.splitlines() if not line.lstrip().startswith("#")):
+        return None
+    group = station_group()
+    found = read_group(str(root), group)
+    if found is None:
+        raise ServiceError(
+            f"the config holds a password, to be readable by root and group {group} only (mode 0640), "
+            f"but {_under(root, '/etc/group')} has no group {group}",
+            hint="create it: sudo piflash setup permissions (or groupadd --system plugdev); or keep the "
+            "password out of the config in a passfile (docs/ledger.md)",
+        )
+    return found[0]
+
+
 def _check_station(path: Path) -> None:
     """Validate an installed station config as the station will: profile, firmware, SHA-256.
 
@@ -258,7 +316,14 @@ def plan_install(
     if config is not None:
         data = _check_config(Path(config))
         check = _check_station if root.resolve() == Path("/") else None
-        steps.append(_write_step(_under(root, CONFIG_PATH), _shown(root, "/" + CONFIG_PATH), data, 0o644, check))
+        gid = _secret_gid(root, data)
+        mode = 0o644 if gid is None else SECRET_MODE
+        shown = _shown(root, "/" + CONFIG_PATH)
+        steps.append(_write_step(_under(root, CONFIG_PATH), shown, data, mode, check, gid))
+        if gid is not None:
+            steps.append(
+                Step(f"note: {shown} holds a password: mode 0640, owner root, group {station_group()} (the station's)")
+            )
         if check is None:
             steps.append(
                 Step(

@@ -31,6 +31,8 @@ import threading
 from dataclasses import dataclass
 from typing import Dict, List, Optional, TextIO
 
+from piflash.redact import scrub
+
 LOG = logging.getLogger(__name__)
 
 #: States a probe can be in (``ProbeState.state``).
@@ -164,7 +166,7 @@ class LogOutput:
         text = f"flashing {st.target_uid or 'board'}" if st.state == "flashing" else st.text
         if st.state == "flashing" and st.serial is not None:
             text += f" serial {st.serial}"
-        print(f"{st.probe}: {text}", file=self._stream, flush=True)
+        print(f"{st.probe}: {scrub(text)}", file=self._stream, flush=True)
 
     def close(self) -> None:
         pass

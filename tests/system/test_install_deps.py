@@ -35,7 +35,7 @@ class Row:
     name: str
     version: str          # exact pin (pip), Debian 12's version (debian:*), "-" (a stand-in)
     source: str           # "pip" or "debian:PACKAGE"
-    profile: str          # "all", "full" or "sim" (install.sh --with-sim)
+    profile: str          # "all", "full", or an extra's: "sim", "ledger", "metrics" (install.sh --with-...)
     needed_by: tuple[str, ...]
 
 
@@ -50,7 +50,7 @@ def load_rows() -> dict[str, Row]:
         assert norm(name) == name, f"install-deps.txt:{number}: write {norm(name)!r}"
         assert name not in rows, f"install-deps.txt:{number}: {name} listed twice"
         assert source == "pip" or re.fullmatch(r"debian:[a-z0-9][a-z0-9.+-]+", source), line
-        assert profile in ("all", "full", "sim"), line
+        assert profile in ("all", "full", "sim", "ledger", "metrics"), line
         if source == "pip":
             Version(version)  # an exact, valid version
         elif version != "-":
@@ -119,6 +119,20 @@ def test_sim_extra_matches_the_list():
                for name in listed_for("piflash[sim]"))
 
 
+@pytest.mark.parametrize("extra", ["ledger", "metrics"])
+def test_ledger_and_metrics_extras_match_the_list(extra):
+    """install.sh --with-ledger / --with-metrics install exactly piflash's extra (issue 39), pinned,
+    from pip: pure-Python wheels (py3-none-any, so the same file on armv7l and aarch64), their own
+    requirements listed too."""
+    check_against(f"piflash[{extra}]", requirements("piflash", extra))
+    for name in listed_for(f"piflash[{extra}]"):
+        assert ROWS[name].profile == extra and ROWS[name].source == "pip", ROWS[name]
+        if md.version(name) == ROWS[name].version:
+            check_against(name, requirements(name))
+            wheel = md.distribution(name).read_text("WHEEL") or ""
+            assert "Root-Is-Purelib: true" in wheel and "Tag: py3-none-any" in wheel, (name, wheel)
+
+
 def test_requirements_of_requirements_are_listed():
     """Walk the list: each pinned package installed here at its pin has its own needs listed."""
     checked = []
@@ -140,7 +154,8 @@ def test_requirements_of_requirements_are_listed():
 def test_every_consumer_is_listed():
     for row in ROWS.values():
         for consumer in row.needed_by:
-            assert consumer in ("piflash", "piflash[sim]", "build") or consumer in ROWS, (
+            assert consumer in ("piflash", "piflash[sim]", "piflash[ledger]", "piflash[metrics]", "build") \
+                or consumer in ROWS, (
                 f"{row.name} is needed by {consumer}, which install-deps.txt does not list")
             if consumer in ROWS and ROWS[consumer].profile == "full":
                 assert row.profile == "full" or set(row.needed_by) - {consumer}, (

@@ -116,6 +116,13 @@ def test_uninstall_leaves_a_directory_it_did_not_install(home):
     assert (venv / "precious.txt").exists()
 
 
+def test_with_ledger_and_with_metrics_are_options(home):
+    """Issue 39: the extras a station config may need have their install.sh options."""
+    proc = run(["--with-ledger", "--with-metrics", "--uninstall"], home)
+    assert proc.returncode == 0 and "nothing installed" in proc.stderr, proc.stderr
+    assert "--with-ledger" in run(["--help"], home).stdout
+
+
 def test_uninstall_removes_venv_link_and_marker(home):
     venv = home / ".local" / "share" / "piflash" / "venv"
     (venv / "bin").mkdir(parents=True)
@@ -234,3 +241,28 @@ def test_with_sim_installs_the_simulated_board(home):
     where = subprocess.run(as_user([str(venv / "bin" / "python"), "-c", "import unicorn; print(unicorn.__file__)"]),
                            capture_output=True, text=True, env=env, timeout=60)
     assert where.stdout.startswith("/usr/lib/python3/dist-packages/"), where  # Debian's, not a wheel
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not ROOT, reason="needs root (apt-get for libpq5; the install runs as nobody)")
+def test_with_ledger_and_metrics_install_the_extras(home):
+    """`install.sh --with-ledger --with-metrics` (a real user install, pip from the configured
+    index): Debian's libpq5 under psycopg, prometheus-client, the marker says so, and `station check`
+    of a config with `ledger:` and `metrics_port:` gets past the extras (issue 39)."""
+    if subprocess.run(["dpkg-query", "-W", "-f=${Status}", "libpq5"], capture_output=True,
+                      text=True).stdout.find("ok installed") < 0:
+        pytest.skip("libpq5 is not installed (apt-get install libpq5)")
+    proc = subprocess.run(as_user(["bash", str(install_script()), "--with-ledger", "--with-metrics"]),
+                          capture_output=True, text=True, timeout=900,
+                          env={"HOME": str(home), "PATH": os.environ["PATH"], "LANG": "C.UTF-8"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "profile minimal + ledger + metrics" in proc.stderr
+    venv = home / ".local" / "share" / "piflash" / "venv"
+    marker = json.loads((venv / "piflash-install.json").read_text())
+    assert marker["ledger"] is True and marker["metrics"] is True and marker["sim"] is False
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    probe = subprocess.run(as_user([str(venv / "bin" / "python"), "-c",
+                                    "import psycopg, prometheus_client; print(psycopg.pq.__impl__)"]),
+                           capture_output=True, text=True, env=env, timeout=60)
+    assert probe.stdout.strip() == "python", probe  # pure Python over Debian's libpq
+

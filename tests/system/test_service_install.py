@@ -119,3 +119,30 @@ def test_needs_root_on_the_real_system(monkeypatch, capsys):
         service.plan_install()
     assert "needs root" in err.value.message and "sudo" in err.value.hint
     assert service.plan_install(dry_run=True)  # anyone may preview
+
+
+PASSWORD = "Sekr1tLine"
+
+
+@pytest.mark.parametrize("ledger", [f"postgresql://line:{PASSWORD}@db/ledger",
+                                    f"'host=db dbname=ledger password={PASSWORD}'"])
+def test_a_config_holding_a_password_is_0640_root_and_the_station_group(cli, root, tmp_path, ledger):
+    """Issue 39: the ledger's password is readable by root and the station's group only."""
+    (root / "etc").mkdir(parents=True)
+    (root / "etc/group").write_text("root:x:0:\nplugdev:x:46:pi\n")
+    config = tmp_path / "secret.yaml"
+    config.write_text(f"station: bay-1\nprofile: app\nprobes: any\nledger: {ledger}\n")
+    out = install(cli, root, "--executable", EXE, "--config", config).stdout
+    installed = root / "etc/piflash/station.yaml"
+    st = installed.stat()
+    assert oct(st.st_mode & 0o777) == "0o640" and (st.st_uid, st.st_gid) == (0, 46), out
+    assert "holds a password: mode 0640, owner root, group plugdev" in out and PASSWORD not in out
+    assert "up to date" in install(cli, root, "--executable", EXE, "--config", config).stdout
+
+
+def test_a_password_for_a_root_without_the_station_group_is_refused(cli, root, tmp_path):
+    config = tmp_path / "secret.yaml"
+    config.write_text(f"station: bay-1\nprofile: app\nprobes: any\nledger: postgresql://u:{PASSWORD}@db/l\n")
+    proc = install(cli, root, "--executable", EXE, "--config", config, check=int(ExitCode.SERVICE))
+    assert "has no group plugdev" in proc.stderr and PASSWORD not in proc.stderr + proc.stdout
+    assert not (root / "etc/piflash/station.yaml").exists()

@@ -160,3 +160,26 @@ def test_probes_behind_one_transaction_translator(fake):
     fake.add_device("1-1.4.1", 0x2e8a, 0x0003, 1, 7, product="RP2 Boot", speed="12", interfaces=["", ""])
     (row,) = [c for c in doctor.check_probes(ctx_for(fake)) if c.name.startswith("hub")]
     assert "3 full-speed probes (1-1.1, 1-1.2, 1-1.4.1)" in row.detail
+
+
+def test_a_world_readable_config_holding_a_password_is_a_warning(fake, monkeypatch, tmp_path):
+    """Issue 39: named with the chmod that fixes it, never with the password."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.chdir(tmp_path)
+    etc = fake.sysroot / "etc/piflash"
+    (etc / "profiles").mkdir(parents=True)
+    station = etc / "station.yaml"
+    station.write_text("station: a\nledger: 'host=db dbname=l password=Hunter2Hunter'\n")
+    station.chmod(0o644)
+    profile = tmp_path / "xdg/piflash/profiles/board.yml"
+    profile.parent.mkdir(parents=True)
+    profile.write_text("name: board\n# ledger: postgresql://u:NotReal@db/l\n")  # a comment: no row
+    profile.chmod(0o644)
+    rows = doctor.check_secrets(ctx_for(fake))
+    assert [(r.status, r.detail) for r in rows] == [
+        ("warn", f"{station} holds a password and is readable by every user (mode 0644)")]
+    assert rows[0].fix == f"sudo chgrp plugdev {station} && sudo chmod 640 {station}"
+    assert "Hunter2Hunter" not in json.dumps([r.to_dict() for r in rows])
+    assert doctor.check_secrets in doctor.CHECKS
+    station.chmod(0o640)
+    assert doctor.check_secrets(ctx_for(fake)) == []
