@@ -8,7 +8,7 @@ passes one that feeds systemd's STATUS line; API users can pass their own or non
 from __future__ import annotations
 
 import enum
-from typing import Callable
+from typing import Callable, Union
 
 
 class Phase(str, enum.Enum):
@@ -31,18 +31,19 @@ class Phase(str, enum.Enum):
 class ProgressSink:
     """Receives phase progress, in bytes. Subclass and override what you need.
 
-    Phases (:class:`Phase`), in order: connect, erase, program, verify, reset.
-    ``total`` and ``done`` are bytes of the image handled in that phase (0 for
-    phases without a size, such as connect and reset).
+    Phases (:class:`Phase`), in order: connect, erase, program, verify, reset; a job may add its
+    own by name (``"read"``, :data:`piflash.jobs.readback.READ_PHASE`). ``total`` and ``done`` are
+    bytes of the image handled in that phase (0 for phases without a size, such as connect and
+    reset).
     """
 
-    def phase_start(self, phase: Phase, total: int) -> None:
+    def phase_start(self, phase: Union[Phase, str], total: int) -> None:
         """A phase begins; ``total`` bytes will be handled (0 if unknown)."""
 
-    def phase_update(self, phase: Phase, done: int) -> None:
+    def phase_update(self, phase: Union[Phase, str], done: int) -> None:
         """``done`` bytes of the phase are handled so far (monotonic)."""
 
-    def phase_end(self, phase: Phase, summary: str = "") -> None:
+    def phase_end(self, phase: Union[Phase, str], summary: str = "") -> None:
         """The phase finished; ``summary`` is a short human-readable result."""
 
     def message(self, text: str) -> None:

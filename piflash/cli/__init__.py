@@ -25,7 +25,7 @@ from piflash.errors import ExitCode
 
 #: The commands, by module of ``piflash.cli``: (module, names of its click commands/groups).
 COMMANDS = (
-    ("flash", ("flash", "verify", "erase", "reset")),
+    ("flash", ("flash", "verify", "read", "erase", "reset")),
     ("query", ("info", "probes", "targets")),
     ("profile", ("profile",)),
     ("history", ("history",)),

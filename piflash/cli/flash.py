@@ -516,6 +516,63 @@ def verify(firmware, probe, target, frequency, profile, pyocd_options, base_addr
     _report(result, json_mode, quiet, f"Verified: all {image.size:,} bytes match on {result.target}")
 
 
+@click.command("read", epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
+@click.argument("output", type=click.Path(dir_okay=False))
+@probe_options
+@click.option(
+    "--range",
+    "ranges",
+    multiple=True,
+    metavar="RANGE",
+    help="Read only RANGE: START+SIZE, START-END (end exclusive). Repeatable (.hex, .uf2). "
+    "[default: the target's main flash]",
+)
+@reset_option
+@output_options
+@handles_errors
+@memory_guarded("verify")
+def read(output, probe, target, frequency, profile, pyocd_options, ranges, reset, quiet, json_mode):
+    """Read the target's flash (or --range of it) into OUTPUT, checked against the flash by CRC32:
+    .bin, .hex or .uf2, by OUTPUT's extension. The board is not changed (it is reset afterwards,
+    --no-reset leaves it halted)."""
+    from piflash.jobs.readback import _checked_output, read_bootsel, read_flash
+    from piflash.jobs.transports import PICOBOOT, caps_of
+
+    sigterm_as_interrupt()
+    wanted = [_range(r) for r in ranges]
+    try:
+        _checked_output(output, wanted)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'OUTPUT'") from None
+    s = resolve(profile, probe=probe, target=target, frequency=frequency, reset=reset)
+    require_transport(s.probe, ["read"] + (["reset"] if s.job.reset else []), "read")
+
+    def call(display, on_connected):
+        if caps_of(s.probe) is PICOBOOT:
+            return read_bootsel(
+                output, s.probe, s.target, wanted, progress=display, reset=s.job.reset, on_connected=on_connected
+            )
+        return read_flash(
+            output,
+            probe=s.probe,
+            target=s.target,
+            ranges=wanted,
+            frequency=s.job.frequency,
+            progress=display,
+            reset=s.job.reset,
+            options=session_options(s, pyocd_options),
+            on_connected=on_connected,
+        )
+
+    result = _run_with_progress(s, quiet, json_mode, call)
+    _report(
+        result,
+        json_mode,
+        quiet,
+        f"Read {result.image_bytes:,} bytes of {result.target} into {output} (checked by CRC32)",
+    )
+
+
 def _range(text: str):
     try:
         if "+" in text:

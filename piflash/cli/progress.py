@@ -20,6 +20,7 @@ _LABELS: Dict[str, str] = {
     Phase.PROGRAM: "Programming",
     Phase.VERIFY: "Verifying",
     Phase.RESET: "Resetting",
+    "read": "Reading",
 }
 
 
@@ -27,7 +28,7 @@ _LABELS: Dict[str, str] = {
 #: program and the verify. An erase works on whole sectors whatever the image's size (and one
 #: that erased nothing showed "0.20 s, 193.9 KiB/s"): it gets no rate, live or
 #: final; connect and reset have no size.
-RATED = (Phase.PROGRAM, Phase.VERIFY)
+RATED = (Phase.PROGRAM, Phase.VERIFY, "read")
 
 
 def _rate(phase: str, nbytes: float, seconds: float) -> str:

@@ -26,7 +26,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from piflash.errors import FirmwareError
 
-__all__ = ["load_hex"]
+__all__ = ["load_hex", "dump_hex"]
 
 _HEX_DIGITS = b"0123456789abcdefABCDEF"
 #: Record type -> the byte count it must carry (None: any; data records).
@@ -152,3 +152,34 @@ def _overlap(path, address: int) -> FirmwareError:
         f"{path}: Intel HEX records overlap: two records write the same address ({address:#010x})",
         hint="the file is damaged or two images were joined: rebuild it",
     )
+
+
+def dump_hex(chunks: "List[Tuple[int, bytes]]", row: int = 16) -> bytes:
+    """Intel HEX text of ``chunks`` (``[(address, bytes)]``, addresses below 2**32): 16 data
+    bytes per record (``row``), a type 04 record wherever the upper 16 address bits change, an
+    end-of-file record; CR LF line ends, as the format's writers (intelhex, objcopy) give them.
+    :func:`load_hex` reads it back to the same bytes.
+
+    :raises ValueError: data past 0xFFFFFFFF.
+    """
+    out: List[bytes] = []
+    upper = -1
+    for address, data in chunks:
+        if address + len(data) > 1 << 32:
+            raise ValueError(f"data at {address:#x} runs past the 32-bit address space")
+        offset = 0
+        while offset < len(data):
+            at = address + offset
+            if at >> 16 != upper:
+                upper = at >> 16
+                out.append(_record(0x04, 0, upper.to_bytes(2, "big")))
+            size = min(row, len(data) - offset, 0x10000 - (at & 0xFFFF))  # never across 64 KiB
+            out.append(_record(0x00, at & 0xFFFF, data[offset : offset + size]))
+            offset += size
+    out.append(_record(0x01, 0, b""))
+    return b"".join(out)
+
+
+def _record(kind: int, address: int, data: bytes) -> bytes:
+    body = bytes((len(data), address >> 8, address & 0xFF, kind)) + data
+    return b":" + (body + bytes(((-sum(body)) & 0xFF,))).hex().upper().encode("ascii") + b"\r\n"

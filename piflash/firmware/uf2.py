@@ -49,6 +49,7 @@ __all__ = [
     "family_name",
     "target_families",
     "check_family",
+    "dump_uf2",
 ]
 
 BLOCK_SIZE = 512
@@ -262,3 +263,26 @@ def check_family(families: Tuple[int, ...], target: str, start: int = 0) -> None
         address=start,
         hint="flash the build for this chip, or check --target",
     )
+
+
+def dump_uf2(chunks: List[Tuple[int, bytes]], family_id: Optional[int]) -> bytes:
+    """UF2 blocks of ``chunks`` (``[(address, bytes)]``): 256 payload bytes per block, each at a
+    256-aligned address as pico-sdk's ``elf2uf2`` writes them (bytes of a partly covered 256-byte
+    page are padded with 0xFF, the erased value), with ``family_id`` and its flag when given, block
+    numbers and the total in every block (Microsoft's UF2 specification, uf2.h).
+    :func:`parse_uf2` reads it back.
+    """
+    pages: Dict[int, bytearray] = {}
+    for address, data in chunks:
+        first, end = address & ~0xFF, address + len(data)
+        for page in range(first, end, 256):
+            buf = pages.setdefault(page, bytearray(b"\xff" * 256))
+            lo, hi = max(page, address), min(page + 256, end)
+            buf[lo - page : hi - page] = data[lo - address : hi - address]
+    flags = FLAG_FAMILY_ID if family_id is not None else 0
+    total = len(pages)
+    out = []
+    for number, page in enumerate(sorted(pages)):
+        head = _HEADER.pack(MAGIC_START0, MAGIC_START1, flags, page, 256, number, total, family_id or 0)
+        out.append(head + bytes(pages[page]).ljust(MAX_PAYLOAD, b"\0") + struct.pack("<I", MAGIC_END))
+    return b"".join(out)

@@ -48,7 +48,7 @@ class _Offset(ProgressSink):
     def __init__(self, sink: ProgressSink, offset: int) -> None:
         self._sink, self._offset = sink, offset
 
-    def phase_update(self, phase: Phase, done: int) -> None:
+    def phase_update(self, phase: "Phase | str", done: int) -> None:
         self._sink.phase_update(phase, self._offset + done)
 
 

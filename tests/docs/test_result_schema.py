@@ -132,6 +132,8 @@ def test_every_json_output_matches_the_schema(cli, checked, firmware_dir, tmp_pa
     numbered = checked("flash", "-p", "numbered", "-u", "sim:nrf", "--serial", "7", "-q")
     assert numbered["serial"] == "7" and numbered["patch"]
     assert checked("verify", fw, *NRF, "-q")["verified"] is True
+    backup = checked("read", tmp_path / "backup.hex", *NRF, "--range", "0x0+0x1000", "-q")
+    assert backup["operation"] == "read" and backup["image_bytes"] == 4096 and "read" in backup["durations"]
     # erase --sector said erase_mode null and erase_seconds 0 beside durations.erase
     sector = checked("erase", "--sector", "0x1000", *NRF, "-q")
     assert sector["program"]["erase_mode"] == "sector" and sector["program"]["erased_bytes"] == 4096
@@ -157,7 +159,7 @@ def test_every_json_output_matches_the_schema(cli, checked, firmware_dir, tmp_pa
 
     history = checked("history")
     rows = history["operations"]
-    assert [r["operation"] for r in rows] == ["flash", "flash", "verify", "erase", "erase", "reset",
+    assert [r["operation"] for r in rows] == ["flash", "flash", "verify", "read", "erase", "erase", "reset",
                                               "protect-status", "recover", "lock", "recover-mass-erase"]
     assert {r["target_uid"] for r in rows} == {uid}
     first = rows[0]
