@@ -133,10 +133,9 @@ def read_list(path: Union[str, Path], entries: Mapping[str, Any]) -> UnitList:
         return ProfileError(message, path=where, line=line, hint=hint)
 
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or a device would block or never end
+            raise fail("the list is not a regular file")
         with open(path, "rb") as fh:
-            info = os.fstat(fh.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise fail("the list is not a regular file")
             data = fh.read(LIST_MAX_BYTES + 1)
     except OSError as exc:
         raise fail(
@@ -148,7 +147,7 @@ def read_list(path: Union[str, Path], entries: Mapping[str, Any]) -> UnitList:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise fail(f"not UTF-8 text (byte {exc.start})", line=data[: exc.start].count(b"\n") + 1) from None
-    reader = csv.reader(io.StringIO(text, newline=""), skipinitialspace=True)
+    reader = csv.reader(io.StringIO(text, newline=""), skipinitialspace=True, strict=True)
     try:
         header = next(reader, None)
         while header is not None and not any(h.strip() for h in header):
