@@ -305,10 +305,18 @@ def flash(
 
     def call(display, on_connected):
         if got is not None:  # the row becomes this board's for good when programming starts
-            from piflash.production.unitlist import ProgrammingMark
+            from piflash.production.unitlist import ProgrammingMark, forget_row
 
-            display = ProgrammingMark(display, lambda: rows.programming(got.row))
+            display = mark = ProgrammingMark(display, lambda: rows.programming(got.row))
+            try:
+                return flash_with(display, on_connected)
+            except PiflashError as exc:
+                if not mark.started:  # given back (_finish_row): not this board's values
+                    forget_row(getattr(exc, "result", None), job.plan)
+                raise
+        return flash_with(display, on_connected)
 
+    def flash_with(display, on_connected):
         def touch(result):
             on_connected(result)
             if one_off is not None:  # committed before the board is programmed

@@ -832,6 +832,20 @@ class RowAllocator:
                 close()
 
 
+def forget_row(result, plan) -> None:
+    """A board that failed before programming gave its row back: drop the row's values from its
+    ``result`` (an :class:`piflash.record.result.OperationResult`), so its history row does not
+    name values another board gets: the ``patch`` entries from the list, and the ``serial`` when
+    it came from the list. A counter's serial number stays (the board keeps it)."""
+    if result is None or plan is None:
+        return
+    listed = {e.name for e in plan.entries if e.list is not None}
+    if result.patch:
+        result.patch = {k: v for k, v in result.patch.items() if k not in listed} or None
+    if plan.serial_from_list:
+        result.serial = None
+
+
 class ProgrammingMark(ProgressSink):
     """A progress sink that passes everything on to ``sink`` (None: nowhere) and calls ``on_program()`` once,
     when the program phase starts (before its first byte is written): the moment a list row
@@ -840,12 +854,14 @@ class ProgrammingMark(ProgressSink):
 
     def __init__(self, sink: Optional[ProgressSink], on_program) -> None:
         self._sink = sink if sink is not None else ProgressSink()  # None: quiet
-        self._on_program, self._done = on_program, False
+        self._on_program = on_program
+        #: Whether programming started (``on_program`` returned).
+        self.started = False
 
     def phase_start(self, phase: Phase, total: int) -> None:
-        if phase == Phase.PROGRAM and not self._done:
-            self._done = True
+        if phase == Phase.PROGRAM and not self.started:
             self._on_program()
+            self.started = True
         self._sink.phase_start(phase, total)
 
     def phase_update(self, phase: Phase, done: int) -> None:
@@ -875,6 +891,7 @@ __all__ = [
     "TakenRow",
     "RowAllocator",
     "ProgrammingMark",
+    "forget_row",
     "DEFAULT_BLOCK",
     "ROW_STATES",
     "USED_STATES",

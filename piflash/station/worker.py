@@ -61,7 +61,13 @@ from piflash.jobs.workflow import (
     verify_session,
 )
 from piflash.production.serials import SerialAllocator, checkpoint
-from piflash.production.unitlist import PostgresRowSource, ProgrammingMark, RowAllocator, state_path
+from piflash.production.unitlist import (
+    PostgresRowSource,
+    ProgrammingMark,
+    RowAllocator,
+    forget_row,
+    state_path,
+)
 from piflash.progress import Phase, ProgressSink
 from piflash.record.result import OperationResult
 from piflash.targets.connect import open_session, read_target_uid
@@ -146,16 +152,20 @@ def row_allocator(config, holder: Optional[str] = None) -> RowAllocator:
         if key not in _ROW_ALLOCATORS:
             source = PostgresRowSource(config.ledger) if config.ledger else None
             alloc = RowAllocator(ulist, holder, state_path(config.serials_path), config.serial_block, source=source)
-            if any(alloc.recovered.values()):
-                LOG.warning(
-                    "list %s: %d row(s) given back and %d board(s) cut off while programming by the last run "
-                    "(their rows never given again)",
-                    ulist.name,
-                    alloc.recovered["back"],
-                    alloc.recovered["interrupted"],
-                )
+            _log_recovered(alloc)
             _ROW_ALLOCATORS[key] = alloc
         return _ROW_ALLOCATORS[key]
+
+
+def _log_recovered(alloc: RowAllocator) -> None:
+    if any(alloc.recovered.values()):
+        LOG.warning(
+            "list %s: %d row(s) given back and %d board(s) cut off while programming by the last run "
+            "(their rows never given again)",
+            alloc.ulist.name,
+            alloc.recovered["back"],
+            alloc.recovered["interrupted"],
+        )
 
 
 def check_list_left(config) -> None:
@@ -167,6 +177,7 @@ def check_list_left(config) -> None:
     ulist = config.profile.unit_list
     source = PostgresRowSource(config.ledger) if config.ledger else None
     alloc = RowAllocator(ulist, config.station, state_path(config.serials_path), config.serial_block, source=source)
+    _log_recovered(alloc)  # what the last run of this station left
     try:
         if alloc.remaining() == 0:
             raise ListUsedUpError(
@@ -492,6 +503,7 @@ class ProbeWorker(threading.Thread):
         if got is not None and rows is not None:
             try:
                 if rows.finish(got.row, outcome == "pass", uid) == "leased":
+                    forget_row(result, plan)
                     LOG.info(
                         "list %s: row %d given back (board %s failed before programming)", rows.ulist.name, got.row, uid
                     )
