@@ -387,7 +387,7 @@ def _boot_check(prof, text: Optional[str], timeout: Optional[float], reset: bool
 
 
 def _list_row(prof, ledger: Optional[str]):
-    """The row of the profile's list this one board takes (``holder`` "cli"; through the ledger
+    """The row of the profile's list this one board takes (holder ``cli/PID/...``; through the ledger
     with ``--ledger`` or ``PIFLASH_LEDGER``), committed before any probe is opened: returns
     ``(allocator, TakenRow)``, or ``(None, None)`` for a profile without a list.
 
@@ -396,11 +396,16 @@ def _list_row(prof, ledger: Optional[str]):
     """
     if prof is None or prof.unit_list is None:
         return None, None
-    from piflash.production.unitlist import PostgresRowSource, RowAllocator
+    from piflash.production.unitlist import PostgresRowSource, RowAllocator, one_off_holder, recover_one_offs
     from piflash.record.ledger import ledger_url
 
     url = ledger_url(ledger)
-    rows = RowAllocator(prof.unit_list, "cli", block=1, source=PostgresRowSource(url) if url else None)
+
+    def source():
+        return PostgresRowSource(url) if url else None
+
+    recover_one_offs(prof.unit_list, source_factory=source)  # what one-offs that died left
+    rows = RowAllocator(prof.unit_list, one_off_holder(), block=1, source=source())
     try:
         return rows, rows.take(None)
     except BaseException:

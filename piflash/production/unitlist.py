@@ -846,6 +846,52 @@ def forget_row(result, plan) -> None:
         result.serial = None
 
 
+def one_off_holder() -> str:
+    """The holder of a one-off ``piflash flash``'s row: ``cli/<pid>/<process identity>`` (see
+    :func:`piflash.record.history.process_identity`), one per process, so two one-offs at once on
+    one machine never take each other's rows for a crashed run's (:func:`recover_one_offs`)."""
+    from piflash.record.history import process_identity
+
+    return f"cli/{os.getpid()}/{process_identity() or ''}"
+
+
+def recover_one_offs(ulist: UnitList, path: Union[str, Path, None] = None, source_factory=None) -> int:
+    """Settle what one-offs that died (their process is gone) left of ``ulist`` in the row
+    database ``path``: their ``taken`` rows go back, ``used`` ones become ``interrupted``. Returns
+    how many rows went back. ``source_factory()`` makes the source (default the local one).
+
+    :raises SerialError: the database or the source cannot be used.
+    """
+    from piflash.record.history import process_alive
+
+    path = Path(path) if path is not None else default_path()
+    if path is None or not path.exists():
+        return 0
+    db = _connect(path)
+    try:
+        holders = [
+            h
+            for (h,) in db.execute(
+                "SELECT DISTINCT holder FROM leases WHERE sha256 = ? AND holder LIKE 'cli/%' AND "
+                "(state = 'open' OR settled = 0)",
+                (ulist.sha256,),
+            )
+        ]
+    finally:
+        db.close()
+    back = 0
+    for holder in holders:
+        _, pid, identity = (holder.split("/", 2) + ["", ""])[:3]
+        if not pid.isdigit() or process_alive(None, int(pid), identity or None) is not False:
+            continue
+        alloc = RowAllocator(ulist, holder, path, 1, source=source_factory() if source_factory else None)
+        try:
+            back += alloc.recovered["back"] + alloc.release()
+        finally:
+            alloc.close()
+    return back
+
+
 class ProgrammingMark(ProgressSink):
     """A progress sink that passes everything on to ``sink`` (None: nowhere) and calls ``on_program()`` once,
     when the program phase starts (before its first byte is written): the moment a list row
@@ -892,6 +938,8 @@ __all__ = [
     "RowAllocator",
     "ProgrammingMark",
     "forget_row",
+    "one_off_holder",
+    "recover_one_offs",
     "DEFAULT_BLOCK",
     "ROW_STATES",
     "USED_STATES",

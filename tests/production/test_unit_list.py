@@ -288,3 +288,19 @@ def test_one_off_flashes_take_rows_in_turn_record_secrets_as_hashes_and_stop_whe
     out = cli("flash", "-p", "listed", "-u", "sim:b1", check=22)
     assert "the list macs.csv is used up: all its 2 rows are used" in out.stderr
     assert history.execute("SELECT count(*) FROM operations").fetchone()[0] == 3   # the last touched no board
+
+
+def test_a_dead_one_offs_row_goes_back_and_a_live_ones_stays(tmp_path):
+    from piflash.production.unitlist import one_off_holder, recover_one_offs
+
+    ulist = _list(tmp_path, 4)
+    db = tmp_path / "unitlists.sqlite3"
+    live = RowAllocator(ulist, one_off_holder(), db, block=1)       # this process: alive
+    mine = live.take("b1")
+    dead = RowAllocator(ulist, "cli/999999999/no-such-boot/1", db, block=1)
+    lost = dead.take("b2")                                          # then its process died
+    dead._db.close()
+    assert recover_one_offs(ulist, db) == 1
+    states = {r["row"]: r["state"] for r in live.rows()}
+    assert states == {mine.row: "taken"}                           # the live one-off's row stays taken
+    assert RowAllocator(ulist, "cli/other", db, block=1).take().row == lost.row   # the dead one's is free
