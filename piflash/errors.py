@@ -28,7 +28,7 @@ layer             concrete errors (exit code)
 :class:`ConfigError`      what the user configured: ProfileError (5), UnknownOptionError (2),
                           GuardConfigError (2)
 :class:`ProductionError`  the production steps after the flash: ProtectError (21),
-                          SerialError (22), SerialIssuedError (25), BootCheckError (26)
+                          SerialError (22) and ListUsedUpError (22), SerialIssuedError (25), BootCheckError (26)
 :class:`RecordError`      the records: HistoryError (18), HistoryChainError (19), LedgerError (27)
 :class:`HostError`        the machine piflash runs on: MemoryGuardError (14), ServiceError (16),
                           ExtraMissingError (17), SetupError (1) with NeedsRootError (9) and
@@ -370,6 +370,12 @@ class SerialError(ProductionError):
     opened or written, or a one-off ``--serial`` does not fit the profile's encoding."""
 
     exit_code = ExitCode.SERIAL
+
+
+class ListUsedUpError(SerialError):
+    """A profile's list of per-unit values (``list:``, docs/production.md) has no row left for
+    the next board: every row is used or held by another station. The station stops before it
+    touches another board."""
 
 
 class SerialIssuedError(ProductionError):

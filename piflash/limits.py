@@ -1,4 +1,5 @@
-"""The bounds of every length of time a user gives piflash, and the one check they go through.
+"""The bounds of every length of time a user gives piflash, and the one check they go through;
+and the bounds of a list of per-unit values (``list:`` in a profile).
 
 A wait a user sets (an option, a profile key, a variable) must be a finite number of seconds
 inside its documented range: ``inf``, ``1e308`` and ``nan`` are refused where they are given,
@@ -19,6 +20,9 @@ __all__ = [
     "PROBE_TIMEOUT_MAX_S",
     "PATTERN_SEARCH_MAX_S",
     "BOOT_TEXT_WINDOW",
+    "LIST_MAX_BYTES",
+    "LIST_MAX_ROWS",
+    "LIST_MAX_VALUE",
     "seconds",
 ]
 
@@ -42,6 +46,15 @@ PATTERN_SEARCH_MAX_S = 2.0
 #: Characters of a board's output (the last ones) a boot check's ``rtt:`` pattern is searched in:
 #: the output is never held whole, however long the firmware prints.
 BOOT_TEXT_WINDOW = 16384
+#: A profile's ``list:`` CSV file (piflash.production.unitlist), read whole into memory (about
+#: 4 times its size as Python strings: 64 MiB at most, within a Raspberry Pi Zero's 512 MB): a
+#: quarter million rows of a MAC, a key and a certificate ID (about 60 bytes each) fit. A larger
+#: batch is several lists, one after the other.
+LIST_MAX_BYTES = 16 * 1024 * 1024
+#: ...its rows (boards).
+LIST_MAX_ROWS = 250_000
+#: ...the characters of one value: a 4096-bit key in hex is 1024, a certificate ID far less.
+LIST_MAX_VALUE = 4096
 
 
 def seconds(value: object, what: str, maximum: float, minimum: float = 0.0, min_open: bool = True) -> float:

@@ -128,6 +128,8 @@ class Profile:
     patch_plan: Optional[PatchPlan] = None  #: per-board serial / patch entries, or None
     protect: Optional[str] = None  #: "lock" after a passed verify, or None / "off"
     boot_check: Optional[BootCheck] = None  #: what proves the board starts after the reset, or None
+    #: the checked list of per-unit values (``list:``: :class:`piflash.production.unitlist.UnitList`), or None
+    unit_list: Optional[Any] = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def firmware_format(self) -> str:
@@ -569,7 +571,10 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
     def fail_nested(dotted: str, message: str) -> NoReturn:  # "serial.encoding": the line of serial:
         raise ProfileError(message, path=src, line=lines.get(dotted.split(".")[0].split("[")[0], root_line), key=dotted)
 
-    plan = parse_plan(values.get("serial"), values.get("patch"), target, pfile.stem, fail_nested)
+    plan = parse_plan(values.get("serial"), values.get("patch"), target, pfile.stem, fail_nested, pfile.parent)
+    from piflash.production.unitlist import load_list
+
+    unit_list = load_list(plan)  # checked now: a malformed list is a profile error (file:line)
     protect = values.get("protect")
     if protect is False:  # YAML 1.1 reads a bare `off` as false
         protect = "off"
@@ -614,6 +619,7 @@ def load_profile(path: PathLike, check_target: Optional[Callable[[str], str]] = 
         patch_plan=plan,
         protect=protect if protect == "lock" else None,
         boot_check=boot_check,
+        unit_list=unit_list,
     )
 
 
@@ -698,7 +704,13 @@ def list_profiles(cwd: Optional[PathLike] = None) -> List[Tuple[str, Path, Optio
 
 def profile_to_dict(profile: Profile) -> dict:
     """The profile as a JSON-friendly dict: one entry per field, paths as str, ints as int."""
-    out = dataclasses.asdict(profile)
+    out = dataclasses.asdict(dataclasses.replace(profile, unit_list=None))
+    ulist = profile.unit_list
+    out["unit_list"] = (
+        {"path": str(ulist.path), "sha256": ulist.sha256, "rows": len(ulist), "columns": list(ulist.used)}
+        if ulist is not None
+        else None
+    )
     out["path"], out["firmware"] = str(profile.path), str(profile.firmware)
     out["pack"] = list(profile.pack) if profile.pack is not None else None
     if out.get("patch_plan"):

@@ -310,8 +310,24 @@ def flash(
     )
     require(transport, flash_needs(job), "'piflash flash'", hint="flash it through a debug probe for that")
     image = _load(s)
+    rows, got = _list_row(prof, s.ledger)  # before any probe is opened: a used-up list touches no board
+    if got is not None:
+        job = dataclasses.replace(job, plan=plan.with_row(got.values, got.source))
 
     def call(display, on_connected):
+        if got is not None:  # the row becomes this board's for good when programming starts
+            from piflash.production.unitlist import ProgrammingMark, forget_row
+
+            display = mark = ProgrammingMark(display, lambda: rows.programming(got.row))
+            try:
+                return flash_with(display, on_connected)
+            except PiflashError as exc:
+                if not mark.started:  # given back (_finish_row): not this board's values
+                    forget_row(getattr(exc, "result", None), job.plan)
+                raise
+        return flash_with(display, on_connected)
+
+    def flash_with(display, on_connected):
         def touch(result):
             on_connected(result)
             if one_off is not None:  # committed before the board is programmed
@@ -330,8 +346,10 @@ def flash(
     except BaseException as exc:
         interrupted = isinstance(exc, KeyboardInterrupt) or getattr(exc, "exit_code", None) == 130
         _finish(one_off, "interrupted" if interrupted else "fail", getattr(exc, "result", None))
+        _finish_row(rows, got, False, getattr(exc, "result", None))
         raise
     _finish(one_off, "pass", result)
+    _finish_row(rows, got, True, result)
     p = result.program
     verified = "verified" if result.verify else "NOT verified"
     extra = f", serial {result.serial}" if result.serial is not None else ""
@@ -377,6 +395,49 @@ def _boot_check(prof, text: Optional[str], timeout: Optional[float], reset: bool
     if check is not None and not reset:
         raise click.UsageError("the boot check runs the firmware the reset starts: --no-reset never starts it")
     return check
+
+
+def _list_row(prof, ledger: Optional[str]):
+    """The row of the profile's list this one board takes (holder ``cli/PID/...``; through the ledger
+    with ``--ledger`` or ``PIFLASH_LEDGER``), committed before any probe is opened: returns
+    ``(allocator, TakenRow)``, or ``(None, None)`` for a profile without a list.
+
+    :raises ListUsedUpError: (exit 22) no row is left. :raises SerialError: the row database or
+        the ledger cannot be used.
+    """
+    if prof is None or prof.unit_list is None:
+        return None, None
+    from piflash.production.unitlist import PostgresRowSource, RowAllocator, one_off_holder, recover_one_offs
+    from piflash.record.ledger import ledger_url
+
+    url = ledger_url(ledger)
+
+    def source():
+        return PostgresRowSource(url) if url else None
+
+    recover_one_offs(prof.unit_list, source_factory=source)  # what one-offs that died left
+    rows = RowAllocator(prof.unit_list, one_off_holder(), block=1, source=source())
+    try:
+        return rows, rows.take(None)
+    except BaseException:
+        rows.close()
+        raise
+
+
+def _finish_row(rows, got, ok: bool, result) -> None:
+    """The one-off's list row: ``pass``/``fail`` once programming started, else given back; a
+    database that cannot be written warns (the row stays the board's: never given again)."""
+    if rows is None:
+        return
+    from piflash.errors import SerialError
+
+    try:
+        rows.finish(got.row, ok, getattr(result, "target_uid", None))
+        rows.release()
+    except SerialError as exc:
+        click.secho(f"warning: list row {got.row} not marked: {exc.message}", fg="yellow", err=True)
+    finally:
+        rows.close()
 
 
 def _finish(one_off, state: str, result) -> None:

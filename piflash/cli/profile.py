@@ -59,4 +59,7 @@ def check(name):
     prof = load_profile(find_profile(name), check_target=check_target)
     image = prof.load_image()  # a digest mismatch names the actual SHA-256 in its message
     click.echo(f"firmware sha256: {image.sha256}")
+    if prof.unit_list is not None:
+        ulist = prof.unit_list
+        click.echo(f"list {ulist.path}: {len(ulist):,} rows, columns {', '.join(ulist.used)}, sha256 {ulist.sha256}")
     click.secho(f"{prof.path}: OK ({image.describe()})", fg="green")

@@ -250,6 +250,8 @@ def patched_image(session, result: OperationResult, image: FirmwareImage, plan, 
     """
     patched, values = plan.apply(image, serial, result.target_uid)
     result.serial = str(serial) if serial is not None else None
+    if serial is None and plan.serial_from_list:  # a printed serial string from the list
+        result.serial = values["serial"]["value"]
     result.patch = values
     check_fits(patched, flash_regions(session.target.memory_map), result.target or "the target")
     return patched

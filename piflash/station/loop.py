@@ -110,6 +110,7 @@ class Station:
         self._dead: list = []  # probes whose worker process died (restarted by run())
         self._uploader = None  # the ledger's uploader (piflash.record.ledger), if any
         self.metrics = None  # the Prometheus textfile (piflash.station.metrics), if any
+        self.exit_code = 0  # what run() returns: 22 once the profile's list is used up
 
     # -- start-up -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -125,6 +126,10 @@ class Station:
         if cfg.workers == "processes":
             self._use_process_events()
         self._open_history()
+        if cfg.profile.unit_list is not None:  # a used-up list stops here, before any board
+            from piflash.station.worker import check_list_left
+
+            check_list_left(cfg)
         outputs = [NotifyOutput(self.notifier)]
         if self.interactive:
             from piflash.station.status import RichOutput
@@ -387,6 +392,20 @@ class Station:
         with self._history_lock:
             self._history.annotate(row, serial=str(serial))
 
+    def note_patch(self, row: int, patch: dict) -> None:
+        """Write which list row a board took (``{entry: {list, list_sha256, row, line}}``, no
+        value) into its open row ``row`` when programming starts, so a board cut off later still
+        names it. :raises HistoryError: (exit 18) the row cannot be written: the board is not flashed."""
+        with self._history_lock:
+            self._history.annotate(row, patch=patch)
+
+    def list_used_up(self, message: str) -> None:
+        """The profile's list has no row left: stop taking boards, exit 22 (``SERIAL``)."""
+        LOG.error("%s: the station stops", message)
+        self.exit_code = 22
+        self.stop.set()
+        self._wake.set()
+
     # -- reload, signals, stop ----------------------------------------------------------------
     def reload(self) -> bool:
         """Load the config again; keep the old one if the new one is broken. Returns True if applied."""
@@ -459,7 +478,8 @@ class Station:
                 LOG.error("a worker is stuck or dead: not pinging the systemd watchdog")
 
     def run(self) -> int:
-        """Start, serve until SIGTERM/SIGINT, stop cleanly. Returns the exit code (0).
+        """Start, serve until SIGTERM/SIGINT, stop cleanly. Returns the exit code (0; 22 when the
+        profile's list of per-unit values ran out).
 
         :raises: the errors of :meth:`start` (before any board is touched).
         """
@@ -484,7 +504,7 @@ class Station:
                     self._reconcile_workers()
         finally:
             self.shutdown()
-        return 0
+        return self.exit_code
 
     def shutdown(self) -> None:
         """Stop: wait for every worker to finish its board, then close the history and outputs."""

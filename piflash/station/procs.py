@@ -104,6 +104,14 @@ class ChildStation:
         """
         self._call("note_serial", row, serial)
 
+    def note_patch(self, row: int, patch: dict) -> None:
+        """:meth:`piflash.station.loop.Station.note_patch`, made by the station."""
+        self._call("note_patch", row, patch)
+
+    def list_used_up(self, message: str) -> None:
+        """:meth:`piflash.station.loop.Station.list_used_up`, made by the station."""
+        self._call("list_used_up", message)
+
 
 def _child_main(loaded, stop, abort, wake, retired, uid: str, conn) -> None:
     """A worker process: the ProbeWorker loop in this process's main thread. It ignores SIGINT,

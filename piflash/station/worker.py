@@ -41,6 +41,7 @@ from typing import Optional, Tuple
 from piflash.errors import (
     ConnectError,
     ImageRangeError,
+    ListUsedUpError,
     NoProbeError,
     OperationInterrupted,
     PiflashError,
@@ -60,6 +61,13 @@ from piflash.jobs.workflow import (
     verify_session,
 )
 from piflash.production.serials import SerialAllocator, checkpoint
+from piflash.production.unitlist import (
+    PostgresRowSource,
+    ProgrammingMark,
+    RowAllocator,
+    forget_row,
+    state_path,
+)
 from piflash.progress import Phase, ProgressSink
 from piflash.record.result import OperationResult
 from piflash.targets.connect import open_session, read_target_uid
@@ -74,14 +82,17 @@ CONFIRM_DELAY = 0.01
 
 #: One serial allocator per (database, counter, station), shared by the station's workers.
 _ALLOCATORS: dict = {}
+#: One list row allocator per (database, list, station), shared the same way.
+_ROW_ALLOCATORS: dict = {}
 _ALLOCATORS_LOCK = threading.Lock()
 
 
-def flash_options(config, serial: Optional[int] = None) -> FlashOptions:
+def flash_options(config, serial: Optional[int] = None, plan=None) -> FlashOptions:
     """What the station's flash of one board is asked to do, the same for every transport: the
     profile's erase mode, verify, reset, SWD clock, patch plan and boot check, the config's lock
     (:attr:`piflash.station.config.StationConfig.protect`, the profile's or the station's policy)
-    and the board's ``serial`` (int) when it has one.
+    and the board's ``serial`` (int) when it has one; ``plan``: the profile's plan bound to the
+    board's list row (:meth:`piflash.firmware.patch.PatchPlan.with_row`), default the profile's.
 
     The session options (a profile's ``pack``) are not in it: the probe workers open their
     sessions with them themselves (the one session serves many boards), and PICOBOOT takes none.
@@ -97,7 +108,7 @@ def flash_options(config, serial: Optional[int] = None) -> FlashOptions:
         frequency=prof.frequency,
         protect=config.protect,
         boot_check=prof.boot_check,
-        plan=prof.patch_plan,
+        plan=plan if plan is not None else prof.patch_plan,
         serial=serial,
     )
 
@@ -130,6 +141,54 @@ def serial_allocator(config, holder: Optional[str] = None) -> SerialAllocator:
         return _ALLOCATORS[key]
 
 
+def row_allocator(config, holder: Optional[str] = None) -> RowAllocator:
+    """The station's allocator of its profile's list rows (opened once per database, list,
+    holder and ledger), beside the serial database; through the ledger when the config has one.
+    What a crash of the last run left is accounted for here (logged). :raises SerialError:"""
+    ulist = config.profile.unit_list
+    holder = holder or config.station
+    key = (str(config.serials_path), ulist.sha256, holder, config.serial_block, config.ledger)
+    with _ALLOCATORS_LOCK:
+        if key not in _ROW_ALLOCATORS:
+            source = PostgresRowSource(config.ledger) if config.ledger else None
+            alloc = RowAllocator(ulist, holder, state_path(config.serials_path), config.serial_block, source=source)
+            _log_recovered(alloc)
+            _ROW_ALLOCATORS[key] = alloc
+        return _ROW_ALLOCATORS[key]
+
+
+def _log_recovered(alloc: RowAllocator) -> None:
+    if any(alloc.recovered.values()):
+        LOG.warning(
+            "list %s: %d row(s) given back and %d board(s) cut off while programming by the last run "
+            "(their rows never given again)",
+            alloc.ulist.name,
+            alloc.recovered["back"],
+            alloc.recovered["interrupted"],
+        )
+
+
+def check_list_left(config) -> None:
+    """At the station's start: refuse a profile whose list has no row left, before any board is
+    touched. The allocator is opened and closed here (a worker process opens its own).
+
+    :raises ListUsedUpError: (exit 22) no row is left. :raises SerialError: the rows cannot be counted.
+    """
+    ulist = config.profile.unit_list
+    source = PostgresRowSource(config.ledger) if config.ledger else None
+    alloc = RowAllocator(ulist, config.station, state_path(config.serials_path), config.serial_block, source=source)
+    _log_recovered(alloc)  # what the last run of this station left
+    try:
+        if alloc.remaining() == 0:
+            raise ListUsedUpError(
+                f"the list {ulist.name} is used up: all its {len(ulist):,} rows are used or held by other stations",
+                hint="add a new list (a new file, named in the profile's list:) and start the station again",
+            )
+    finally:
+        alloc.release()
+        alloc.close()
+
+
 def release_allocators() -> None:
     """On a clean stop, once no worker numbers a board any more: give the unused rest of every
     allocator's lease back to the counter (logged), and close the allocators. A crash skips this,
@@ -137,6 +196,17 @@ def release_allocators() -> None:
     with _ALLOCATORS_LOCK:
         allocators = list(_ALLOCATORS.values())
         _ALLOCATORS.clear()
+        row_allocators = list(_ROW_ALLOCATORS.values())
+        _ROW_ALLOCATORS.clear()
+    for rows in row_allocators:
+        try:
+            back = rows.release()
+            if back:
+                LOG.info("list %s: %d unused row(s) of the lease given back", rows.ulist.name, back)
+        except SerialError as exc:
+            LOG.error("list %s: unused rows not given back yet: %s", rows.ulist.name, exc.message)
+        finally:
+            rows.close()
     for alloc in allocators:
         try:
             back = alloc.release()
@@ -258,6 +328,11 @@ class ProbeWorker(threading.Thread):
         logged; the first numbered board meets it again and fails with its cause."""
         cfg = self.station.loaded.config
         plan = cfg.profile.patch_plan
+        if cfg.profile.unit_list is not None:
+            try:
+                row_allocator(cfg, getattr(self.station, "serial_holder", None))
+            except SerialError as exc:
+                LOG.error("list %s: %s", cfg.profile.unit_list.name, exc.message)
         if plan is None or not plan.uses_serial:
             return
         try:
@@ -372,6 +447,8 @@ class ProbeWorker(threading.Thread):
         serial: Optional[int] = None
         taken: list = []  # the number taken, even when writing it into the row failed
         alloc = None
+        rows = None  # the list's allocator, and the row taken (piflash.production.unitlist)
+        got = None
         try:
             with tracking(result):
                 if error is not None:
@@ -392,20 +469,22 @@ class ProbeWorker(threading.Thread):
                         result.verify = None
                 if outcome != "skip":
                     board_image = image
+                    sink: ProgressSink = StationSink(self, uid)
                     if plan is not None:
                         if plan.uses_serial:
                             alloc = serial_allocator(cfg, getattr(self.station, "serial_holder", None))
                             # committed before anything is written, and into the row at once
                             serial = alloc.take(uid, lambda n: (taken.append(n), self.station.note_serial(row, n)))
+                        if prof.unit_list is not None:  # the board's row of the list, committed as taken
+                            rows = row_allocator(cfg, getattr(self.station, "serial_holder", None))
+                            got = rows.take(uid)
+                            plan = plan.with_row(got.values, got.source)
                         board_image = patched_image(session, result, image, plan, serial)
+                    sink = StationSink(self, uid, serial=result.serial)
+                    if got is not None:
+                        sink = ProgrammingMark(sink, lambda: self._programming(rows, got, plan, row))
                     try:
-                        flash_session(
-                            session,
-                            board_image,
-                            result,
-                            StationSink(self, uid, serial=result.serial),
-                            flash_options(cfg, serial),
-                        )
+                        flash_session(session, board_image, result, sink, flash_options(cfg, serial, plan))
                     finally:
                         if precheck_s:
                             result.durations[Phase.VERIFY] = round(
@@ -414,11 +493,22 @@ class ProbeWorker(threading.Thread):
                     outcome = "pass"
         except PiflashError as exc:
             outcome = "fail"
+            if isinstance(exc, ListUsedUpError):  # nothing was written to this board
+                self.station.list_used_up(exc.message)
             if (
                 not isinstance(exc, (ProbeLostError, OperationInterrupted, ImageRangeError, SerialError))
                 and self._answers(session, uid) is False
             ):
                 result.error["message"] = f"board removed during {result.phase}: {exc.message}"
+        if got is not None and rows is not None:
+            try:
+                if rows.finish(got.row, outcome == "pass", uid) == "leased":
+                    forget_row(result, plan)
+                    LOG.info(
+                        "list %s: row %d given back (board %s failed before programming)", rows.ulist.name, got.row, uid
+                    )
+            except SerialError as exc:  # the row stays taken or used: never given to another board
+                LOG.error("list %s row %d of board %s not marked: %s", rows.ulist.name, got.row, uid, exc.message)
         if taken and alloc is not None:
             serial = taken[0]
             try:
@@ -426,6 +516,12 @@ class ProbeWorker(threading.Thread):
             except SerialError as exc:  # the number stays 'taken': still never reused
                 LOG.error("serial %s of board %s not marked %s: %s", serial, uid, outcome, exc.message)
         return outcome
+
+    def _programming(self, rows: RowAllocator, got, plan, row: int) -> None:
+        """Programming starts: the board's list row becomes its own for good (committed), and
+        its open history row names the list row (no value), before the first byte is written."""
+        rows.programming(got.row)
+        self.station.note_patch(row, {e.name: got.source for e in plan.entries if e.list is not None})
 
     def _answers(self, session, uid: Optional[str], locked: Optional[str] = None) -> Optional[bool]:
         """Whether the board ``uid`` still answers on the open session (True), does not or was
@@ -467,4 +563,12 @@ class ProbeWorker(threading.Thread):
         return False
 
 
-__all__ = ["ProbeWorker", "StationSink", "REMOVAL_READS", "release_allocators", "flash_options"]
+__all__ = [
+    "ProbeWorker",
+    "StationSink",
+    "REMOVAL_READS",
+    "release_allocators",
+    "flash_options",
+    "row_allocator",
+    "check_list_left",
+]

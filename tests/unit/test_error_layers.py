@@ -36,6 +36,7 @@ CONCRETE = {
     "GuardConfigError": ("ConfigError", ExitCode.USAGE),
     "ProtectError": ("ProductionError", ExitCode.PROTECT_FAILED),
     "SerialError": ("ProductionError", ExitCode.SERIAL),
+    "ListUsedUpError": ("ProductionError", ExitCode.SERIAL),
     "SerialIssuedError": ("ProductionError", ExitCode.SERIAL_ISSUED),
     "BootCheckError": ("ProductionError", ExitCode.BOOT_CHECK),
     "HistoryError": ("RecordError", ExitCode.HISTORY),
