@@ -34,7 +34,7 @@ COMMANDS = (
     ("sim", ("sim",)),
     ("station", ("station",)),
     ("protect", ("protect",)),
-    ("rtt", ("rtt",)),
+    ("rtt", ("rtt", "run")),
     ("ledger", ("ledger",)),
 )
 

@@ -521,17 +521,23 @@ def monitor_rtt(
     duration: Optional[float] = None,
     options: Optional[dict] = None,
     progress: Optional[ProgressSink] = None,
+    until: Optional[str] = None,
 ) -> OperationResult:
     """Stream the target's RTT up-channel 0 to ``write(bytes)`` until Ctrl-C (KeyboardInterrupt,
     or SIGTERM made one) or ``duration`` seconds; the end by Ctrl-C is a clean end, not an error.
+
+    :param until: a regular expression (``re``, already checked to compile): stop once the text
+        read matches it (searched as a boot check's ``rtt:`` pattern is, bounded in time:
+        :mod:`piflash.production.textsearch`); with ``duration``, not seeing it in time is an error.
 
     :param firmware_path: an ELF whose ``_SEGGER_RTT`` symbol gives the control block's address.
     :param address: the control block's address (int), over the ELF's; neither: RAM is searched.
     :param reset: reset the target first (an old firmware's control block wiped before), so the
         stream starts with what the firmware prints as it boots.
     :param find_timeout: seconds to look for the control block before giving up.
-    :raises RttError: (exit 26) no control block within ``find_timeout`` seconds; the connect errors
-        of :func:`flash_firmware`.
+    :raises RttError: (exit 26) no control block within ``find_timeout`` seconds; ``until`` not
+        matched within ``duration`` seconds, or its search stopped (it backtracks without end); the
+        connect errors of :func:`flash_firmware`.
     """
     from piflash.errors import RttError
     from piflash.firmware.symbols import elf_symbol
@@ -541,6 +547,10 @@ def monitor_rtt(
         address = elf_symbol(firmware_path, RTT_SYMBOL)
 
     def body(session, result, sink):
+        with contextlib.ExitStack() as stack:
+            _stream(session, result, sink, stack)
+
+    def _stream(session, result, sink, stack):
         if address is not None:
             from piflash.targets.catalog import describe_regions, region_holding
 
@@ -572,17 +582,48 @@ def monitor_rtt(
                     )
                 time.sleep(0.05)
             session.options["resume_on_disconnect"] = True
+            search = None
+            if until is not None:
+                from piflash.production.textsearch import TextSearch
+
+                search = stack.enter_context(TextSearch(until))
             while duration is None or time.monotonic() - start < duration:
                 session.target.get_state()
                 data = channel.read()
                 if data:
                     write(data)
+                    if search is not None and _seen(search, until, data):
+                        return
                 else:
                     time.sleep(0.02)
+            if until is not None:
+                raise RttError(
+                    f"RTT channel 0 printed no text matching '{until}' within {duration:g} s",
+                    hint="the board does not start or does not say so: check what it printed above; "
+                    "--timeout SECONDS waits longer",
+                )
         except KeyboardInterrupt:
             pass  # Ctrl-C: the user's way to stop streaming
 
     return _run("rtt", None, probe, target, frequency, progress, body, options)
+
+
+def _seen(search, pattern: str, data: bytes) -> bool:
+    """``data`` fed to ``search`` (a :class:`~piflash.production.textsearch.TextSearch`).
+
+    :raises RttError: its search stopped (the pattern backtracks without end on this text).
+    """
+    from piflash.errors import RttError
+    from piflash.production.textsearch import SearchTooSlow
+
+    try:
+        return search.feed(data.decode("utf-8", "replace"))
+    except SearchTooSlow as exc:
+        raise RttError(
+            f"searching RTT channel 0's text for '{pattern}' stopped: {exc}",
+            hint="the pattern backtracks without end on this text (a repeat inside a repeat, such as "
+            "(a+)+): write it without nesting",
+        ) from None
 
 
 __all__ = [
