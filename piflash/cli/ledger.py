@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import datetime
 
 import click
@@ -54,12 +54,12 @@ def status(url, path, station):
     from piflash.record.history import History
 
     station = station or socket.gethostname()
-    with History(path) as hist:
-        local, mine, asked = hist.head_seq(), hist.identity, len(hist.asked_rows(limit=1 << 62))
     with _open(url) as db:
         histories = db.histories()
         db.expire_leases()
         leases = db.leases()
+    with History(path) as hist:
+        local, mine, asked = hist.head_seq(), hist.identity, len(hist.asked_rows(limit=1 << 62))
     head = max((h["head_seq"] for h in histories if (h["origin"], h["history_id"]) == (station, mine)), default=0)
     queued = max(0, local - head)
     several = {h["origin"] for h in histories if sum(1 for g in histories if g["origin"] == h["origin"]) > 1}
@@ -203,7 +203,8 @@ def report(url, json_mode, csv_mode):
     if json_mode and csv_mode:
         raise click.UsageError("--csv and --json exclude each other")
     with _open(url) as db:
-        rows = report_rows(db.rows())
+        held = db.rows()
+    rows = report_rows(held)
     if json_mode:
         emit_json({"report": rows})
         return
@@ -213,6 +214,9 @@ def report(url, json_mode, csv_mode):
         for r in rows:
             out.writerow(dict(r, failures=" ".join(f"{k}={v}" for k, v in r["failures"].items())))
         return
+    if not rows:  # never nothing: say what the ledger holds instead
+        ops = ", ".join(f"{op} {n}" for op, n in sorted(Counter(str(r["operation"]) for r in held).items()))
+        click.echo(f"no flash rows in the ledger ({len(held)} rows{': ' + ops if ops else ''})")
     for r in rows:
         serials = f"serials {r['serial_first']}-{r['serial_last']}" if r["serial_first"] is not None else "no serials"
         causes = ", ".join(f"{k} {v}" for k, v in r["failures"].items()) or "no failures"

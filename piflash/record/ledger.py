@@ -704,7 +704,8 @@ class Uploader:
         """End the thread; with ``final``, one last upload first (bounded by the connect timeout)."""
         self._stop.set()
         self._kick.set()
-        self._thread.join(CONNECT_TIMEOUT * 3)
+        if self._thread.is_alive():
+            self._thread.join(CONNECT_TIMEOUT * 3)
         if final:
             self.upload_once()
         if self._ledger is not None:
