@@ -682,7 +682,6 @@ class Uploader:
         self.history, self.station, self.url, self.log, self.interval = history, station, url, log, interval
         #: What the station's name is registered with (:meth:`Ledger.claim`).
         self.host, self.history_id = socket.gethostname(), history.identity
-        self._claimed = False
         self._refused: Optional[str] = None
         self._kick = threading.Event()
         self._stop = threading.Event()
@@ -740,9 +739,8 @@ class Uploader:
         new = 0
         try:
             ledger = self._get()
-            if not self._claimed:
-                ledger.claim(self.station, self.host, self.history_id, "station", self.history.row_hash_at)
-                self._claimed = True
+            # every time, not once: a takeover elsewhere stops this station's uploads at once
+            ledger.claim(self.station, self.host, self.history_id, "station", self.history.row_hash_at)
             while True:
                 head, head_hash = ledger.head_row(self.station, self.history_id)
                 mine = self.history.row_hash_at(head) if head else None
@@ -770,7 +768,6 @@ class Uploader:
             if self._refused != exc.message:
                 self.log(f"ledger refuses this station's rows: {exc.message} ({exc.hint})")
             self._refused = exc.message
-            self._claimed = False
         except (LedgerError, HistoryError) as exc:
             if self._ledger is not None:
                 self._ledger.close()

@@ -62,9 +62,13 @@ def _upload(hist, name, url):
 def test_a_twin_name_is_refused_and_a_takeover_brings_all_rows(tmp_path, pg, cli):
     first, twin = History(tmp_path / "a.sqlite3"), History(tmp_path / "b.sqlite3")
     try:
+        from piflash.record.ledger import Uploader
+
         _fill(first, "st-2", 3, 1000)
         _fill(twin, "st-2", 2, 1008)                       # the passed board 1008 is row #1 here
-        assert _upload(first, "st-2", pg.url)[0] == 3
+        first_log: list = []
+        first_up = Uploader(first, "st-2", pg.url, first_log.append)     # the first station, running on
+        assert first_up.upload_once() == 3
         new, logged = _upload(twin, "st-2", pg.url)
         assert new == 0
         assert len(logged) == 1 and "ledger refuses this station's rows: the ledger's station name 'st-2' is " \
@@ -95,10 +99,11 @@ def test_a_twin_name_is_refused_and_a_takeover_brings_all_rows(tmp_path, pg, cli
             [took] = db.takeovers()
         assert (took["name"], took["old_history_id"], took["history_id"]) == ("st-2", first.identity, twin.identity)
         assert took["by_user"].endswith("@" + socket.gethostname()) and took["old_host"] == socket.gethostname()
-        # the old station comes back: refused now, its new row stays queued at home
+        # the old station was not dead after all: its next upload is refused, its row stays queued
         _fill(first, "st-2", 1, 1003)
-        new, logged = _upload(first, "st-2", pg.url)
-        assert new == 0 and f"history {twin.identity[:8]}" in logged[0]
+        assert first_up.upload_once() == 0 and f"history {twin.identity[:8]}" in first_log[-1]
+        first_up.stop(final=False)
+        assert "1003" not in {r["serial"] for r in _central(pg.url)}
     finally:
         first.close()
         twin.close()
