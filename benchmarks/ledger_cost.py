@@ -65,12 +65,13 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="ledger-cost-"))
     try:
         hist = History(work / "history.sqlite3")
+        bench_id = str(hist.identity)
         ledger = Ledger(server.url)
         uploads = []
         for i in range(args.boards):
             hist.record(_result(i), station="bench")
             t = time.perf_counter()
-            ledger.upload("bench", hist.sealed_after(ledger.head("bench")))
+            ledger.upload("bench", bench_id, hist.sealed_after(ledger.head("bench", bench_id)))
             uploads.append(time.perf_counter() - t)
         source = PostgresLeaseSource(server.url)
         counter = CounterSpec(name="bench", start=1, step=1, end=None)
@@ -80,14 +81,15 @@ def main(argv=None) -> int:
             source.lease(counter, "bench", args.block)
             leases.append(time.perf_counter() - t)
         hist2 = History(work / "queue.sqlite3")
+        queued_id = str(hist2.identity)
         for i in range(args.queue):
             hist2.record(_result(i), station="queued")
         t = time.perf_counter()
         while True:
-            rows = hist2.sealed_after(ledger.head("queued"))
+            rows = hist2.sealed_after(ledger.head("queued", queued_id))
             if not rows:
                 break
-            ledger.upload("queued", rows)
+            ledger.upload("queued", queued_id, rows)
         queue_s = time.perf_counter() - t
         assert len(ledger.rows("queued")) == args.queue and len(ledger.rows("bench")) == args.boards
     finally:

@@ -600,6 +600,13 @@ class LedgerError(RecordError):
     exit_code = ExitCode.LEDGER
 
 
+class LedgerConflictError(LedgerError):
+    """The central ledger refuses this history's rows: the station's name is registered there to
+    another machine or history (a twin name; the fix: another name, or ``piflash ledger
+    takeover``), or a row of the same key holds other content (another ``row_hash``). Same exit
+    code as :class:`LedgerError`; a station logs it and keeps the rows queued."""
+
+
 class HistoryError(RecordError):
     """The history database cannot be opened, read or written (path, permissions, disk full,
     corrupt, or made by a newer piflash)."""

@@ -285,9 +285,9 @@ PIFLASH_STATION = Setting(
     "PIFLASH_STATION",
     "text",
     None,
-    "The origin under which this machine's rows go up to the ledger.",
+    "The origin under which this machine's one-off rows (commands run with a ledger) go up to the ledger.",
     parse=_text,
-    shown_default="the host name",
+    shown_default="one-off:HOST:ID8",
 )
 PIFLASH_STATION_CONFIG = Setting(
     "PIFLASH_STATION_CONFIG",

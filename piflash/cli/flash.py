@@ -114,29 +114,28 @@ class _Recorder:
                 self.db = None
 
     def _to_ledger(self) -> None:
-        """With a ledger (``flash --ledger URL`` or ``PIFLASH_LEDGER``), copy the history's rows the ledger has not got yet (this
-        one, and any queued while it was away) under the origin ``PIFLASH_STATION`` (default: this
-        host's name, a station's default name: one origin per history file). A ledger that cannot
-        be reached warns; the row waits in the history for the next upload."""
-        import socket
-
-        from piflash import settings
+        """With a ledger (``flash --ledger URL`` or ``PIFLASH_LEDGER``), mark this row for it and
+        upload the rows so marked the ledger has not got yet (this one, and any queued while it was
+        away), not the rest of the history (``piflash ledger upload --all-history`` sends that), under
+        the origin ``PIFLASH_STATION`` or ``one-off:HOST:ID8``
+        (:func:`piflash.record.ledger.one_off_upload`). A ledger that cannot be reached or refuses
+        warns; the row waits in the history for the next upload."""
+        from piflash.errors import LedgerConflictError
         from piflash.errors import PiflashError as _Error
-        from piflash.record.ledger import Ledger, ledger_url
+        from piflash.record.ledger import Ledger, ledger_url, one_off_upload
 
         url = ledger_url(self.settings.ledger)
         if not url:
             return
-        origin = settings.PIFLASH_STATION.value() or socket.gethostname()
         try:
+            if self.row is not None:
+                self.db.ask_ledger(self.row)
             with Ledger(url) as ledger:
-                while True:
-                    rows = self.db.sealed_after(ledger.head(origin))
-                    if not rows:
-                        break
-                    ledger.upload(origin, rows)
+                one_off_upload(ledger, self.db)
         except _Error as exc:
             click.secho(f"warning: not in the ledger yet (queued in the history): {exc.message}", fg="yellow", err=True)
+            if isinstance(exc, LedgerConflictError):
+                click.secho(f"hint: {exc.hint}", fg="yellow", err=True)
 
 
 def _recorded(settings: Settings, call):

@@ -1,11 +1,11 @@
-"""``piflash ledger status | verify-chain | report``: the central ledger of a line's stations
+"""``piflash ledger status | verify-chain | report | upload | takeover``: the central ledger of a line's stations
 (PostgreSQL, :mod:`piflash.record.ledger`)."""
 
 from __future__ import annotations
 
 import csv
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import datetime
 
 import click
@@ -34,14 +34,17 @@ def ledger():
     """The central ledger of a line's stations on PostgreSQL (docs/ledger.md)."""
 
 
-@ledger.command(context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
-@ledger_option
-@click.option(
+history_option = click.option(
     "--file",
     "path",
     type=click.Path(dir_okay=False),
-    help="This station's history, to count its queue [default: the history piflash uses].",
+    help="This machine's history [default: the history piflash uses].",
 )
+
+
+@ledger.command(context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
+@ledger_option
+@history_option
 @click.option("--station", metavar="NAME", help="The station's name in the ledger [default: this host's name].")
 @handles_errors
 def status(url, path, station):
@@ -52,21 +55,77 @@ def status(url, path, station):
 
     station = station or socket.gethostname()
     with _open(url) as db:
-        stations = {s: db.head(s) for s in db.stations()}
-        head = stations.get(station, 0)
+        histories = db.histories()
         db.expire_leases()
         leases = db.leases()
     with History(path) as hist:
-        local = hist.head_seq()
+        local, mine, asked = hist.head_seq(), hist.identity, len(hist.asked_rows(limit=1 << 62))
+    head = max((h["head_seq"] for h in histories if (h["origin"], h["history_id"]) == (station, mine)), default=0)
     queued = max(0, local - head)
-    for s, h in stations.items():
-        click.echo(f"{s:<24} {h:>8} rows")
+    several = {h["origin"] for h in histories if sum(1 for g in histories if g["origin"] == h["origin"]) > 1}
+    for h in histories:
+        label = f"{h['origin']} (history {str(h['history_id'])[:8]})" if h["origin"] in several else h["origin"]
+        note = "" if h["holder"] or h["kind"] is None else " (before a takeover)"
+        click.echo(f"{label:<24} {h['rows']:>8} rows{note}")
     click.echo(
         f"serial leases: {leases['open']} open, {leases['closed']} closed, {leases['lost']} lost by "
         f"stations that crashed ({leases['lost_numbers']} numbers never issued), {leases['expired']} "
         f"expired ({leases['expired_numbers']} numbers not seen in the ledger's rows)"
     )
     click.echo(f"this station ({station}): {local} sealed rows, {queued} queued for the ledger")
+    if asked:
+        click.echo(f"one-off rows of this history queued for the ledger: {asked} (piflash ledger upload)")
+
+
+@ledger.command(context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
+@ledger_option
+@history_option
+@click.option(
+    "--all-history",
+    is_flag=True,
+    help="Every sealed row of the history, not only those of the commands run with a ledger.",
+)
+@handles_errors
+def upload(url, path, all_history):
+    """Upload this history's one-off rows the ledger has not got: those of the commands run with a
+    ledger (--ledger, PIFLASH_LEDGER), or with --all-history every row, under the origin
+    PIFLASH_STATION or one-off:HOST:ID8 (a station uploads its own rows)."""
+    from piflash.record.history import History
+    from piflash.record.ledger import one_off_upload
+
+    with _open(url) as db, History(path) as hist:
+        origin, new = one_off_upload(db, hist, all_history=all_history)
+    click.echo(f"{new} rows uploaded to the ledger under {origin}")
+
+
+@ledger.command(context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
+@ledger_option
+@history_option
+@click.argument("station")
+@handles_errors
+def takeover(url, path, station):
+    """Register the station name STATION to this machine and its history, on purpose: the
+    replacement of a station that is gone. Recorded in the ledger (who, when, the old machine and
+    history); the old rows stay under the name, this history's go up beside them. Give the
+    station's history with --file (its config's 'history:') unless it is the default one."""
+    import socket
+
+    from piflash.record.history import History
+
+    host = socket.gethostname()
+    with History(path) as hist:
+        mine = hist.identity
+    with _open(url) as db:
+        old = db.takeover(station, host, str(mine))
+    if old is None:
+        click.echo(f"station {station} registered to {host} (history {str(mine)[:8]}); it was nobody's")
+    elif (old["host"], old["history_id"]) == (host, mine):
+        click.echo(f"station {station} was already {host}'s (history {str(mine)[:8]}); the takeover is recorded")
+    else:
+        click.echo(
+            f"station {station} taken over by {host} (history {str(mine)[:8]}) from {old['host'] or 'rows from before registrations'} "
+            f"(history {str(old['history_id'])[:8]}); recorded in ledger_takeovers"
+        )
 
 
 @ledger.command("verify-chain", context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
@@ -144,7 +203,8 @@ def report(url, json_mode, csv_mode):
     if json_mode and csv_mode:
         raise click.UsageError("--csv and --json exclude each other")
     with _open(url) as db:
-        rows = report_rows(db.rows())
+        held = db.rows()
+    rows = report_rows(held)
     if json_mode:
         emit_json({"report": rows})
         return
@@ -154,6 +214,9 @@ def report(url, json_mode, csv_mode):
         for r in rows:
             out.writerow(dict(r, failures=" ".join(f"{k}={v}" for k, v in r["failures"].items())))
         return
+    if not rows:  # never nothing: say what the ledger holds instead
+        ops = ", ".join(f"{op} {n}" for op, n in sorted(Counter(str(r["operation"]) for r in held).items()))
+        click.echo(f"no flash rows in the ledger ({len(held)} rows{': ' + ops if ops else ''})")
     for r in rows:
         serials = f"serials {r['serial_first']}-{r['serial_last']}" if r["serial_first"] is not None else "no serials"
         causes = ", ".join(f"{k} {v}" for k, v in r["failures"].items()) or "no failures"

@@ -40,6 +40,7 @@ import sqlite3
 import threading
 import time
 import urllib.parse
+import uuid
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Union
 
@@ -432,6 +433,10 @@ class History:
         self._db.execute("CREATE INDEX IF NOT EXISTS operations_board ON operations (target_uid)")
         self._db.execute("CREATE INDEX IF NOT EXISTS operations_serial ON operations (serial)")
         self._db.execute("CREATE INDEX IF NOT EXISTS operations_open ON operations (outcome) WHERE outcome = 'open'")
+        # Outside the hashed rows: the history's identity and the one-off rows asked for the ledger.
+        self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        self._db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('identity', ?)", (str(uuid.uuid4()),))
+        self._db.execute("CREATE TABLE IF NOT EXISTS ledger_asked (row_id INTEGER PRIMARY KEY, asked_at REAL NOT NULL)")
         if version != SCHEMA_VERSION:
             self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -518,6 +523,80 @@ class History:
         except sqlite3.Error as exc:
             raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path, exc)) from exc
         return int(row[0])
+
+    @property
+    def identity(self) -> Optional[str]:
+        """This history's identity: a random UUID (text, 36 characters) made when the file was
+        created (or first opened by a piflash that keeps one), kept in its ``meta`` table, outside
+        the hashed rows. The central ledger registers a station's name with it
+        (:meth:`piflash.record.ledger.Ledger.claim`), so a second history under the same name is
+        told apart. None for a read-only history written before identities were kept.
+
+        :raises HistoryError: (exit 18) the database cannot be read."""
+        try:
+            with self._lock:
+                row = self._db.execute("SELECT value FROM meta WHERE key = 'identity'").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return None
+            raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path, exc)) from exc
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path, exc)) from exc
+        return str(row[0]) if row else None
+
+    def row_hash_at(self, seq: int) -> Optional[str]:
+        """The ``row_hash`` of the row sealed as ``seq``, or None when there is none.
+
+        :raises HistoryError: (exit 18) the database cannot be read."""
+        try:
+            with self._lock:
+                row = self._db.execute("SELECT row_hash FROM operations WHERE seq = ?", (seq,)).fetchone()
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path, exc)) from exc
+        return str(row[0]) if row else None
+
+    def ask_ledger(self, row_id: int) -> None:
+        """Mark row ``row_id`` for the central ledger: a one-off command run with a ledger
+        (``--ledger`` or ``PIFLASH_LEDGER``) uploads only the rows so marked
+        (:meth:`asked_rows`), not the rest of a personal history. Kept outside the hashed rows.
+
+        :raises HistoryError: (exit 18) the mark cannot be written."""
+
+        def insert():
+            self._db.execute(
+                "INSERT OR IGNORE INTO ledger_asked (row_id, asked_at) VALUES (?, ?)", (row_id, time.time())
+            )
+
+        self._write("mark a row for the ledger", insert)
+
+    def asked_rows(self, limit: int = 500) -> List[Dict[str, object]]:
+        """The sealed rows marked by :meth:`ask_ledger` and not yet :meth:`ledger_took`, in ``seq``
+        order, at most ``limit`` (a marked row still open waits until it is sealed).
+
+        :raises HistoryError: (exit 18) the database cannot be read."""
+        cols = ", ".join(f"o.{c}" for c in COLUMN_NAMES)
+        try:
+            with self._lock:
+                got = self._db.execute(
+                    f"SELECT {cols} FROM operations o JOIN ledger_asked a ON a.row_id = o.id "
+                    "WHERE o.seq IS NOT NULL ORDER BY o.seq LIMIT ?",
+                    (limit,),
+                ).fetchall()
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot read {self.path}: {exc}", hint=_hint(self.path, exc)) from exc
+        return [dict(zip(COLUMN_NAMES, r)) for r in got]
+
+    def ledger_took(self, row_ids: Iterable[int]) -> None:
+        """Unmark rows the ledger now holds (the same ``row_hash``: checked by the upload).
+
+        :raises HistoryError: (exit 18) the marks cannot be written."""
+        ids = [(int(i),) for i in row_ids]
+
+        def delete():
+            self._db.executemany("DELETE FROM ledger_asked WHERE row_id = ?", ids)
+
+        if ids:
+            self._write("unmark rows uploaded to the ledger", delete)
 
     def check_writable(self) -> None:
         """Prove that rows can be written now, writing nothing: a write of the schema version

@@ -4,9 +4,24 @@ A station with ``ledger: postgresql://...`` (or ``PIFLASH_LEDGER``) keeps its ow
 as before: it is the station's record *and* its queue. Every sealed row (a row gets its ``seq``
 when it is completed, :mod:`piflash.record.chain`) is copied to the ledger by
 :meth:`Ledger.upload`, in ``seq`` order, idempotently: the ledger's primary key is (``origin``,
-the station whose history sealed the row, and the row's id), an insert of a row already there does nothing, so a row is in the ledger exactly once
-however often an upload is retried. What is not uploaded yet is the queue: the station's rows
-with a ``seq`` above the ledger's head for that station (:meth:`Ledger.head`). A station cut off
+the station whose history sealed the row, the history's identity, :attr:`History.identity
+<piflash.record.history.History.identity>`, and the row's id); an insert of a row already there
+does nothing, and the upload then checks that the ledger holds the very row (same ``row_hash``),
+so a row is in the ledger exactly once however often an upload is retried, and a row is never
+taken for uploaded unless it is there. What is not uploaded yet is the queue: the station's rows
+with a ``seq`` above the ledger's head for that station's history (:meth:`Ledger.head`).
+
+A station's name belongs to one machine and history (table ``ledger_stations``): the first
+upload registers it (:meth:`Ledger.claim`) with the host's name and the history's identity; a
+second claimant of the name is refused (:class:`~piflash.errors.LedgerConflictError`), until
+``piflash ledger takeover NAME`` re-registers it, recorded in ``ledger_takeovers``. A one-off
+command (``flash --ledger``) uploads only the rows of commands run with a ledger
+(:meth:`History.ask_ledger <piflash.record.history.History.ask_ledger>`), under an origin of its
+own (:func:`one_off_origin`).
+
+Text is text on any server: the connection's client encoding is UTF8 (libpq's
+``client_encoding``), which a UTF8 or SQL_ASCII database stores byte for byte; a database in any
+other encoding is refused when first reached, naming the fix (:data:`ENCODINGS_KEPT`). A station cut off
 from the database keeps flashing and recording locally; the next upload after the database is
 back sends the queue.
 
@@ -29,12 +44,22 @@ psycopg 3 is imported only here, when a ledger is configured (the ``ledger`` ext
 from __future__ import annotations
 
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from piflash import redact, settings
-from piflash.errors import LedgerError, extra_missing
+from piflash.errors import LedgerConflictError, LedgerError, extra_missing
 
-__all__ = ["Ledger", "LedgerError", "Uploader", "ledger_url", "safe_url", "db_reason"]
+__all__ = [
+    "Ledger",
+    "LedgerError",
+    "LedgerConflictError",
+    "Uploader",
+    "ledger_url",
+    "one_off_origin",
+    "one_off_upload",
+    "safe_url",
+    "db_reason",
+]
 
 #: SQLite column declarations (first word) -> PostgreSQL types.
 _PG_TYPES = {"INTEGER": "bigint", "REAL": "double precision", "TEXT": "text"}
@@ -52,6 +77,32 @@ TCP_LIMITS = {
     "keepalives_count": 3,
     "tcp_user_timeout": 15000,
 }
+
+
+#: Server encodings (``SHOW server_encoding``) that keep every row's text exactly when the client
+#: encoding is UTF8: UTF8, and SQL_ASCII, which stores the bytes it is given unconverted and
+#: unchecked (PostgreSQL's documentation, "Character Set Support": "No encoding conversion will
+#: be done when the setting is SQL_ASCII"). Any other server encoding converts, and refuses a
+#: character it lacks (an upload that would fail for ever): refused at first contact.
+ENCODINGS_KEPT = ("UTF8", "SQL_ASCII")
+#: ``history_id`` of the rows a ledger held before stations registered (schema migration): they
+#: go to the first station that claims their name with a history whose row at their head seq has
+#: the same ``row_hash`` (so every row before it, by the chain).
+UNREGISTERED = "unregistered"
+#: ``pg_advisory_xact_lock`` keys: the schema's creation, and (with ``hashtext(name)``) one
+#: station name's registration. Arbitrary constants, piflash's own.
+_SCHEMA_LOCK = 7428251
+_NAME_LOCK = 7428252
+#: What a registration is: a station's history (uploaded whole, in ``seq`` order), or one-off
+#: commands' (only the rows run with a ledger: its chain has gaps by design).
+KINDS = ("station", "one-off")
+
+
+def one_off_origin(host: str, history_id: str) -> str:
+    """The origin of one-off commands' rows when ``PIFLASH_STATION`` does not name one:
+    ``one-off:HOST:ID8`` (``ID8``: the first 8 characters of the history's identity), which no
+    station's default name (the host's) is, so a personal history never lands on a station's name."""
+    return f"one-off:{host}:{history_id[:8]}"
 
 
 def ledger_url(given: Optional[str] = None) -> Optional[str]:
@@ -77,9 +128,16 @@ def _columns():
 def _schema() -> List[str]:
     cols = ",\n  ".join(f"{name} {pgtype}" for name, pgtype in _columns())
     return [
-        f"CREATE TABLE IF NOT EXISTS ledger_operations (\n  origin text NOT NULL,\n  id bigint NOT NULL,\n"
-        f"  {cols},\n  uploaded_at double precision NOT NULL,\n  PRIMARY KEY (origin, id))",
-        "CREATE UNIQUE INDEX IF NOT EXISTS ledger_operations_seq ON ledger_operations (origin, seq)",
+        f"CREATE TABLE IF NOT EXISTS ledger_operations (\n  origin text NOT NULL,\n  history_id text NOT NULL,\n"
+        f"  id bigint NOT NULL,\n  {cols},\n  uploaded_at double precision NOT NULL,\n"
+        "  PRIMARY KEY (origin, history_id, id))",
+        "CREATE UNIQUE INDEX IF NOT EXISTS ledger_operations_chain ON ledger_operations (origin, history_id, seq)",
+        "CREATE TABLE IF NOT EXISTS ledger_stations (name text PRIMARY KEY, kind text NOT NULL "
+        "CHECK (kind IN ('station', 'one-off')), host text NOT NULL, history_id text NOT NULL, "
+        "registered_at double precision NOT NULL, registered_by text NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS ledger_takeovers (id bigserial PRIMARY KEY, name text NOT NULL, "
+        "at double precision NOT NULL, by_user text NOT NULL, host text NOT NULL, history_id text NOT NULL, "
+        "old_host text, old_history_id text)",
         "CREATE TABLE IF NOT EXISTS ledger_counters (name text PRIMARY KEY, start bigint NOT NULL, "
         "step bigint NOT NULL, last bigint, next bigint NOT NULL)",
         "CREATE TABLE IF NOT EXISTS ledger_leases (id bigserial PRIMARY KEY, counter text NOT NULL, "
@@ -91,6 +149,36 @@ def _schema() -> List[str]:
         "count bigint NOT NULL, step bigint NOT NULL, lease_id bigint NOT NULL, "
         "returned_at double precision NOT NULL, PRIMARY KEY (counter, first))",
     ]
+
+
+#: A ledger made before stations registered (rows keyed by origin and id) gets the history_id
+#: column, its rows :data:`UNREGISTERED`, and the new keys.
+_MIGRATE_TO_IDENTITY = [
+    "ALTER TABLE ledger_operations ADD COLUMN history_id text",
+    f"UPDATE ledger_operations SET history_id = '{UNREGISTERED}'",
+    "ALTER TABLE ledger_operations ALTER COLUMN history_id SET NOT NULL",
+    "ALTER TABLE ledger_operations DROP CONSTRAINT ledger_operations_pkey",
+    "ALTER TABLE ledger_operations ADD PRIMARY KEY (origin, history_id, id)",
+    "DROP INDEX IF EXISTS ledger_operations_seq",
+]
+
+
+def _who() -> str:
+    """``user@host`` of this process, for the ledger's registrations."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "?"
+    return f"{user}@{socket.gethostname()}"
+
+
+def _when(t: float) -> str:
+    from datetime import datetime
+
+    return datetime.fromtimestamp(t).astimezone().isoformat(timespec="seconds")
 
 
 class Ledger:
@@ -106,15 +194,29 @@ class Ledger:
         self.url = url
         redact.remember(url)  # a database error may quote it: scrubbed from every message
         psycopg = _psycopg()
-        self._errors = (psycopg.Error, OSError)
+        # UnicodeError: text a client in another encoding put into a SQL_ASCII database
+        self._errors = (psycopg.Error, OSError, UnicodeError)
+        self._db: Any = None
         try:
-            self._db = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT, autocommit=True, **TCP_LIMITS)
+            # client_encoding: text goes and comes as UTF8 whatever the server's encoding (psycopg
+            # reads a SQL_ASCII connection's text as bytes and sends str as bytea otherwise)
+            self._db = psycopg.connect(
+                url, connect_timeout=CONNECT_TIMEOUT, autocommit=True, client_encoding="UTF8", **TCP_LIMITS
+            )
+            self._check_encoding()
             with self._db.transaction():
                 # one creator at a time: CREATE TABLE IF NOT EXISTS races between stations
-                self._db.execute("SELECT pg_advisory_xact_lock(7428251)")
+                self._db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                if self._needs_identity_migration():
+                    for statement in _MIGRATE_TO_IDENTITY:
+                        self._db.execute(statement)
                 for statement in _schema():
                     self._db.execute(statement)
+        except LedgerError:
+            self.close()
+            raise
         except self._errors as exc:
+            self.close()
             reason = db_reason(exc)
             raise LedgerError(
                 f"cannot use the ledger {safe_url(url)}: {reason}",
@@ -127,9 +229,33 @@ class Ledger:
                 ),
             ) from None
 
+    def _check_encoding(self) -> None:
+        """Refuse a database whose encoding cannot keep every text exactly (:data:`ENCODINGS_KEPT`)."""
+        assert self._db is not None
+        server = str(self._db.execute("SHOW server_encoding").fetchone()[0])
+        client = str(self._db.execute("SHOW client_encoding").fetchone()[0])
+        if server.upper() not in ENCODINGS_KEPT or client.upper() != "UTF8":
+            name = self._db.info.dbname
+            raise LedgerError(
+                f"the ledger database {name!r} at {safe_url(self.url)} has the encoding {server} (client {client}), "
+                f"which cannot hold every text piflash records (firmware paths, error messages) exactly",
+                hint=f"give the ledger a UTF8 database: createdb -E UTF8 -T template0 {name}_utf8 (as a "
+                "PostgreSQL user that may create databases), then use its URL; boards are recorded locally meanwhile",
+            )
+
+    def _needs_identity_migration(self) -> bool:
+        assert self._db is not None
+        got = self._db.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = 'ledger_operations'"
+        ).fetchall()
+        names = {r[0] for r in got}
+        return bool(names) and "history_id" not in names
+
     def close(self) -> None:
         try:
-            self._db.close()
+            if self._db is not None:
+                self._db.close()
         except self._errors:
             pass
 
@@ -145,35 +271,172 @@ class Ledger:
             hint="the rows stay queued in the station's history and go up at the next upload",
         )
 
-    # -- rows ---------------------------------------------------------------------------------
-    def head(self, station: str) -> int:
-        """The highest ``seq`` of ``station`` in the ledger (0 for none).
+    # -- who a station is ------------------------------------------------------------------------
+    def registration(self, name: str) -> Optional[Dict[str, object]]:
+        """Who holds the name ``name``: {``name``, ``kind`` (:data:`KINDS`), ``host``,
+        ``history_id``, ``registered_at`` (Unix s), ``registered_by`` (``user@host``)}, or None.
 
         :raises LedgerError:"""
         try:
             row = self._db.execute(
-                "SELECT coalesce(max(seq), 0) FROM ledger_operations WHERE origin = %s", (station,)
+                "SELECT name, kind, host, history_id, registered_at, registered_by FROM ledger_stations "
+                "WHERE name = %s",
+                (name,),
             ).fetchone()
         except self._errors as exc:
             raise self._fail("read", exc) from None
-        return int(row[0])
+        keys = ("name", "kind", "host", "history_id", "registered_at", "registered_by")
+        return dict(zip(keys, row)) if row else None
 
-    def upload(self, station: str, rows: Sequence[Dict[str, object]]) -> int:
+    def claim(
+        self,
+        name: str,
+        host: str,
+        history_id: str,
+        kind: str = "station",
+        row_hash_at: Optional[Callable[[int], Optional[str]]] = None,
+    ) -> None:
+        """Register ``name`` to this machine (``host``) and history (``history_id``) at its first
+        upload, or prove it is registered so; rows a ledger held from before registrations
+        (:data:`UNREGISTERED`) go with the name when this history has the same row at their head
+        (``row_hash_at(seq)``: this history's ``row_hash`` at ``seq``, or None).
+
+        :param kind: one of :data:`KINDS`.
+        :raises LedgerConflictError: the name is another machine's or history's, or its old rows
+            are not this history's; the message names both, the hint the fixes.
+        :raises LedgerError: the database failed."""
+        try:
+            with self._db.transaction():
+                self._db.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_NAME_LOCK, name))
+                held = self.registration(name)
+                if held is None:
+                    self._adopt(name, history_id, row_hash_at)
+                    self._db.execute(
+                        "INSERT INTO ledger_stations (name, kind, host, history_id, registered_at, registered_by) "
+                        "VALUES (%s, %s, %s, %s, %s, %s)",
+                        (name, kind, host, history_id, time.time(), _who()),
+                    )
+                elif (held["host"], held["history_id"]) != (host, history_id):
+                    raise LedgerConflictError(
+                        f"the ledger's station name {name!r} is registered to {held['host']} (history "
+                        f"{str(held['history_id'])[:8]}, since {_when(float(held['registered_at']))}); "  # type: ignore[arg-type]
+                        f"this is {host} (history {history_id[:8]}): its rows are not uploaded under that name",
+                        hint=f"a second station: give it a name of its own ('station:' in its config, or "
+                        f"PIFLASH_STATION); the replacement of a station that is gone: run 'piflash ledger "
+                        f"takeover {name}' on it. The rows stay queued in this history meanwhile",
+                    )
+        except self._errors as exc:
+            raise self._fail("register the station", exc) from None
+
+    def _adopt(self, name: str, history_id: str, row_hash_at) -> None:
+        """Give the rows of ``name`` from before registrations to ``history_id`` if they are its
+        (in the caller's transaction). :raises LedgerConflictError: they are not."""
+        old = self._db.execute(
+            "SELECT seq, row_hash, id FROM ledger_operations WHERE origin = %s AND history_id = %s "
+            "ORDER BY seq DESC LIMIT 1",
+            (name, UNREGISTERED),
+        ).fetchone()
+        if old is None:
+            return
+        mine = row_hash_at(int(old[0])) if row_hash_at else None
+        if mine != old[1]:
+            raise LedgerConflictError(
+                f"station {name}: the ledger holds rows of that name from before stations registered, up to "
+                f"row #{old[2]} (seq {old[0]}), and this history's row at seq {old[0]} "
+                f"{'is another' if mine else 'does not exist'}: they are another history's",
+                hint=f"a second station: give it a name of its own; the replacement of the station that "
+                f"uploaded them: run 'piflash ledger takeover {name}' on it",
+            )
+        self._db.execute(
+            "UPDATE ledger_operations SET history_id = %s WHERE origin = %s AND history_id = %s",
+            (history_id, name, UNREGISTERED),
+        )
+
+    def takeover(self, name: str, host: str, history_id: str, kind: str = "station") -> Optional[Dict[str, object]]:
+        """Re-register ``name`` to this machine and history, on purpose (the replacement of a
+        station that is gone), recorded in ``ledger_takeovers`` (who, when, the old host and
+        history). The old history's rows stay in the ledger under the name; this history's go up
+        beside them. Returns the old registration (None when the name was free; rows from before
+        registrations count as the history :data:`UNREGISTERED`).
+
+        :raises LedgerError: the database failed."""
+        try:
+            with self._db.transaction():
+                self._db.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_NAME_LOCK, name))
+                old = self.registration(name)
+                if old is None:
+                    legacy = self._db.execute(
+                        "SELECT 1 FROM ledger_operations WHERE origin = %s AND history_id = %s LIMIT 1",
+                        (name, UNREGISTERED),
+                    ).fetchone()
+                    if legacy:
+                        old = {"name": name, "host": None, "history_id": UNREGISTERED}
+                now = time.time()
+                self._db.execute(
+                    "INSERT INTO ledger_stations (name, kind, host, history_id, registered_at, registered_by) "
+                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, "
+                    "host = excluded.host, history_id = excluded.history_id, "
+                    "registered_at = excluded.registered_at, registered_by = excluded.registered_by",
+                    (name, kind, host, history_id, now, _who()),
+                )
+                self._db.execute(
+                    "INSERT INTO ledger_takeovers (name, at, by_user, host, history_id, old_host, old_history_id) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    (name, now, _who(), host, history_id, old and old["host"], old and old["history_id"]),
+                )
+        except self._errors as exc:
+            raise self._fail("take the station over", exc) from None
+        return old
+
+    def takeovers(self) -> List[Dict[str, object]]:
+        """Every takeover, oldest first: {``name``, ``at`` (Unix s), ``by_user``, ``host``,
+        ``history_id``, ``old_host``, ``old_history_id``}. :raises LedgerError:"""
+        keys = ("name", "at", "by_user", "host", "history_id", "old_host", "old_history_id")
+        try:
+            got = self._db.execute(f"SELECT {', '.join(keys)} FROM ledger_takeovers ORDER BY id").fetchall()
+        except self._errors as exc:
+            raise self._fail("read", exc) from None
+        return [dict(zip(keys, r)) for r in got]
+
+    # -- rows ---------------------------------------------------------------------------------
+    def head_row(self, station: str, history_id: str) -> Tuple[int, Optional[str]]:
+        """The highest ``seq`` of ``station``'s history ``history_id`` in the ledger and its
+        ``row_hash`` ((0, None) for none).
+
+        :raises LedgerError:"""
+        try:
+            row = self._db.execute(
+                "SELECT seq, row_hash FROM ledger_operations WHERE origin = %s AND history_id = %s "
+                "ORDER BY seq DESC LIMIT 1",
+                (station, history_id),
+            ).fetchone()
+        except self._errors as exc:
+            raise self._fail("read", exc) from None
+        return (int(row[0]), str(row[1])) if row else (0, None)
+
+    def head(self, station: str, history_id: str) -> int:
+        """The highest ``seq`` of ``station``'s history ``history_id`` in the ledger (0 for none).
+
+        :raises LedgerError:"""
+        return self.head_row(station, history_id)[0]
+
+    def upload(self, station: str, history_id: str, rows: Sequence[Dict[str, object]]) -> int:
         """Insert sealed rows (dicts of every history column, as :meth:`History.row` gives them)
-        of ``station``, in one transaction; a row already there (same station and id) is left as
-        it is. Returns how many were new.
+        of ``station``'s history ``history_id``, in one transaction; a row already there (same
+        key) is left as it is, after checking it is the same row. Returns how many were new.
 
+        :raises LedgerConflictError: a row of the same id or ``seq`` with another ``row_hash`` is
+            there already, named with its station (nothing is inserted).
         :raises LedgerError: (nothing is inserted)"""
-        names = ["origin", "id"] + [n for n, _ in _columns()] + ["uploaded_at"]
+        names = ["origin", "history_id", "id"] + [n for n, _ in _columns()] + ["uploaded_at"]
         sql = (
             f"INSERT INTO ledger_operations ({', '.join(names)}) VALUES "
-            f"({', '.join(['%s'] * len(names))}) ON CONFLICT (origin, id) DO NOTHING"
+            f"({', '.join(['%s'] * len(names))}) ON CONFLICT DO NOTHING"
         )
         now = time.time()
         cols = [n for n, _ in _columns()]
-        params = [
-            [station, r["id"]] + [r.get(n) for n in cols] + [now] for r in rows if r.get("seq") is not None
-        ]  # open rows are not in the chain yet
+        sealed = [r for r in rows if r.get("seq") is not None]  # open rows are not in the chain yet
+        params = [[station, history_id, r["id"]] + [r.get(n) for n in cols] + [now] for r in sealed]
         if not params:
             return 0
         try:
@@ -183,21 +446,54 @@ class Ledger:
                     # of rows is a few round trips, not one per row
                     cur.executemany(sql, params)
                     new = cur.rowcount
+                    self._same_rows(cur, station, history_id, sealed)
         except self._errors as exc:
             raise self._fail("upload rows", exc) from None
         return max(new, 0)
 
+    def _same_rows(self, cur, station: str, history_id: str, rows: Sequence[Dict[str, object]]) -> None:
+        """Prove the ledger holds exactly ``rows`` under their keys (in the upload's transaction).
+
+        :raises LedgerConflictError: a row of the same id or seq differs."""
+        cur.execute(
+            "SELECT id, seq, row_hash FROM ledger_operations WHERE origin = %s AND history_id = %s "
+            "AND (id = ANY(%s) OR seq = ANY(%s))",
+            (station, history_id, [int(r["id"]) for r in rows], [int(r["seq"]) for r in rows]),  # type: ignore[call-overload]
+        )
+        there = cur.fetchall()
+        by_id = {int(i): (int(q), h) for i, q, h in there}
+        by_seq = {int(q): (int(i), h) for i, q, h in there}
+        for r in rows:
+            rid, seq, mine = int(r["id"]), int(r["seq"]), r["row_hash"]  # type: ignore[call-overload]
+            at_id, at_seq = by_id.get(rid), by_seq.get(seq)
+            if at_id == (seq, mine) and at_seq == (rid, mine):
+                continue
+            if at_id is not None and at_id != (seq, mine):
+                what = f"the ledger's row #{rid} is seq {at_id[0]} with row_hash {str(at_id[1])[:12]}"
+            elif at_seq is not None:
+                what = f"the ledger's seq {seq} is row #{at_seq[0]} with row_hash {str(at_seq[1])[:12]}"
+            else:
+                what = "the row is not there after its insert"
+            raise LedgerConflictError(
+                f"station {station}: row #{rid} (seq {seq}, row_hash {str(mine)[:12]}) of history "
+                f"{history_id[:8]} conflicts with the ledger: {what}; not uploaded",
+                hint="two copies of one history upload under one name (a cloned SD card?), or the ledger's row "
+                "was changed: compare with 'piflash ledger verify-chain' and that station's 'piflash history "
+                "verify-chain'; give a copied history's station its own name and history",
+            )
+
     def rows(self, station: Optional[str] = None) -> List[Dict[str, object]]:
-        """The ledger's rows (of one station's history, or all), ordered by ``origin`` and ``seq``:
-        dicts with ``origin`` (the station whose history sealed the row) and every history column
-        (``station`` among them: empty for a command-line row of that history).
+        """The ledger's rows (of one station's name, or all), ordered by ``origin``, ``history_id``
+        and ``seq``: dicts with ``origin`` (the station whose history sealed the row),
+        ``history_id`` (that history's identity) and every history column (``station`` among
+        them: empty for a command-line row of that history).
 
         :raises LedgerError:"""
-        names = ["origin", "id"] + [n for n, _ in _columns()]
+        names = ["origin", "history_id", "id"] + [n for n, _ in _columns()]
         where, args = ("WHERE origin = %s", (station,)) if station else ("", ())
         try:
             got = self._db.execute(
-                f"SELECT {', '.join(names)} FROM ledger_operations {where} ORDER BY origin, seq", args
+                f"SELECT {', '.join(names)} FROM ledger_operations {where} ORDER BY origin, history_id, seq", args
             ).fetchall()
         except self._errors as exc:
             raise self._fail("read", exc) from None
@@ -213,17 +509,69 @@ class Ledger:
         except self._errors as exc:
             raise self._fail("read", exc) from None
 
-    def verify_chains(self) -> Dict[str, object]:
-        """Each station's chain as :func:`piflash.record.chain.verify_chain` checks a local history
-        (``seq`` from 1, each row's hash, each link), ids of rows not uploaded yet not counted as
-        deleted. Returns {station: ChainReport}. :raises LedgerError:"""
-        from piflash.record.chain import verify_chain
+    def histories(self) -> List[Dict[str, object]]:
+        """Per station name and history: {``origin``, ``history_id``, ``rows``, ``head_seq``,
+        ``holder`` (True for the history the name is registered to now), ``kind`` (the name's
+        :data:`KINDS`, None unregistered)}, by name. :raises LedgerError:"""
+        try:
+            got = self._db.execute(
+                "SELECT o.origin, o.history_id, count(*), max(o.seq), s.history_id, s.kind FROM ledger_operations o "
+                "LEFT JOIN ledger_stations s ON s.name = o.origin GROUP BY o.origin, o.history_id, s.history_id, "
+                "s.kind ORDER BY o.origin, min(o.uploaded_at)"
+            ).fetchall()
+        except self._errors as exc:
+            raise self._fail("read", exc) from None
+        return [
+            {"origin": o, "history_id": h, "rows": int(n), "head_seq": int(q), "holder": h == held, "kind": kind}
+            for o, h, n, q, held, kind in got
+        ]
 
+    def verify_chains(self) -> Dict[str, object]:
+        """Each station history's chain as :func:`piflash.record.chain.verify_chain` checks a local
+        history (``seq`` from 1, each row's hash, each link), ids of rows not uploaded yet not
+        counted as deleted. A one-off origin's rows are the ones its commands chose, with gaps by
+        design: each row's hash, and the link of each two with consecutive ``seq``. Returns
+        {label: ChainReport}, the label the station's name, with ``(history ID8)`` after it where
+        a name has rows of several histories (a takeover). :raises LedgerError:"""
+        from piflash.record.chain import ChainProblem, ChainReport, row_hash, verify_chain
+
+        try:
+            kinds = dict(self._db.execute("SELECT name, kind FROM ledger_stations").fetchall())
+        except self._errors as exc:
+            raise self._fail("read", exc) from None
         out: Dict[str, object] = {}
-        rows = self.rows()
-        for station in sorted({r["origin"] for r in rows}):
-            mine = [{k: v for k, v in r.items() if k != "origin"} for r in rows if r["origin"] == station]
-            out[station] = verify_chain(mine, 0, check_ids=False)
+        groups: Dict[Tuple[str, str], List[Dict[str, Any]]] = {}
+        for r in self.rows():
+            groups.setdefault((str(r["origin"]), str(r["history_id"])), []).append(
+                {k: v for k, v in r.items() if k not in ("origin", "history_id")}
+            )
+        several = {o for o, _ in groups if sum(1 for g in groups if g[0] == o) > 1}
+        for (origin, hid), mine in sorted(groups.items()):
+            label = f"{origin} (history {hid[:8]})" if origin in several else origin
+            if kinds.get(origin) != "one-off":
+                out[label] = verify_chain(mine, 0, check_ids=False)
+                continue
+            report = ChainReport()
+            prev: Optional[Dict[str, Any]] = None
+            for row in mine:  # by seq
+                rid = int(row["id"])
+                if row_hash(row) != row["row_hash"]:
+                    report.problems.append(
+                        ChainProblem(rid, "edited", f"row #{rid} (seq {row['seq']}) no longer matches its row_hash")
+                    )
+                elif prev is not None and row["seq"] == prev["seq"] + 1 and row["prev_hash"] != prev["row_hash"]:
+                    report.problems.append(
+                        ChainProblem(
+                            int(prev["id"]),
+                            "edited",
+                            f"row #{rid} (seq {row['seq']}) does not link to seq {prev['seq']}",
+                        )
+                    )
+                prev = row
+            report.sealed = len(mine)
+            if prev is not None:
+                report.head_seq, report.head_hash = int(prev["seq"]), str(prev["row_hash"])
+            out[label] = report
         return out
 
     def expire_leases(self) -> int:
@@ -280,6 +628,41 @@ class Ledger:
         return self._errors
 
 
+def one_off_upload(ledger: Ledger, history, all_history: bool = False) -> Tuple[str, int]:
+    """Upload one-off commands' rows of ``history`` (a :class:`piflash.record.history.History`):
+    those marked by :meth:`History.ask_ledger <piflash.record.history.History.ask_ledger>` (the
+    commands run with a ledger), or with ``all_history`` every sealed row, under the origin
+    ``PIFLASH_STATION`` or else :func:`one_off_origin`, registered as a ``one-off``
+    (:meth:`Ledger.claim`). A row goes off the list once the ledger holds it (same ``row_hash``).
+
+    :returns: (the origin, how many rows were new to the ledger).
+    :raises LedgerConflictError: the origin is another machine's or history's, or a row conflicts.
+    :raises LedgerError: the database failed; the rows stay marked for the next upload.
+    :raises HistoryError: the history cannot be read or written."""
+    import socket
+
+    host, hid = socket.gethostname(), history.identity
+    if hid is None:
+        raise LedgerError(f"the history {history.path} has no identity (read-only, written by an older piflash)")
+    origin = settings.PIFLASH_STATION.value() or one_off_origin(host, hid)
+    ledger.claim(origin, host, hid, "one-off", history.row_hash_at)
+    new, seq = 0, 0
+    while all_history:
+        rows = history.sealed_after(seq)
+        if not rows:
+            break
+        new += ledger.upload(origin, hid, rows)
+        seq = int(rows[-1]["seq"])
+    while True:
+        rows = history.asked_rows()
+        if not rows:
+            break
+        got = ledger.upload(origin, hid, rows)
+        new += 0 if all_history else got
+        history.ledger_took(int(r["id"]) for r in rows)
+    return origin, new
+
+
 class Uploader:
     """Copies a station's sealed history rows to the ledger, in the background: after each board
     (:meth:`kick`) and every ``interval`` seconds, until :meth:`stop`. A ledger it cannot reach is
@@ -301,7 +684,12 @@ class Uploader:
         # worker process forked (workers: processes) while that thread is inside the import would
         # wait forever for the module's import lock, which no thread of the child holds.
         _psycopg()
+        import socket
+
         self.history, self.station, self.url, self.log, self.interval = history, station, url, log, interval
+        #: What the station's name is registered with (:meth:`Ledger.claim`).
+        self.host, self.history_id = socket.gethostname(), history.identity
+        self._refused: Optional[str] = None
         self._kick = threading.Event()
         self._stop = threading.Event()
         self._ledger: Optional[Ledger] = None
@@ -322,7 +710,8 @@ class Uploader:
         """End the thread; with ``final``, one last upload first (bounded by the connect timeout)."""
         self._stop.set()
         self._kick.set()
-        self._thread.join(CONNECT_TIMEOUT * 3)
+        if self._thread.is_alive():
+            self._thread.join(CONNECT_TIMEOUT * 3)
         if final:
             self.upload_once()
         if self._ledger is not None:
@@ -357,18 +746,35 @@ class Uploader:
         new = 0
         try:
             ledger = self._get()
+            # every time, not once: a takeover elsewhere stops this station's uploads at once
+            ledger.claim(self.station, self.host, self.history_id, "station", self.history.row_hash_at)
             while True:
-                self.head = ledger.head(self.station)
+                head, head_hash = ledger.head_row(self.station, self.history_id)
+                mine = self.history.row_hash_at(head) if head else None
+                if head and mine != head_hash:
+                    raise LedgerConflictError(
+                        f"station {self.station}: the ledger's last row of history {self.history_id[:8]} (seq {head}, "
+                        f"row_hash {str(head_hash)[:12]}) is not this history's (row_hash {str(mine)[:12]}): no row "
+                        "is taken for uploaded",
+                        hint="two copies of one history upload under one name (a cloned SD card?): give this "
+                        "station its own name and a history of its own",
+                    )
+                self.head = head
                 rows = self.history.sealed_after(self.head)
                 if not rows:
                     break
-                new += ledger.upload(self.station, rows)
+                new += ledger.upload(self.station, self.history_id, rows)
                 # Committed: the ledger holds them now, whether or not the next head query gets
                 # through (the queue metric reads self.head).
                 self.head = int(rows[-1]["seq"])
-            if self._down:
+            if self._down or self._refused:
                 self.log(f"ledger {safe_url(self.url)} reached again: the queued rows are uploaded")
             self._down = False
+            self._refused = None
+        except LedgerConflictError as exc:
+            if self._refused != exc.message:
+                self.log(f"ledger refuses this station's rows: {exc.message} ({exc.hint})")
+            self._refused = exc.message
         except (LedgerError, HistoryError) as exc:
             if self._ledger is not None:
                 self._ledger.close()

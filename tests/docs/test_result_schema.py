@@ -194,7 +194,7 @@ def test_every_json_output_matches_the_schema(cli, checked, firmware_dir, tmp_pa
         server = PgServer()
         try:
             with Ledger(server.url) as ledger, History() as hist:
-                ledger.upload("bench", hist.sealed_after(0))
+                ledger.upload("bench", str(hist.identity), hist.sealed_after(0))
             report = checked("ledger", "report", "--ledger", server.url)["report"]
             assert report and report[0]["station"] == "bench"
         finally:

@@ -69,3 +69,51 @@ class Feeder:
                     self.swaps[bay] += 1
                     faulty = self.faulty_every and self.swaps[bay] % self.faulty_every == 0
                     self.store.swap(bay, faults=FLIP if faulty else None)
+
+
+class OneOffUser:
+    """A person at another machine of the line running one-off ``piflash flash`` commands on a
+    simulated board of their own, with a history of their own: every ``ledger_every``-th run
+    with ``--ledger URL`` (to go to the ledger), the others without (demo runs that must stay at
+    home). ``runs`` counts the commands run, ``asked`` those run with the ledger.
+
+    :param history: the person's history file (``PIFLASH_HISTORY``).
+    :param bay: the simulated board (``sim:BAY``), created by the caller.
+    :param firmware: the image to flash. :param url: the ledger's URL.
+    """
+
+    def __init__(self, history: Path, bay: str, firmware: Path, url: str, ledger_every: int = 2,
+                 pause: float = 0.5) -> None:
+        import os
+
+        self.history, self.bay, self.firmware, self.url = history, bay, firmware, url
+        self.ledger_every, self.pause = ledger_every, pause
+        self.env = dict(os.environ, PIFLASH_HISTORY=str(history))
+        self.env.pop("PIFLASH_LEDGER", None)
+        self.env.pop("PIFLASH_STATION", None)
+        self.runs = self.asked = 0
+        self.failed: list = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"one-off {bay}", daemon=True)
+
+    def start(self) -> "OneOffUser":
+        self.thread.start()
+        return self
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(120)
+
+    def _run(self) -> None:
+        import subprocess
+        import sys
+
+        while not self.stop.wait(self.pause):
+            with_ledger = (self.runs + 1) % self.ledger_every == 0
+            cmd = [sys.executable, "-m", "piflash", "flash", str(self.firmware), "-u", f"sim:{self.bay}",
+                   "-t", "nrf52840", "-q"] + (["--ledger", self.url] if with_ledger else [])
+            proc = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=300)
+            self.runs += 1
+            self.asked += with_ledger
+            if proc.returncode != 0:
+                self.failed.append(proc.stderr[-500:])

@@ -34,9 +34,14 @@ def _free_port() -> int:
 
 
 class PgServer:
-    """One running cluster. :ivar url: ``postgresql://USER@127.0.0.1:PORT/postgres``."""
+    """One running cluster. :ivar url: ``postgresql://USER@127.0.0.1:PORT/postgres``.
 
-    def __init__(self) -> None:
+    :param encoding: the cluster's encoding (``initdb -E``), so its ``postgres`` database's:
+        ``UTF8`` (the default), or e.g. ``SQL_ASCII``, what ``initdb`` gives under a C/POSIX locale
+        when no ``-E`` is given. Any encoding but UTF8 is made with ``--locale=C`` (the only locale
+        that goes with every encoding)."""
+
+    def __init__(self, encoding: str = "UTF8") -> None:
         bindir = pg_bin()
         if bindir is None:
             pytest.skip("PostgreSQL is not installed (apt-get install postgresql): the ledger's "
@@ -60,7 +65,9 @@ class PgServer:
 
             user = pwd.getpwuid(os.geteuid()).pw_name
         self.user = user
-        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", user, "--no-sync", "-E", "UTF8")
+        locale = [] if encoding == "UTF8" else ["--locale=C"]
+        self.encoding = encoding
+        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", user, "--no-sync", "-E", encoding, *locale)
         self.start()
         self.url = f"postgresql://{user}@127.0.0.1:{self.port}/postgres"
 

@@ -42,6 +42,7 @@ CONCRETE = {
     "HistoryError": ("RecordError", ExitCode.HISTORY),
     "HistoryChainError": ("RecordError", ExitCode.HISTORY_CHAIN),
     "LedgerError": ("RecordError", ExitCode.LEDGER),
+    "LedgerConflictError": ("RecordError", ExitCode.LEDGER),
     "MemoryGuardError": ("HostError", ExitCode.MEMORY),
     "ServiceError": ("HostError", ExitCode.SERVICE),
     "ExtraMissingError": ("HostError", ExitCode.EXTRA_MISSING),
