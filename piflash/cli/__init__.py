@@ -101,11 +101,18 @@ class _Scrubbed(logging.Filter):
         return True
 
 
+#: Other names of commands, as other tools call them: ``piflash list`` is ``probes`` (probe-rs
+#: ``list``, pyOCD ``list``).
+ALIASES = {"list": "probes"}
+
+
 def _register() -> None:
     for module, names in COMMANDS:
         mod = importlib.import_module(f"piflash.cli.{module}")
         for name in names:
             cli.add_command(getattr(mod, name))
+    for alias, name in ALIASES.items():
+        cli.add_command(cli.commands[name], alias)
 
 
 _register()

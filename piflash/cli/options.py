@@ -37,7 +37,7 @@ def command_name(ctx: Optional[click.Context] = None) -> Optional[str]:
     ctx = ctx or click.get_current_context(silent=True)
     names: List[str] = []
     while ctx is not None and ctx.parent is not None:
-        names.insert(0, ctx.info_name or "")
+        names.insert(0, ctx.command.name or ctx.info_name or "")  # an alias (list) by its name (probes)
         ctx = ctx.parent
     return " ".join(names) or None
 

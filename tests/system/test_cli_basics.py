@@ -58,3 +58,10 @@ def test_sim_dump_and_faults_listed(cli, tmp_path):
     assert (tmp_path / "x.bin").read_bytes() == b"\xff" * (256 * 1024)
     proc = cli("sim", "create", "x", "--target", "nrf51", check=2)
     assert "exists" in proc.stderr
+
+
+def test_list_is_probes(cli):
+    """``piflash list`` (probe-rs and pyOCD call it so) is ``probes``: the same output, and its JSON
+    names the command by its one name."""
+    assert cli("list", check=0).stdout == cli("probes", check=0).stdout
+    assert cli.json("list")["command"] == "probes"
