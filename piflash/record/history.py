@@ -434,8 +434,11 @@ class History:
         self._db.execute("CREATE INDEX IF NOT EXISTS operations_serial ON operations (serial)")
         self._db.execute("CREATE INDEX IF NOT EXISTS operations_open ON operations (outcome) WHERE outcome = 'open'")
         # Outside the hashed rows: the history's identity and the one-off rows asked for the ledger.
+        # Written only when missing: a history on a read-only file opens, and is refused later, at
+        # its first write, with that cause ("it is read-only").
         self._db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        self._db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('identity', ?)", (str(uuid.uuid4()),))
+        if self._db.execute("SELECT 1 FROM meta WHERE key = 'identity'").fetchone() is None:
+            self._db.execute("INSERT INTO meta (key, value) VALUES ('identity', ?)", (str(uuid.uuid4()),))
         self._db.execute("CREATE TABLE IF NOT EXISTS ledger_asked (row_id INTEGER PRIMARY KEY, asked_at REAL NOT NULL)")
         if version != SCHEMA_VERSION:
             self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

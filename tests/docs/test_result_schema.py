@@ -54,6 +54,8 @@ def json_commands(group=None, prefix=()):
     group = group or cli
     found = set()
     for name, cmd in group.commands.items():
+        if name != cmd.name:  # an alias (piflash list): its JSON is its command's
+            continue
         path = prefix + (name,)
         if any(p.name == "json_mode" for p in cmd.params):
             found.add(" ".join(path))
