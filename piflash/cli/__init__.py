@@ -36,6 +36,7 @@ COMMANDS = (
     ("protect", ("protect",)),
     ("rtt", ("rtt",)),
     ("ledger", ("ledger",)),
+    ("bundle", ("bundle",)),
 )
 
 

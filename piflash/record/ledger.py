@@ -33,6 +33,7 @@ from typing import Dict, List, Optional, Sequence
 
 from piflash import settings
 from piflash.errors import LedgerError, extra_missing
+from piflash.record.chain import LATE_COLUMNS
 
 __all__ = ["Ledger", "LedgerError", "Uploader", "ledger_url", "safe_url", "db_reason"]
 
@@ -79,6 +80,12 @@ def _schema() -> List[str]:
     return [
         f"CREATE TABLE IF NOT EXISTS ledger_operations (\n  origin text NOT NULL,\n  id bigint NOT NULL,\n"
         f"  {cols},\n  uploaded_at double precision NOT NULL,\n  PRIMARY KEY (origin, id))",
+        # a ledger made before a history column was added gets it (NULL in its rows)
+        *(
+            f"ALTER TABLE ledger_operations ADD COLUMN IF NOT EXISTS {n} {t}"
+            for n, t in _columns()
+            if n in LATE_COLUMNS
+        ),
         "CREATE UNIQUE INDEX IF NOT EXISTS ledger_operations_seq ON ledger_operations (origin, seq)",
         "CREATE TABLE IF NOT EXISTS ledger_counters (name text PRIMARY KEY, start bigint NOT NULL, "
         "step bigint NOT NULL, last bigint, next bigint NOT NULL)",
