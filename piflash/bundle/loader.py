@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from piflash.bundle.archive import check_name, read_archive, read_file, write_archive
 from piflash.bundle.manifest import (
@@ -53,7 +53,7 @@ class Bundle:
     :ivar signer: the principal its signature verified as (from the allowed signers file).
     :ivar profile: the bundled :class:`~piflash.profiles.Profile`, loaded from :attr:`directory`.
     :ivar image: the firmware :class:`~piflash.firmware.image.FirmwareImage`, stamped with
-        ``bundle_sha256`` and ``bundle_version``.
+        ``bundle_sha256`` and ``bundle_version``, once :meth:`load_image` ran (else None).
     :ivar directory: the private folder the verified files were written to (removed by :meth:`close`
         or at exit).
     """
@@ -70,6 +70,18 @@ class Bundle:
         """Remove :attr:`directory`."""
         if self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
+
+    def load_image(self):
+        """Load, parse and check the firmware as :meth:`piflash.profiles.Profile.load_image` does
+        (imports pyOCD for the target's flash map), stamped with ``bundle_sha256`` and
+        ``bundle_version``; kept in :attr:`image`.
+
+        :raises FirmwareError, ChecksumError, ImageRangeError: the signed firmware is unusable.
+        """
+        if self.image is None:
+            image = self.profile.load_image()
+            self.image = dataclasses.replace(image, bundle_sha256=self.sha256, bundle_version=self.manifest.version)
+        return self.image
 
     def to_dict(self) -> Dict[str, Any]:
         """``bundle verify --json``: ``bundle`` (path), ``bundle_sha256``, ``bundle_version``,
@@ -234,6 +246,7 @@ def open_bundle(
     state: Optional[PathLike] = None,
     accept: bool = True,
     load: bool = True,
+    check_target: Optional[Callable[..., str]] = None,
 ) -> Bundle:
     """Verify the bundle ``path`` and load its profile and firmware: the gate every bundle goes through.
 
@@ -241,15 +254,17 @@ def open_bundle(
     signed by a key of ``allowed_signers`` for namespace ``piflash-bundle``, every file as the
     signed manifest lists it (none changed, missing or extra), the profile's target the manifest's
     and ``target``'s, no count limit (``max_boards`` needs the ledger's count, which this piflash
-    does not keep yet), the firmware loaded and checked as a profile's is, and the version not
-    older than its line's last accepted here (then, with ``accept``, remembered).
+    does not keep yet), the profile loaded from the verified files, and the version not older than its line's last accepted here (then, with ``accept``, remembered).
 
     :param allowed_signers: OpenSSH's allowed_signers file; None refuses (nothing is taken unverified).
     :param target: the target the command line names (``-t``), if any.
     :param ledger: the ledger URL in use, if any (for the count limit's message).
     :param state: the rollback state file (default :func:`~piflash.bundle.rollback.state_path`).
     :param accept: remember this version as the line's last (False: ``bundle verify`` only looks).
-    :param load: load the profile and firmware (False: verify only; ``profile``/``image`` None).
+    :param load: write the verified files out and load the profile (False: verify only;
+        ``profile`` None). The firmware is loaded by :meth:`Bundle.load_image`.
+    :param check_target: passed to :func:`piflash.profiles.load_profile` (e.g.
+        :func:`piflash.targets.catalog.check_target`, which imports pyOCD), or None.
     :returns: a :class:`Bundle`.
     :raises BundleError: (exit 28) each refusal, naming why.
     :raises ProfileError, FirmwareError, ChecksumError, ImageRangeError: the bundled profile or
@@ -289,8 +304,7 @@ def open_bundle(
         if load:
             directory = Path(tempfile.mkdtemp(prefix="piflash-bundle-"))  # mode 0700
             _DIRS.append(directory)
-            profile, image = _load(manifest, members, directory, where)
-            image = dataclasses.replace(image, bundle_sha256=sha256, bundle_version=manifest.version)
+            profile = _load(manifest, members, directory, where, check_target)
         if accept:
             versions.check(manifest.line, manifest.version, sha256, where, accept=True)
     finally:
@@ -298,10 +312,9 @@ def open_bundle(
     return Bundle(Path(path), sha256, manifest, signer, profile, image, directory)
 
 
-def _load(manifest: Manifest, members: Dict[str, bytes], directory: Path, where: str):
-    """Write the verified files into ``directory``, load the profile and its image."""
+def _load(manifest: Manifest, members: Dict[str, bytes], directory: Path, where: str, check_target):
+    """Write the verified files into ``directory`` and load the profile."""
     from piflash.profiles import load_profile
-    from piflash.targets.catalog import check_target
 
     for f in manifest.files:
         (directory / f.path).write_bytes(members[f.path])
@@ -312,4 +325,4 @@ def _load(manifest: Manifest, members: Dict[str, bytes], directory: Path, where:
             raise BundleError(f"{where}: the bundled profile names {p}, which is not one of the bundle's files")
     if profile.target.lower() != manifest.target.lower():
         raise BundleError(f"{where}: the manifest says target {manifest.target}, its profile {profile.target}: refused")
-    return profile, profile.load_image()
+    return profile
