@@ -338,6 +338,21 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
     )
 
 
+def bundle_path(path: Union[str, "os.PathLike[str]"]) -> Optional[Path]:
+    """The config's ``bundle:`` file (resolved against the config's folder), or None; the YAML is
+    read, nothing verified.
+
+    :raises ProfileError: (exit 5) the config cannot be read or its ``bundle`` is not a path.
+    """
+    src = os.fspath(path)
+    values, lines, root_line = read_yaml_mapping(src, ALLOWED_KEYS, "station config", text_keys=("station",))
+
+    def fail(key: str, message: str, hint: Optional[str] = None) -> NoReturn:
+        raise ProfileError(message, path=src, line=lines.get(key, root_line), key=key, hint=hint)
+
+    return _path_key(values, "bundle", Path(src).resolve(), fail)
+
+
 def _path_key(values: dict, key: str, cfile: Path, fail) -> Optional[Path]:
     """The file path of ``key`` (relative to the config's folder), or None when absent."""
     value = values.get(key)
@@ -398,6 +413,7 @@ def load_station(path: Union[str, "os.PathLike[str]"]) -> LoadedStation:
 
 
 __all__ = [
+    "bundle_path",
     "StationConfig",
     "LoadedStation",
     "load_config",
