@@ -13,15 +13,15 @@ import math
 from typing import Optional
 
 __all__ = [
+    "BUNDLE_MAX_BYTES",
+    "BUNDLE_MAX_MEMBERS",
+    "BUNDLE_MAX_MEMBER_BYTES",
+    "BUNDLE_MAX_MANIFEST_BYTES",
     "BOOT_TIMEOUT_MAX_S",
     "RTT_FIND_TIMEOUT_MAX_S",
     "RTT_DURATION_MAX_S",
     "RECOVER_TIMEOUT_MAX_S",
     "PROBE_TIMEOUT_MAX_S",
-    "BUNDLE_MAX_BYTES",
-    "BUNDLE_MAX_MEMBERS",
-    "BUNDLE_MAX_MEMBER_BYTES",
-    "BUNDLE_MAX_MANIFEST_BYTES",
     "seconds",
 ]
 
@@ -37,18 +37,6 @@ RTT_DURATION_MAX_S = 7 * 86400.0
 RECOVER_TIMEOUT_MAX_S = 3600.0
 #: ``$PIFLASH_PROBE_TIMEOUT``, one reply of a remote probe server.
 PROBE_TIMEOUT_MAX_S = 3600.0
-
-#: A job bundle's file (``JOB.pfb``), bytes. Its firmware is at most a chip's flash: 16 MiB is the
-#: largest external flash an RP2040/RP2350 addresses (RP2040 datasheet 2.6.3, the 16 MiB XIP
-#: window), and its UF2 is twice that (256 payload bytes per 512-byte block): 64 MiB holds it,
-#: its profile and packs, and is read into memory on the smallest Pi (512 MiB).
-BUNDLE_MAX_BYTES = 64 << 20
-#: Members of a bundle: the manifest, its signature, the profile, the firmware and a few packs.
-BUNDLE_MAX_MEMBERS = 32
-#: One member, bytes (the firmware's bound: see :data:`BUNDLE_MAX_BYTES`).
-BUNDLE_MAX_MEMBER_BYTES = 40 << 20
-#: ``manifest.json`` and ``manifest.json.sig``, bytes: a manifest of 32 files is under 8 KiB.
-BUNDLE_MAX_MANIFEST_BYTES = 64 << 10
 
 
 def seconds(value: object, what: str, maximum: float, minimum: float = 0.0, min_open: bool = True) -> float:
@@ -73,3 +61,16 @@ def seconds(value: object, what: str, maximum: float, minimum: float = 0.0, min_
     if not math.isfinite(number) or number > maximum or number < minimum or (min_open and number == minimum):
         raise ValueError(f"{what} must be {bound}, not {value!r:.40}")
     return number
+
+
+#: A job bundle's file (``JOB.pfb``), bytes. Its firmware is at most a chip's flash: 16 MiB is the
+#: largest external flash an RP2040/RP2350 addresses (RP2040 datasheet 2.6.3, the 16 MiB XIP
+#: window), and its UF2 is twice that (256 payload bytes per 512-byte block): 64 MiB holds it,
+#: its profile and packs, and is read into memory on the smallest Pi (512 MiB).
+BUNDLE_MAX_BYTES = 64 << 20
+#: Members of a bundle: the manifest, its signature, the profile, the firmware and a few packs.
+BUNDLE_MAX_MEMBERS = 32
+#: One member, bytes (the firmware's bound: see :data:`BUNDLE_MAX_BYTES`).
+BUNDLE_MAX_MEMBER_BYTES = 40 << 20
+#: ``manifest.json`` and ``manifest.json.sig``, bytes: a manifest of 32 files is under 8 KiB.
+BUNDLE_MAX_MANIFEST_BYTES = 64 << 10
