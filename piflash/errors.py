@@ -24,7 +24,7 @@ layer             concrete errors (exit code)
                           ProtectedError (20), FlashError (11) and PicobootError (11),
                           VerifyError (12), RttError (26)
 :class:`ImageError`       the firmware image: FirmwareError (3), ImageRangeError (4),
-                          ChecksumError (6)
+                          ChecksumError (6), BundleError (28)
 :class:`ConfigError`      what the user configured: ProfileError (5), UnknownOptionError (2),
                           GuardConfigError (2)
 :class:`ProductionError`  the production steps after the flash: ProtectError (21),
@@ -85,6 +85,7 @@ class ExitCode(enum.IntEnum):
     SERIAL_ISSUED = 25  #: ``--serial N`` names a number already issued (``--force-serial`` re-issues it)
     BOOT_CHECK = 26  #: the flashed firmware did not start as the boot check expects
     LEDGER = 27  #: the central ledger (PostgreSQL) cannot be reached or written
+    BUNDLE = 28  #: a job bundle refused: unsigned, signer not allowed, changed, another target, rolled back
     INTERRUPTED = 130  #: Ctrl-C or SIGTERM (128 + SIGINT)
 
 
@@ -118,6 +119,7 @@ EXIT_CODE_HELP = {
     ExitCode.SERIAL_ISSUED: "serial number already issued to a board (--force-serial re-issues it)",
     ExitCode.BOOT_CHECK: "the board did not pass its boot check (no expected output, a fault, a timeout)",
     ExitCode.LEDGER: "the central ledger (PostgreSQL) cannot be reached or written",
+    ExitCode.BUNDLE: "job bundle refused (unsigned, signer not allowed, changed, another target, older version)",
     ExitCode.INTERRUPTED: "interrupted",
 }
 
@@ -627,3 +629,13 @@ class HistoryChainError(RecordError):
         super().__init__(message, hint)
         self.report = report
         self.result = report
+
+
+class BundleError(ImageError):
+    """A job bundle (``JOB.pfb``, :mod:`piflash.bundle`) is refused before any probe is opened:
+    malformed or hostile, unsigned, signed by a key the allowed signers do not hold, changed after
+    signing, for another target, older than the version its line last accepted here, or asking
+    for a count limit (``max_boards``) this station cannot enforce; or a station that only takes
+    signed firmware was given a plain profile (docs/bundles.md)."""
+
+    exit_code = ExitCode.BUNDLE

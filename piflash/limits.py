@@ -1,5 +1,6 @@
 """The bounds of every length of time a user gives piflash, and the one check they go through;
-and the bounds of a list of per-unit values (``list:`` in a profile).
+the bounds of a list of per-unit values (``list:`` in a profile), and the bounds of a job bundle's
+archive (:mod:`piflash.bundle`), checked before its bytes are read.
 
 A wait a user sets (an option, a profile key, a variable) must be a finite number of seconds
 inside its documented range: ``inf``, ``1e308`` and ``nan`` are refused where they are given,
@@ -13,6 +14,10 @@ import math
 from typing import Optional
 
 __all__ = [
+    "BUNDLE_MAX_BYTES",
+    "BUNDLE_MAX_MEMBERS",
+    "BUNDLE_MAX_MEMBER_BYTES",
+    "BUNDLE_MAX_MANIFEST_BYTES",
     "BOOT_TIMEOUT_MAX_S",
     "RTT_FIND_TIMEOUT_MAX_S",
     "RTT_DURATION_MAX_S",
@@ -79,3 +84,16 @@ def seconds(value: object, what: str, maximum: float, minimum: float = 0.0, min_
     if not math.isfinite(number) or number > maximum or number < minimum or (min_open and number == minimum):
         raise ValueError(f"{what} must be {bound}, not {value!r:.40}")
     return number
+
+
+#: A job bundle's file (``JOB.pfb``), bytes. Its firmware is at most a chip's flash: 16 MiB is the
+#: largest external flash an RP2040/RP2350 addresses (RP2040 datasheet 2.6.3, the 16 MiB XIP
+#: window), and its UF2 is twice that (256 payload bytes per 512-byte block): 64 MiB holds it,
+#: its profile and packs, and is read into memory on the smallest Pi (512 MiB).
+BUNDLE_MAX_BYTES = 64 << 20
+#: Members of a bundle: the manifest, its signature, the profile, the firmware and a few packs.
+BUNDLE_MAX_MEMBERS = 32
+#: One member, bytes (the firmware's bound: see :data:`BUNDLE_MAX_BYTES`).
+BUNDLE_MAX_MEMBER_BYTES = 40 << 20
+#: ``manifest.json`` and ``manifest.json.sig``, bytes: a manifest of 32 files is under 8 KiB.
+BUNDLE_MAX_MANIFEST_BYTES = 64 << 10

@@ -36,6 +36,7 @@ COMMANDS = (
     ("protect", ("protect",)),
     ("rtt", ("rtt", "run")),
     ("ledger", ("ledger",)),
+    ("bundle", ("bundle",)),
 )
 
 

@@ -218,6 +218,13 @@ def _report(result, json_mode: bool, quiet: bool, line: str) -> None:
     metavar="URL",
     help="Copy the history row to the central ledger, postgresql://... [default: $PIFLASH_LEDGER] (docs/ledger.md).",
 )
+@click.option(
+    "--allowed-signers",
+    "allowed_signers",
+    metavar="FILE",
+    help="Flash a job bundle (FIRMWARE a JOB.pfb) only when signed by a key of this OpenSSH allowed_signers "
+    "file; a bundle is refused without it (exit 28, docs/bundles.md).",
+)
 @reset_option
 @output_options
 @handles_errors
@@ -237,11 +244,15 @@ def flash(
     boot_check,
     boot_timeout,
     ledger,
+    allowed_signers,
     reset,
     quiet,
     json_mode,
 ):
     """Flash FIRMWARE (.hex, .elf, .uf2, or .bin with --base-address), verify it and reset the target.
+
+    FIRMWARE may be a signed job bundle, JOB.pfb, with --allowed-signers: its signature, files,
+    target and version are checked before any probe is opened (docs/bundles.md).
 
     With a profile's 'serial:'/'patch:' the board's own bytes are laid over the image, and that
     patched image is programmed and verified; with 'protect: lock' the chip is locked after a
@@ -253,6 +264,10 @@ def flash(
     from piflash.jobs.transports import flash_needs, flash_transport, require
 
     sigterm_as_interrupt()
+    bundle = None
+    if allowed_signers is not None or _is_bundle(firmware):
+        bundle = _open_bundle(firmware, profile, allowed_signers, target, base_address, ledger)
+        profile, firmware = str(bundle.profile.path), None
     s = resolve(
         profile,
         firmware=firmware,
@@ -308,7 +323,7 @@ def flash(
         session_options=session_options(s, pyocd_options) if transport.tool_options else dict(pyocd_options or {}),
     )
     require(transport, flash_needs(job), "'piflash flash'", hint="flash it through a debug probe for that")
-    image = _load(s)
+    image = bundle.load_image() if bundle is not None else _load(s)
     rows, got = _list_row(prof, s.ledger)  # before any probe is opened: a used-up list touches no board
     if got is not None:
         job = dataclasses.replace(job, plan=plan.with_row(got.values, got.source))
@@ -363,6 +378,30 @@ def flash(
         f"Flashed {image.size:,} bytes to {result.target} ({how}): {p.programmed_bytes:,} "
         f"programmed, {p.skipped_bytes:,} unchanged, {verified}{extra}, in {result.duration:.2f} s",
     )
+
+
+def _is_bundle(firmware: Optional[str]) -> bool:
+    from piflash.bundle.loader import is_bundle
+
+    return is_bundle(firmware)
+
+
+def _open_bundle(firmware, profile, allowed_signers, target, base_address, ledger):
+    """Verify the job bundle ``firmware`` (:func:`piflash.bundle.loader.open_bundle`) before anything
+    else: a refusal (exit 28) opens no probe and touches no board.
+
+    :raises click.UsageError: no bundle given with --allowed-signers, or a bundle with -p or --base-address.
+    :raises BundleError: the bundle is refused (exit 28).
+    """
+    from piflash.bundle.loader import open_bundle
+    from piflash.record.ledger import ledger_url
+    from piflash.targets.catalog import check_target
+
+    if not _is_bundle(firmware):
+        raise click.UsageError("--allowed-signers goes with a job bundle: give FIRMWARE as JOB.pfb")
+    if profile is not None or base_address is not None:
+        raise click.UsageError("a job bundle carries its own profile: drop -p/--base-address")
+    return open_bundle(firmware, allowed_signers, target=target, ledger=ledger_url(ledger), check_target=check_target)
 
 
 def _boot_check(prof, text: Optional[str], timeout: Optional[float], reset: bool):

@@ -77,6 +77,12 @@ def check(config):
         f"{', '.join(cfg.probes) if cfg.probes else 'any'}, on same firmware "
         f"{cfg.on_same_firmware}, poll every {cfg.poll_interval:g} s"
     )
+    if cfg.bundle is not None:
+        b = cfg.bundle
+        click.echo(
+            f"bundle {b.path}: line {b.manifest.line} version {b.manifest.version}, signed by {b.signer} "
+            f"(allowed signers {cfg.allowed_signers}), sha256 {b.sha256}"
+        )
     from piflash.station.config import check_extras
 
     extras = check_extras(cfg)  # what 'station run' would stop on (exit 17)

@@ -69,6 +69,9 @@ class FirmwareImage:
     :ivar file_size: the file's size in bytes (0 for an image built in memory).
     :ivar families: a UF2's familyIDs (ints; :mod:`piflash.firmware.uf2`), checked against the
         target by :func:`check_fits`; empty for the other formats and a UF2 that names none.
+    :ivar bundle_sha256: the SHA-256 (64 hex digits) of the job bundle the image came from
+        (:mod:`piflash.bundle`), None for a plain firmware file; recorded with every board.
+    :ivar bundle_version: that bundle's version (int), None without a bundle.
     """
 
     path: Optional[Path]
@@ -77,6 +80,8 @@ class FirmwareImage:
     sha256: str
     file_size: int = 0
     families: Tuple[int, ...] = ()
+    bundle_sha256: Optional[str] = None
+    bundle_version: Optional[int] = None
 
     @property
     def size(self) -> int:

@@ -26,10 +26,11 @@ from typing import Dict, List, Optional, Sequence
 #: ``prev_hash`` of the first sealed row (seq 1).
 GENESIS = "0" * 64
 
-#: Columns added after the chain began (history schema 3: ``boot_check``). A row hashes them only
+#: Columns added after the chain began (history schema 3: ``boot_check``; 4: ``bundle_sha256``,
+#: ``bundle_version``). A row hashes them only
 #: when they hold a value, so the rows sealed before a column existed (NULL in it after the
 #: migration) keep the hash they were sealed with.
-LATE_COLUMNS = ("boot_check",)
+LATE_COLUMNS = ("boot_check", "bundle_sha256", "bundle_version")
 
 
 def canonical(row: Dict[str, object]) -> bytes:

@@ -24,10 +24,11 @@ Where it lives (:func:`default_path`): ``$PIFLASH_HISTORY`` if set, else
 ``PIFLASH_HISTORY=off`` turns recording off for the command line.
 
 Schema versions (``PRAGMA user_version``): 1 (piflash 0.1: no chain, ``probe_uid``), 2 (the
-chain), 3 (this one: the ``boot_check`` column). A version-1 database is migrated when first
-opened: the column ``probe_uid`` becomes ``probe_id``, the new columns are empty and the old rows
-are sealed in id order. A version-2 one gets the ``boot_check`` column, NULL in its rows, which
-their hashes still cover unchanged (:data:`piflash.record.chain.LATE_COLUMNS`).
+chain), 3 (the ``boot_check`` column), 4 (this one: ``bundle_sha256``, ``bundle_version``). A
+version-1 database is migrated when first opened: the column ``probe_uid`` becomes ``probe_id``,
+the new columns are empty and the old rows are sealed in id order. A version-2 or 3 one gets the
+columns it lacks, NULL in its rows, which their hashes still cover unchanged
+(:data:`piflash.record.chain.LATE_COLUMNS`).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ OPEN = "open"
 #: ``error`` of a row completed by :meth:`History.reap`.
 DIED = "interrupted (process died)"
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: Bytes reserved per open row for its completion in case the database cannot take it (a full
 #: disk): ``<history>-pending-<row id>``, beside the database, removed once the row is complete.
@@ -103,7 +104,14 @@ _COLUMNS = (
         ("prev_hash", "TEXT"),
         ("row_hash", "TEXT"),
     )
+    + (
+        ("bundle_sha256", "TEXT"),  # SHA-256 of the job bundle (.pfb) the firmware came from (docs/bundles.md)
+        ("bundle_version", "INTEGER"),  # ...its version; both NULL without a bundle
+    )
 )
+
+#: The job bundle's columns (schema 4), added to an older table by the migration.
+BUNDLE_COLUMNS = ("bundle_sha256", "bundle_version")
 
 COLUMN_NAMES = ("id",) + tuple(name for name, _ in _COLUMNS)
 
@@ -229,6 +237,8 @@ def _result_values(result) -> Dict[str, object]:
         "firmware": os.path.abspath(firmware) if firmware else None,
         "firmware_sha256": result.firmware_sha256,
         "image_bytes": result.image_bytes or 0,
+        "bundle_sha256": getattr(result, "bundle_sha256", None),
+        "bundle_version": getattr(result, "bundle_version", None),
     }
 
 
@@ -429,6 +439,8 @@ class History:
             self._db.execute("ALTER TABLE operations ADD COLUMN boot_check TEXT")
         elif not exists:
             self._db.execute(_ddl("operations"))
+        if exists and version < 4:
+            self._add_late_columns(BUNDLE_COLUMNS)
         self._db.execute("CREATE INDEX IF NOT EXISTS operations_started ON operations (started_at)")
         self._db.execute("CREATE INDEX IF NOT EXISTS operations_board ON operations (target_uid)")
         self._db.execute("CREATE INDEX IF NOT EXISTS operations_serial ON operations (serial)")
@@ -442,6 +454,15 @@ class History:
         self._db.execute("CREATE TABLE IF NOT EXISTS ledger_asked (row_id INTEGER PRIMARY KEY, asked_at REAL NOT NULL)")
         if version != SCHEMA_VERSION:
             self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _add_late_columns(self, names: Iterable[str]) -> None:
+        """Add each column of ``names`` (declared in :data:`_COLUMNS`) the table lacks, NULL in the
+        old rows (in the caller's transaction)."""
+        have = {r[1] for r in self._db.execute("PRAGMA table_info(operations)")}
+        decl = dict(_COLUMNS)
+        for name in names:
+            if name not in have:
+                self._db.execute(f"ALTER TABLE operations ADD COLUMN {name} {decl[name]}")
 
     def _migrate_v1(self) -> None:
         """Schema 1 -> 2 (in the caller's transaction): rebuild the table with the new columns

@@ -48,6 +48,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from piflash import redact, settings
 from piflash.errors import LedgerConflictError, LedgerError, extra_missing
+from piflash.record.chain import LATE_COLUMNS
 
 __all__ = [
     "Ledger",
@@ -131,6 +132,12 @@ def _schema() -> List[str]:
         f"CREATE TABLE IF NOT EXISTS ledger_operations (\n  origin text NOT NULL,\n  history_id text NOT NULL,\n"
         f"  id bigint NOT NULL,\n  {cols},\n  uploaded_at double precision NOT NULL,\n"
         "  PRIMARY KEY (origin, history_id, id))",
+        # a ledger made before a history column was added gets it (NULL in its rows)
+        *(
+            f"ALTER TABLE ledger_operations ADD COLUMN IF NOT EXISTS {n} {t}"
+            for n, t in _columns()
+            if n in LATE_COLUMNS
+        ),
         "CREATE UNIQUE INDEX IF NOT EXISTS ledger_operations_chain ON ledger_operations (origin, history_id, seq)",
         "CREATE TABLE IF NOT EXISTS ledger_stations (name text PRIMARY KEY, kind text NOT NULL "
         "CHECK (kind IN ('station', 'one-off')), host text NOT NULL, history_id text NOT NULL, "

@@ -93,6 +93,8 @@ class OperationResult:
     patch: Optional[dict] = None  #: per-board values written: {name: {address, value, bytes}}
     protection: Optional[str] = None  #: read-out protection read back: "open" / "locked"
     boot_check: Optional[dict] = None  #: the boot check's :meth:`piflash.production.bootcheck.BootResult.to_dict`
+    bundle_sha256: Optional[str] = None  #: SHA-256 of the job bundle (.pfb) the firmware came from (piflash.bundle)
+    bundle_version: Optional[int] = None  #: that bundle's version; both None without a bundle
 
     @classmethod
     def start(
@@ -105,6 +107,8 @@ class OperationResult:
             res.firmware_sha256 = image.sha256
             res.firmware_format = image.format
             res.image_bytes = image.size
+            res.bundle_sha256 = image.bundle_sha256
+            res.bundle_version = image.bundle_version
         res._t0 = time.monotonic()  # type: ignore[attr-defined]
         return res
 

@@ -9,7 +9,7 @@ GPIO), ``sdnotify`` (systemd's notify protocol). Importing this package imports 
 pyOCD is imported when a station starts. See docs/station.md.
 
 May import: the shared modules, :mod:`piflash.probe`, :mod:`piflash.targets`,
-:mod:`piflash.record`, :mod:`piflash.production`, :mod:`piflash.jobs`, profiles; pyOCD, rich
+:mod:`piflash.record`, :mod:`piflash.production`, :mod:`piflash.jobs`, profiles, :mod:`piflash.bundle`; pyOCD, rich
 (only in ``status``'s live view), gpiozero and prometheus-client, lazily. Never click or
 :mod:`piflash.cli`.
 """

@@ -18,6 +18,8 @@
       busy_led: 22
       buzzer: 23
       button: 24
+    bundle: job-v7.pfb         # a signed job bundle instead of 'profile:' (docs/bundles.md)
+    allowed_signers: /etc/piflash/allowed_signers   # only signed bundles; a plain profile is refused
 
 Loading is as strict as for profiles (it uses the same loader,
 :func:`piflash.profiles.read_yaml_mapping`): an unknown key, a wrong type or broken YAML raises
@@ -35,7 +37,7 @@ from pathlib import Path
 from typing import Any, Dict, List, NoReturn, Optional, Tuple, Union
 
 from piflash import redact, settings
-from piflash.errors import ProfileError
+from piflash.errors import BundleError, ProfileError
 from piflash.profiles import Profile, find_profile, load_profile, read_yaml_mapping
 
 ALLOWED_KEYS = (
@@ -54,6 +56,8 @@ ALLOWED_KEYS = (
     "lease_ttl",
     "metrics",
     "metrics_port",
+    "bundle",
+    "allowed_signers",
 )
 #: How the probes' workers run: threads of the station (the default), or processes of their own,
 #: one core each (piflash/station/procs.py).
@@ -96,6 +100,10 @@ class StationConfig:
         (:mod:`piflash.production.leases`; default a day).
     :ivar metrics_port: TCP port to serve the metrics on for Prometheus to scrape (all
         interfaces, as node_exporter's ``:9100``), or None; with or without ``metrics``.
+    :ivar bundle: the verified :class:`piflash.bundle.loader.Bundle` (``bundle:``) whose profile
+        is :attr:`profile`, or None for a plain ``profile:``.
+    :ivar allowed_signers: the OpenSSH allowed_signers file (``allowed_signers:``), or None; with
+        it only a signed bundle is flashed here.
     """
 
     path: Path
@@ -114,6 +122,8 @@ class StationConfig:
     metrics: Optional[Path] = None
     lease_ttl: float = 86400.0
     metrics_port: Optional[int] = None
+    bundle: Optional[Any] = None
+    allowed_signers: Optional[Path] = None
 
     @property
     def serials_path(self) -> Optional[Path]:
@@ -197,6 +207,8 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
     :param path: the YAML file.
     :param check_target: passed to :func:`piflash.profiles.load_profile` (validates the target type).
     :raises ProfileError: anything wrong in the config (its file:line:key) or in the profile.
+    :raises BundleError: (exit 28) the ``bundle:`` is refused (verified here, once per load), or
+        ``allowed_signers:`` with a plain ``profile:`` (unsigned firmware).
     """
     src = os.fspath(path)
     values, lines, root_line = read_yaml_mapping(
@@ -211,20 +223,34 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
     def fail(key: str, message: str, hint: Optional[str] = None) -> NoReturn:
         raise ProfileError(message, path=src, line=lines.get(key.split(".")[0], root_line), key=key, hint=hint)
 
-    if "profile" not in values:
-        fail(
-            "profile",
-            "required key is missing" if "profile" not in lines else "must not be empty",
-            hint="name a profile (piflash profile list) or give a path to one",
-        )
-    prof = values["profile"]
-    if not isinstance(prof, str) or not prof.strip():
-        fail("profile", f"expected a profile name or path, got {prof!r}")
-    try:
-        profile_path = find_profile(prof, cwd=cfile.parent)
-    except ProfileError as exc:
-        fail("profile", exc.message, exc.hint)
-    profile = load_profile(profile_path, check_target=check_target)
+    allowed = _path_key(values, "allowed_signers", cfile, fail)
+    bundle = None
+    if "bundle" in values:
+        if "profile" in lines:
+            fail("bundle", "give 'bundle:' or 'profile:', not both: a bundle carries its profile")
+        bundle = _open_bundle(values, cfile, allowed, check_target, fail)
+        profile = bundle.profile
+    else:
+        if allowed is not None:
+            raise BundleError(
+                f"{src}: 'allowed_signers' means only signed job bundles are flashed here, and "
+                f"{'profile ' + repr(values['profile']) if 'profile' in values else 'no bundle'} is unsigned firmware: refused",
+                hint="bundle and sign it (piflash bundle create/sign) and give 'bundle: JOB.pfb' (docs/bundles.md)",
+            )
+        if "profile" not in values:
+            fail(
+                "profile",
+                "required key is missing" if "profile" not in lines else "must not be empty",
+                hint="name a profile (piflash profile list) or give a path to one, or a signed 'bundle:'",
+            )
+        prof = values["profile"]
+        if not isinstance(prof, str) or not prof.strip():
+            fail("profile", f"expected a profile name or path, got {prof!r}")
+        try:
+            profile_path = find_profile(prof, cwd=cfile.parent)
+        except ProfileError as exc:
+            fail("profile", exc.message, exc.hint)
+        profile = load_profile(profile_path, check_target=check_target)
 
     station = values.get("station", socket.gethostname())
     if not isinstance(station, str) or not station.strip():
@@ -346,6 +372,55 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
         metrics=metrics,
         lease_ttl=float(ttl),
         metrics_port=port,
+        bundle=bundle,
+        allowed_signers=allowed,
+    )
+
+
+def bundle_path(path: Union[str, "os.PathLike[str]"]) -> Optional[Path]:
+    """The config's ``bundle:`` file (resolved against the config's folder), or None; the YAML is
+    read, nothing verified.
+
+    :raises ProfileError: (exit 5) the config cannot be read or its ``bundle`` is not a path.
+    """
+    src = os.fspath(path)
+    values, lines, root_line = read_yaml_mapping(src, ALLOWED_KEYS, "station config", text_keys=("station",))
+
+    def fail(key: str, message: str, hint: Optional[str] = None) -> NoReturn:
+        raise ProfileError(message, path=src, line=lines.get(key, root_line), key=key, hint=hint)
+
+    return _path_key(values, "bundle", Path(src).resolve(), fail)
+
+
+def _path_key(values: dict, key: str, cfile: Path, fail) -> Optional[Path]:
+    """The file path of ``key`` (relative to the config's folder), or None when absent."""
+    value = values.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        fail(key, f"expected a file path, got {value!r}")
+    return (cfile.parent / Path(value).expanduser()).resolve()
+
+
+def _open_bundle(values: dict, cfile: Path, allowed: Optional[Path], check_target, fail):
+    """Verify the config's ``bundle:`` (:func:`piflash.bundle.loader.open_bundle`) against
+    ``allowed`` (``allowed_signers:``), its rollback state beside the station's history.
+
+    :raises BundleError: (exit 28) the bundle is refused.
+    """
+    from piflash.bundle.loader import open_bundle
+    from piflash.bundle.rollback import state_path
+
+    path = _path_key(values, "bundle", cfile, fail)
+    assert path is not None  # called only when the key is given
+    history = _path_key(values, "history", cfile, fail)
+    ledger = values.get("ledger", settings.PIFLASH_LEDGER.value())
+    return open_bundle(
+        path,
+        allowed,
+        ledger=ledger if isinstance(ledger, str) else None,
+        state=state_path(history),
+        check_target=check_target,
     )
 
 
@@ -365,15 +440,19 @@ def load_station(path: Union[str, "os.PathLike[str]"]) -> LoadedStation:
     """Load the config, validate the profile's target type (imports pyOCD), load the firmware
     and check it against the profile's SHA-256 and the target's flash.
 
-    :raises ProfileError: (exit 5), FirmwareError (3), ChecksumError (6), ImageRangeError (4).
+    :raises ProfileError: (exit 5), FirmwareError (3), ChecksumError (6), ImageRangeError (4),
+        BundleError (28: the ``bundle:`` refused, or a plain profile with ``allowed_signers:``).
     """
     from piflash.targets.catalog import check_target
 
     config = load_config(path, check_target=check_target)
+    if config.bundle is not None:
+        return LoadedStation(config, config.bundle.load_image())
     return LoadedStation(config, config.profile.load_image())
 
 
 __all__ = [
+    "bundle_path",
     "StationConfig",
     "LoadedStation",
     "load_config",

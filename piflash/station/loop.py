@@ -56,14 +56,19 @@ def memory_guard(config_path, force: bool = False) -> None:
     """Run piflash's memory guard for the station before pyOCD is imported.
 
     Reads the config and its profile without checking the target type (that needs pyOCD), then
-    :func:`piflash.profiles.check_job` with the profile's firmware and ``memory_guard`` key.
+    :func:`piflash.profiles.check_job` with the profile's firmware and ``memory_guard`` key; for a
+    ``bundle:``, with the bundle file's size (not verified here: :func:`load_station` does, once).
 
     :raises MemoryGuardError: (exit 14) the station would not fit in memory plus swap.
     :raises ProfileError: (exit 5) the config or its profile is broken.
     """
     from piflash.profiles import check_job
-    from piflash.station.config import load_config
+    from piflash.station.config import bundle_path, load_config
 
+    bundle = bundle_path(config_path)
+    if bundle is not None:  # its verification is paid once, by load_station: sized by its file here
+        check_job("station", firmware=bundle, force=force, warn=LOG.warning)
+        return
     config = load_config(config_path)
     check_job("station", profile=str(config.profile.path), force=force, warn=LOG.warning)
 

@@ -179,8 +179,28 @@ def test_every_json_output_matches_the_schema(cli, checked, firmware_dir, tmp_pa
     _rules(json.loads(doctor.stdout))
     checked.seen.add("doctor")
 
-    # the ledger's report: this history's rows in a real PostgreSQL (tests/support/pgserver.py)
+    # the bundle commands, with a key made by ssh-keygen (tests/support/bundlekit.py)
     expected = json_commands()
+    import shutil
+
+    if shutil.which("ssh-keygen") is None:
+        import warnings
+
+        warnings.warn("'bundle ... --json' not checked: ssh-keygen (openssh-client) is missing here")
+        expected -= {"bundle create", "bundle sign", "bundle verify", "bundle show"}
+    else:
+        from support.bundlekit import allowed_signers, make_key
+
+        key = make_key(tmp_path, "owner")
+        signers = allowed_signers(tmp_path / "allowed", ("owner", key, 'namespaces="piflash-bundle"'))
+        job = tmp_path / "job.pfb"
+        made = checked("bundle", "create", "-p", "numbered", "-o", job, "--line", "l1", "--version", "2")
+        assert made["signed"] is False and made["bundle_version"] == 2
+        assert checked("bundle", "sign", job, "-k", key)["signed"] is True
+        assert checked("bundle", "verify", job, "--allowed-signers", signers)["signer"] == "owner"
+        assert checked("bundle", "show", job)["verified"] is False
+
+    # the ledger's report: this history's rows in a real PostgreSQL (tests/support/pgserver.py)
     from support.pgserver import PgServer, pg_bin
 
     if pg_bin() is None or importlib.util.find_spec("psycopg") is None:

@@ -17,7 +17,7 @@ pytest.importorskip("unicorn")
 
 from piflash.errors import ExitCode  # noqa: E402
 from piflash.production.bootcheck import OUTPUT_LIMIT, elf_symbol, parse_boot_check  # noqa: E402
-from piflash.record.history import History  # noqa: E402
+from piflash.record.history import SCHEMA_VERSION, History  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
 from piflash.sim.probes import usb as sim_usb  # noqa: E402
 from piflash.sim.probes.usb.device import serial_for  # noqa: E402
@@ -263,7 +263,7 @@ def test_a_schema_2_history_gains_the_column_and_keeps_its_chain(board, boot_fw,
     _flash(cli, boot_fw("nrf51", "rtt"), args, "--boot-check", "rtt:PASS")
     assert cli("history", "verify-chain").returncode == 0
     with sqlite3.connect(str(path)) as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (3,)
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         assert [r[0] is None for r in db.execute("SELECT boot_check FROM operations ORDER BY id")] == [True, False]
 
 

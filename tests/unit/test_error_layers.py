@@ -31,6 +31,7 @@ CONCRETE = {
     "FirmwareError": ("ImageError", ExitCode.FIRMWARE),
     "ImageRangeError": ("ImageError", ExitCode.IMAGE_RANGE),
     "ChecksumError": ("ImageError", ExitCode.CHECKSUM),
+    "BundleError": ("ImageError", ExitCode.BUNDLE),
     "ProfileError": ("ConfigError", ExitCode.PROFILE),
     "UnknownOptionError": ("ConfigError", ExitCode.USAGE),
     "GuardConfigError": ("ConfigError", ExitCode.USAGE),
