@@ -72,7 +72,7 @@ def test_an_old_ledger_gets_the_bundle_columns(tmp_path):
         with History(path) as h:
             _row(h, ("ef" * 32, 6))
             with Ledger(server.url) as ledger:
-                ledger.upload("bay", h.sealed_after(0))
+                ledger.upload("bay", str(h.identity), h.sealed_after(0))
                 (row,) = ledger.rows()
         assert (row["bundle_sha256"], row["bundle_version"]) == ("ef" * 32, 6)
     finally:
