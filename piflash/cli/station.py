@@ -138,8 +138,13 @@ def status(config, json_mode):
     from piflash.station.status import read_status, station_alive, status_candidates
 
     places = status_candidates(history_path(config))
-    path = next((p for p in places if p.exists()), places[-1])
-    doc = read_status(path)  # exit 29 when there is none
+    path = next((p for p in places if p.exists()), None)
+    if path is None:
+        raise StationDownError(
+            f"no station status file ({' or '.join(map(str, places))}): the station is not running",
+            hint=f"start it: piflash station run --config {config} (or systemctl start piflash-station)",
+        )
+    doc = read_status(path)
     alive = station_alive(doc)
     down = None
     if alive is False:
@@ -179,7 +184,7 @@ def _print_status(doc: dict, path, alive) -> None:
 
     running = {True: "running", False: "NOT RUNNING", None: "on another host"}[alive]
     click.echo(f"station {doc.get('station')}: {running}, pid {doc.get('pid')}, since {doc.get('started_at')}")
-    click.echo(f"updated {doc.get('updated_at')} ({path})")
+    click.echo(f"updated {doc.get('updated_at')}")
     fw = doc.get("firmware") or {}
     bundle = f", bundle version {doc['bundle_version']}" if doc.get("bundle_version") is not None else ""
     click.echo(
