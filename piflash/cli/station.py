@@ -151,7 +151,7 @@ def status(config, json_mode):
         how = f"stopped at {doc['stopped_at']}" if doc.get("stopped_at") else f"last update {doc.get('updated_at')}"
         down = StationDownError(
             f"station {doc.get('station')} is not running: its process {doc.get('pid')} has ended ({how})",
-            hint="start it: piflash station run --config FILE (or systemctl start piflash-station); "
+            hint=f"start it: piflash station run --config {config} (or systemctl start piflash-station); "
             "its log says why it ended",
         )
     if json_mode:
@@ -206,9 +206,13 @@ def _print_status(doc: dict, path, alive) -> None:
         )
     click.echo("  ".join(_cell(name, w) for name, w in _COLUMNS).rstrip())
     for slot in doc.get("slots", []):
-        cells = (slot.get("probe_id"), slot.get("text"), slot.get("target_uid"), slot.get("serial"))
-        click.echo("  ".join(_cell(c, w) for c, (_, w) in zip(cells, _COLUMNS)).rstrip())
         last = slot.get("last_result")
+        state = slot.get("text")
+        if slot.get("state") in ("pass", "skip", "fail") and last:  # the board and reason have columns and lines
+            row = f" #{last['history_id']}" if last.get("history_id") else ""
+            state = f"{str(slot['state']).upper()}{row}"
+        cells = (slot.get("probe_id"), state, slot.get("target_uid"), slot.get("serial"))
+        click.echo("  ".join(_cell(c, w) for c, (_, w) in zip(cells, _COLUMNS)).rstrip())
         if last:
             click.echo("  " + textwrap.shorten(f"last: {last.get('text')}", 78, placeholder="\u2026"))
             hint = (last.get("error") or {}).get("hint")
