@@ -482,7 +482,7 @@ class StatusFile:
                     "state": st.state,
                     "text": scrub(st.text),
                     "phase": st.phase,
-                    "progress": round(st.percent / 100, 2) if st.state in ("flashing", "stopping") else None,
+                    "progress": round(st.percent / 100, 2) if st.state == "flashing" or st.phase else None,
                     "target_uid": st.target_uid,
                     "serial": st.serial,
                     "last_result": dict(st.last_result) if st.last_result else None,
