@@ -32,7 +32,7 @@ layer             concrete errors (exit code)
 :class:`RecordError`      the records: HistoryError (18), HistoryChainError (19), LedgerError (27)
 :class:`HostError`        the machine piflash runs on: MemoryGuardError (14), ServiceError (16),
                           ExtraMissingError (17), SetupError (1) with NeedsRootError (9) and
-                          UnknownUserError (2)
+                          UnknownUserError (2), StationDownError (29)
 ================  ==========================================================================
 
 :class:`OperationInterrupted` (130) is no layer's: Ctrl-C can come in any of them. A layer has no
@@ -86,6 +86,7 @@ class ExitCode(enum.IntEnum):
     BOOT_CHECK = 26  #: the flashed firmware did not start as the boot check expects
     LEDGER = 27  #: the central ledger (PostgreSQL) cannot be reached or written
     BUNDLE = 28  #: a job bundle refused: unsigned, signer not allowed, changed, another target, rolled back
+    STATION_DOWN = 29  #: ``piflash station status``: no station runs (no status file, or its process is gone)
     INTERRUPTED = 130  #: Ctrl-C or SIGTERM (128 + SIGINT)
 
 
@@ -120,6 +121,7 @@ EXIT_CODE_HELP = {
     ExitCode.BOOT_CHECK: "the board did not pass its boot check (no expected output, a fault, a timeout)",
     ExitCode.LEDGER: "the central ledger (PostgreSQL) cannot be reached or written",
     ExitCode.BUNDLE: "job bundle refused (unsigned, signer not allowed, changed, another target, older version)",
+    ExitCode.STATION_DOWN: "the station is not running (no status file, or its process is gone)",
     ExitCode.INTERRUPTED: "interrupted",
 }
 
@@ -401,6 +403,13 @@ class ServiceError(HostError):
     """Installing or removing the station's systemd unit failed (not root, systemctl failed)."""
 
     exit_code = ExitCode.SERVICE
+
+
+class StationDownError(HostError):
+    """``piflash station status`` found no running station: no status file where the station
+    writes it, or one whose process (its ``pid``, on this host) is gone."""
+
+    exit_code = ExitCode.STATION_DOWN
 
 
 class UnknownTargetError(TargetError):

@@ -420,6 +420,14 @@ STATE_DIRECTORY = Setting(
     parse=_first_of_list,
     kind=SYSTEM,
 )
+RUNTIME_DIRECTORY = Setting(
+    "RUNTIME_DIRECTORY",
+    "directory list",
+    None,
+    "systemd's RuntimeDirectory= (the first of a colon-separated list): where the station's status.json goes.",
+    parse=_first_of_list,
+    kind=SYSTEM,
+)
 CACHE_DIRECTORY = Setting(
     "CACHE_DIRECTORY",
     "directory list",

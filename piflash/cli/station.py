@@ -1,4 +1,4 @@
-"""``piflash station [run]|check|install-service``: the click layer over :mod:`piflash.station`
+"""``piflash station [run]|check|status|install-service``: the click layer over :mod:`piflash.station`
 (the loop, its config, and the systemd unit installer :mod:`piflash.station.service`)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG, handles_errors
+from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG, emit_json, handles_errors
 
 #: Where the config is looked for when --config is not given.
 CONFIG_ENV = "PIFLASH_STATION_CONFIG"
@@ -120,6 +120,111 @@ def _join_ledger(cfg) -> None:
     )
     how = f"raised from {before} to {after}" if after != before else f"next {after}"
     click.echo(f"ledger {safe_url(cfg.ledger)}: counter '{plan.counter.name}' {how} ({mine})")
+
+
+@station.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
+@config_option
+@click.option("--json", "json_mode", is_flag=True, help="Print the status file's object (docs/result.md).")
+@handles_errors
+def status(config, json_mode):
+    """Show the running station's slots and counters, from the status file it keeps
+    (status.json in $RUNTIME_DIRECTORY, /run/piflash, or beside its history).
+
+    Exits 29 when no station runs: no status file, or its process has ended (the last state
+    is shown).
+    """
+    from piflash.errors import StationDownError
+    from piflash.station.config import history_path
+    from piflash.station.status import read_status, station_alive, status_candidates
+
+    places = status_candidates(history_path(config))
+    path = next((p for p in places if p.exists()), None)
+    if path is None:
+        raise StationDownError(
+            f"no station status file ({' or '.join(map(str, places))}): the station is not running",
+            hint=f"start it: piflash station run --config {config} (or systemctl start piflash-station)",
+        )
+    doc = read_status(path)
+    alive = station_alive(doc)
+    down = None
+    if alive is False:
+        how = f"stopped at {doc['stopped_at']}" if doc.get("stopped_at") else f"last update {doc.get('updated_at')}"
+        down = StationDownError(
+            f"station {doc.get('station')} is not running: its process {doc.get('pid')} has ended ({how})",
+            hint=f"start it: piflash station run --config {config} (or systemctl start piflash-station); "
+            "its log says why it ended",
+        )
+    if json_mode:
+        out = dict(doc, status_file=str(path), running=alive is not False)
+        if down is not None:
+            out.update(ok=False, error=down.to_dict())
+        emit_json(out, command="station status")
+    else:
+        _print_status(doc, path, alive)
+    if down is not None:
+        click.secho(f"error: {down.message}", fg="red", err=True)
+        click.echo(f"hint: {down.hint}", err=True)
+        raise SystemExit(int(down.exit_code))
+
+
+def _cell(text, width: int) -> str:
+    """``text`` cut to ``width`` characters (an ellipsis marks the cut), padded to it."""
+    text = "-" if text is None or text == "" else str(text)
+    return (text if len(text) <= width else text[: width - 1] + "\u2026").ljust(width)
+
+
+#: The slot table's columns (name, width): 20 + 22 + 16 + 10 and three gaps of 2 = 74 columns,
+#: under the 80 of a Pi's console.
+_COLUMNS = (("slot", 20), ("state", 22), ("board", 16), ("serial", 10))
+
+
+def _print_status(doc: dict, path, alive) -> None:
+    """The status file as a compact text table, at most 80 columns wide."""
+    import textwrap
+
+    running = {True: "running", False: "NOT RUNNING", None: "on another host"}[alive]
+    click.echo(f"station {doc.get('station')}: {running}, pid {doc.get('pid')}, since {doc.get('started_at')}")
+    click.echo(f"updated {doc.get('updated_at')}")
+    fw = doc.get("firmware") or {}
+    bundle = f", bundle version {doc['bundle_version']}" if doc.get("bundle_version") is not None else ""
+    click.echo(
+        textwrap.shorten(
+            f"profile {doc.get('profile')} ({doc.get('target')}), firmware "
+            f"{os.path.basename(str(fw.get('path')))} sha256 {str(fw.get('sha256'))[:12]}{bundle}",
+            80,
+        )
+    )
+    ledger = doc.get("ledger")
+    if ledger:
+        reached = {True: "reached", False: "NOT reached", None: "not tried yet"}[ledger.get("reached")]
+        queued = ledger.get("queued")
+        click.echo(
+            textwrap.shorten(
+                f"ledger {ledger.get('url')}: {reached}" + (f", {queued} row(s) queued" if queued is not None else ""),
+                80,
+            )
+        )
+    click.echo("  ".join(_cell(name, w) for name, w in _COLUMNS).rstrip())
+    for slot in doc.get("slots", []):
+        last = slot.get("last_result")
+        state = slot.get("text")
+        if slot.get("state") in ("pass", "skip", "fail") and last:  # the board and reason have columns and lines
+            row = f" #{last['history_id']}" if last.get("history_id") else ""
+            state = f"{str(slot['state']).upper()}{row}"
+        cells = (slot.get("probe_id"), state, slot.get("target_uid"), slot.get("serial"))
+        click.echo("  ".join(_cell(c, w) for c, (_, w) in zip(cells, _COLUMNS)).rstrip())
+        if last:
+            click.echo("  " + textwrap.shorten(f"last: {last.get('text')}", 78, placeholder="\u2026"))
+            hint = (last.get("error") or {}).get("hint")
+            if hint:
+                click.echo("  " + textwrap.shorten(f"hint: {hint}", 78, placeholder="\u2026"))
+    c = doc.get("counters") or {}
+    line = f"{c.get('passed', 0)} passed, {c.get('failed', 0)} failed, {c.get('skipped', 0)} skipped"
+    if c.get("yield") is not None:
+        line += f"; yield {c['yield'] * 100:.1f} %"
+    if c.get("boards_per_hour") is not None:
+        line += f"; {c['boards_per_hour']:g} boards/hour"
+    click.echo(line)
 
 
 @station.command("install-service", context_settings=CONTEXT)

@@ -740,6 +740,14 @@ class Uploader:
         except Exception:  # noqa: BLE001 - a metric, never an error
             return None
 
+    @property
+    def reached(self) -> Optional[bool]:
+        """Whether the last upload round reached the ledger and it took this station's rows:
+        True, False (unreachable or refused), None before the first round ended."""
+        if self._down or self._refused:
+            return False
+        return True if self.head is not None else None
+
     def _get(self) -> Ledger:
         if self._ledger is None:
             self._ledger = Ledger(self.url)

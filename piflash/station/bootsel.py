@@ -178,10 +178,10 @@ class BootselWorker(ProbeWorker):
         tag = f" serial {result.serial}" if result.serial is not None else ""
         if outcome == "fail":
             reason = " ".join(str(result.error.get("message", "")).split())
-            self._set("fail", f"FAIL {shown}{tag} {reason}", result.target_uid)
+            self._set("fail", f"FAIL {shown}{tag} {reason}", result.target_uid, error=result.error, row=done)
         else:
             number = f"#{done}" if done is not None else "(not recorded)"
-            self._set(outcome, f"{outcome.upper()} {shown} {number}{tag}", result.target_uid)
+            self._set(outcome, f"{outcome.upper()} {shown} {number}{tag}", result.target_uid, row=done)
 
 
 class _NoHistory(Exception):

@@ -392,6 +392,24 @@ def bundle_path(path: Union[str, "os.PathLike[str]"]) -> Optional[Path]:
     return _path_key(values, "bundle", Path(src).resolve(), fail)
 
 
+def history_path(path: Union[str, "os.PathLike[str]"]) -> Optional[Path]:
+    """The history the station of config ``path`` opens: its ``history:`` (resolved against the
+    config's folder), else :func:`piflash.record.history.default_path`; the YAML is read, no
+    profile or bundle (``piflash station status`` finds the status file beside it).
+
+    :raises ProfileError: (exit 5) the config cannot be read or its ``history`` is not a path.
+    """
+    from piflash.record.history import default_path
+
+    src = os.fspath(path)
+    values, lines, root_line = read_yaml_mapping(src, ALLOWED_KEYS, "station config", text_keys=("station",))
+
+    def fail(key: str, message: str, hint: Optional[str] = None) -> NoReturn:
+        raise ProfileError(message, path=src, line=lines.get(key, root_line), key=key, hint=hint)
+
+    return _path_key(values, "history", Path(src).resolve(), fail) or default_path()
+
+
 def _path_key(values: dict, key: str, cfile: Path, fail) -> Optional[Path]:
     """The file path of ``key`` (relative to the config's folder), or None when absent."""
     value = values.get(key)
@@ -453,6 +471,7 @@ def load_station(path: Union[str, "os.PathLike[str]"]) -> LoadedStation:
 
 __all__ = [
     "bundle_path",
+    "history_path",
     "StationConfig",
     "LoadedStation",
     "load_config",

@@ -115,6 +115,7 @@ class Station:
         self._dead: list = []  # probes whose worker process died (restarted by run())
         self._uploader = None  # the ledger's uploader (piflash.record.ledger), if any
         self.metrics = None  # the Prometheus textfile (piflash.station.metrics), if any
+        self.status_file = None  # the live state for 'piflash station status' (piflash.station.status)
         self.exit_code = 0  # what run() returns: 22 once the profile's list is used up
 
     # -- start-up -----------------------------------------------------------------------------
@@ -148,6 +149,7 @@ class Station:
             self.gpio = GpioOutput(cfg.gpio)
             outputs.append(self.gpio)
         self.status.outputs = outputs
+        self._start_status_file()
         self._log(
             f"station {cfg.station}: profile {cfg.profile.name} ({cfg.profile.target}, "
             f"{cfg.profile.firmware.name}, {self.loaded.image.size:,} bytes), probes "
@@ -160,6 +162,38 @@ class Station:
         self._start_metrics()
         self._reconcile_workers()
         self.notifier.ready(self.status.line())
+
+    def _start_status_file(self) -> None:
+        """The status file (:class:`piflash.station.status.StatusFile`), in ``$RUNTIME_DIRECTORY``
+        or beside the history; moved there when a reload changes the history."""
+        from piflash.station.status import StatusFile, status_path
+
+        path = status_path(self._history.path)
+        if self.status_file is None:
+            self.status_file = StatusFile(path, self.status, self._status_header)
+            self.status.outputs.append(self.status_file)
+        elif self.status_file.path != path:
+            self.status_file.path = path
+            self.status_file.write()
+
+    def _status_header(self) -> dict:
+        """The station's fields of the status file (see :class:`piflash.station.status.StatusFile`)."""
+        cfg, loaded, uploader = self.loaded.config, self.loaded, self._uploader
+        ledger = None
+        if cfg.ledger:
+            reached = uploader.reached if uploader is not None else None
+            queued = uploader.queued() if uploader is not None else None
+            ledger = {"url": _safe_url(cfg.ledger), "reached": reached, "queued": queued}
+        return {
+            "station": cfg.station,
+            "config": str(cfg.path),
+            "history": str(self._history.path),
+            "profile": cfg.profile.name,
+            "target": cfg.profile.target,
+            "firmware": {"path": str(cfg.profile.firmware), "sha256": loaded.image.sha256},
+            "bundle_version": cfg.bundle.manifest.version if cfg.bundle is not None else None,
+            "ledger": ledger,
+        }
 
     def _start_metrics(self) -> None:
         """With ``metrics:`` and/or ``metrics_port:``, the Prometheus metrics (kept over a reload
@@ -441,11 +475,13 @@ class Station:
                 self._retired.append(worker)
                 del self.workers[uid]
         self._start_uploader()
+        self._start_status_file()
         try:
             self._start_metrics()
         except PiflashError as exc:  # the boards go on; only the metrics are missing
             self._log(f"metrics off after the reload: {exc.message}")
         self._reconcile_workers()
+        self.status_file.write()  # the new firmware, profile, bundle version
         self._log(
             f"config reloaded: profile {new.config.profile.name}, "
             f"{new.image.size:,} bytes, sha256 {new.image.sha256[:12]}"

@@ -49,8 +49,8 @@ class _ChildStatus:
     def __init__(self, send) -> None:
         self._send = send
 
-    def set(self, probe, state, text, target_uid=None, percent=0, serial=None) -> None:
-        self._send(("status", (probe, state, text, target_uid, percent, serial)))
+    def set(self, probe, state, text, target_uid=None, percent=0, serial=None, **detail) -> None:
+        self._send(("status", (probe, state, text, target_uid, percent, serial), detail))
 
 
 class ChildStation:
@@ -220,7 +220,7 @@ class ProcessWorker:
             self.beat = time.monotonic()
             kind = message[0]
             if kind == "status":
-                station.status.set(*message[1])
+                station.status.set(*message[1], **(message[2] if len(message) > 2 else {}))
             elif kind == "call":
                 _, name, args = message
                 try:

@@ -254,7 +254,9 @@ class StationSink(ProgressSink):
         if pct != self._last:
             self._last = pct
             text = f"{self.label} {pct}%" if self.label == "flashing" else self.label
-            self.worker.station.status.set(self.worker.uid, "flashing", text, self.target_uid, pct, self.serial)
+            self.worker.station.status.set(
+                self.worker.uid, "flashing", text, self.target_uid, pct, self.serial, phase=phase
+            )
 
     def phase_start(self, phase: str, total: int) -> None:
         self._total = total
@@ -307,8 +309,9 @@ class ProbeWorker(threading.Thread):
         self._wake.clear()
         self.beat = time.monotonic()
 
-    def _set(self, state: str, text: str, target_uid: Optional[str] = None) -> None:
-        self.station.status.set(self.uid, state, text, target_uid)
+    def _set(self, state: str, text: str, target_uid: Optional[str] = None, **detail) -> None:
+        """Show ``state``/``text``; ``detail``: a result's ``error`` and ``row`` (:meth:`StatusBoard.set`)."""
+        self.station.status.set(self.uid, state, text, target_uid, **detail)
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> None:
@@ -432,9 +435,9 @@ class ProbeWorker(threading.Thread):
         tag = f" serial {result.serial}" if result.serial is not None else ""
         if outcome == "fail":
             reason = " ".join(str(result.error.get("message", "")).split())
-            self._set("fail", f"FAIL {shown}{tag} {reason}", uid)
+            self._set("fail", f"FAIL {shown}{tag} {reason}", uid, error=result.error, row=done)
         else:
-            self._set(outcome, f"{outcome.upper()} {shown} {number}{tag}", uid)
+            self._set(outcome, f"{outcome.upper()} {shown} {number}{tag}", uid, row=done)
 
     def _flash(self, session, result: OperationResult, loaded, error: Optional[PiflashError], row: int) -> str:
         """The board's job (skip check, flash) on its open session and history row ``row``;

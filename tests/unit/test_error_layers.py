@@ -46,6 +46,7 @@ CONCRETE = {
     "LedgerConflictError": ("RecordError", ExitCode.LEDGER),
     "MemoryGuardError": ("HostError", ExitCode.MEMORY),
     "ServiceError": ("HostError", ExitCode.SERVICE),
+    "StationDownError": ("HostError", ExitCode.STATION_DOWN),
     "ExtraMissingError": ("HostError", ExitCode.EXTRA_MISSING),
     "SetupError": ("HostError", ExitCode.INTERNAL),
     "NeedsRootError": ("HostError", ExitCode.PERMISSION),
