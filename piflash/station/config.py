@@ -408,6 +408,8 @@ def _open_bundle(values: dict, cfile: Path, allowed: Optional[Path], check_targe
 
     :raises BundleError: (exit 28) the bundle is refused.
     """
+    import socket
+
     from piflash.bundle.loader import open_bundle
     from piflash.bundle.rollback import state_path
 
@@ -421,6 +423,7 @@ def _open_bundle(values: dict, cfile: Path, allowed: Optional[Path], check_targe
         ledger=ledger if isinstance(ledger, str) else None,
         state=state_path(history),
         check_target=check_target,
+        holder=str(values.get("station") or socket.gethostname()),  # the station's name, as the ledger's rows
     )
 
 
