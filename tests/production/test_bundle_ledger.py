@@ -6,7 +6,9 @@ a temporary folder (tests/support/pgserver.py)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
+from pathlib import Path
 
 import pytest
 from support.bundlekit import allowed_signers, make_bundle, make_key, need_ssh_keygen, write_profile
@@ -19,6 +21,8 @@ pytest.importorskip("psycopg")
 from support.pgserver import PgServer  # noqa: E402
 
 from piflash.sim import SimStore  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -37,7 +41,7 @@ def kit(tmp_path, firmware_dir):
     return key, signers, profile
 
 
-def test_count_limit_counts_passed_boards_across_the_line(cli, kit, tmp_path, pg, monkeypatch):
+def test_count_limit_counts_passed_boards_across_the_line(cli, kit, tmp_path, pg, monkeypatch, firmware_dir):
     key, signers, profile = kit
     monkeypatch.delenv("PIFLASH_LEDGER", raising=False)
     store = SimStore()
@@ -60,6 +64,23 @@ def test_count_limit_counts_passed_boards_across_the_line(cli, kit, tmp_path, pg
     more = make_bundle(cli, profile, tmp_path / "v2.pfb", version=2, key=key, extra=("--max-boards", "1"))
     cli("flash", more, "--allowed-signers", signers, "-u", "sim:c", "-q", "--ledger", pg.url, check=0)
     assert store.read_flash("c") != before
+
+    # ledger report --by bundle: one group per bundle, and the boards flashed without one
+    store.create("d", "nrf52840")
+    cli("flash", firmware_dir / "nrf52840" / "firmware.hex", "-t", "nrf52840", "-u", "sim:d", "-q", "--ledger", pg.url, check=0)
+    out = cli.json("ledger", "report", "--by", "bundle", "--ledger", pg.url)
+    import fastjsonschema
+
+    schema = json.loads((REPO / "docs" / "result.schema.json").read_text())
+    fastjsonschema.compile(schema)(out)
+    got = [(r["bundle_version"], r["bundle_sha256"], r["boards"], r["passed"]) for r in out["report"]]
+    sha1, sha2 = (hashlib.sha256(p.read_bytes()).hexdigest() for p in (job, more))
+    assert got == [(None, None, 1, 1), (1, sha1, 2, 2), (2, sha2, 1, 1)]
+    assert all(len(r["stations"]) == 1 and r["stations"][0].startswith("one-off:") for r in out["report"])
+    text = cli("ledger", "report", "--by", "bundle", "--ledger", pg.url, check=0).stdout
+    assert f"bundle v1 {sha1[:12]}" in text and "no bundle" in text and "2 boards" in text
+    csv = cli("ledger", "report", "--by", "bundle", "--csv", "--ledger", pg.url, check=0).stdout.splitlines()
+    assert csv[0].startswith("bundle_sha256,bundle_version,stations,boards,passed") and len(csv) == 4
 
 
 def test_the_last_place_goes_to_one_station_only(pg):
