@@ -1,5 +1,5 @@
-"""``piflash ledger status | verify-chain | report | upload | takeover``: the central ledger of a line's stations
-(PostgreSQL, :mod:`piflash.record.ledger`)."""
+"""``piflash ledger status | verify-chain | report | upload | takeover | publish``: the central ledger of a
+line's stations (PostgreSQL, :mod:`piflash.record.ledger`)."""
 
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def verify_chain(url):
         )
 
 
-def report_rows(rows, by: str = "station"):
+def report_rows(rows, by="station"):
     """Per station, profile and day (``by`` ``station``), or per job bundle (``by`` ``bundle``:
     ``bundle_sha256`` and ``bundle_version``, None for the rows flashed without a bundle, with the
     stations that flashed it): boards, passed, yield, first-pass yield, serial range, failures by
@@ -252,3 +252,32 @@ def report(url, json_mode, csv_mode, by):
             f"{r['day']}  {r['station']:<16} {r['profile']:<16} {r['boards']:>5} boards, {r['passed']:>5} passed, "
             f"yield {r['yield']:.1%}, first pass {r['first_pass_yield']:.1%}, {serials}; {causes}"
         )
+
+
+@ledger.command(context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
+@ledger_option
+@click.argument("job", type=click.Path(dir_okay=False))
+@click.option(
+    "--allowed-signers",
+    "allowed_signers",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="OpenSSH allowed_signers file the bundle must verify against (docs/bundles.md).",
+)
+@handles_errors
+def publish(url, job, allowed_signers):
+    """Publish the signed job bundle JOB (a .pfb) to its line: verified as a flash would verify it,
+    then stored in the ledger as the line's newest job, which every station with
+    'job: ledger:LINE' takes before its next board. Refused (exit 28): unverifiable, or a version
+    not newer than the line's newest in the ledger (docs/bundles.md)."""
+    from piflash.bundle.jobs import publish as publish_job
+    from piflash.record.ledger import safe_url
+
+    if not url:
+        raise click.UsageError("no ledger: give --ledger postgresql://... or set PIFLASH_LEDGER")
+    bundle = publish_job(job, allowed_signers, url)
+    m = bundle.manifest
+    click.echo(
+        f"Published {job}: line {m.line} version {m.version}, sha256 {bundle.sha256}, signed by {bundle.signer}, "
+        f"to {safe_url(url)}"
+    )

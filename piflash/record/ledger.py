@@ -94,6 +94,7 @@ UNREGISTERED = "unregistered"
 #: station name's registration. Arbitrary constants, piflash's own.
 _SCHEMA_LOCK = 7428251
 _NAME_LOCK = 7428252
+_LINE_LOCK = 7428253  # with hashtext(line): one publisher of a line's jobs at a time
 #: Seconds a board's turn under a job bundle's count limit (:meth:`Ledger.take_turn`) holds its
 #: place when its station never settles it (crashed, cut off): then it expires and frees the place.
 #: piflash's own choice: far above a board's flash (seconds; a 16 MiB image at pyOCD's slowest
@@ -169,6 +170,10 @@ def _schema() -> List[str]:
         "bundle_sha256 text NOT NULL, holder text NOT NULL, target_uid text, state text NOT NULL "
         "CHECK (state IN ('open', 'pass', 'fail', 'expired')), taken_at double precision NOT NULL, "
         "expires_at double precision NOT NULL, settled_at double precision)",
+        # jobs published to the line (piflash ledger publish): each verified bundle's bytes
+        "CREATE TABLE IF NOT EXISTS ledger_bundles (line text NOT NULL, version bigint NOT NULL, "
+        "bundle_sha256 text NOT NULL, signer text NOT NULL, data bytea NOT NULL, "
+        "published_at double precision NOT NULL, published_by text NOT NULL, PRIMARY KEY (line, version))",
     ]
 
 
@@ -739,6 +744,56 @@ class Ledger:
         except self._errors as exc:
             raise self._fail("read", exc) from None
         return int(got[0] or 0), int(got[1] or 0)
+
+    # -- jobs published to the line (piflash ledger publish, a station's job: ledger:LINE) ----
+    def publish_bundle(self, line: str, version: int, bundle_sha256: str, signer: str, data: bytes) -> None:
+        """Store the bundle ``data`` (the ``.pfb`` file's bytes, verified by the caller) as version
+        ``version`` of ``line``'s job; one publisher of a line at a time (an advisory lock), so
+        versions only go up.
+
+        :raises BundleError: (exit 28) ``version`` is not newer than the line's newest, naming it.
+        :raises LedgerError: the database failed (nothing is stored)."""
+        try:
+            with self._db.transaction():
+                self._db.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LINE_LOCK, line))
+                newest = self._db.execute(
+                    "SELECT version, bundle_sha256 FROM ledger_bundles WHERE line = %s ORDER BY version DESC LIMIT 1",
+                    (line,),
+                ).fetchone()
+                if newest is not None and int(newest[0]) >= version:
+                    raise BundleError(
+                        f"version {version} of line {line} is not newer than the line's newest in the ledger, "
+                        f"version {newest[0]} (sha256 {str(newest[1])[:12]}): not published",
+                        hint=f"build and sign a bundle with --version {int(newest[0]) + 1} or higher",
+                    )
+                self._db.execute(
+                    "INSERT INTO ledger_bundles (line, version, bundle_sha256, signer, data, published_at, "
+                    "published_by) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    (line, version, bundle_sha256, signer, data, time.time(), _who()),
+                )
+        except self._errors as exc:
+            raise self._fail("publish the bundle", exc) from None
+
+    def newest_bundle(self, line: str, data: bool = True) -> Optional[Dict[str, Any]]:
+        """The newest job published for ``line``: {``line``, ``version``, ``bundle_sha256``,
+        ``signer`` (as verified at publishing), ``published_at`` (Unix s), ``published_by``
+        (``user@host``), ``data`` (the ``.pfb`` bytes; None unless ``data``)}, or None. Without
+        ``data`` it is one small indexed query, what a station asks between boards.
+
+        :raises LedgerError:"""
+        cols = "line, version, bundle_sha256, signer, published_at, published_by, " + ("data" if data else "NULL")
+        try:
+            row = self._db.execute(
+                f"SELECT {cols} FROM ledger_bundles WHERE line = %s ORDER BY version DESC LIMIT 1", (line,)
+            ).fetchone()
+        except self._errors as exc:
+            raise self._fail("read", exc) from None
+        if row is None:
+            return None
+        keys = ("line", "version", "bundle_sha256", "signer", "published_at", "published_by", "data")
+        out = dict(zip(keys, row))
+        out["data"] = bytes(out["data"]) if out["data"] is not None else None
+        return out
 
     # -- for the serial leases (piflash.production.leases) ----------------------------------
     @property

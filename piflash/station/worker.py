@@ -369,6 +369,8 @@ class ProbeWorker(threading.Thread):
     ) -> Optional[Tuple[object, OperationResult, Optional[PiflashError]]]:
         prof = loaded.config.profile
         while not self.stopping():
+            if self.station.loaded is not loaded:  # reloaded (a new job): the next board takes the new config
+                return None
             self.beat = time.monotonic()
             result = OperationResult.start("flash", loaded.image, self.uid, prof.target)
             try:
