@@ -114,3 +114,35 @@ def test_a_job_published_reaches_both_stations_before_their_next_board(tmp_path,
     finally:
         codes = [s.stop() for s in stations]
     assert codes == [0, 0]
+
+
+def test_a_station_flashes_no_more_boards_than_the_bundles_count(tmp_path, firmware_dir, pg, cli):
+    """``max_boards: 1`` with two probes: one board passes, the other is refused by its turn in the
+    ledger (exit 28 in its row, naming the count) with its flash byte-exact."""
+    need_ssh_keygen()
+    store = SimStore()
+    key = make_key(tmp_path, "owner")
+    signers = allowed_signers(tmp_path / "allowed_signers", ("owner@line", key, 'namespaces="piflash-bundle"'))
+    profile = write_profile(tmp_path / "src", firmware_dir / "nrf52840" / "firmware.hex")
+    job = make_bundle(cli, profile, tmp_path / "one.pfb", version=1, key=key, extra=("--max-boards", "1"))
+    for name in STATIONS:
+        store.create(name, "nrf52840")
+    before = {name: store.read_flash(name) for name in STATIONS}
+    history = tmp_path / "history.sqlite3"
+    config = tmp_path / "station.yaml"
+    config.write_text("\n".join([
+        "station: st", f"probes: [{', '.join(f'sim:{n}' for n in STATIONS)}]", "poll_interval: 0.1",
+        f"history: {history}", f"ledger: {pg.url}", f"allowed_signers: {signers}", f"bundle: {job}",
+    ]) + "\n")
+    station = StationProcess(config, tmp_path / "station.log")
+    try:
+        got = wait_rows(history, 2, station)
+    finally:
+        assert station.stop() == 0
+    assert sorted(r["outcome"] for r in got) == ["fail", "pass"], got
+    failed = next(r for r in got if r["outcome"] == "fail")
+    assert failed["error_kind"] == "BundleError", failed
+    assert "allows at most 1 boards across the line: 1 passed" in failed["error"] or \
+        "allows at most 1 boards across the line: 0 passed and 1 being flashed" in failed["error"], failed
+    board = next(n for n in STATIONS if store.get(n).target_uid.lower() == str(failed["target_uid"]).lower())
+    assert store.read_flash(board) == before[board]
