@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from piflash.bundle.archive import check_name, read_archive, read_file, write_archive
+from piflash.bundle.counts import BoardCount
 from piflash.bundle.manifest import (
     MANIFEST,
     SIGNATURE,
@@ -56,6 +57,8 @@ class Bundle:
         ``bundle_sha256`` and ``bundle_version``, once :meth:`load_image` ran (else None).
     :ivar directory: the private folder the verified files were written to (removed by :meth:`close`
         or at exit).
+    :ivar count: the count limit (:class:`~piflash.bundle.counts.BoardCount`) when the manifest has
+        ``max_boards``: each board takes a turn before it is written and settles it after.
     """
 
     path: Path
@@ -65,9 +68,12 @@ class Bundle:
     profile: Any
     image: Any
     directory: Optional[Path]
+    count: Optional[BoardCount] = None
 
     def close(self) -> None:
-        """Remove :attr:`directory`."""
+        """Remove :attr:`directory` (and close the count's ledger connection)."""
+        if self.count is not None:
+            self.count.close()
         if self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -247,26 +253,30 @@ def open_bundle(
     accept: bool = True,
     load: bool = True,
     check_target: Optional[Callable[..., str]] = None,
+    holder: Optional[str] = None,
 ) -> Bundle:
     """Verify the bundle ``path`` and load its profile and firmware: the gate every bundle goes through.
 
     In order: readable and well-formed (:func:`~piflash.bundle.archive.read_archive`), signed,
     signed by a key of ``allowed_signers`` for namespace ``piflash-bundle``, every file as the
     signed manifest lists it (none changed, missing or extra), the profile's target the manifest's
-    and ``target``'s, no count limit (``max_boards`` needs the ledger's count, which this piflash
-    does not keep yet), the profile loaded from the verified files, and the version not older than its line's last accepted here (then, with ``accept``, remembered).
+    and ``target``'s, a count limit (``max_boards``) only with a ledger and with a place left in
+    its count (:class:`~piflash.bundle.counts.BoardCount`), the profile loaded from the verified files, and the version not older than its line's last accepted here (then, with ``accept``, remembered).
 
     :param allowed_signers: OpenSSH's allowed_signers file; None refuses (nothing is taken unverified).
     :param target: the target the command line names (``-t``), if any.
-    :param ledger: the ledger URL in use, if any (for the count limit's message).
+    :param ledger: the ledger URL in use, if any: where a ``max_boards`` bundle's boards are counted.
     :param state: the rollback state file (default :func:`~piflash.bundle.rollback.state_path`).
     :param accept: remember this version as the line's last (False: ``bundle verify`` only looks).
     :param load: write the verified files out and load the profile (False: verify only;
         ``profile`` None). The firmware is loaded by :meth:`Bundle.load_image`.
     :param check_target: passed to :func:`piflash.profiles.load_profile` (e.g.
         :func:`piflash.targets.catalog.check_target`, which imports pyOCD), or None.
+    :param holder: who flashes, recorded with each board's turn (a station's name; default
+        ``one-off:HOST``).
     :returns: a :class:`Bundle`.
     :raises BundleError: (exit 28) each refusal, naming why.
+    :raises LedgerError: (exit 27) a ``max_boards`` bundle's ledger cannot be reached.
     :raises ProfileError, FirmwareError, ChecksumError, ImageRangeError: the bundled profile or
         firmware is invalid although signed.
     """
@@ -287,16 +297,20 @@ def open_bundle(
     check_files(manifest, members, where)
     if target is not None and target.lower() != manifest.target.lower():
         raise BundleError(f"{where}: the bundle is for target {manifest.target}, not {target}: refused")
+    count = None
     if manifest.max_boards is not None:
-        why = (
-            "and there is no ledger to count the line's boards in (--ledger, a station's ledger:, $PIFLASH_LEDGER)"
-            if not ledger
-            else "and this piflash does not count boards in the ledger yet"
-        )
-        raise BundleError(
-            f"{where}: the bundle allows at most {manifest.max_boards} boards across line "
-            f"{manifest.line} {why}: refused"
-        )
+        if not ledger:
+            raise BundleError(
+                f"{where}: the bundle allows at most {manifest.max_boards} boards across line "
+                f"{manifest.line} and there is no ledger to count the line's boards in (--ledger, a station's "
+                "ledger:, $PIFLASH_LEDGER): refused"
+            )
+        if holder is None:
+            import socket
+
+            holder = f"one-off:{socket.gethostname()}"
+        count = BoardCount(ledger, manifest.line, sha256, manifest.version, manifest.max_boards, holder)
+        count.check(where)
     versions = LineVersions(state if state is not None else state_path())
     try:
         versions.check(manifest.line, manifest.version, sha256, where, accept=False)
@@ -309,7 +323,7 @@ def open_bundle(
             versions.check(manifest.line, manifest.version, sha256, where, accept=True)
     finally:
         versions.close()
-    return Bundle(Path(path), sha256, manifest, signer, profile, image, directory)
+    return Bundle(Path(path), sha256, manifest, signer, profile, image, directory, count)
 
 
 def _load(manifest: Manifest, members: Dict[str, bytes], directory: Path, where: str, check_target):

@@ -4,8 +4,8 @@ A small SQLite file (``bundles.sqlite3``, beside the history: :func:`state_path`
 line: the highest version accepted, its bundle's SHA-256 and when. A bundle older than its line's
 row is refused; the same version again (a station restarted, a second ``piflash flash``) is
 accepted. Check and update are one transaction (``BEGIN IMMEDIATE``), so two processes loading
-bundles at once cannot both pass an older one. The ledger-wide check comes with jobs published to
-the line (issue 40, item 4). Standard library and :mod:`piflash.record.history`'s path only.
+bundles at once cannot both pass an older one. Line-wide, the ledger keeps the published jobs'
+versions going up (:mod:`piflash.bundle.jobs`). Standard library and :mod:`piflash.record.history`'s path only.
 """
 
 from __future__ import annotations

@@ -327,6 +327,8 @@ def flash(
     rows, got = _list_row(prof, s.ledger)  # before any probe is opened: a used-up list touches no board
     if got is not None:
         job = dataclasses.replace(job, plan=plan.with_row(got.values, got.source))
+    count = bundle.count if bundle is not None else None
+    turns: list = []
 
     def call(display, on_connected):
         if got is not None:  # the row becomes this board's for good when programming starts
@@ -346,6 +348,8 @@ def flash(
             on_connected(result)
             if one_off is not None:  # committed before the board is programmed
                 one_off.take(result.target_uid)
+            if count is not None:  # the bundle's count limit: this board's turn, before it is written
+                turns.append(count.take(result.target_uid))
 
         if bootsel:
             from piflash.jobs.bootsel import flash_bootsel
@@ -361,8 +365,10 @@ def flash(
         interrupted = isinstance(exc, KeyboardInterrupt) or getattr(exc, "exit_code", None) == 130
         _finish(one_off, "interrupted" if interrupted else "fail", getattr(exc, "result", None))
         _finish_row(rows, got, False, getattr(exc, "result", None))
+        _settle(count, turns, False)
         raise
     _finish(one_off, "pass", result)
+    _settle(count, turns, True)
     _finish_row(rows, got, True, result)
     p = result.program
     verified = "verified" if result.verify else "NOT verified"
@@ -476,6 +482,20 @@ def _finish_row(rows, got, ok: bool, result) -> None:
         click.secho(f"warning: list row {got.row} not marked: {exc.message}", fg="yellow", err=True)
     finally:
         rows.close()
+
+
+def _settle(count, turns: list, passed: bool) -> None:
+    """Settle the board's turn under the bundle's count limit (:class:`piflash.bundle.counts.BoardCount`);
+    a ledger that cannot be written warns (the turn expires in the ledger)."""
+    for turn in turns:
+        try:
+            count.settle(turn, passed)
+        except PiflashError as exc:
+            click.secho(
+                f"warning: the board's turn under the bundle's count limit not settled: {exc.message}",
+                fg="yellow",
+                err=True,
+            )
 
 
 def _finish(one_off, state: str, result) -> None:

@@ -1,5 +1,5 @@
-"""``piflash ledger status | verify-chain | report | upload | takeover``: the central ledger of a line's stations
-(PostgreSQL, :mod:`piflash.record.ledger`)."""
+"""``piflash ledger status | verify-chain | report | upload | takeover | publish``: the central ledger of a
+line's stations (PostgreSQL, :mod:`piflash.record.ledger`)."""
 
 from __future__ import annotations
 
@@ -152,18 +152,23 @@ def verify_chain(url):
         )
 
 
-def report_rows(rows):
-    """Per station, profile and day: boards, passed, yield, first-pass yield, serial range,
-    failures by cause. ``rows``: ledger rows (dicts). A board is a target unique ID; it passed the
-    first time when its first flash row passed."""
+def report_rows(rows, by="station"):
+    """Per station, profile and day (``by`` ``station``), or per job bundle (``by`` ``bundle``:
+    ``bundle_sha256`` and ``bundle_version``, None for the rows flashed without a bundle, with the
+    stations that flashed it): boards, passed, yield, first-pass yield, serial range, failures by
+    cause. ``rows``: ledger rows (dicts). A board is a target unique ID; it passed the first time
+    when its first flash row passed."""
     groups = defaultdict(list)
     for r in rows:
         if r["operation"] != "flash":
             continue
+        if by == "bundle":
+            groups[(r["bundle_version"] or 0, r["bundle_sha256"] or "")].append(r)
+            continue
         day = datetime.fromtimestamp(r["started_at"]).astimezone().date().isoformat()
         groups[(r["origin"], r["profile"] or "", day)].append(r)
     out = []
-    for (station, profile, day), rs in sorted(groups.items()):
+    for key, rs in sorted(groups.items()):
         boards = {}
         for r in sorted(rs, key=lambda r: r["seq"]):
             boards.setdefault(r["target_uid"], []).append(r)
@@ -175,11 +180,17 @@ def report_rows(rows):
             if r["outcome"] in ("fail", "interrupted"):
                 causes[r["error_kind"] or r["outcome"]] += 1
         n = len(boards)
+        if by == "bundle":
+            head = {
+                "bundle_sha256": key[1] or None,
+                "bundle_version": key[0] or None,
+                "stations": sorted({str(r["origin"]) for r in rs}),
+            }
+        else:
+            head = dict(zip(("station", "profile", "day"), key))
         out.append(
-            {
-                "station": station,
-                "profile": profile,
-                "day": day,
+            head
+            | {
                 "boards": n,
                 "passed": passed,
                 "yield": round(passed / n, 4) if n else None,
@@ -196,15 +207,22 @@ def report_rows(rows):
 @ledger_option
 @click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
 @click.option("--csv", "csv_mode", is_flag=True, help="Print CSV.")
+@click.option(
+    "--by",
+    type=click.Choice(["station", "bundle"]),
+    default="station",
+    show_default=True,
+    help="Group per station, profile and day, or per job bundle (bundle_sha256, bundle_version).",
+)
 @handles_errors
-def report(url, json_mode, csv_mode):
-    """The line's yield per station, profile and day: boards, passed, yield, first-pass yield,
-    serial range, failures by cause."""
+def report(url, json_mode, csv_mode, by):
+    """The line's yield per station, profile and day (or with --by bundle per job bundle): boards,
+    passed, yield, first-pass yield, serial range, failures by cause."""
     if json_mode and csv_mode:
         raise click.UsageError("--csv and --json exclude each other")
     with _open(url) as db:
         held = db.rows()
-    rows = report_rows(held)
+    rows = report_rows(held, by)
     if json_mode:
         emit_json({"report": rows})
         return
@@ -212,7 +230,10 @@ def report(url, json_mode, csv_mode):
         out = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]) if rows else ["station"], lineterminator="\n")
         out.writeheader()
         for r in rows:
-            out.writerow(dict(r, failures=" ".join(f"{k}={v}" for k, v in r["failures"].items())))
+            flat = dict(r, failures=" ".join(f"{k}={v}" for k, v in r["failures"].items()))
+            if "stations" in r:
+                flat["stations"] = " ".join(r["stations"])
+            out.writerow(flat)
         return
     if not rows:  # never nothing: say what the ledger holds instead
         ops = ", ".join(f"{op} {n}" for op, n in sorted(Counter(str(r["operation"]) for r in held).items()))
@@ -220,7 +241,43 @@ def report(url, json_mode, csv_mode):
     for r in rows:
         serials = f"serials {r['serial_first']}-{r['serial_last']}" if r["serial_first"] is not None else "no serials"
         causes = ", ".join(f"{k} {v}" for k, v in r["failures"].items()) or "no failures"
+        if by == "bundle":
+            name = f"bundle v{r['bundle_version']} {r['bundle_sha256'][:12]}" if r["bundle_sha256"] else "no bundle"
+            click.echo(
+                f"{name:<26} {r['boards']:>5} boards, {r['passed']:>5} passed, yield {r['yield']:.1%}, first pass "
+                f"{r['first_pass_yield']:.1%}, {serials}; {causes}; stations {', '.join(r['stations'])}"
+            )
+            continue
         click.echo(
             f"{r['day']}  {r['station']:<16} {r['profile']:<16} {r['boards']:>5} boards, {r['passed']:>5} passed, "
             f"yield {r['yield']:.1%}, first pass {r['first_pass_yield']:.1%}, {serials}; {causes}"
         )
+
+
+@ledger.command(context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
+@ledger_option
+@click.argument("job", type=click.Path(dir_okay=False))
+@click.option(
+    "--allowed-signers",
+    "allowed_signers",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="OpenSSH allowed_signers file the bundle must verify against (docs/bundles.md).",
+)
+@handles_errors
+def publish(url, job, allowed_signers):
+    """Publish the signed job bundle JOB (a .pfb) to its line: verified as a flash would verify it,
+    then stored in the ledger as the line's newest job, which every station with
+    'job: ledger:LINE' takes before its next board. Refused (exit 28): unverifiable, or a version
+    not newer than the line's newest in the ledger (docs/bundles.md)."""
+    from piflash.bundle.jobs import publish as publish_job
+    from piflash.record.ledger import safe_url
+
+    if not url:
+        raise click.UsageError("no ledger: give --ledger postgresql://... or set PIFLASH_LEDGER")
+    bundle = publish_job(job, allowed_signers, url)
+    m = bundle.manifest
+    click.echo(
+        f"Published {job}: line {m.line} version {m.version}, sha256 {bundle.sha256}, signed by {bundle.signer}, "
+        f"to {safe_url(url)}"
+    )

@@ -47,7 +47,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from piflash import redact, settings
-from piflash.errors import LedgerConflictError, LedgerError, extra_missing
+from piflash.errors import BundleError, LedgerConflictError, LedgerError, extra_missing
 from piflash.record.chain import LATE_COLUMNS
 
 __all__ = [
@@ -94,6 +94,12 @@ UNREGISTERED = "unregistered"
 #: station name's registration. Arbitrary constants, piflash's own.
 _SCHEMA_LOCK = 7428251
 _NAME_LOCK = 7428252
+_LINE_LOCK = 7428253  # with hashtext(line): one publisher of a line's jobs at a time
+#: Seconds a board's turn under a job bundle's count limit (:meth:`Ledger.take_turn`) holds its
+#: place when its station never settles it (crashed, cut off): then it expires and frees the place.
+#: piflash's own choice: far above a board's flash (seconds; a 16 MiB image at pyOCD's slowest
+#: SWD clock is a few minutes), so a live board's turn never expires under it.
+TURN_TTL = 900.0
 #: What a registration is: a station's history (uploaded whole, in ``seq`` order), or one-off
 #: commands' (only the rows run with a ledger: its chain has gaps by design).
 KINDS = ("station", "one-off")
@@ -155,6 +161,19 @@ def _schema() -> List[str]:
         "CREATE TABLE IF NOT EXISTS ledger_returned (counter text NOT NULL, first bigint NOT NULL, "
         "count bigint NOT NULL, step bigint NOT NULL, lease_id bigint NOT NULL, "
         "returned_at double precision NOT NULL, PRIMARY KEY (counter, first))",
+        # count limits of job bundles (max_boards): boards passed per line and bundle, and each
+        # board's turn, taken before it is programmed and settled pass/fail after
+        "CREATE TABLE IF NOT EXISTS ledger_bundle_counts (line text NOT NULL, bundle_sha256 text NOT NULL, "
+        "bundle_version bigint NOT NULL, max_boards bigint NOT NULL, passed bigint NOT NULL DEFAULT 0, "
+        "PRIMARY KEY (line, bundle_sha256))",
+        "CREATE TABLE IF NOT EXISTS ledger_bundle_turns (id bigserial PRIMARY KEY, line text NOT NULL, "
+        "bundle_sha256 text NOT NULL, holder text NOT NULL, target_uid text, state text NOT NULL "
+        "CHECK (state IN ('open', 'pass', 'fail', 'expired')), taken_at double precision NOT NULL, "
+        "expires_at double precision NOT NULL, settled_at double precision)",
+        # jobs published to the line (piflash ledger publish): each verified bundle's bytes
+        "CREATE TABLE IF NOT EXISTS ledger_bundles (line text NOT NULL, version bigint NOT NULL, "
+        "bundle_sha256 text NOT NULL, signer text NOT NULL, data bytea NOT NULL, "
+        "published_at double precision NOT NULL, published_by text NOT NULL, PRIMARY KEY (line, version))",
     ]
 
 
@@ -621,6 +640,159 @@ class Ledger:
             out[state] = int(n)
             if state in ("lost", "expired"):
                 out[f"{state}_numbers"] = int(unused)
+        return out
+
+    # -- count limits of job bundles (piflash.bundle.counts) ---------------------------------
+    def take_turn(
+        self,
+        line: str,
+        bundle_sha256: str,
+        bundle_version: int,
+        max_boards: int,
+        holder: str,
+        target_uid: Optional[str],
+        ttl: float = TURN_TTL,
+    ) -> int:
+        """Give one board its turn under the count limit of the bundle ``bundle_sha256`` of
+        ``line``: at most ``max_boards`` boards pass across the line. In one transaction with the
+        bundle's count row locked ``FOR UPDATE`` (so two stations cannot both take the last
+        place): open turns past their ``expires_at`` expire, and a turn is granted while the passed
+        boards plus the open turns are fewer than ``max_boards``.
+
+        :param holder: who takes it (the station's name, or ``one-off:HOST``), for the record.
+        :param target_uid: the board's unique ID, for the record.
+        :param ttl: seconds the turn holds its place unsettled (:data:`TURN_TTL`).
+        :returns: the turn's id, for :meth:`settle_turn`.
+        :raises BundleError: (exit 28) the limit is reached, naming the count.
+        :raises LedgerError: the database failed (no turn is taken)."""
+        now = time.time()
+        try:
+            with self._db.transaction():
+                self._db.execute(
+                    "INSERT INTO ledger_bundle_counts (line, bundle_sha256, bundle_version, max_boards) "
+                    "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    (line, bundle_sha256, bundle_version, max_boards),
+                )
+                passed = self._db.execute(
+                    "SELECT passed FROM ledger_bundle_counts WHERE line = %s AND bundle_sha256 = %s FOR UPDATE",
+                    (line, bundle_sha256),
+                ).fetchone()[0]
+                self._db.execute(
+                    "UPDATE ledger_bundle_turns SET state = 'expired' WHERE line = %s AND bundle_sha256 = %s "
+                    "AND state = 'open' AND expires_at < %s",
+                    (line, bundle_sha256, now),
+                )
+                taken = self._db.execute(
+                    "SELECT count(*) FROM ledger_bundle_turns WHERE line = %s AND bundle_sha256 = %s "
+                    "AND state = 'open'",
+                    (line, bundle_sha256),
+                ).fetchone()[0]
+                if passed + taken >= max_boards:
+                    raise BundleError(
+                        f"bundle {bundle_sha256[:12]} (line {line}, version {bundle_version}) allows at most "
+                        f"{max_boards} boards across the line: {passed} passed"
+                        + (f" and {taken} being flashed" if taken else "")
+                        + ": refused, nothing written to this board",
+                        hint="publish a new bundle version for more boards (piflash bundle create --max-boards N)",
+                    )
+                row = self._db.execute(
+                    "INSERT INTO ledger_bundle_turns (line, bundle_sha256, holder, target_uid, state, taken_at, "
+                    "expires_at) VALUES (%s, %s, %s, %s, 'open', %s, %s) RETURNING id",
+                    (line, bundle_sha256, holder, target_uid, now, now + ttl),
+                ).fetchone()
+        except self._errors as exc:
+            raise self._fail("take a board's turn under the bundle's count limit", exc) from None
+        return int(row[0])
+
+    def settle_turn(self, turn: int, passed: bool) -> None:
+        """Settle the turn ``turn`` (:meth:`take_turn`): a passed board adds one to its bundle's
+        count, a failed one frees its place; in one transaction. A turn that expired meanwhile
+        still counts its passed board (it was flashed). Settling twice changes nothing.
+
+        :raises LedgerError: the database failed (the turn stays open until it expires)."""
+        try:
+            with self._db.transaction():
+                row = self._db.execute(
+                    "SELECT line, bundle_sha256, state FROM ledger_bundle_turns WHERE id = %s FOR UPDATE", (turn,)
+                ).fetchone()
+                if row is None or row[2] not in ("open", "expired"):
+                    return
+                self._db.execute(
+                    "UPDATE ledger_bundle_turns SET state = %s, settled_at = %s WHERE id = %s",
+                    ("pass" if passed else "fail", time.time(), turn),
+                )
+                if passed:
+                    self._db.execute(
+                        "UPDATE ledger_bundle_counts SET passed = passed + 1 WHERE line = %s AND bundle_sha256 = %s",
+                        (row[0], row[1]),
+                    )
+        except self._errors as exc:
+            raise self._fail("settle a board's turn under the bundle's count limit", exc) from None
+
+    def bundle_count(self, line: str, bundle_sha256: str) -> Tuple[int, int]:
+        """(boards passed, turns open and unexpired) under the count limit of bundle
+        ``bundle_sha256`` of ``line``; (0, 0) for a bundle no board took a turn of.
+
+        :raises LedgerError:"""
+        try:
+            got = self._db.execute(
+                "SELECT (SELECT passed FROM ledger_bundle_counts WHERE line = %s AND bundle_sha256 = %s), "
+                "(SELECT count(*) FROM ledger_bundle_turns WHERE line = %s AND bundle_sha256 = %s "
+                "AND state = 'open' AND expires_at >= %s)",
+                (line, bundle_sha256, line, bundle_sha256, time.time()),
+            ).fetchone()
+        except self._errors as exc:
+            raise self._fail("read", exc) from None
+        return int(got[0] or 0), int(got[1] or 0)
+
+    # -- jobs published to the line (piflash ledger publish, a station's job: ledger:LINE) ----
+    def publish_bundle(self, line: str, version: int, bundle_sha256: str, signer: str, data: bytes) -> None:
+        """Store the bundle ``data`` (the ``.pfb`` file's bytes, verified by the caller) as version
+        ``version`` of ``line``'s job; one publisher of a line at a time (an advisory lock), so
+        versions only go up.
+
+        :raises BundleError: (exit 28) ``version`` is not newer than the line's newest, naming it.
+        :raises LedgerError: the database failed (nothing is stored)."""
+        try:
+            with self._db.transaction():
+                self._db.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LINE_LOCK, line))
+                newest = self._db.execute(
+                    "SELECT version, bundle_sha256 FROM ledger_bundles WHERE line = %s ORDER BY version DESC LIMIT 1",
+                    (line,),
+                ).fetchone()
+                if newest is not None and int(newest[0]) >= version:
+                    raise BundleError(
+                        f"version {version} of line {line} is not newer than the line's newest in the ledger, "
+                        f"version {newest[0]} (sha256 {str(newest[1])[:12]}): not published",
+                        hint=f"build and sign a bundle with --version {int(newest[0]) + 1} or higher",
+                    )
+                self._db.execute(
+                    "INSERT INTO ledger_bundles (line, version, bundle_sha256, signer, data, published_at, "
+                    "published_by) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    (line, version, bundle_sha256, signer, data, time.time(), _who()),
+                )
+        except self._errors as exc:
+            raise self._fail("publish the bundle", exc) from None
+
+    def newest_bundle(self, line: str, data: bool = True) -> Optional[Dict[str, Any]]:
+        """The newest job published for ``line``: {``line``, ``version``, ``bundle_sha256``,
+        ``signer`` (as verified at publishing), ``published_at`` (Unix s), ``published_by``
+        (``user@host``), ``data`` (the ``.pfb`` bytes; None unless ``data``)}, or None. Without
+        ``data`` it is one small indexed query, what a station asks between boards.
+
+        :raises LedgerError:"""
+        cols = "line, version, bundle_sha256, signer, published_at, published_by, " + ("data" if data else "NULL")
+        try:
+            row = self._db.execute(
+                f"SELECT {cols} FROM ledger_bundles WHERE line = %s ORDER BY version DESC LIMIT 1", (line,)
+            ).fetchone()
+        except self._errors as exc:
+            raise self._fail("read", exc) from None
+        if row is None:
+            return None
+        keys = ("line", "version", "bundle_sha256", "signer", "published_at", "published_by", "data")
+        out = dict(zip(keys, row))
+        out["data"] = bytes(out["data"]) if out["data"] is not None else None
         return out
 
     # -- for the serial leases (piflash.production.leases) ----------------------------------

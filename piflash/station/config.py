@@ -20,6 +20,7 @@
       button: 24
     bundle: job-v7.pfb         # a signed job bundle instead of 'profile:' (docs/bundles.md)
     allowed_signers: /etc/piflash/allowed_signers   # only signed bundles; a plain profile is refused
+    job: ledger:widget-a       # instead of bundle:/profile:, the newest job published to the line in the ledger
 
 Loading is as strict as for profiles (it uses the same loader,
 :func:`piflash.profiles.read_yaml_mapping`): an unknown key, a wrong type or broken YAML raises
@@ -58,6 +59,7 @@ ALLOWED_KEYS = (
     "metrics_port",
     "bundle",
     "allowed_signers",
+    "job",
 )
 #: How the probes' workers run: threads of the station (the default), or processes of their own,
 #: one core each (piflash/station/procs.py).
@@ -104,6 +106,8 @@ class StationConfig:
         is :attr:`profile`, or None for a plain ``profile:``.
     :ivar allowed_signers: the OpenSSH allowed_signers file (``allowed_signers:``), or None; with
         it only a signed bundle is flashed here.
+    :ivar job: the line whose newest published job this station runs (``job: ledger:LINE``), or
+        None; :attr:`bundle` is then that job, fetched from the ledger and verified.
     """
 
     path: Path
@@ -124,6 +128,7 @@ class StationConfig:
     metrics_port: Optional[int] = None
     bundle: Optional[Any] = None
     allowed_signers: Optional[Path] = None
+    job: Optional[str] = None
 
     @property
     def serials_path(self) -> Optional[Path]:
@@ -207,8 +212,9 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
     :param path: the YAML file.
     :param check_target: passed to :func:`piflash.profiles.load_profile` (validates the target type).
     :raises ProfileError: anything wrong in the config (its file:line:key) or in the profile.
-    :raises BundleError: (exit 28) the ``bundle:`` is refused (verified here, once per load), or
-        ``allowed_signers:`` with a plain ``profile:`` (unsigned firmware).
+    :raises BundleError: (exit 28) the ``bundle:`` or the ``job:`` is refused (verified here, once
+        per load), or ``allowed_signers:`` with a plain ``profile:`` (unsigned firmware).
+    :raises LedgerError: (exit 27) the ledger a ``job:`` (or a ``max_boards`` bundle) needs cannot be reached.
     """
     src = os.fspath(path)
     values, lines, root_line = read_yaml_mapping(
@@ -224,8 +230,13 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
         raise ProfileError(message, path=src, line=lines.get(key.split(".")[0], root_line), key=key, hint=hint)
 
     allowed = _path_key(values, "allowed_signers", cfile, fail)
-    bundle = None
-    if "bundle" in values:
+    bundle = job = None
+    if "job" in values:
+        if "profile" in lines or "bundle" in lines:
+            fail("job", "give one of 'job:', 'bundle:' and 'profile:': a job is a published bundle")
+        bundle, job = _open_job(values, cfile, allowed, check_target, fail)
+        profile = bundle.profile
+    elif "bundle" in values:
         if "profile" in lines:
             fail("bundle", "give 'bundle:' or 'profile:', not both: a bundle carries its profile")
         bundle = _open_bundle(values, cfile, allowed, check_target, fail)
@@ -374,6 +385,7 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
         metrics_port=port,
         bundle=bundle,
         allowed_signers=allowed,
+        job=job,
     )
 
 
@@ -410,6 +422,14 @@ def history_path(path: Union[str, "os.PathLike[str]"]) -> Optional[Path]:
     return _path_key(values, "history", Path(src).resolve(), fail) or default_path()
 
 
+def has_job(path: Union[str, "os.PathLike[str]"]) -> bool:
+    """Whether the config has a ``job:`` (its YAML read, nothing fetched).
+
+    :raises ProfileError: (exit 5) the config cannot be read."""
+    values, _, _ = read_yaml_mapping(os.fspath(path), ALLOWED_KEYS, "station config", text_keys=("station",))
+    return "job" in values
+
+
 def _path_key(values: dict, key: str, cfile: Path, fail) -> Optional[Path]:
     """The file path of ``key`` (relative to the config's folder), or None when absent."""
     value = values.get(key)
@@ -420,16 +440,48 @@ def _path_key(values: dict, key: str, cfile: Path, fail) -> Optional[Path]:
     return (cfile.parent / Path(value).expanduser()).resolve()
 
 
-def _open_bundle(values: dict, cfile: Path, allowed: Optional[Path], check_target, fail):
+def _open_job(values: dict, cfile: Path, allowed: Optional[Path], check_target, fail):
+    """Fetch the newest job published for the config's ``job: ledger:LINE`` from its ledger
+    (:func:`piflash.bundle.jobs.fetch_job`, into ``jobs/`` beside the history) and verify it as a
+    ``bundle:`` (:func:`_open_bundle`). Returns (the bundle, LINE).
+
+    :raises ProfileError: (exit 5) a malformed ``job:``, or no ``ledger:``/``allowed_signers:``.
+    :raises BundleError: (exit 28) no job published, or the job is refused (a rollback included).
+    :raises LedgerError: (exit 27) the ledger cannot be reached."""
+    from piflash.bundle.jobs import fetch_job, parse_job
+    from piflash.bundle.rollback import state_path
+
+    try:
+        line = parse_job(values["job"])
+    except ValueError as exc:
+        fail("job", str(exc))
+    ledger = values.get("ledger", settings.PIFLASH_LEDGER.value())
+    if not isinstance(ledger, str) or not ledger:
+        fail("job", "a job published to the line is taken from the ledger: give 'ledger:' (or PIFLASH_LEDGER)")
+    if allowed is None:
+        fail("job", "a job published to the line is verified: give 'allowed_signers:'")
+    path = fetch_job(ledger, line, state_path(_path_key(values, "history", cfile, fail)).parent / "jobs")
+    bundle = _open_bundle(values, cfile, allowed, check_target, fail, path=path)
+    if bundle.manifest.line != line:
+        bundle.close()
+        raise BundleError(
+            f"{path}: the ledger's job for line {line} is a bundle of line {bundle.manifest.line}: refused"
+        )
+    return bundle, line
+
+
+def _open_bundle(values: dict, cfile: Path, allowed: Optional[Path], check_target, fail, path: Optional[Path] = None):
     """Verify the config's ``bundle:`` (:func:`piflash.bundle.loader.open_bundle`) against
     ``allowed`` (``allowed_signers:``), its rollback state beside the station's history.
 
     :raises BundleError: (exit 28) the bundle is refused.
     """
+    import socket
+
     from piflash.bundle.loader import open_bundle
     from piflash.bundle.rollback import state_path
 
-    path = _path_key(values, "bundle", cfile, fail)
+    path = path or _path_key(values, "bundle", cfile, fail)
     assert path is not None  # called only when the key is given
     history = _path_key(values, "history", cfile, fail)
     ledger = values.get("ledger", settings.PIFLASH_LEDGER.value())
@@ -439,6 +491,7 @@ def _open_bundle(values: dict, cfile: Path, allowed: Optional[Path], check_targe
         ledger=ledger if isinstance(ledger, str) else None,
         state=state_path(history),
         check_target=check_target,
+        holder=str(values.get("station") or socket.gethostname()),  # the station's name, as the ledger's rows
     )
 
 
@@ -472,6 +525,7 @@ def load_station(path: Union[str, "os.PathLike[str]"]) -> LoadedStation:
 __all__ = [
     "bundle_path",
     "history_path",
+    "has_job",
     "StationConfig",
     "LoadedStation",
     "load_config",

@@ -17,6 +17,11 @@ Signals (installed by :meth:`Station.run`, which must run in the main thread):
 - SIGHUP: reload the config. The new one is validated first (profile, firmware, checksum); if
   it is broken the error is logged and the old config stays. A board being flashed finishes
   with the config it started with.
+
+With ``job: ledger:LINE`` the main loop asks the ledger for the line's newest job every
+:data:`JOB_POLL` seconds (one small query); a newer one is taken as a reload takes a config
+(fetched, verified, switched between boards); one refused (unverifiable, or older than the one
+running) is logged once and the station keeps what it has.
 """
 
 from __future__ import annotations
@@ -34,6 +39,12 @@ from piflash.station.sdnotify import Notifier
 from piflash.station.status import LogOutput, NotifyOutput, StatusBoard
 
 LOG = logging.getLogger(__name__)
+
+#: Seconds between two looks at the ledger for a newer job (``job: ledger:LINE``): one indexed
+#: query of a few bytes (no bundle bytes), so a line of stations costs the database little, and a
+#: job published reaches every station within this time (a board being flashed then finishes with
+#: the job it started with). piflash's own choice: shorter than taking a board off and placing the next.
+JOB_POLL = 1.0
 
 #: Seconds after a first SIGTERM/SIGINT during which another one is taken for the same request
 #: (a duplicate delivery), not for "abort the board". A person pressing Ctrl-C again on purpose
@@ -63,12 +74,14 @@ def memory_guard(config_path, force: bool = False) -> None:
     :raises ProfileError: (exit 5) the config or its profile is broken.
     """
     from piflash.profiles import check_job
-    from piflash.station.config import bundle_path, load_config
+    from piflash.station.config import bundle_path, has_job, load_config
 
     bundle = bundle_path(config_path)
     if bundle is not None:  # its verification is paid once, by load_station: sized by its file here
         check_job("station", firmware=bundle, force=force, warn=LOG.warning)
         return
+    if has_job(config_path):  # fetched from the ledger by load_station (at most
+        return  # piflash.limits.BUNDLE_MAX_BYTES), not twice per start
     config = load_config(config_path)
     check_job("station", profile=str(config.profile.path), force=force, warn=LOG.warning)
 
@@ -117,6 +130,10 @@ class Station:
         self.metrics = None  # the Prometheus textfile (piflash.station.metrics), if any
         self.status_file = None  # the live state for 'piflash station status' (piflash.station.status)
         self.exit_code = 0  # what run() returns: 22 once the profile's list is used up
+        self._job_db = None  # the ledger connection a job: ledger:LINE is followed on
+        self._job_checked = 0.0  # time.monotonic() of the last look at the ledger for a newer job
+        self._job_kept: Optional[tuple] = None  # (version, sha256) of a job refused: said once
+        self._job_down = False
 
     # -- start-up -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -489,6 +506,47 @@ class Station:
         self.notifier.ready(self.status.line())
         return True
 
+    def _follow_job(self) -> None:
+        """With ``job: ledger:LINE``, every :data:`JOB_POLL` s: the ledger's newest job for the line;
+        a newer one than the station runs is taken by :meth:`reload` (fetched, verified, switched
+        between boards). A refused one (the reload's log names why) or an older one is logged once
+        and the station keeps what it has; a ledger out of reach is logged once."""
+        from piflash.bundle.jobs import newest_job
+        from piflash.errors import PiflashError
+        from piflash.record.ledger import Ledger
+
+        now = time.monotonic()
+        if now - self._job_checked < JOB_POLL:
+            return
+        self._job_checked = now
+        cfg = self.loaded.config
+        try:
+            if self._job_db is None:
+                self._job_db = Ledger(cfg.ledger)
+            newest = newest_job(cfg.ledger, cfg.job, self._job_db)
+        except PiflashError as exc:
+            if self._job_db is not None:
+                self._job_db.close()
+                self._job_db = None
+            if not self._job_down:
+                self._log(f"job: the ledger is not reached ({exc.message}); keeping the job this station runs")
+            self._job_down = True
+            return
+        self._job_down = False
+        running = (cfg.bundle.manifest.version, cfg.bundle.sha256)
+        if newest is None or newest == running or newest == self._job_kept:
+            return
+        self._job_kept = newest
+        if newest[0] < running[0]:
+            self._log(
+                f"job: the ledger's newest job for line {cfg.job} is version {newest[0]} (sha256 {newest[1][:12]}), "
+                f"older than version {running[0]} this station runs: keeping version {running[0]}"
+            )
+            return
+        self._log(f"job: line {cfg.job} version {newest[0]} (sha256 {newest[1][:12]}) published: switching to it")
+        if self.reload():
+            self._log(f"job: now running line {cfg.job} version {self.loaded.config.bundle.manifest.version}")
+
     def request_stop(self) -> None:
         """Stop taking boards (the first call) or abort the boards being flashed (a later call,
         at least :data:`REPEAT_WINDOW` seconds after the first; one sooner is the same request)."""
@@ -543,6 +601,8 @@ class Station:
                     self.reload()
                 elif self.loaded.config.probes is None and not self.stop.is_set():
                     self._reconcile_workers()
+                if self.loaded.config.job is not None and not self.stop.is_set():
+                    self._follow_job()
         finally:
             self.shutdown()
         return self.exit_code
@@ -561,6 +621,8 @@ class Station:
         release_allocators()  # the lease's unused numbers go back to the counter
         if self._uploader is not None:
             self._uploader.stop(final=True)  # the last boards' rows, if the ledger is there
+        if self._job_db is not None:
+            self._job_db.close()
         if self.metrics is not None:
             self.metrics.write()
             self.metrics.close()

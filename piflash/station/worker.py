@@ -372,6 +372,8 @@ class ProbeWorker(threading.Thread):
     ) -> Optional[Tuple[object, OperationResult, Optional[PiflashError]]]:
         prof = loaded.config.profile
         while not self.stopping():
+            if self.station.loaded is not loaded:  # reloaded (a new job): the next board takes the new config
+                return None
             self.beat = time.monotonic()
             result = OperationResult.start("flash", loaded.image, self.uid, prof.target)
             try:
@@ -452,6 +454,8 @@ class ProbeWorker(threading.Thread):
         alloc = None
         rows = None  # the list's allocator, and the row taken (piflash.production.unitlist)
         got = None
+        count = getattr(cfg.bundle, "count", None)  # the bundle's count limit (max_boards), or None
+        turn: Optional[int] = None
         try:
             with tracking(result):
                 if error is not None:
@@ -473,6 +477,8 @@ class ProbeWorker(threading.Thread):
                 if outcome != "skip":
                     board_image = image
                     sink: ProgressSink = StationSink(self, uid)
+                    if count is not None:  # the board's turn in the ledger, before a number or a byte is
+                        turn = count.take(uid)
                     if plan is not None:
                         if plan.uses_serial:
                             alloc = serial_allocator(cfg, getattr(self.station, "serial_holder", None))
@@ -512,6 +518,11 @@ class ProbeWorker(threading.Thread):
                     )
             except SerialError as exc:  # the row stays taken or used: never given to another board
                 LOG.error("list %s row %d of board %s not marked: %s", rows.ulist.name, got.row, uid, exc.message)
+        if turn is not None:
+            try:
+                count.settle(turn, outcome == "pass")
+            except PiflashError as exc:  # the turn expires in the ledger (piflash.record.ledger.TURN_TTL)
+                LOG.error("board %s's turn under the bundle's count limit not settled: %s", uid, exc.message)
         if taken and alloc is not None:
             serial = taken[0]
             try:
