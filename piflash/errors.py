@@ -87,6 +87,7 @@ class ExitCode(enum.IntEnum):
     LEDGER = 27  #: the central ledger (PostgreSQL) cannot be reached or written
     BUNDLE = 28  #: a job bundle refused: unsigned, signer not allowed, changed, another target, rolled back
     INTERRUPTED = 130  #: Ctrl-C or SIGTERM (128 + SIGINT)
+    PIPE_CLOSED = 141  #: stdout was closed by its reader (``| head``): 128 + SIGPIPE, what a shell reports
 
 
 #: One line per exit code, for ``--help`` and the docs.
@@ -121,6 +122,7 @@ EXIT_CODE_HELP = {
     ExitCode.LEDGER: "the central ledger (PostgreSQL) cannot be reached or written",
     ExitCode.BUNDLE: "job bundle refused (unsigned, signer not allowed, changed, another target, older version)",
     ExitCode.INTERRUPTED: "interrupted",
+    ExitCode.PIPE_CLOSED: "output cut short: the program reading it (e.g. head) closed the pipe",
 }
 
 
