@@ -21,7 +21,7 @@ import sys
 import click
 
 from piflash import __version__
-from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG, emit_json
+from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG, EXIT_CODES_TABLE, emit_json
 from piflash.errors import ExitCode
 
 #: The commands, by module of ``piflash.cli``: (module, names of its click commands/groups).
@@ -93,7 +93,7 @@ class _Root(click.Group):
             raise _StdoutClosed() from exc
 
 
-@click.group(cls=_Root, context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
+@click.group(cls=_Root, context_settings=CONTEXT, epilog=EXIT_CODES_TABLE)
 @click.option(
     "--version",
     is_flag=True,
@@ -148,6 +148,18 @@ def _register() -> None:
             cli.add_command(getattr(mod, name))
     for alias, name in ALIASES.items():
         cli.add_command(cli.commands[name], alias)
+    _point_to_exit_codes(cli)
+
+
+def _point_to_exit_codes(group: click.Group) -> None:
+    """Give every subcommand below ``group`` that has no epilog of its own the one line that
+    points to the exit codes (:data:`EXIT_CODES_EPILOG`); the table itself ends only the root's
+    help."""
+    for command in group.commands.values():
+        if not command.epilog:
+            command.epilog = EXIT_CODES_EPILOG
+        if isinstance(command, click.Group):
+            _point_to_exit_codes(command)
 
 
 _register()
