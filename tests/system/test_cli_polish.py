@@ -56,3 +56,43 @@ def test_a_subcommands_help_ends_with_one_line_about_exit_codes():
         assert lines[-1] == "  Exit codes: listed by 'piflash --help' and in docs/exit-codes.md.", (words, lines[-3:])
         assert lines[-2] == "", (words, lines[-3:])
         assert "  130  interrupted" not in out.output, words  # the table's last row: not in a subcommand's help
+
+
+def test_erase_mode_is_null_when_nothing_was_erased(cli, firmware_dir, tmp_path):
+    """``program.erase_mode`` says how the erase was done, and is null when nothing was erased:
+    a blank board, or the same firmware again (docs/result.md)."""
+    import random
+
+    fw = firmware_dir / "nrf52840" / "firmware.hex"
+    nrf = ["-t", "nrf52840", "-u", "sim:nrf"]
+    cli("sim", "create", "nrf", "--target", "nrf52840", check=0)
+    blank = cli.json("flash", fw, *nrf, "-q")["program"]           # onto erased flash
+    assert (blank["erase_mode"], blank["erased_bytes"]) == (None, 0) and blank["programmed_bytes"] > 0
+    again = cli.json("flash", fw, *nrf, "-q")["program"]           # unchanged
+    assert (again["erase_mode"], again["erased_bytes"], again["programmed_bytes"]) == (None, 0, 0)
+    other = tmp_path / "other.bin"
+    other.write_bytes(random.Random(41).randbytes(4096))
+    over = cli.json("flash", other, "-a", "0", *nrf, "-q")["program"]  # over the firmware's first sector
+    assert (over["erase_mode"], over["erased_bytes"]) == ("sector", 4096)
+    chip = cli.json("flash", fw, *nrf, "-q", "--erase", "chip")["program"]
+    assert chip["erase_mode"] == "chip"
+
+
+def test_erase_mode_over_bootsel(cli, pyocd_binaries, tmp_path, monkeypatch):
+    """The same over PICOBOOT (a Pico in BOOTSEL mode): null on a blank board and for the same
+    image again, "sector" when a sector holding other data is erased."""
+    pytest.importorskip("unicorn")
+    from support.uf2kit import RP2040_FAMILY, to_uf2
+
+    from piflash.sim import SimStore
+
+    SimStore().create("pico", "rp2040")
+    monkeypatch.setenv("PIFLASH_SIM_USB", "pico@bootsel")
+    blink = (pyocd_binaries / "rp2040.bin").read_bytes()
+    uf2 = tmp_path / "blink.uf2"
+    uf2.write_bytes(to_uf2(blink, 0x10000000, RP2040_FAMILY))
+    modes = [cli.json("flash", uf2, "-u", "picoboot")["program"]["erase_mode"] for _ in range(2)]
+    other = tmp_path / "other.bin"
+    other.write_bytes(b"\x00" * 256)
+    changed = cli.json("flash", other, "--base-address", "0x10000000", "-u", "picoboot")["program"]
+    assert modes + [changed["erase_mode"]] == [None, None, "sector"] and changed["erased_bytes"] == 4096
