@@ -96,3 +96,26 @@ def test_erase_mode_over_bootsel(cli, pyocd_binaries, tmp_path, monkeypatch):
     other.write_bytes(b"\x00" * 256)
     changed = cli.json("flash", other, "--base-address", "0x10000000", "-u", "picoboot")["program"]
     assert modes + [changed["erase_mode"]] == [None, None, "sector"] and changed["erased_bytes"] == 4096
+
+
+def test_profile_show_prints_yaml(cli, tmp_path):
+    """``profile show`` prints a YAML document (PyYAML's safe dumper), not Python reprs: read
+    back with ``yaml.safe_load`` it is what ``--json`` prints, addresses as numbers."""
+    import yaml
+
+    (tmp_path / "app.bin").write_bytes(b"\x01" * 1000)
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "board.yaml").write_text(
+        "target: nrf52840\nprobe: '0240*'\nfirmware: ../app.bin\nbase_address: 0x1000\n"
+        "description: 'nRF52 DK: bench 3'\n"
+        "serial: {start: 1000, end: 1999, address: 0x10001080, encoding: u32}\n"
+        "boot_check: {rtt: 'self-test: PASS', timeout: 3}\n")
+    out = cli("profile", "show", "board", check=0).stdout
+    assert "{'" not in out and "None" not in out and "True" not in out, out
+    assert "base_address: 0x00001000\n" in out and "    address: 0x10001080\n" in out
+    shown = yaml.safe_load(out)
+    as_json = cli.json("profile", "show", "board")
+    del as_json["schema_version"], as_json["command"]
+    as_json["patch_plan"]["entries"][0]["address"] = 0x10001080  # a string in JSON, a number in YAML
+    assert shown == as_json
+    assert list(shown) == list(as_json)  # the same order
