@@ -119,3 +119,22 @@ def test_profile_show_prints_yaml(cli, tmp_path):
     as_json["patch_plan"]["entries"][0]["address"] = 0x10001080  # a string in JSON, a number in YAML
     assert shown == as_json
     assert list(shown) == list(as_json)  # the same order
+
+
+def test_sim_list_gives_milliseconds_and_lower_case_ids(cli):
+    """``sim list`` gives a board's creation time to the millisecond, in local time with its
+    offset as every other time piflash prints (docs/result.md), and its target unique ID in
+    lower case in the text as in --json."""
+    import re
+    import time
+    from datetime import datetime
+
+    before = time.time()
+    cli("sim", "create", "bench", "--target", "stm32f103rc", check=0)
+    board = cli.json("sim", "list")["boards"][0]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d", board["created"]), board["created"]
+    created = datetime.fromisoformat(board["created"])
+    assert created.utcoffset() == datetime.fromtimestamp(before).astimezone().utcoffset()
+    assert before - 0.001 <= created.timestamp() <= time.time()
+    text = cli("sim", "list", check=0).stdout
+    assert f"uid {board['target_uid']} " in text and board["target_uid"] == board["target_uid"].lower()
