@@ -88,6 +88,7 @@ class ExitCode(enum.IntEnum):
     BUNDLE = 28  #: a job bundle refused: unsigned, signer not allowed, changed, another target, rolled back
     STATION_DOWN = 29  #: ``piflash station status``: no station runs (no status file, or its process is gone)
     INTERRUPTED = 130  #: Ctrl-C or SIGTERM (128 + SIGINT)
+    PIPE_CLOSED = 141  #: stdout was closed by its reader (``| head``): 128 + SIGPIPE, what a shell reports
 
 
 #: One line per exit code, for ``--help`` and the docs.
@@ -123,6 +124,7 @@ EXIT_CODE_HELP = {
     ExitCode.BUNDLE: "job bundle refused (unsigned, signer not allowed, changed, another target, older version)",
     ExitCode.STATION_DOWN: "the station is not running (no status file, or its process is gone)",
     ExitCode.INTERRUPTED: "interrupted",
+    ExitCode.PIPE_CLOSED: "output cut short: the program reading it (e.g. head) closed the pipe",
 }
 
 

@@ -722,6 +722,33 @@ def profile_to_dict(profile: Profile) -> dict:
     return out
 
 
+def profile_yaml(data: dict) -> str:
+    """``data`` (:func:`piflash.profiles.profile_to_dict`) as a YAML document, by PyYAML's
+    ``safe_dump``: the same keys and values as ``--json`` (unset ones ``null``), in the same
+    order, with addresses (``base_address``, the patch entries' ``address``) as plain hex
+    integers (``0x10001080``), which YAML reads back as the numbers they are."""
+    import json
+
+    import yaml
+
+    class Hex(int):
+        """An address: written 0x%08x."""
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    Dumper.add_representer(
+        Hex, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:int", f"{value:#010x}")
+    )
+    plain = json.loads(json.dumps(data))  # tuples as lists: what --json prints
+    if plain.get("base_address") is not None:
+        plain["base_address"] = Hex(plain["base_address"])
+    for entry in (plain.get("patch_plan") or {}).get("entries", []):
+        if isinstance(entry.get("address"), str):
+            entry["address"] = Hex(int(entry["address"], 16))
+    return yaml.dump(plain, Dumper=Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100)
+
+
 def _firmware_format(firmware: Path, src: Optional[str], line: Optional[int]) -> str:
     fmt = format_for_name(firmware)
     if fmt is None:

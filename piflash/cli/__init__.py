@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 
 import click
 
 from piflash import __version__
-from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG, emit_json
+from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG, EXIT_CODES_TABLE, emit_json
 from piflash.errors import ExitCode
 
 #: The commands, by module of ``piflash.cli``: (module, names of its click commands/groups).
@@ -59,7 +60,40 @@ def _print_version(ctx: click.Context, param, value: bool) -> None:
         ctx.exit()
 
 
-@click.group(context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)
+class _StdoutClosed(Exception):
+    """stdout's reader went away (``piflash history | head -1``): raised past click, which would
+    exit 1 (the internal-error code) for it, to :func:`main`, which ends quietly."""
+
+
+def _stdout_is_closed() -> bool:
+    """True when stdout is a pipe whose reading end is closed: poll(2) reports POLLERR for the
+    writing end of a pipe with no reader (Linux pipe_poll). A BrokenPipeError from anything else
+    (a socket to a probe server) stays the bug it is."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+class _Root(click.Group):
+    """The root group: a BrokenPipeError from a closed stdout leaves the command as
+    :class:`_StdoutClosed`, so click's own handling of EPIPE (exit 1) does not see it."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as exc:
+            if not _stdout_is_closed():
+                raise
+            raise _StdoutClosed() from exc
+
+
+@click.group(cls=_Root, context_settings=CONTEXT, epilog=EXIT_CODES_TABLE)
 @click.option(
     "--version",
     is_flag=True,
@@ -114,6 +148,18 @@ def _register() -> None:
             cli.add_command(getattr(mod, name))
     for alias, name in ALIASES.items():
         cli.add_command(cli.commands[name], alias)
+    _point_to_exit_codes(cli)
+
+
+def _point_to_exit_codes(group: click.Group) -> None:
+    """Give every subcommand below ``group`` that has no epilog of its own the one line that
+    points to the exit codes (:data:`EXIT_CODES_EPILOG`); the table itself ends only the root's
+    help."""
+    for command in group.commands.values():
+        if not command.epilog:
+            command.epilog = EXIT_CODES_EPILOG
+        if isinstance(command, click.Group):
+            _point_to_exit_codes(command)
 
 
 _register()
@@ -141,7 +187,39 @@ def main() -> None:
     With ``--json`` anywhere on the command line, a usage error also prints its result object
     (``{"schema_version": 1, "command": ..., "ok": false, "error": {...}}``) on stdout, so a
     script always gets one JSON object.
+
+    A closed stdout (``piflash history | head -1``) ends the command quietly with exit 141
+    (:attr:`ExitCode.PIPE_CLOSED`, 128 + SIGPIPE, what a shell reports for a program SIGPIPE
+    ended): no traceback. As the Python docs' "Note on SIGPIPE" recommends, stdout is then pointed
+    at /dev/null so the interpreter's last flush does not fail again. A command that exited with
+    its own code before it met the closed pipe keeps that code.
     """
+    try:
+        try:
+            _main()
+            sys.stdout.flush()  # what is still buffered: a closed pipe may show only here
+        except SystemExit:
+            try:
+                sys.stdout.flush()
+            except BrokenPipeError:
+                _stdout_to_devnull()
+            raise
+    except (_StdoutClosed, BrokenPipeError) as exc:
+        if isinstance(exc, BrokenPipeError) and not _stdout_is_closed():
+            raise
+        _stdout_to_devnull()
+        sys.exit(int(ExitCode.PIPE_CLOSED))
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout's file descriptor at /dev/null: what is left in its buffer goes nowhere."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _main() -> None:
+    """:func:`main` without its closed-pipe handling."""
     try:
         cli.main(prog_name="piflash", standalone_mode=False)
     except click.exceptions.Abort:

@@ -225,14 +225,15 @@ def verify_chain(anchor, json_mode, path):
         report = db.verify_chain(anchor)
     if not json_mode:
         for p in report.problems:
-            click.echo(f"row #{p.row_id}: {p.kind}: {p.detail}")
+            where = f"row #{p.row_id}" if p.row_id is not None else f"seq {p.seq}"
+            click.echo(f"{where}: {p.kind}: {p.detail}")
         if report.open_rows:
             click.echo(f"not sealed yet (open): {', '.join(f'#{i}' for i in report.open_rows)}")
     error = None
     if report.problems:
         first = report.problems[0]
         error = HistoryChainError(
-            f"the history chain is broken: row #{first.row_id} was {first.kind}"
+            f"the history chain is broken: {first.name} was {first.kind}"
             + (f" ({len(report.problems)} problems)" if len(report.problems) > 1 else ""),
             report,
             hint="the rows named above no longer are as piflash wrote them; "

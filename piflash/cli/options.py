@@ -25,10 +25,13 @@ if TYPE_CHECKING:
 #: click context settings of every command: -h as well as --help, help text up to 100 columns.
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
-#: The exit-code table (piflash.errors.EXIT_CODE_HELP) as a --help epilog.
-EXIT_CODES_EPILOG = "\b\nExit codes:\n" + "\n".join(
-    f"  {int(code):>3}  {text}" for code, text in EXIT_CODE_HELP.items()
-)
+#: The exit-code table (piflash.errors.EXIT_CODE_HELP) as the epilog of ``piflash --help``.
+EXIT_CODES_TABLE = "\b\nExit codes:\n" + "\n".join(f"  {int(code):>3}  {text}" for code, text in EXIT_CODE_HELP.items())
+
+#: The --help epilog of every subcommand: one line that points to the table, so that a
+#: subcommand's help stays about the subcommand (the table is in ``piflash --help`` and
+#: docs/exit-codes.md).
+EXIT_CODES_EPILOG = "Exit codes: listed by 'piflash --help' and in docs/exit-codes.md."
 
 
 def command_name(ctx: Optional[click.Context] = None) -> Optional[str]:

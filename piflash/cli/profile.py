@@ -35,17 +35,14 @@ def list_cmd(json_mode):
 @click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
 @handles_errors
 def show(name, json_mode):
-    """Show the profile NAME (or FILE) with every value resolved."""
-    from piflash.profiles import find_profile, load_profile, profile_to_dict
+    """Show the profile NAME (or FILE) with every value resolved, as YAML (--json: as JSON)."""
+    from piflash.profiles import find_profile, load_profile, profile_to_dict, profile_yaml
 
     data = profile_to_dict(load_profile(find_profile(name)))
     if json_mode:
         emit_json(data)
         return
-    for key, value in data.items():
-        if key == "base_address" and value is not None:
-            value = f"{value:#010x}"
-        click.echo(f"{key + ':':<14} {value if value is not None else '-'}")
+    click.echo(profile_yaml(data), nl=False)
 
 
 @profile.command()

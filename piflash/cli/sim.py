@@ -73,15 +73,35 @@ def list_cmd(json_mode):
     """List the simulated boards."""
     boards = _store().list()
     if json_mode:
-        # target_uid as every other output gives it (docs/result.md): lower-case hex
-        emit_json({"boards": [dict(b.to_dict(), target_uid=b.target_uid.lower()) for b in boards]})
+        # target_uid as every other output gives it (docs/result.md): lower-case hex; created as
+        # every other time: local time with its offset, to the millisecond (piflash.record.result.iso_time)
+        emit_json(
+            {
+                "boards": [
+                    dict(b.to_dict(), target_uid=b.target_uid.lower(), created=_local_time(b.created)) for b in boards
+                ]
+            }
+        )
         return
     if not boards:
         click.echo("No simulated boards. Create one with 'piflash sim create NAME --target TYPE'.")
     for b in boards:
         flags = ", ".join(f"{k}={v}" for k, v in sorted(b.faults.to_dict().items())) or "no faults"
         state = ("present" if b.present else "ejected") + ("" if b.seated else ", fixture empty")
-        click.echo(f"sim:{b.name:<24} {b.target:<12} uid {b.target_uid}  {state}  {flags}")
+        click.echo(f"sim:{b.name:<24} {b.target:<12} uid {b.target_uid.lower()}  {state}  {flags}")
+
+
+def _local_time(created: str) -> str:
+    """A board's creation time (ISO 8601 UTC, as the store keeps it) as local time with its
+    offset, to the millisecond; a board created before the store kept milliseconds keeps its
+    whole seconds (nothing is made up). Unreadable text is returned as it is."""
+    import datetime
+
+    try:
+        when = datetime.datetime.fromisoformat(created)
+    except ValueError:
+        return created
+    return when.astimezone().isoformat(timespec="milliseconds" if "." in created else "seconds")
 
 
 @sim.command()

@@ -453,8 +453,7 @@ def flash_bootsel_session(
     verify, reset = job.verify, job.reset
     if result.target:
         _check_reported(conn, image, result.target)
-    stats = result.program
-    stats.erase_mode = "sector"
+    stats = result.program  # erase_mode stays None unless a sector is erased
     with phase(result, sink, Phase.ERASE):
         parts = _sectors_of(image)
         sink.phase_start(Phase.ERASE, len(parts) * SECTOR)
@@ -468,6 +467,7 @@ def flash_bootsel_session(
 
         plans, _ = plan_sectors(image, crcs, conn.read, parts)
         for start, count in _runs([p.address for p in plans if p.erase], SECTOR):
+            stats.erase_mode = "sector"
             conn.erase_range(start, count * SECTOR)
             stats.erased_bytes += count * SECTOR
         erased = stats.erased_bytes

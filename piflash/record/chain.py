@@ -59,14 +59,38 @@ class ChainProblem:
     """One break in the chain.
 
     :ivar row_id: the history row id (``id`` column) at fault: the edited or inserted row, or the
-        deleted one when its id is known (else the first row after the gap).
+        deleted one; None for a deleted row known only by its ``seq`` (a gap in ``seq`` that no
+        single missing id accounts for, or a copy without ids such as the ledger's).
     :ivar kind: ``"edited"``, ``"deleted"`` or ``"inserted"``.
     :ivar detail: one sentence saying what was found.
+    :ivar seq: the ``seq`` of the row at fault when known (for a deletion, the first missing
+        ``seq``); None for a row never sealed or a deleted row known only by its id.
     """
 
-    row_id: int
+    row_id: Optional[int]
     kind: str
     detail: str
+    seq: Optional[int] = None
+    #: Where the problem sorts among the others: the id of the row it was found at.
+    order: int = field(default=0, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.row_id is not None and not self.order:
+            self.order = self.row_id
+
+    @property
+    def name(self) -> str:
+        """How messages name the row: ``row #2``; a deleted row with its seq, ``row #2 (seq 1)``;
+        one known by seq only, ``the row with seq 1``."""
+        if self.row_id is None:
+            return f"the row with seq {self.seq}"
+        if self.kind == "deleted" and self.seq is not None:
+            return f"row #{self.row_id} (seq {self.seq})"
+        return f"row #{self.row_id}"
+
+    def to_dict(self) -> dict:
+        """JSON-friendly: ``row_id``, ``seq``, ``kind``, ``detail``."""
+        return {"row_id": self.row_id, "seq": self.seq, "kind": self.kind, "detail": self.detail}
 
 
 @dataclass
@@ -102,7 +126,7 @@ class ChainReport:
             "head_seq": self.head_seq,
             "head_hash": self.head_hash,
             "open_rows": self.open_rows,
-            "problems": [p.__dict__ for p in self.problems],
+            "problems": [p.to_dict() for p in self.problems],
             "anchor_found": self.anchor_found,
         }
 
@@ -141,6 +165,8 @@ def verify_chain(
         elif r["seq"] is None:
             report.open_rows.append(int(r["id"]))
     prev_hash, prev_seq, prev_id = GENESIS, 0, None
+    gaps: List[ChainProblem] = []  # deletions found as a skip in seq, their ids not known yet
+    gap_sizes: List[int] = []
     for i, r in enumerate(sealed):
         nxt = sealed[i + 1] if i + 1 < len(sealed) else None
         content_ok = row_hash(r) == r["row_hash"]
@@ -152,17 +178,29 @@ def verify_chain(
         elif nxt is not None and nxt["prev_hash"] == prev_hash:
             report.problems.append(
                 ChainProblem(
-                    rid, "inserted", f"row #{rid} (seq {r['seq']}) is not in the chain: the next row links over it"
+                    rid,
+                    "inserted",
+                    f"row #{rid} (seq {r['seq']}) is not in the chain: the next row links over it",
+                    seq=_seq(r),
                 )
             )
             continue  # the chain goes on from the row before it
         elif not content_ok:
             report.problems.append(
-                ChainProblem(rid, "edited", f"row #{rid} (seq {r['seq']}) no longer matches its row_hash")
+                ChainProblem(rid, "edited", f"row #{rid} (seq {r['seq']}) no longer matches its row_hash", seq=_seq(r))
             )
         elif not seq_ok and r["seq"] > prev_seq + 1:
             gap = f"seq {prev_seq + 1}" if r["seq"] == prev_seq + 2 else f"seq {prev_seq + 1}-{r['seq'] - 1}"
-            report.problems.append(ChainProblem(rid, "deleted", f"{gap} missing before row #{rid}"))
+            gaps.append(
+                ChainProblem(
+                    None,
+                    "deleted",
+                    f"{gap} missing before row #{rid} (seq {r['seq']})",
+                    seq=prev_seq + 1,
+                    order=rid,
+                )
+            )
+            gap_sizes.append(int(r["seq"]) - prev_seq - 1)
         else:
             culprit = prev_id if prev_id is not None else rid
             report.problems.append(
@@ -170,21 +208,46 @@ def verify_chain(
                     culprit,
                     "edited",
                     f"row #{culprit} was changed and its hash recomputed: row #{rid} links to another hash",
+                    seq=prev_seq if prev_id is not None else _seq(r),
                 )
             )
         prev_hash, prev_seq, prev_id = r["row_hash"], int(r["seq"]), rid
         report.sealed += 1
     report.head_seq, report.head_hash = prev_seq, prev_hash
     if check_ids:
-        _missing_ids(report, rows, highest_id)
+        _missing_ids(report, rows, highest_id, gaps, gap_sizes)
+    else:
+        report.problems.extend(gaps)
     if anchor is not None:
         report.anchor_found = any(r["row_hash"] == anchor.strip().lower() for r in sealed)
-    report.problems.sort(key=lambda p: p.row_id)
+    report.problems.sort(key=lambda p: p.order)
     return report
 
 
-def _missing_ids(report: ChainReport, rows: Sequence[Dict[str, object]], highest_id: int) -> None:
-    """Add a "deleted" problem per run of ids missing between 1 and the highest id ever given.
+def _seq(row: Dict[str, object]) -> Optional[int]:
+    """A row's ``seq`` as an int; None when it has none, or one no sealed row has (an inserted row's 2.5)."""
+    value = row.get("seq")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        return None
+    return int(value)
+
+
+def _missing_ids(
+    report: ChainReport,
+    rows: Sequence[Dict[str, object]],
+    highest_id: int,
+    gaps: Sequence[ChainProblem] = (),
+    gap_sizes: Sequence[int] = (),
+) -> None:
+    """Add a "deleted" problem per run of ids missing between 1 and the highest id ever given,
+    and one per skip in ``seq`` (``gaps``, each ``gap_sizes`` seqs long).
+
+    A deleted sealed row leaves both a missing id and (unless it was the newest) a skip in
+    ``seq``; rows complete out of order, so the two need not be next to each other. When the
+    missing ids are exactly as many as the missing seqs and all those seqs are one skip, they are
+    the same rows: one problem names them by id and seq (``row #2 (seq 1)``). Otherwise the
+    pairing is not known (a deleted open row has an id and no seq; the deleted newest row leaves
+    no skip): each is reported on its own.
 
     A row inserted with an id of its own choosing raises SQLite's highest id too: ids above the
     last row that is not an inserted one count only if the highest id itself is not inserted.
@@ -195,6 +258,25 @@ def _missing_ids(report: ChainReport, rows: Sequence[Dict[str, object]], highest
     if highest_id > limit and highest_id not in inserted:
         limit = highest_id
     missing = sorted(set(range(1, limit + 1)) - ids)
+    if len(gaps) == 1 and missing and len(missing) == gap_sizes[0]:
+        gap, first = gaps[0], missing[0]
+        if len(missing) == 1:
+            what = f"row #{first} (seq {gap.seq}) is missing"
+        else:
+            what = (
+                f"rows {', '.join(f'#{i}' for i in missing)} (seq {gap.seq}-{gap.seq + len(missing) - 1}) are missing"
+            )
+        report.problems.append(
+            ChainProblem(
+                first,
+                "deleted",
+                f"{what}: ids are never reused, and the chain goes on at row #{gap.order} "
+                f"(seq {int(gap.seq or 0) + len(missing)})",
+                seq=gap.seq,
+            )
+        )
+        return
+    report.problems.extend(gaps)
     runs: List[List[int]] = []
     for i in missing:
         if runs and runs[-1][-1] == i - 1:

@@ -46,7 +46,7 @@ class ProgramStats:
     Byte counts are bytes; the phases' times are in :attr:`OperationResult.durations`.
     """
 
-    erase_mode: Optional[str] = None  #: "chip" or "sector", as the erase was done
+    erase_mode: Optional[str] = None  #: "chip" or "sector", as the erase was done; None when nothing was erased
     erased_bytes: int = 0
     programmed_bytes: int = 0  #: bytes actually written (whole pages)
     programmed_pages: int = 0
@@ -54,8 +54,14 @@ class ProgramStats:
     skipped_pages: int = 0
 
     def add(self, info) -> None:
-        """Add one region's :class:`piflash.flashing.plan.RegionStats`."""
-        self.erase_mode = "chip" if info.chip_erase or self.erase_mode == "chip" else "sector"
+        """Add one region's :class:`piflash.flashing.plan.RegionStats`: ``erase_mode`` becomes
+        "chip" for a chip erase, "sector" for sectors erased (``erased_bytes`` > 0), and stays
+        as it was (None when no region erased anything) for a region whose sectors were all
+        blank or unchanged."""
+        if info.chip_erase or self.erase_mode == "chip":
+            self.erase_mode = "chip"
+        elif info.erased_bytes:
+            self.erase_mode = "sector"
         self.erased_bytes += info.erased_bytes
         self.programmed_bytes += info.programmed_bytes
         self.programmed_pages += info.programmed_pages

@@ -212,7 +212,7 @@ class SimStore:
                 target=target,
                 target_uid=uid,
                 stats={"erase_ops": 0, "program_ops": 0, "program_bytes": 0},
-                created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
                 path=self._dir(name),
             )
             self._dir(name).mkdir(parents=True, exist_ok=True)

@@ -73,7 +73,7 @@ def test_verify_chain_passes_on_a_real_history(cli, real_history, tmp_path):
 @pytest.mark.parametrize("change, row_id, kind", [
     ("UPDATE operations SET outcome = 'pass', exit_code = 0 WHERE id = 3", 3, "edited"),
     ("UPDATE operations SET firmware_sha256 = upper(firmware_sha256) WHERE id = 1", 1, "edited"),
-    ("DELETE FROM operations WHERE id = 2", 2, "deleted"),
+    ("DELETE FROM operations WHERE id = 2", 2, "deleted"),             # named with its seq: row #2 (seq 2)
     ("DELETE FROM operations WHERE id = 4", 4, "deleted"),              # the newest: only its id is missed
     ("INSERT INTO operations (started_at, operation, outcome, exit_code) VALUES (1, 'flash', 'pass', 0)",
      5, "inserted"),                                                     # outside the chain
@@ -84,7 +84,8 @@ def test_verify_chain_passes_on_a_real_history(cli, real_history, tmp_path):
 def test_verify_chain_names_the_row_and_what_happened(cli, real_history, tmp_path, change, row_id, kind):
     path = _copy(real_history, tmp_path, change)
     proc = cli("history", "verify-chain", "--file", path, check=ExitCode.HISTORY_CHAIN)
-    assert f"error: the history chain is broken: row #{row_id} was {kind}" in proc.stderr, proc.stderr
+    name = f"row #{row_id} (seq 2)" if change == "DELETE FROM operations WHERE id = 2" else f"row #{row_id}"
+    assert f"error: the history chain is broken: {name} was {kind}" in proc.stderr, proc.stderr
     assert f"row #{row_id}: {kind}: " in proc.stdout
 
 
@@ -211,3 +212,50 @@ def test_newer_schema_is_refused(cli, tmp_path):
         db.execute("PRAGMA user_version = 99")
     proc = cli("history", "--file", path, check=ExitCode.HISTORY)
     assert "history schema 99" in proc.stderr and "newer piflash" in proc.stderr
+
+
+def _out_of_order_history(path):
+    """Three station rows opened as #1, #2, #3 that finish #2, #1, #3: seq 1 is row #2, seq 2
+    row #1, seq 3 row #3 (parallel workers, as the station's)."""
+    with History(path) as db:
+        ids = [db.open(OperationResult(operation="flash", probe_id=f"sim:{n}", started_at=float(i)))
+               for i, n in enumerate("abc")]
+        for i in (1, 0, 2):
+            db.complete(ids[i], OperationResult(operation="flash", probe_id="sim:x", ok=True, started_at=float(i)))
+        assert {r["id"]: r["seq"] for r in db.query()} == {1: 2, 2: 1, 3: 3}
+    return path
+
+
+@pytest.mark.parametrize("deleted, seq", [(2, 1), (1, 2)])
+def test_verify_chain_names_a_deleted_row_of_an_out_of_order_history(cli, tmp_path, deleted, seq):
+    """Deleting row #2 (seq 1) of a history whose rows finished out of order is reported as that
+    row, by id and seq, once: not as "row #1 was deleted" (row #1 is there, with seq 2)."""
+    path = _out_of_order_history(tmp_path / "h.sqlite3")
+    db = sqlite3.connect(str(path), isolation_level=None)
+    db.execute("DELETE FROM operations WHERE id = ?", (deleted,))
+    db.close()
+    proc = cli("history", "verify-chain", "--file", path, check=ExitCode.HISTORY_CHAIN)
+    assert f"error: the history chain is broken: row #{deleted} (seq {seq}) was deleted\n" in proc.stderr, proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"row #{deleted}: deleted: row #{deleted} (seq {seq}) is missing: ids are never reused, and the chain "
+        f"goes on at row #{3 if deleted == 1 else 1} (seq {seq + 1})"]
+    report = cli.json("history", "verify-chain", "--file", path, check=ExitCode.HISTORY_CHAIN)
+    assert [(p["row_id"], p["seq"], p["kind"]) for p in report["problems"]] == [(deleted, seq, "deleted")]
+
+
+def test_verify_chain_names_by_seq_a_deleted_row_whose_id_is_not_known(cli, tmp_path):
+    """Two rows gone, one sealed (#2, seq 1) and one still open (#4): two missing ids and one
+    missing seq, so which id held seq 1 is not known; the skip is named by its seq, and the ids
+    on their own, none of them blaming a row that is there."""
+    path = _out_of_order_history(tmp_path / "h.sqlite3")
+    with History(path) as h:
+        h.open(OperationResult(operation="flash", probe_id="sim:d", started_at=4.0))
+    db = sqlite3.connect(str(path), isolation_level=None)
+    db.execute("DELETE FROM operations WHERE id IN (2, 4)")
+    db.close()
+    report = cli.json("history", "verify-chain", "--file", path, check=ExitCode.HISTORY_CHAIN)
+    assert [(p["row_id"], p["seq"]) for p in report["problems"]] == [(None, 1), (2, None), (4, None)]
+    assert "seq 1 missing before row #1 (seq 2)" in report["problems"][0]["detail"]
+    proc = cli("history", "verify-chain", "--file", path, check=ExitCode.HISTORY_CHAIN)
+    assert "error: the history chain is broken: the row with seq 1 was deleted (3 problems)" in proc.stderr
+    assert proc.stdout.splitlines()[0].startswith("seq 1: deleted: seq 1 missing before row #1 (seq 2)")
