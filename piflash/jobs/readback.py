@@ -244,7 +244,7 @@ def read_bootsel(
     with tracking(result):
         with bootsel_session(probe, result, sink, on_connected, target) as conn:
             try:
-                regions = resolve_target(result.target or "rp2040").flash_regions or []
+                regions = (resolve_target(result.target).flash_regions if result.target else None) or []
                 jedec = conn.flash_jedec_id()
                 size = size_of_jedec(jedec) if jedec is not None else None
                 if size and jedec:
