@@ -344,6 +344,8 @@ class Family:
         families (lower first).
     :cvar uid_location: where the family keeps its factory unique ID (:class:`TargetUidLocation`),
         None when it has none piflash reads from memory.
+    :cvar uid_halts_core: its unique ID is read only by halting the core and running code on it
+        (an RP2040's flash unique ID), so ``read_uid`` reads it only when ``intrusive`` (bool).
     :cvar erase_sector_timeout: seconds pyOCD's ``flash.timeout.erase_sector`` is set to, None to
         keep pyOCD's default.
     :cvar read_out_protection: the family has a read-out protection that piflash reads before
@@ -367,6 +369,7 @@ class Family:
     names: ClassVar[Optional[Pattern[str]]] = None
     identify_rank: ClassVar[int] = 1
     uid_location: ClassVar[Optional[TargetUidLocation]] = None
+    uid_halts_core: ClassVar[bool] = False
     erase_sector_timeout: ClassVar[Optional[float]] = None
     read_out_protection: ClassVar[bool] = False
     needs_target_init: ClassVar[bool] = False
