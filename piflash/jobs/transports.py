@@ -195,6 +195,9 @@ def flash_transport(probe: Union[str, ProbeSelector, None]) -> TransportCaps:
     Pico in BOOTSEL mode (:func:`piflash.probe.picoboot.list_devices`) and no debug probe attached
     (:func:`piflash.probe.discovery.list_probes`), it is PICOBOOT. Looks at the USB bus only when
     no probe is named.
+
+    :raises SeveralProbesError: (exit 8) no probe named, a Pico in BOOTSEL mode and a debug probe
+        attached: the message names them all, the hint ``-u picoboot``.
     """
     if probe:
         return caps_of(probe)
@@ -202,9 +205,12 @@ def flash_transport(probe: Union[str, ProbeSelector, None]) -> TransportCaps:
 
     if not picoboot.list_devices():
         return DEFAULT
-    from piflash.probe.discovery import list_probes
+    from piflash.probe.discovery import list_probes, several_attached_error
 
-    return DEFAULT if list_probes() else PICOBOOT
+    probes = list_probes()
+    if probes:
+        raise several_attached_error([p.unique_id for p in probes])
+    return PICOBOOT
 
 
 def flash_needs(job) -> List[str]:

@@ -403,3 +403,19 @@ def test_another_target_for_a_bootsel_pico_is_exit_10_naming_the_chip(cli, pico,
     assert f"picoboot:1-2 is an RP2040 in BOOTSEL mode, not {target}" in out["error"]["message"]
     assert "--target rp2040" in out["error"]["hint"]
     assert store.read_flash("pico") == b"\xff" * len(store.read_flash("pico"))
+
+
+def test_a_bootsel_pico_and_a_debug_probe_name_both_and_the_picoboot_hint(cli, pico, tmp_path):
+    """Issue 41: with a Pico in BOOTSEL mode and another probe attached, a flash that names no
+    probe went to the other probe (or was exit 8 naming only it). It is exit 8 naming both, and
+    says how to choose the Pico (-u picoboot)."""
+    store, info, blink = pico
+    store.create("mb", "nrf52840")
+    uf2 = tmp_path / "blink.uf2"
+    uf2.write_bytes(to_uf2(blink, BASE, RP2040_FAMILY))
+    for argv in (("flash", uf2),):
+        proc = cli(*argv, check=8)
+        assert "sim:mb" in proc.stderr and "picoboot:1-2 (an RP2040 in BOOTSEL mode)" in proc.stderr, argv
+        assert "-u picoboot" in proc.stderr, argv
+    out = cli.json("flash", uf2, check=8)
+    assert out["error"]["exit_code"] == 8
