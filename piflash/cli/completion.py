@@ -18,7 +18,9 @@ nothing, or file names where the shell does that).
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, List
+from typing import Any, Callable, List, Set, TypeVar
+
+T = TypeVar("T")
 
 #: The longest a Tab waits for the probe list (seconds): a USB enumeration with pyOCD's import
 #: takes about 1 s on a Pi 4; a bus that hangs gives no probe IDs rather than a hung shell.
@@ -34,7 +36,7 @@ def _items(words: List[str], incomplete: str) -> List[Any]:
     return [CompletionItem(w) for w in dict.fromkeys(words) if w.lower().startswith(low)]
 
 
-def _quietly(lister: Callable[[], List[str]]) -> List[str]:
+def _quietly(lister: Callable[[], List[T]]) -> List[T]:
     """``lister()``, or [] when it raises (a completion never fails)."""
     try:
         return lister()
@@ -59,7 +61,7 @@ def probe_ids(timeout: float = PROBE_LIST_S) -> List[str]:
         from piflash.probe.discovery import list_probes
         from piflash.probe.picoboot import list_devices
 
-        found.extend(p.unique_id for p in _quietly(list_probes))
+        found.extend(p.unique_id for p in _quietly(lambda: list_probes()))
         found.extend(d.probe_id for d in _quietly(list_devices))
 
     thread = threading.Thread(target=work, name="piflash-complete-probes", daemon=True)
@@ -73,7 +75,7 @@ def profile_names() -> List[str]:
     ``*.yaml`` and ``*.yml``, hidden files left out; nothing is loaded)."""
     from piflash.profiles import profile_dirs
 
-    names = set()
+    names: Set[str] = set()
     for d in profile_dirs():
         for pattern in ("*.yaml", "*.yml"):
             try:
