@@ -199,11 +199,15 @@ def open_session(
         opts["frequency"] = int(frequency)
     elif "frequency" not in opts:
         opts["frequency"] = DEFAULT_FREQUENCY_HZ
-    from piflash.targets.catalog import erase_sector_timeout
+    from piflash.targets.catalog import erase_chip_timeout, erase_sector_timeout
 
-    sector_timeout = erase_sector_timeout(target or probe_target(probe))
+    target_type = target or probe_target(probe)
+    sector_timeout = erase_sector_timeout(target_type)
     if sector_timeout is not None:
         opts.setdefault("flash.timeout.erase_sector", sector_timeout)
+    chip_timeout = erase_chip_timeout(target_type)
+    if chip_timeout is not None:
+        opts.setdefault("flash.timeout.erase_all", chip_timeout)
     from piflash.probe.batched_dap import batched_probe
 
     # The same probe object for the session and for _connect_error, which reads the chip's IDs
