@@ -756,6 +756,21 @@ def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, yes, 
     )
     if mode == "chip":
         confirm_mass_erase(CHIP_ERASE_LOSES, yes, "erase --chip")
+    from piflash.jobs.transports import PICOBOOT, flash_transport
+
+    if flash_transport(s.probe) is PICOBOOT:  # named, or the only thing attached (both: exit 8)
+        from piflash.jobs.bootsel import erase_bootsel
+
+        result = _run_with_progress(
+            s,
+            quiet,
+            json_mode,
+            lambda display, on_connected: erase_bootsel(
+                s.probe, s.target, "sector" if ranges else "chip", ranges, display, on_connected
+            ),
+        )
+        _report(result, json_mode, quiet, f"Erased {result.program.erased_bytes:,} bytes on {result.target}")
+        return
     result = _run_with_progress(
         s,
         quiet,

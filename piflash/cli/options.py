@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 import click
 
+from piflash.cli.completion import complete_probe, complete_profile, complete_target
 from piflash.errors import EXIT_CODE_HELP, ExitCode, PiflashError
 
 if TYPE_CHECKING:
@@ -222,6 +223,7 @@ def probe_options(func):
         "-p",
         "profile",
         metavar="NAME|FILE",
+        shell_complete=complete_profile,
         help="Profile: a YAML file, or a name searched in ./piflash.d, "
         "$XDG_CONFIG_HOME/piflash/profiles, /etc/piflash/profiles.",
     )(func)
@@ -229,13 +231,18 @@ def probe_options(func):
         "--frequency", "-f", callback=_frequency, metavar="HZ", help="SWD clock, e.g. 4000000 or 4MHz."
     )(func)
     func = click.option(
-        "--target", "-t", metavar="TYPE", help="pyOCD target type, e.g. nrf52840, stm32f103rc ('piflash targets')."
+        "--target",
+        "-t",
+        metavar="TYPE",
+        shell_complete=complete_target,
+        help="pyOCD target type, e.g. nrf52840, stm32f103rc ('piflash targets').",
     )(func)
     func = click.option(
         "--probe",
         "-u",
         metavar="UID",
         callback=_probe,
+        shell_complete=complete_probe,
         help="Probe unique ID, matched whole (any case): a serial number, "
         "sim:nrf52840, remote:HOST:PORT, picoboot[:SERIAL|:BUS-PORT]; "
         "0240* for a prefix that matches one probe.",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from piflash.cli.completion import complete_profile
 from piflash.cli.options import CONTEXT, emit_json, handles_errors
 
 
@@ -31,7 +32,7 @@ def list_cmd(json_mode):
 
 
 @profile.command()
-@click.argument("name")
+@click.argument("name", shell_complete=complete_profile)
 @click.option("--json", "json_mode", is_flag=True, help="Print JSON.")
 @handles_errors
 def show(name, json_mode):
@@ -46,7 +47,7 @@ def show(name, json_mode):
 
 
 @profile.command()
-@click.argument("name")
+@click.argument("name", shell_complete=complete_profile)
 @handles_errors
 def check(name):
     """Validate NAME: its keys and types, the firmware file, its SHA-256 and its place in flash."""

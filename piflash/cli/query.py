@@ -25,7 +25,14 @@ def info(probe, target, frequency, profile, pyocd_options, json_mode):
     """Connect and show the target: type, unique ID, probe, flash regions."""
     s = resolve(profile, probe=probe, target=target, frequency=frequency)
     require_transport(s.probe, ["identify"], "info", "'piflash probes' shows its chip and port")
-    data = _connected_info(s, pyocd_options)
+    from piflash.jobs.transports import PICOBOOT, flash_transport
+
+    if flash_transport(s.probe) is PICOBOOT:  # named, or the only thing attached (both: exit 8)
+        from piflash.jobs.bootsel import bootsel_info
+
+        data = bootsel_info(s.probe, s.target)
+    else:
+        data = _connected_info(s, pyocd_options)
     if json_mode:
         emit_json(data)
         return

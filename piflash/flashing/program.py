@@ -317,7 +317,8 @@ def _chip_erase(session: Session) -> List[Tuple[int, int]]:
             spans[i] = (region.start, region.start + min(size, region.length))
         elif region.flash.is_erase_all_supported:
             region.flash.init(region.flash.Operation.ERASE)
-            region.flash.erase_all()
+            with _naming_stuck_chip_erase(session):
+                region.flash.erase_all()
             region.flash.cleanup()
             if digest in CHIP_WIDE_ERASE_ALL:
                 chip_wide_done.add(digest)
@@ -342,6 +343,26 @@ def _check_blank(session: Session, mode: str, ranges: Sequence[Tuple[int, int]])
         "protection and erase again. The same bytes staying programmed without protection "
         "means worn flash",
     )
+
+
+@contextlib.contextmanager
+def _naming_stuck_chip_erase(session: Session) -> Iterator[None]:
+    """Turn pyOCD's "flash erase all timed out" into a FlashError (exit 11) that says how long
+    piflash waited (``flash.timeout.erase_all``: ten times the datasheet's mass-erase time, see
+    :func:`piflash.targets.catalog.erase_chip_timeout`) and what to do."""
+    from pyocd.core.exceptions import FlashEraseFailure
+
+    try:
+        yield
+    except FlashEraseFailure as exc:
+        if "timed out" not in str(exc):
+            raise
+        seconds = session.options.get("flash.timeout.erase_all")
+        raise FlashError(
+            f"the chip erase timed out: the flash controller did not finish within {seconds:g} s",
+            hint="the flash controller is stuck or locked (nRF: APPROTECT, use 'piflash protect recover'; "
+            "STM32: the RDP option byte): power-cycle the board and try again",
+        ) from exc
 
 
 @contextlib.contextmanager

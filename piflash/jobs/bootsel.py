@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import binascii
 import contextlib
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from piflash.errors import (
     PicobootError,
@@ -366,6 +366,142 @@ def reset_bootsel(probe: Optional[str] = None, on_connected=None) -> OperationRe
         with bootsel_session(probe, result, sink, on_connected) as conn:
             _reboot(conn, result, sink)
     return result
+
+
+#: Bytes erased per PICOBOOT command by :func:`erase_bootsel` (one progress step): a 64 KiB block,
+#: the largest erase the flash has below a chip erase (W25Q16JV datasheet 8.2.33, D8h).
+ERASE_STEP = 0x10000
+
+
+def erase_bootsel(
+    probe: Optional[str] = None,
+    target: Optional[str] = None,
+    mode: str = "chip",
+    ranges: Sequence[Tuple[int, int]] = (),
+    progress: Optional[ProgressSink] = None,
+    on_connected=None,
+) -> OperationResult:
+    """Erase a Pico in BOOTSEL mode (``-u picoboot``): its whole flash (``mode`` ``"chip"``: the
+    size its JEDEC ID gives, as :func:`piflash.jobs.readback.read_bootsel` reads it; the boot ROM
+    has no chip erase command, so it is erased in :data:`ERASE_STEP` pieces, with progress) or
+    the 4 KiB sectors covering ``ranges`` (``"sector"``); each piece read back and checked blank,
+    as an erase over SWD is (a READ: faster than the RP2040 helper's CRC of pages that are
+    compared with 0xFF anyway, and the same on an RP2350, which runs no helper).
+
+    :param ranges: (start, end exclusive) flash addresses in bytes, for ``"sector"``.
+    :returns: the :class:`OperationResult` (``program.erase_mode``, ``program.erased_bytes``).
+    :raises ValueError: an unknown ``mode``, a sector erase without ranges, an empty range.
+    :raises ImageRangeError: (exit 4) a range outside the flash.
+    :raises FlashError: (exit 11) a page is not blank afterwards (the first address named).
+    :raises: what :func:`bootsel_session` raises.
+    """
+    from piflash.errors import FlashError
+    from piflash.flashing.program import _check_erase_range
+
+    if mode not in ("chip", "sector") or (mode == "sector") != bool(ranges):
+        raise ValueError("erase needs mode 'chip' without ranges, or 'sector' with ranges")
+    sink = progress or ProgressSink()
+    result = OperationResult.start("erase", None, probe, target)
+    with tracking(result):
+        with bootsel_session(probe, result, sink, on_connected, target) as conn:
+            regions = _boot_flash(conn, result.target)
+            if mode == "chip":
+                spans = [(regions[0][0], regions[0][1])]
+            else:
+                for start, end in ranges:
+                    _check_erase_range(start, end, regions)
+                spans = _merged([(a // SECTOR * SECTOR, -(-b // SECTOR) * SECTOR) for a, b in ranges])
+            total = sum(end - start for start, end in spans)
+            with phase(result, sink, Phase.ERASE):
+                sink.phase_start(Phase.ERASE, total)
+                result.program.erase_mode = mode
+                done = 0
+                for start, end in spans:
+                    at = start
+                    while at < end:
+                        step = min(ERASE_STEP, end - at)
+                        conn.erase_range(at, step)
+                        back = conn.read(at, step)
+                        if back.count(0xFF) != step:
+                            bad = at + next(i for i, byte in enumerate(back) if byte != 0xFF)
+                            raise FlashError(
+                                f"{mode} erase did not take: the byte at {bad:#010x} is not blank",
+                                address=bad,
+                                hint="power-cycle the board into BOOTSEL mode and erase again; the same "
+                                "bytes staying programmed means worn flash",
+                            )
+                        at += step
+                        done += step
+                        result.program.erased_bytes = done
+                        sink.phase_update(Phase.ERASE, done)
+                sink.phase_end(Phase.ERASE, f"{total:,} bytes erased")
+    return result
+
+
+def _boot_flash(
+    conn: picoboot.PicobootConnection, target: Optional[str], named: bool = True
+) -> List[Tuple[int, int, str]]:
+    """The boot flash of the chip behind ``conn`` as one (start, end exclusive, name) region: the
+    ``xip`` region of ``target``'s static map cut to the size the flash's JEDEC ID gives
+    (:func:`piflash.targets.families.rp2.regions_of_size`; named with that ID when ``named``),
+    or the whole window when the ID gives none."""
+    from piflash.targets.catalog import resolve_target
+    from piflash.targets.families.rp2 import regions_of_size, size_of_jedec
+
+    regions = list(resolve_target(target).flash_regions or []) if target else []
+    jedec = conn.flash_jedec_id()
+    size = size_of_jedec(jedec) if jedec is not None else None
+    if size and jedec:
+        cut = regions_of_size(regions, size, jedec)
+        regions = cut if named else [(a, b, name) for (a, b, _), (_, _, name) in zip(cut, regions)]
+    return regions[:1]
+
+
+def bootsel_info(probe: Optional[str] = None, target: Optional[str] = None) -> Dict[str, object]:
+    """What the boot ROM of a Pico in BOOTSEL mode (``-u picoboot``) reports, as ``piflash info``
+    shows it over SWD (docs/result.schema.json ``info``): the chip (its USB product ID), the
+    board's unique ID (RP2040: the flash's 64-bit unique ID, the 4Bh instruction as pico-sdk's
+    ``flash_get_unique_id`` sends it; RP2350: the chip's OTP ID), the probe, and the boot flash
+    cut to the size its JEDEC ID gives (4 KiB sectors, 256-byte pages: RP2040 datasheet 2.8.5.4).
+
+    :returns: dict ``target``, ``target_uid`` (lower-case hex), ``probe_id``, ``probe_description``,
+        ``regions`` (one flash region: ``name``, ``type``, ``start``, ``end`` inclusive, ``size``,
+        ``sector_size``, ``page_size``).
+    :raises: what :func:`bootsel_session` raises.
+    """
+    result = OperationResult.start("info", None, probe, target)
+    with bootsel_session(probe, result, ProgressSink(), None, target, reboot_running=False) as conn:
+        regions = _boot_flash(conn, result.target, named=False)
+        description = f"{conn.info.chip.upper()} in BOOTSEL mode (PICOBOOT), boot ROM serial {conn.info.serial}"
+    return {
+        "target": result.target,
+        "target_uid": result.target_uid,
+        "probe_id": result.probe_id,
+        "probe_description": description,
+        "regions": [
+            {
+                "name": name,
+                "type": "flash",
+                "start": start,
+                "end": end - 1,
+                "size": end - start,
+                "sector_size": SECTOR,
+                "page_size": PAGE,
+            }
+            for start, end, name in regions
+        ],
+    }
+
+
+def _merged(spans: List[Tuple[int, int]]) -> List[Tuple[int, int]]:
+    """``spans`` ((start, end exclusive) pairs) sorted, overlapping or touching ones merged."""
+    out: List[Tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
 
 
 def _compare(conn: picoboot.PicobootConnection, image: FirmwareImage, sink: ProgressSink) -> VerifyStats:

@@ -44,6 +44,7 @@ CAPABILITIES: Dict[str, Tuple[str, str]] = {
     "flash": ("flash", "flashing"),
     "verify": ("verify", "a read-back verify"),
     "chip_erase": ("chip erase", "a chip erase"),
+    "flash_chip_erase": ("flash --erase chip", "a chip erase as a flash's erase (--erase chip)"),
     "sector_erase": ("sector erase", "erasing given sectors"),
     "read": ("read", "reading the target's memory"),
     "reset": ("reset", "a reset"),
@@ -65,7 +66,8 @@ class TransportCaps:
     :ivar short: what a message says is needed when only it does a thing (str), e.g. "a debug probe".
     :ivar flash: program an image (``piflash flash``).
     :ivar verify: compare the flash with an image without writing (``piflash verify``, a flash's verify).
-    :ivar chip_erase: a mass erase (``erase --chip``, a flash's ``--erase chip``).
+    :ivar chip_erase: erase the whole flash (``erase --chip``).
+    :ivar flash_chip_erase: a flash that erases the whole chip first (``flash --erase chip``).
     :ivar sector_erase: erase the sectors of given address ranges on request (``erase --sector``).
         A flash's own erase (``auto``, ``sector``) needs only ``flash``.
     :ivar read: read the target's memory.
@@ -85,6 +87,7 @@ class TransportCaps:
     flash: bool = False
     verify: bool = False
     chip_erase: bool = False
+    flash_chip_erase: bool = False
     sector_erase: bool = False
     read: bool = False
     reset: bool = False
@@ -137,6 +140,7 @@ PYOCD = register_transport(
         flash=True,
         verify=True,
         chip_erase=True,
+        flash_chip_erase=True,
         sector_erase=True,
         read=True,
         reset=True,
@@ -152,7 +156,9 @@ PYOCD = register_transport(
 #: A Pico in USB BOOTSEL mode, through its boot ROM's PICOBOOT interface (:mod:`piflash.jobs.bootsel`):
 #: READ, WRITE, FLASH_ERASE of 4 KiB sectors and REBOOT (RP2040 datasheet 2.8.5.4-5; RP2350
 #: datasheet 5.6). No debug port: no halt, no RAM while the firmware runs (RTT, a boot check), no
-#: protection to read or set, and no mass erase command; piflash's erase job is not offered.
+#: protection to read or set. No mass erase command: ``erase --chip`` erases the whole flash in
+#: 64 KiB pieces (:func:`piflash.jobs.bootsel.erase_bootsel`); a flash's ``--erase chip`` is not
+#: offered (a flash erases what it must change). ``info`` shows what the boot ROM reports.
 PICOBOOT = register_transport(
     TransportCaps(
         "picoboot",
@@ -160,8 +166,11 @@ PICOBOOT = register_transport(
         "a Pico in BOOTSEL mode",
         flash=True,
         verify=True,
+        chip_erase=True,
+        sector_erase=True,
         read=True,
         reset=True,
+        identify=True,
     )
 )
 
@@ -195,6 +204,9 @@ def flash_transport(probe: Union[str, ProbeSelector, None]) -> TransportCaps:
     Pico in BOOTSEL mode (:func:`piflash.probe.picoboot.list_devices`) and no debug probe attached
     (:func:`piflash.probe.discovery.list_probes`), it is PICOBOOT. Looks at the USB bus only when
     no probe is named.
+
+    :raises SeveralProbesError: (exit 8) no probe named, a Pico in BOOTSEL mode and a debug probe
+        attached: the message names them all, the hint ``-u picoboot``.
     """
     if probe:
         return caps_of(probe)
@@ -202,9 +214,12 @@ def flash_transport(probe: Union[str, ProbeSelector, None]) -> TransportCaps:
 
     if not picoboot.list_devices():
         return DEFAULT
-    from piflash.probe.discovery import list_probes
+    from piflash.probe.discovery import list_probes, several_attached_error
 
-    return DEFAULT if list_probes() else PICOBOOT
+    probes = list_probes()
+    if probes:
+        raise several_attached_error([p.unique_id for p in probes])
+    return PICOBOOT
 
 
 def flash_needs(job) -> List[str]:
@@ -213,7 +228,7 @@ def flash_needs(job) -> List[str]:
     check, pyOCD session options, a verify and a reset as asked."""
     needs = ["flash"]
     if job.erase == "chip":
-        needs.append("chip_erase")
+        needs.append("flash_chip_erase")
     if job.protect == "lock":
         needs.append("protect")
     if job.boot_check is not None:

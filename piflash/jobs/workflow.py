@@ -449,6 +449,19 @@ def verify_firmware(
     return _run("verify", image, probe, target, frequency, progress, body, options, on_connected)
 
 
+def _say_chip_erase_bound(session, sink: ProgressSink) -> None:
+    """Tell ``sink`` how long the chip erase may take: the session's ``flash.timeout.erase_all``
+    where piflash set it from the family's datasheet time
+    (:func:`piflash.targets.catalog.erase_chip_timeout`), so a wait on a stuck controller is not
+    silent."""
+    from piflash.targets.connect import session_family
+
+    if session_family(session).erase_chip_timeout is None:
+        return
+    seconds = session.options.get("flash.timeout.erase_all")
+    sink.message(f"Erasing the whole chip: piflash waits at most {seconds:g} s (10x the datasheet's mass-erase time)")
+
+
 def erase_target(
     probe: Optional[str] = None,
     target: Optional[str] = None,
@@ -477,6 +490,8 @@ def erase_target(
         check_protection(session, result)
         with phase(result, sink, Phase.ERASE):
             sink.phase_start(Phase.ERASE, 0)
+            if mode == "chip":
+                _say_chip_erase_bound(session, sink)
             result.program.erase_mode = mode  # as done: erase_flash never changes it
             result.program.erased_bytes = erase_flash(session, mode, ranges)
             sink.phase_end(Phase.ERASE, f"{result.program.erased_bytes:,} bytes erased")

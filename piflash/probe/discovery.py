@@ -21,6 +21,7 @@ from piflash.errors import (
     NoProbeError,
     ProbePermissionError,
     ProbeSyntaxError,
+    SeveralProbesError,
     extra_available,
     extra_missing,
 )
@@ -180,8 +181,35 @@ def select_probe(unique_id: Union[str, ProbeSelector, None] = None) -> DebugProb
                 "these probes report the same serial number; unplug all but one (a probe's "
                 "serial number can often be set with its vendor's tool)"
             )
+        if selector is None:
+            raise several_attached_error(ids)
         raise several_probes_error(selector, ids, hint=hint)
     return probes[0]
+
+
+def several_attached_error(probe_ids: List[str]) -> SeveralProbesError:
+    """The error (exit 8) of a command that names no probe where several are attached: the debug
+    probes ``probe_ids`` (str) and the Picos in USB BOOTSEL mode
+    (:func:`piflash.probe.picoboot.list_devices`), each named with how to choose it (``--probe
+    ID``, ``-u picoboot`` for a Pico in BOOTSEL mode).
+    """
+    from piflash.probe import picoboot
+
+    try:
+        bootsel = picoboot.list_devices()
+    except Exception:  # the USB bus cannot be read: the debug probes still make the error
+        LOG.debug("listing the BOOTSEL devices failed", exc_info=True)
+        bootsel = []
+    if not bootsel:
+        return several_probes_error(None, probe_ids)
+    ids = list(dict.fromkeys(probe_ids))
+    named = ids + [f"{d.probe_id} (an {d.chip.upper()} in BOOTSEL mode)" for d in bootsel]
+    one = "-u picoboot" if len(bootsel) == 1 else f"-u {bootsel[0].probe_id}"
+    return SeveralProbesError(
+        f"{len(named)} probes found: {', '.join(named)}",
+        ids + [d.probe_id for d in bootsel],
+        hint=f"choose one with --probe UNIQUE_ID, or {one} for the Pico in BOOTSEL mode (or 'probe:' in the profile)",
+    )
 
 
 def _raise_if_blocked(selector: Optional[ProbeSelector]) -> None:
@@ -206,4 +234,4 @@ def _raise_if_blocked(selector: Optional[ProbeSelector]) -> None:
     )
 
 
-__all__ = ["ProbeInfo", "list_probes", "probe_target", "select_probe"]
+__all__ = ["ProbeInfo", "list_probes", "probe_target", "select_probe", "several_attached_error"]

@@ -38,6 +38,15 @@ def erase_sector_timeout(target_type: Optional[str]) -> Optional[float]:
     return family_for(target_type).erase_sector_timeout
 
 
+def erase_chip_timeout(target_type: Optional[str]) -> Optional[float]:
+    """Seconds piflash allows a chip (mass) erase of ``target_type``, or None to keep pyOCD's
+    default (240 s): its family's :attr:`~piflash.targets.families.base.Family.erase_chip_timeout`,
+    ten times the datasheet's maximum mass-erase time."""
+    from piflash.targets.families import family_for
+
+    return family_for(target_type).erase_chip_timeout
+
+
 def uid_location(target_type: str) -> Optional[TargetUidLocation]:
     """The :class:`TargetUidLocation` for a pyOCD target type (its family's
     :attr:`~piflash.targets.families.base.Family.uid_location`), or None if piflash does not know it."""

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from pyocd.probe.debug_probe import DebugProbe
     from pyocd.utility.sequencer import CallSequence
 
+    from piflash.targets.families.base import Family
+
 LOG = logging.getLogger(__name__)
 
 #: Session options piflash always sets (pyOCD's names, see pyocd/core/options.py).
@@ -197,11 +199,15 @@ def open_session(
         opts["frequency"] = int(frequency)
     elif "frequency" not in opts:
         opts["frequency"] = DEFAULT_FREQUENCY_HZ
-    from piflash.targets.catalog import erase_sector_timeout
+    from piflash.targets.catalog import erase_chip_timeout, erase_sector_timeout
 
-    sector_timeout = erase_sector_timeout(target or probe_target(probe))
+    target_type = target or probe_target(probe)
+    sector_timeout = erase_sector_timeout(target_type)
     if sector_timeout is not None:
         opts.setdefault("flash.timeout.erase_sector", sector_timeout)
+    chip_timeout = erase_chip_timeout(target_type)
+    if chip_timeout is not None:
+        opts.setdefault("flash.timeout.erase_all", chip_timeout)
     from piflash.probe.batched_dap import batched_probe
 
     # The same probe object for the session and for _connect_error, which reads the chip's IDs
@@ -246,14 +252,28 @@ def read_target_uid(session: Session, strict: bool = False, intrusive: bool = Fa
     :raises pyocd.core.exceptions.Error: with ``strict``, the read failed (``ProbeDisconnected``
         when the probe is gone, ``TransferError`` when the target does not answer).
     """
+    return session_family(session).read_uid(session, strict, intrusive)
+
+
+def session_family(session: Session) -> Family:
+    """The family (:class:`piflash.targets.families.base.Family`) of the target of ``session`` (an
+    open pyOCD ``Session``): that of its part number, else of the target type the session was
+    opened with, else the generic one."""
     from piflash.targets.families import GENERIC, family_for
 
     assert session.target is not None, "an open session has its target"
     for name in (session.target.part_number, session.options.get("target_override")):
         family = family_for(name)
         if family is not GENERIC:
-            return family.read_uid(session, strict, intrusive)
-    return GENERIC.read_uid(session, strict, intrusive)
+            return family
+    return GENERIC
 
 
-__all__ = ["BASE_SESSION_OPTIONS", "DEFAULT_FREQUENCY_HZ", "check_session_options", "open_session", "read_target_uid"]
+__all__ = [
+    "BASE_SESSION_OPTIONS",
+    "DEFAULT_FREQUENCY_HZ",
+    "check_session_options",
+    "open_session",
+    "read_target_uid",
+    "session_family",
+]

@@ -63,11 +63,7 @@ def target_info(
     :raises: the connect errors of :func:`piflash.targets.connect.open_session`.
     """
     from piflash.probe.pyocd_errors import translate_error
-    from piflash.targets.connect import (
-        check_session_options,
-        open_session,
-        read_target_uid,
-    )
+    from piflash.targets.connect import check_session_options, open_session
 
     if target:
         check_session_options(options or {})  # first: check_target reads the 'pack' option
@@ -93,10 +89,41 @@ def target_info(
 
             return {
                 "target": user_name(session.options.get("target_override") or soc.part_number),
-                "target_uid": read_target_uid(session),
+                "target_uid": _uid_for_info(session),
                 "probe_id": link.unique_id,
                 "probe_description": link.description,
                 "regions": regions,
             }
         except Exception as exc:
             raise translate_error(exc, "connect") from exc
+
+
+def _uid_for_info(session: Any) -> Optional[str]:
+    """The target's unique ID for ``info`` (lower-case hex str, or None): read where its family
+    keeps it; where that is only by halting the core and running code (an RP2040's flash unique
+    ID, the 4Bh instruction as pico-sdk's ``flash_get_unique_id`` sends it:
+    :func:`piflash.targets.families.rp2.read_flash_unique_id`), it is read so, and a core that
+    was running is reset afterwards so that its firmware runs again (the read loads pyOCD's flash
+    algorithm into its RAM). A read that fails leaves the ID None.
+
+    :param session: an open pyOCD ``Session``.
+    """
+    import logging
+
+    from piflash.targets.connect import read_target_uid, session_family
+
+    family = session_family(session)
+    if not family.uid_halts_core:
+        return read_target_uid(session)
+    target = session.target
+    try:
+        running = target.get_state() == target.State.RUNNING
+    except Exception:
+        running = False
+    uid = family.read_uid(session, intrusive=True)
+    if running:
+        try:
+            target.reset()
+        except Exception:
+            logging.getLogger(__name__).debug("could not restart the target after its unique ID", exc_info=True)
+    return uid

@@ -390,3 +390,12 @@ def test_a_block_past_the_flash_it_reports_is_refused_before_anything_is_erased(
     assert store.read_flash("pico") == before
     after = store.get("pico").stats
     assert (after["erase_ops"], after["program_ops"]) == (stats["erase_ops"], stats["program_ops"])
+
+
+def test_info_shows_the_flash_unique_id(cli, pico):
+    """Issue 41: ``info -t rp2040`` said "Target UID: unknown". The RP2040's ID is its flash's,
+    read by the 4Bh instruction as pico-sdk's flash_get_unique_id sends it."""
+    store, info, blink = pico
+    assert f"Target UID: {info.target_uid.lower()}" in cli("info", "-u", "sim:pico", "-t", "rp2040").stdout
+    out = cli.json("info", "-u", "sim:pico", "-t", "rp2040")
+    assert out["target_uid"] == info.target_uid.lower()

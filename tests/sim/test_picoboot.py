@@ -360,7 +360,7 @@ def test_verify_and_reset_over_bootsel_and_what_needs_a_probe(cli, pico, tmp_pat
     bad = cli("verify", uf2, "-u", "picoboot", "--json", check=12)
     assert "0x10001000" in bad.stdout
     assert cli.json("reset", "-u", "picoboot")["reset"]
-    for argv in (("info",), ("erase", "--chip", "--yes"), ("protect", "status", "-t", "rp2040"), ("rtt",)):
+    for argv in (("protect", "status", "-t", "rp2040"), ("rtt",)):
         proc = cli(*argv, "-u", "picoboot", check=2)
         assert "needs a debug probe" in proc.stderr, argv
 
@@ -403,3 +403,66 @@ def test_another_target_for_a_bootsel_pico_is_exit_10_naming_the_chip(cli, pico,
     assert f"picoboot:1-2 is an RP2040 in BOOTSEL mode, not {target}" in out["error"]["message"]
     assert "--target rp2040" in out["error"]["hint"]
     assert store.read_flash("pico") == b"\xff" * len(store.read_flash("pico"))
+
+
+def test_a_bootsel_pico_and_a_debug_probe_name_both_and_the_picoboot_hint(cli, pico, tmp_path):
+    """Issue 41: with a Pico in BOOTSEL mode and another probe attached, a flash that names no
+    probe went to the other probe (or was exit 8 naming only it). It is exit 8 naming both, and
+    says how to choose the Pico (-u picoboot); info and erase the same."""
+    store, info, blink = pico
+    store.create("mb", "nrf52840")
+    uf2 = tmp_path / "blink.uf2"
+    uf2.write_bytes(to_uf2(blink, BASE, RP2040_FAMILY))
+    for argv in (("flash", uf2), ("info",), ("erase", "--sector", hex(BASE))):
+        proc = cli(*argv, check=8)
+        assert "sim:mb" in proc.stderr and "picoboot:1-2 (an RP2040 in BOOTSEL mode)" in proc.stderr, argv
+        assert "-u picoboot" in proc.stderr, argv
+    out = cli.json("flash", uf2, check=8)
+    assert out["error"]["exit_code"] == 8
+
+
+def _schema_check(out):
+    """``out`` (a --json object) against docs/result.schema.json."""
+    import json
+    from pathlib import Path
+
+    import fastjsonschema
+    schema = json.loads((Path(__file__).parents[2] / "docs" / "result.schema.json").read_text())
+    fastjsonschema.compile(schema)(out)
+    return out
+
+
+def test_info_over_bootsel_shows_what_the_boot_rom_reports(cli, pico):
+    """Issue 41: ``info -u picoboot`` was refused. It shows the chip, the flash's unique ID (4Bh,
+    lower-case hex) and the flash its JEDEC ID gives (2 MiB on a Pico)."""
+    store, info, blink = pico
+    text = cli("info", "-u", "picoboot").stdout
+    assert "Target:     rp2040" in text and f"Target UID: {info.target_uid.lower()}" in text
+    assert "picoboot:1-2 (RP2040 in BOOTSEL mode" in text and "2,097,152 B  sector 4,096 B, page 256 B" in text
+    out = _schema_check(cli.json("info", "-u", "picoboot"))
+    assert out["target_uid"] == info.target_uid.lower() and out["probe_id"] == "picoboot:1-2"
+    assert out["regions"] == [{"name": "xip", "type": "flash", "start": BASE, "end": BASE + 0x1FFFFF,
+                               "size": 0x200000, "sector_size": 4096, "page_size": 256}]
+
+
+def test_erase_over_bootsel_sectors_and_the_chip_with_history(cli, pico):
+    """Issue 41: ``erase -u picoboot`` was refused. --sector erases the 4 KiB sectors covering the
+    range and nothing else; --chip (only with --yes off a terminal) the whole 2 MiB flash, with
+    progress; each is a history row with the board's unique ID."""
+    store, info, blink = pico
+    store.write_flash("pico", b"\x5a" * 0x4000 + b"\xff" * 0x1000 + b"\x3c" * 0x1000)
+    out = _schema_check(cli.json("erase", "--sector", hex(BASE + 0x1800) + "+0x1000", "-u", "picoboot"))
+    assert out["ok"] and out["program"]["erase_mode"] == "sector" and out["program"]["erased_bytes"] == 0x2000
+    flash = store.read_flash("pico")
+    assert flash[:0x1000] == b"\x5a" * 0x1000 and flash[0x1000:0x3000] == b"\xff" * 0x2000
+    assert flash[0x3000:0x4000] == b"\x5a" * 0x1000 and flash[0x5000:0x6000] == b"\x3c" * 0x1000
+    bad = cli.json("erase", "--sector", "0x10200000+16", "-u", "picoboot", check=4)   # past the 2 MiB flash
+    assert "0x10200000" in bad["error"]["message"]
+    assert cli("erase", "--chip", "-u", "picoboot", check=2).returncode == 2          # no --yes off a terminal
+    proc = cli("erase", "--chip", "--yes", "-u", "picoboot")
+    assert "Erasing... 2,097,152 bytes" in proc.stdout and "Erased 2,097,152 bytes on rp2040" in proc.stdout
+    assert set(store.read_flash("pico")) == {0xFF}
+    rows = cli.json("history")["operations"]
+    uid = info.target_uid.lower()
+    assert [(r["operation"], r["outcome"], r["target_uid"]) for r in rows] == [
+        ("erase", "pass", uid), ("erase", "fail", uid), ("erase", "pass", uid)]   # newest first

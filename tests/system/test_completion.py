@@ -1,30 +1,62 @@
-"""Shell completion, as the README sets it up: the script click generates for bash, loaded into a
-real bash, completes commands, subcommands and options of the real CLI."""
+"""Issue 41 item 9: shell completion of target names, probe IDs and profile names, through
+click's own mechanism: the script ``_PIFLASH_COMPLETE=bash_source`` prints runs ``piflash`` with
+``_PIFLASH_COMPLETE=bash_complete``, ``COMP_WORDS`` and ``COMP_CWORD``, and reads ``TYPE,VALUE``
+lines back."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
+from piflash.sim import SimStore
 
-PIFLASH = Path(sys.executable).parent / "piflash"
+#: A piflash run as bash's completion function runs it, that prints afterwards (on stderr)
+#: whether pyOCD was imported.
+_RUN = (
+    "import sys\n"
+    "from piflash.cli import main\n"
+    "try:\n"
+    "    main()\n"
+    "finally:\n"
+    "    print('pyocd imported' if 'pyocd' in sys.modules else 'no pyocd', file=sys.stderr)\n"
+)
 
 
-@pytest.mark.skipif(not shutil.which("bash") or not PIFLASH.exists(), reason="needs bash and the venv's piflash")
-@pytest.mark.parametrize("words, cword, expected", [
-    ("piflash fl", 1, "flash"),
-    ("piflash sim ''", 2, "board create delete dump fault list plug serve unplug"),
-    ("piflash flash --ta", 2, "--target"),
-])
-def test_bash_completion_from_the_readme(tmp_path, words, cword, expected):
-    script = tmp_path / "piflash"          # the README's: generated once into a file
-    env = dict(os.environ, PATH=f"{PIFLASH.parent}:{os.environ['PATH']}")
-    subprocess.run(["bash", "-c", f"_PIFLASH_COMPLETE=bash_source piflash > {script}"], env=env, check=True)
-    probe = (f"source {script}; COMP_WORDS=({words}); COMP_CWORD={cword}; "
-             'COMPREPLY=(); _piflash_completion piflash; echo "${COMPREPLY[*]}"')
-    proc = subprocess.run(["bash", "-c", probe], env=env, capture_output=True, text=True, timeout=60)
-    assert proc.stdout.split() == expected.split(), proc.stderr
+def _complete(words, **env):
+    """The values piflash offers for the last of ``words`` (str, as typed) and whether the run
+    imported pyOCD."""
+    line = ["piflash", *words.split(" ")]
+    proc = subprocess.run(
+        [sys.executable, "-c", _RUN],
+        env=dict(os.environ, _PIFLASH_COMPLETE="bash_complete", COMP_WORDS=" ".join(line),
+                 COMP_CWORD=str(len(line) - 1), **env),
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    values = [row.split(",", 1)[1] for row in proc.stdout.splitlines()]
+    return values, "pyocd imported" in proc.stderr
+
+
+def test_bash_completion_offers_targets_probes_and_profiles(tmp_path):
+    SimStore().create("bay7", "nrf52840")
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "line-a.yaml").write_text("target: nrf52840\nfirmware: app.hex\n")
+    (profiles / "lamp.yml").write_text("target: nrf52840\nfirmware: app.hex\n")
+    env = {"PIFLASH_PROFILE_PATH": str(profiles)}
+
+    targets, _ = _complete("flash -t nrf5284", **env)
+    assert "nrf52840" in targets and all(t.startswith("nrf5284") for t in targets)
+    probes, _ = _complete("info --probe sim:", **env)
+    assert "sim:bay7" in probes
+    assert "picoboot" in _complete("erase -u pic", **env)[0]
+    names, pyocd = _complete("flash -p l", **env)
+    assert names == ["lamp", "line-a"] and not pyocd      # globbed, no YAML, no pyOCD
+    assert _complete("profile show li", **env) == (["line-a"], False)
+
+
+def test_bash_source_prints_the_script_to_enable_it():
+    proc = subprocess.run([sys.executable, "-m", "piflash"], env=dict(os.environ, _PIFLASH_COMPLETE="bash_source"),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "_PIFLASH_COMPLETE=bash_complete" in proc.stdout

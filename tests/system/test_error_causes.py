@@ -448,6 +448,22 @@ def test_stuck_sector_erase_is_named_and_quick(cli, tmp_path):
     assert "erasing the sector at 0x00005000 timed out" in proc.stderr
 
 
+@pytest.mark.parametrize("board, target, bound", [("nrf52840", "nrf52840", 1.69), ("stm", "stm32f103rc", 0.4)])
+def test_stuck_chip_erase_gives_up_within_ten_times_the_datasheet(cli, board, target, bound):
+    """Issue 41 item 7: ``erase --chip`` on a stuck controller waited pyOCD's 240 s. It gives up
+    after ten times the datasheet's mass-erase time (nRF52840 t_ERASEALL 169 ms, STM32F103
+    t_ME 40 ms), says so while it waits, and the failure is recorded."""
+    cli("sim", "create", board, "-t", target, check=0)
+    cli("sim", "fault", board, "--stuck-busy", check=0)
+    proc = cli("erase", "--chip", "--yes", "-u", f"sim:{board}", check=ExitCode.FLASH)
+    assert f"waits at most {bound:g} s" in proc.stdout + proc.stderr
+    assert f"the chip erase timed out: the flash controller did not finish within {bound:g} s" in proc.stderr
+    res = cli.json("erase", "--chip", "--yes", "-u", f"sim:{board}", check=ExitCode.FLASH)
+    assert res["durations"]["erase"] < bound + 3, res["durations"]
+    rows = cli.json("history")["operations"]
+    assert [r["outcome"] for r in rows] == ["fail", "fail"] and rows[0]["operation"] == "erase"
+
+
 def test_blank_check_blocks_fit_the_crc_analyzer():
     from piflash.flashing.verify import MAX_CRC_PAGE_INDEX, _blank_blocks
 

@@ -42,8 +42,9 @@ def test_the_capabilities_are_the_flags_of_transportcaps():
 
 def test_what_each_transport_declares():
     assert all(PYOCD.can(c) for c in CAPABILITIES)
-    assert [c for c in CAPABILITIES if PICOBOOT.can(c)] == ["flash", "verify", "read", "reset"]
-    assert PICOBOOT.does() == ["flash", "verify", "read", "reset"]
+    picoboot = ["flash", "verify", "chip_erase", "sector_erase", "read", "reset", "identify"]
+    assert [c for c in CAPABILITIES if PICOBOOT.can(c)] == picoboot     # issue 41: info and erase too
+    assert PICOBOOT.does() == ["flash", "verify", "chip erase", "sector erase", "read", "reset", "target info"]
 
 
 @pytest.mark.parametrize("probe, transport", [
@@ -62,7 +63,7 @@ def test_flash_needs_follow_the_options():
     check = BootCheck("rtt", pattern="PASS")
     needs = flash_needs(FlashOptions(erase="chip", protect="lock", boot_check=check,
                                      session_options={"pack": ["x.pack"]}))
-    assert needs[:5] == ["flash", "chip_erase", "protect", "boot_check", "tool_options"]
+    assert needs[:5] == ["flash", "flash_chip_erase", "protect", "boot_check", "tool_options"]
     assert "sector_erase" not in flash_needs(FlashOptions(erase="sector"))    # a flash's own erase
 
 
@@ -79,11 +80,12 @@ def test_flash_options_refuse_what_cannot_be():
 def test_one_refusal_one_message_one_exit_code():
     assert refusal(PYOCD, CAPABILITIES) is None
     assert refusal(PICOBOOT, ["flash", "verify", "reset"]) is None
-    err = refusal(PICOBOOT, ["flash", "chip_erase", "protect"], "'piflash flash'")
+    err = refusal(PICOBOOT, ["flash", "flash_chip_erase", "protect"], "'piflash flash'")
     assert isinstance(err, UnsupportedError) and err.exit_code == ExitCode.USAGE == 2
-    assert (err.transport, err.capability) == ("picoboot", "chip_erase")       # the first one lacking
-    assert err.message == ("'piflash flash': a chip erase needs a debug probe; a Pico in BOOTSEL mode "
-                           "(PICOBOOT) does not do it (it does flash, verify, read, reset only)")
+    assert (err.transport, err.capability) == ("picoboot", "flash_chip_erase")       # the first one lacking
+    assert err.message == ("'piflash flash': a chip erase as a flash's erase (--erase chip) needs a debug probe; "
+                           "a Pico in BOOTSEL mode (PICOBOOT) does not do it (it does flash, verify, chip erase, "
+                           "sector erase, read, reset, target info only)")
     assert err.hint == "do it through a debug probe"
     assert err.to_dict()["kind"] == "UnsupportedError"
     with pytest.raises(UnsupportedError, match="RTT"):
@@ -92,8 +94,9 @@ def test_one_refusal_one_message_one_exit_code():
 
 def test_a_new_transport_is_one_entry(monkeypatch):
     monkeypatch.setitem(TRANSPORTS, "pins", TransportCaps("pins", "the Pi's own pins (SWD by GPIO)", "the Pi's pins",
-                                                           flash=True, verify=True, reset=True, chip_erase=True))
-    err = refusal(PICOBOOT, ["chip_erase"])
+                                                           flash=True, verify=True, reset=True,
+                                                           flash_chip_erase=True))
+    err = refusal(PICOBOOT, ["flash_chip_erase"])
     assert "needs a debug probe or the Pi's pins" in err.message
     assert refusal(TRANSPORTS["pins"], ["rtt"]).message.startswith("RTT (reading the target's RAM while its "
                                                                      "firmware runs) needs a debug probe;")
@@ -126,7 +129,7 @@ def test_the_station_refuses_with_the_same_words():
     assert text == refusal(PICOBOOT, ["protect"], "the station's profile").message
     assert "read-out protection needs a debug probe" in text
     chip = unsupported(SimpleNamespace(profile=SimpleNamespace(**{**vars(profile), "erase": "chip"}), protect=None))
-    assert "a chip erase needs a debug probe" in chip
+    assert "a chip erase as a flash's erase (--erase chip) needs a debug probe" in chip
 
 
 def test_the_station_picks_its_worker_by_transport():
@@ -139,8 +142,7 @@ def test_the_station_picks_its_worker_by_transport():
 
 @pytest.mark.parametrize("argv, what", [
     (("reset", "--halt"), "a reset that leaves the core halted needs a debug probe"),
-    (("erase", "--sector", "0x10000000+0x1000"), "erasing given sectors needs a debug probe"),
-    (("info",), "needs a debug probe"),
+    (("rtt",), "RTT (reading the target's RAM while its firmware runs) needs a debug probe"),
 ])
 def test_the_cli_refuses_in_the_same_words(cli, argv, what):
     proc = cli(*argv, "-u", "picoboot", check=2)

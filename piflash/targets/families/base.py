@@ -344,8 +344,13 @@ class Family:
         families (lower first).
     :cvar uid_location: where the family keeps its factory unique ID (:class:`TargetUidLocation`),
         None when it has none piflash reads from memory.
+    :cvar uid_halts_core: its unique ID is read only by halting the core and running code on it
+        (an RP2040's flash unique ID), so ``read_uid`` reads it only when ``intrusive`` (bool).
     :cvar erase_sector_timeout: seconds pyOCD's ``flash.timeout.erase_sector`` is set to, None to
         keep pyOCD's default.
+    :cvar erase_chip_timeout: seconds pyOCD's ``flash.timeout.erase_all`` is set to: ten times the
+        datasheet's maximum mass-erase time (a controller that never finishes is reported within
+        that, not after pyOCD's default 240 s); None to keep pyOCD's default.
     :cvar read_out_protection: the family has a read-out protection that piflash reads before
         flashing and can set and clear (bool).
     :cvar needs_target_init: its debug port is only reached through its pyOCD target's own
@@ -367,7 +372,9 @@ class Family:
     names: ClassVar[Optional[Pattern[str]]] = None
     identify_rank: ClassVar[int] = 1
     uid_location: ClassVar[Optional[TargetUidLocation]] = None
+    uid_halts_core: ClassVar[bool] = False
     erase_sector_timeout: ClassVar[Optional[float]] = None
+    erase_chip_timeout: ClassVar[Optional[float]] = None
     read_out_protection: ClassVar[bool] = False
     needs_target_init: ClassVar[bool] = False
     uid_hidden_when_locked: ClassVar[bool] = False

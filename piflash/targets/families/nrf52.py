@@ -10,6 +10,7 @@
   ERASEALL) depend on.
 - **Unique ID**: FICR DEVICEID[0..1] at 0x10000060 (PS v1.7 section 4.4.1.2).
 - **Sector erase**: t_ERASEPAGE 85 ms at most (PS v1.7 section 4.3.9): 1 s allowed.
+- **Chip erase**: t_ERASEALL 169 ms at most (PS v1.7 section 4.3.9): 1.69 s allowed.
 - **Read-out protection**: the setting is UICR.APPROTECT at 0x10001208 (section 4.5; PALL 0x00 =
   enabled, 0xFF = disabled), written through the NVMC and taken into effect at the next reset.
   The state is CTRL-AP APPROTECTSTATUS (0x00C), 0 while protected. While protected the AHB-AP is
@@ -59,6 +60,7 @@ class Nrf52Family(ReadOutProtectedFamily):
     identify_rank = 0  # by its CTRL-AP, before the core's CPUID is read
     uid_location = TargetUidLocation(0x10000060, 8, "nRF52840 PS v1.7 s4.4.1.2 FICR.DEVICEID")
     erase_sector_timeout = 1.0
+    erase_chip_timeout = 10 * 0.169  # t_ERASEALL, PS v1.7 section 4.3.9
     uid_hidden_when_locked = True
     hidden_part_hint = (
         "use the nRF52 type printed on the chip (--target nrf52840, nrf52833 or nrf52832; a "

@@ -41,6 +41,7 @@ class Rp2040Family(Family):
     title = "RP2040"
     names = names_pattern(r"rp2040(_core[01])?")  # pyocd/target/builtin/__init__.py
     needs_target_init = True
+    uid_halts_core = True
     #: Raspberry Pi Pico (the board's own pages).
     boards: ClassVar[Dict[str, str]] = {"pico": "rp2040"}
     uf2_ids: ClassVar[Dict[str, Tuple[int, ...]]] = {"rp2040": (0xE48BFF56, 0xE48BFF57)}

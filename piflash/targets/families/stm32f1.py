@@ -8,6 +8,7 @@
   RM0008 rev 21 defines the densities by flash size; RM0041 the value line's).
 - **Unique ID**: the 96-bit U_ID at 0x1FFFF7E8 (RM0008 rev 21 section 30.2).
 - **Sector erase**: t_ERASE (page) 40 ms at most (STM32F103xC/D/E datasheet DS5792 table 31): 1 s.
+- **Chip erase**: t_ME (mass erase) 40 ms at most (DS5792 table 31): 0.4 s allowed.
 - **Read-out protection** (RM0008 rev 21 section 3.3.3 and PM0075 sections 2.4.1, 2.5, 3.4): RDP
   level 1 is any option byte RDP (0x1FFFF800) other than 0xA5. Lock unlocks FLASH_KEYR and
   FLASH_OPTKEYR (keys 0x45670123, 0xCDEF89AB), erases the option bytes (CR.OPTER), programs them
@@ -84,6 +85,7 @@ class Stm32f1Family(ReadOutProtectedFamily):
     identify_rank = 1
     uid_location = TargetUidLocation(0x1FFFF7E8, 12, "RM0008 rev 21 s30.2 U_ID")
     erase_sector_timeout = 1.0
+    erase_chip_timeout = 10 * 0.040  # t_ME, DS5792 table 31
     no_otp_hint = " (the STM32F1 has none: use address: in flash)"
     uf2_ids: ClassVar[Dict[str, Tuple[int, ...]]] = {"stm32f103": (0x5EE21072,)}
 
