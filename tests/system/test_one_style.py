@@ -1,0 +1,46 @@
+"""Issue 41, item 6 ("one style"): unique IDs in lower case everywhere (docs/result.schema.json's
+``target_uid``), given in any case; addresses in hex. Run as a user runs them: the real CLI in a
+subprocess. (``history --board`` in any case: tests/production/test_history.py.)"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from piflash.sim import SimStore
+
+HEX_UPPER = re.compile(r"\b[0-9A-F]{16,}\b")
+
+
+def test_sim_commands_print_unique_ids_lower_case(cli):
+    created = cli("sim", "create", "nrf", "-t", "nrf52840", check=0).stdout
+    uid = re.search(r"target unique ID ([0-9a-fA-F]+)", created).group(1)
+    assert uid == uid.lower() and not HEX_UPPER.search(created), created
+    assert f"uid {uid} " in cli("sim", "list", check=0).stdout
+    assert cli.json("sim", "list")["boards"][0]["target_uid"] == uid
+    # given upper case, the same board: printed, stored and read over SWD lower case
+    swapped = cli("sim", "board", "swap", "nrf", "--uid", "00112233AABBCCDD", check=0).stdout
+    assert "board 00112233aabbccdd seated" in swapped, swapped
+    assert "board 00112233aabbccdd seated" in cli("sim", "board", "seat", "nrf", check=0).stdout
+    assert SimStore().get("nrf").target_uid == "00112233aabbccdd"
+    assert cli.json("info", "-t", "nrf52840", "-u", "sim:nrf")["target_uid"] == "00112233aabbccdd"
+
+
+def test_a_board_stored_upper_case_reads_back_lower_case(cli, sim_dir):
+    cli("sim", "create", "old", "-t", "stm32f103rc", check=0)
+    path = sim_dir / "old" / "board.json"
+    data = json.loads(path.read_text())
+    data["target_uid"] = "00112233445566778899AABB"  # as versions before issue 41 stored it
+    path.write_text(json.dumps(data))
+    assert "uid 00112233445566778899aabb " in cli("sim", "list", check=0).stdout
+    assert "board 00112233445566778899aabb seated" in cli("sim", "board", "seat", "old", check=0).stdout
+    assert cli.json("info", "-t", "stm32f103rc", "-u", "sim:old")["target_uid"] == "00112233445566778899aabb"
+
+
+def test_sim_faults_print_addresses_in_hex(cli):
+    cli("sim", "create", "nrf", "-t", "nrf52840", check=0)
+    out = cli("sim", "fault", "nrf", "--write-protect", "0x1000", "--bit-flip", "0x1235:3", check=0).stdout
+    assert "write_protect=0x00001000" in out and "bit_flip=0x00001235:3" in out, out
+    assert "4096" not in out and "4661" not in out, out
+    listed = cli("sim", "list", check=0).stdout
+    assert "write_protect=0x00001000" in listed and "4096" not in listed, listed
