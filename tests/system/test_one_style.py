@@ -44,3 +44,25 @@ def test_sim_faults_print_addresses_in_hex(cli):
     assert "4096" not in out and "4661" not in out, out
     listed = cli("sim", "list", check=0).stdout
     assert "write_protect=0x00001000" in listed and "4096" not in listed, listed
+
+
+def test_install_service_sudo_hint_keeps_the_config(monkeypatch, tmp_path):
+    """Not root on /: the hint's sudo command is the one given, --config (quoted for the shell),
+    --executable and --now kept, so that pasting it installs what was asked."""
+    import os
+    import shlex
+
+    import pytest
+
+    from piflash.errors import ServiceError
+    from piflash.station import service
+
+    config = tmp_path / "my line" / "station.yaml"
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(ServiceError) as err:
+        service.plan_install(config=config, executable="/opt/piflash/bin/piflash", now=True)
+    command = err.value.hint.split(": ", 1)[1]
+    words = shlex.split(command)
+    assert words[0] == "sudo" and words[2:4] == ["station", "install-service"], command
+    assert words[words.index("--config") + 1] == str(config), command
+    assert words[words.index("--executable") + 1] == "/opt/piflash/bin/piflash" and "--now" in words, command
