@@ -197,11 +197,7 @@ class SimStore:
         """
         _check_name(name)
         spec = get_target(target)
-        uid = (
-            _normalise_uid(target_uid, spec)
-            if target_uid is not None
-            else secrets.token_bytes(spec.uid_length).hex()
-        )
+        uid = _normalise_uid(target_uid, spec) if target_uid is not None else secrets.token_bytes(spec.uid_length).hex()
         with self._lock(name):
             if self._json_path(name).exists():
                 info = self._read_info(name)

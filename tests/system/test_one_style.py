@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 
+from piflash.errors import ExitCode
 from piflash.sim import SimStore
 
 HEX_UPPER = re.compile(r"\b[0-9A-F]{16,}\b")
@@ -66,3 +69,34 @@ def test_install_service_sudo_hint_keeps_the_config(monkeypatch, tmp_path):
     assert words[0] == "sudo" and words[2:4] == ["station", "install-service"], command
     assert words[words.index("--config") + 1] == str(config), command
     assert words[words.index("--executable") + 1] == "/opt/piflash/bin/piflash" and "--now" in words, command
+
+
+def _flash_args(firmware_dir):
+    return [sys.executable, "-m", "piflash", "flash", str(firmware_dir / "nrf52840" / "firmware.hex"),
+            "-t", "nrf52840", "-u", "sim:nrf"]
+
+
+def test_flash_into_a_closed_pipe_ends_quietly_with_141(cli, firmware_dir):
+    """``piflash flash FW | head -c 1``: the reader goes after the first byte; the next progress
+    line meets the closed pipe inside pyOCD's connect. That is the output's broken pipe, not the
+    probe's (it was exit 13, "the probe disconnected", with the probe-server hint)."""
+    cli("sim", "create", "nrf", "-t", "nrf52840", check=0)
+    proc = subprocess.Popen(_flash_args(firmware_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.read(1) == b"C"     # "Connecting..."
+    proc.stdout.close()                    # as head -c 1 does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == ExitCode.PIPE_CLOSED, err
+    assert err == "", err
+
+
+def test_flash_with_stdout_closed_flashes_quietly(cli, firmware_dir):
+    """``piflash flash FW >&-``: it was a traceback (exit 1) in make_progress; now the flash runs as
+    with >/dev/null, and the history database (opened on the lowest free descriptor) takes none of
+    the output."""
+    cli("sim", "create", "nrf", "-t", "nrf52840", check=0)
+    proc = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", *_flash_args(firmware_dir)],
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    (row,) = cli.json("history")["operations"]
+    assert row["outcome"] == "pass"
+    assert cli("history", "verify-chain", check=0).stdout.startswith("chain intact")
