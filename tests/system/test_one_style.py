@@ -100,3 +100,24 @@ def test_flash_with_stdout_closed_flashes_quietly(cli, firmware_dir):
     (row,) = cli.json("history")["operations"]
     assert row["outcome"] == "pass"
     assert cli("history", "verify-chain", check=0).stdout.startswith("chain intact")
+
+
+def test_bootsel_byte_counts_agree_on_a_blank_pico(cli, pyocd_binaries, tmp_path, monkeypatch):
+    """A blank Pico over BOOTSEL: erase says what its bytes are (the sectors checked, none erased),
+    program writes the image's pages, and "unchanged" counts only the image's pages the chip
+    already held, as over SWD: it was "3,584 B unchanged", the blank rest of the last sector."""
+    from support.uf2kit import RP2040_FAMILY, to_uf2
+
+    SimStore().create("pico", "rp2040")
+    monkeypatch.setenv("PIFLASH_SIM_USB", "pico@bootsel")
+    uf2 = tmp_path / "blink.uf2"
+    uf2.write_bytes(to_uf2((pyocd_binaries / "rp2040.bin").read_bytes(), 0x10000000, RP2040_FAMILY))
+    lines = cli("flash", uf2, check=0).stdout.splitlines()
+    line = {text.split(" ", 1)[0]: text for text in lines}
+    assert line["Erasing..."] == "Erasing... 12,288 bytes", lines
+    assert "3 sector(s) (12,288 B) checked, nothing to erase" in line["Erasing"], lines
+    assert line["Programming..."] == "Programming... 8,704 bytes", lines
+    assert "8,704 B written, 0 B unchanged" in line["Programming"], lines
+    assert "8,704 programmed, 0 unchanged" in line["Flashed"], lines
+    again = cli.json("flash", uf2)["program"]
+    assert (again["programmed_bytes"], again["skipped_bytes"], again["erased_bytes"]) == (0, 8704, 0)
