@@ -5,6 +5,7 @@ subprocess. (``history --board`` in any case: tests/production/test_history.py.)
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -52,7 +53,6 @@ def test_sim_faults_print_addresses_in_hex(cli):
 def test_install_service_sudo_hint_keeps_the_config(monkeypatch, tmp_path):
     """Not root on /: the hint's sudo command is the one given, --config (quoted for the shell),
     --executable and --now kept, so that pasting it installs what was asked."""
-    import os
     import shlex
 
     import pytest
@@ -121,3 +121,78 @@ def test_bootsel_byte_counts_agree_on_a_blank_pico(cli, pyocd_binaries, tmp_path
     assert "8,704 programmed, 0 unchanged" in line["Flashed"], lines
     again = cli.json("flash", uf2)["program"]
     assert (again["programmed_bytes"], again["skipped_bytes"], again["erased_bytes"]) == (0, 8704, 0)
+
+
+# -- 80 columns (issue 41 item 6): the width a Pi's console has, given as COLUMNS, output piped --
+
+LONG_ERROR = ("program failed at 0x00003000: flash program failure at page 0x00003000 (4096 bytes from "
+              "0x00003000 in one call) (address 0x00003000; result code 0x1) (algorithm result 0x1)")
+DAPLINK_ID = re.compile(r"^[0-9A-F]{48}$")
+
+
+def _at(columns, *args):
+    proc = subprocess.run([sys.executable, "-m", "piflash", *map(str, args)], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, COLUMNS=str(columns)))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines and max(len(line) for line in lines) <= columns, "\n".join(lines)
+    return lines
+
+
+def _station_history(path):
+    """A station's history as a line has it: 8 boards on three probes (one a DAPLink's 48-digit
+    serial), two not on the station, serial numbers, two failures with pyOCD's long error."""
+    from piflash.record.history import History
+    from piflash.record.result import OperationResult
+
+    probes = ["E6614103E7176A23", "110215ED22B8CCE7B7C491B76710C796B056C7FCB8C98270", "sim:bay3"]
+    with History(path) as db:
+        for i in range(1, 9):
+            res = OperationResult(operation="flash", probe_id=probes[i % 3], target="nrf52840",
+                                  target_uid=f"{0x5f1a3c0e9b2d4400 + i:016x}", firmware="/srv/fw/blink-v1.2.3.hex",
+                                  firmware_sha256="ab" * 32, image_bytes=65536, ok=i % 3 != 0,
+                                  started_at=1_790_000_000.0 + 30 * i, duration=2.0,
+                                  durations={"connect": 0.1, "program": 1.5})
+            if not res.ok:
+                res.error = {"kind": "FlashError", "message": LONG_ERROR, "exit_code": 11}
+            db.record(res, station="line-1" if i > 2 else None, serial=f"SN-{1000 + i}")
+
+
+def test_history_at_80_columns_keeps_result_serial_error_station_probe(tmp_path):
+    _station_history(tmp_path / "h.sqlite3")
+    lines = _at(80, "history", "--file", tmp_path / "h.sqlite3")
+    # what every row shares is said once, above the table
+    assert lines[0].startswith("every row: op flash, target nrf52840, firmware blink-v1.2.3.hex"), lines
+    header = next(line for line in lines if line.startswith("#"))
+    assert header.split() == ["#", "station", "probe", "serial", "result", "error"], header
+    rows = {line.split()[0]: line for line in lines[lines.index(header) + 1:-1]}
+    assert len(rows) == 8
+    failed = rows["3"]
+    assert "line-1" in failed and "E6614103E7176A23" in failed and "SN-1003" in failed and " FAIL " in failed
+    assert "program failed at 0x00003000" in failed and failed.endswith("…")       # shortened, not dropped
+    assert "110215ED22B8CCE…" in rows["1"] and " - " in rows["1"]                   # a long ID's beginning
+    assert lines[-1].startswith("6 passed, 2 failed")
+    # piped without a width: every column, the error whole, as before
+    whole = subprocess.run([sys.executable, "-m", "piflash", "history", "--file", tmp_path / "h.sqlite3"],
+                           capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
+                           check=True).stdout
+    assert LONG_ERROR in whole and "110215ED22B8CCE7B7C491B76710C796B056C7FCB8C98270" in whole
+
+
+def test_probes_list_and_info_fit_80_columns(cli, monkeypatch):
+    for board, target in (("dl", "nrf52840"), ("mc", "stm32f103rc"), ("bp", "rp2040"), ("bs", "rp2040"),
+                          ("app", "rp2040"), ("noa", "nrf52840"), ("nrf", "nrf52840")):
+        SimStore().create(board, target)
+    monkeypatch.setenv("PIFLASH_SIM_USB", "dl@daplink,mc@mculink,bp@debugprobe,bs@bootsel,app@app,noa@debugprobe!noaccess")
+    listed = cli.json("probes")["probes"]
+    ids = [p["probe_id"] for p in listed]
+    assert any(DAPLINK_ID.match(i) for i in ids) and "sim:nrf" in ids and len(ids) == 7, ids
+    for command in ("probes", "list"):
+        lines = _at(80, command)
+        text = "\n".join(lines)
+        for probe in listed:                              # each ID whole, on a line of its own
+            assert any(line.startswith(probe["probe_id"]) for line in lines), (probe["probe_id"], text)
+        assert "ARM DAPLink CMSIS-DAP" in text and "BOOTSEL mode" in text and "[cannot open]" in text
+    daplink = next(i for i in ids if DAPLINK_ID.match(i))
+    lines = _at(80, "info", "-t", "nrf52840", "-u", daplink)
+    assert f"Probe:      {daplink}" in lines and any("0x00000000-0x000fffff" in line for line in lines), lines
