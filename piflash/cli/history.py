@@ -416,10 +416,10 @@ def _print_table(rows) -> None:
             )
         return
     common = {}
-    if len(cells) > 1:
+    if cells:  # a column with one value (or none: no station) is said once, or not at all
         common = {n: cells[0][n] for n in names if n not in _ALWAYS and len({c[n] for c in cells}) == 1}
         cells = [{n: v for n, v in c.items() if n not in common} for c in cells]
-    said = [f"{n} {v}" for n, v in common.items() if v not in ("", "-")]
+    said = [f"{'seconds' if n == 's' else n} {v}" for n, v in common.items() if v not in ("", "-")]
     if said:
         click.echo(_wrap("every row:", said, width))
     columns = fit_columns(cells, width)

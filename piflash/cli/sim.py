@@ -223,7 +223,8 @@ def fault(
     if faults:
         _store_call(store.set_faults, name, **faults)
     info = _store_call(store.get, name)
-    click.echo(f"sim:{name} faults: {faults_text(info.faults.to_dict())}")
+    faults = info.faults.to_dict()
+    click.echo(f"sim:{name} faults: {faults_text(faults) if faults else 'none'}")
 
 
 @sim.command()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import click
 
@@ -35,7 +35,7 @@ def output_width(stream=None) -> Optional[int]:
 
 def print_table(
     columns: Sequence[Tuple[str, dict]],
-    rows: Sequence[Sequence[object]],
+    rows: Sequence[Sequence[Any]],
     width: Optional[int] = None,
 ) -> None:
     """Print ``rows`` under ``columns`` as one rich table, no borders, two spaces between columns,
