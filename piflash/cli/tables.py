@@ -21,7 +21,9 @@ def output_width(stream=None) -> Optional[int]:
 
     A ``COLUMNS`` that is not a positive number is ignored.
     """
-    text = os.environ.get("COLUMNS", "").strip()
+    from piflash import settings
+
+    text = settings.COLUMNS.value() or ""
     if text.isdigit() and int(text) > 0:
         return int(text)
     stream = sys.stdout if stream is None else stream
