@@ -551,6 +551,32 @@ EXTRAS: Dict[str, Tuple[str, str, str]] = {
 }
 
 
+def output_closed(exc: BaseException) -> bool:
+    """Whether ``exc`` is a BrokenPipeError from this process's own output: its stdout or stderr
+    is a pipe whose reader has gone (``piflash flash fw.hex | head -c 1``), not a socket to a
+    probe server that closed. poll(2) reports POLLERR for the writing end of a pipe with no reader
+    (Linux ``pipe_poll``, fs/pipe.c); a socket's broken connection does not touch these two.
+
+    :param exc: any exception.
+    :returns: True only for a BrokenPipeError while stdout or stderr is such a pipe.
+    """
+    if not isinstance(exc, BrokenPipeError):
+        return False
+    import select
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            fd = stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            continue
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        if any(events & select.POLLERR for _, events in poller.poll(0)):
+            return True
+    return False
+
+
 def extra_available(extra: str) -> bool:
     """Whether the module of optional extra ``extra`` (a key of :data:`EXTRAS`) can be found,
     checked without importing it (so a heavy module costs nothing here)."""

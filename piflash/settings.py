@@ -412,6 +412,14 @@ PIFLASH_SIM_USB_LEDGER = Setting(
     readers=(SIMULATOR,),
 )
 
+COLUMNS = Setting(
+    "COLUMNS",
+    "text",
+    None,
+    "The width of the output in characters (a shell sets it): tables fit it; a positive number, else ignored.",
+    parse=_stripped,
+    kind=SYSTEM,
+)
 STATE_DIRECTORY = Setting(
     "STATE_DIRECTORY",
     "directory list",

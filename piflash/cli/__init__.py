@@ -22,7 +22,7 @@ import click
 
 from piflash import __version__
 from piflash.cli.options import CONTEXT, EXIT_CODES_EPILOG, EXIT_CODES_TABLE, emit_json
-from piflash.errors import ExitCode
+from piflash.errors import ExitCode, output_closed
 
 #: The commands, by module of ``piflash.cli``: (module, names of its click commands/groups).
 COMMANDS = (
@@ -65,21 +65,6 @@ class _StdoutClosed(Exception):
     exit 1 (the internal-error code) for it, to :func:`main`, which ends quietly."""
 
 
-def _stdout_is_closed() -> bool:
-    """True when stdout is a pipe whose reading end is closed: poll(2) reports POLLERR for the
-    writing end of a pipe with no reader (Linux pipe_poll). A BrokenPipeError from anything else
-    (a socket to a probe server) stays the bug it is."""
-    import select
-
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):
-        return False
-    poller = select.poll()
-    poller.register(fd, select.POLLOUT)
-    return any(events & select.POLLERR for _, events in poller.poll(0))
-
-
 class _Root(click.Group):
     """The root group: a BrokenPipeError from a closed stdout leaves the command as
     :class:`_StdoutClosed`, so click's own handling of EPIPE (exit 1) does not see it."""
@@ -88,7 +73,7 @@ class _Root(click.Group):
         try:
             return super().invoke(ctx)
         except BrokenPipeError as exc:
-            if not _stdout_is_closed():
+            if not output_closed(exc):  # a socket to a probe server: not the output's
                 raise
             raise _StdoutClosed() from exc
 
@@ -193,7 +178,11 @@ def main() -> None:
     ended): no traceback. As the Python docs' "Note on SIGPIPE" recommends, stdout is then pointed
     at /dev/null so the interpreter's last flush does not fail again. A command that exited with
     its own code before it met the closed pipe keeps that code.
+
+    A standard stream closed before the start (``piflash flash fw.hex >&-``) is opened on
+    /dev/null first (:func:`_closed_streams_to_devnull`): the command runs as with ``>/dev/null``.
     """
+    _closed_streams_to_devnull()
     try:
         try:
             _main()
@@ -205,10 +194,31 @@ def main() -> None:
                 _stdout_to_devnull()
             raise
     except (_StdoutClosed, BrokenPipeError) as exc:
-        if isinstance(exc, BrokenPipeError) and not _stdout_is_closed():
+        if isinstance(exc, BrokenPipeError) and not output_closed(exc):
             raise
         _stdout_to_devnull()
         sys.exit(int(ExitCode.PIPE_CLOSED))
+
+
+def _closed_streams_to_devnull() -> None:
+    """Open /dev/null on each of file descriptors 0, 1 and 2 that is closed (``>&-``, ``2>&-``),
+    as a daemon does, and make it ``sys.stdin``/``stdout``/``stderr`` (Python set them to None).
+
+    Otherwise the next file opened (the history database) would get the lowest free descriptor,
+    1, and what is written to stdout would go into it; and every ``sys.stdout.isatty()`` would
+    fail on None. The lowest free descriptor is the closed one when the ones below are open, so
+    they are opened in order."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        devnull = os.open(os.devnull, os.O_RDWR)
+        if devnull != fd:
+            os.dup2(devnull, fd)
+            os.close(devnull)
+        setattr(sys, name, open(fd, "r" if fd == 0 else "w", encoding="utf-8", closefd=False))
 
 
 def _stdout_to_devnull() -> None:

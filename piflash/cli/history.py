@@ -261,6 +261,7 @@ _COLUMNS = (
     ("#", "right"),
     ("started", "left"),
     ("station", "left"),
+    ("probe", "left"),
     ("op", "left"),
     ("target", "left"),
     ("target UID", "left"),
@@ -272,28 +273,52 @@ _COLUMNS = (
     ("s", "right"),
     ("error", "left"),
 )
-#: Which columns a terminal too narrow for all keeps first (a Pi's console is 80
-#: columns wide). The result always stays.
+#: Which columns a width too narrow for all keeps first (a Pi's console is 80 columns wide):
+#: what happened to which board, where, then what was done. The result always stays.
 _PRIORITY = (
     "result",
     "#",
+    "serial",
+    "error",
+    "station",
+    "probe",
     "op",
     "target",
     "firmware",
     "started",
-    "error",
     "boot",
     "target UID",
-    "serial",
     "s",
     "bytes",
-    "station",
 )
+#: Columns never folded into the "every row:" line, even when all rows agree.
+_ALWAYS = ("#", "result")
+#: A probe ID longer than this is cut to its beginning and "…" in a narrow table (a beginning
+#: is what ``-u PREFIX*`` takes).
+_PROBE_CHARS = 16
 #: Columns cut with an ellipsis rather than dropped, down to this many characters.
-_SHRINK = {"firmware": 12, "error": 32, "boot": 24}
+_SHRINK = {"firmware": 12, "error": 24, "boot": 24, "probe": _PROBE_CHARS}
 #: Spaces between two columns.
 _GAP = 2
 _STYLE = {"pass": "green", "fail": "red", "skip": "yellow", "interrupted": "red", "open": "cyan"}
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, its last one "…" when it was longer."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _wrap(head: str, items, width: int) -> str:
+    """``head`` then ``items`` joined by ", ", in lines of at most ``width`` characters, broken
+    between items only (an item longer than a line stands alone), continued lines indented."""
+    lines = [head]
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else "")
+        if len(lines[-1]) + 1 + len(piece) > width and lines[-1].strip():
+            lines.append("  " + piece)
+        else:
+            lines[-1] += ("" if lines[-1].endswith(" ") or not lines[-1] else " ") + piece
+    return "\n".join(lines)
 
 
 def boot_cell(row) -> str:
@@ -316,6 +341,7 @@ def _cells(row, serials: bool, boots: bool = False) -> Dict[str, str]:
         "#": str(row["id"]),
         "started": _when(row["started_at"]),
         "station": row["station"] or "-",
+        "probe": row["probe_id"] or "",
         "op": row["operation"],
         "target": row["target"] or "",
         "target UID": row["target_uid"] or "",
@@ -354,7 +380,7 @@ def fit_columns(cells, width: int) -> Dict[str, int]:
             chosen[name] = need
             used += _GAP + need
     spare = max(0, width - used)
-    for name in ("firmware", "error"):
+    for name in ("error", "probe", "firmware"):
         if name in chosen:
             more = min(spare, natural[name] - chosen[name])
             chosen[name] += more
@@ -363,19 +389,46 @@ def fit_columns(cells, width: int) -> Dict[str, int]:
 
 
 def _print_table(rows) -> None:
-    """The rows as a table: on a terminal the columns that fit its width (:func:`fit_columns`),
-    coloured by rich; piped, every column, each as wide as its widest cell, without colour or
-    trailing spaces, the same at any width."""
+    """The rows as a table.
+
+    With a width (``COLUMNS``, or the terminal's: :func:`piflash.cli.tables.output_width`) it
+    fits in it: the columns that are the same on every row are said once above the table
+    (``every row: op flash, target nrf52840``) when not all fit, then :func:`fit_columns` keeps
+    the most useful ones (result, serial, a shortened error, station, probe...); on a terminal
+    coloured by rich, else plain. Without a width (a pipe, no ``COLUMNS``) every column, each as
+    wide as its widest cell, without colour or trailing spaces, the same at any width.
+    """
+    from piflash.cli.tables import output_width
+
     serials = any(r["serial"] for r in rows)
     boots = any(r.get("boot_check") for r in rows)
     cells = [_cells(r, serials, boots) for r in rows]
-    if not sys.stdout.isatty():
-        names = [n for n, _ in _COLUMNS if not cells or n in cells[0]]
-        right = {n for n, justify in _COLUMNS if justify == "right"}
-        widths = {n: max([len(n)] + [len(c[n]) for c in cells]) for n in names}
+    names = [n for n, _ in _COLUMNS if not cells or n in cells[0]]
+    right = {n for n, justify in _COLUMNS if justify == "right"}
+    width = output_width()
+    natural = {n: max([len(n)] + [len(c[n]) for c in cells]) for n in names}
+    if width is None or sum(natural.values()) + _GAP * (len(names) - 1) <= width:
         for line in [{n: n for n in names}] + cells:
             click.echo(
-                "  ".join(line[n].rjust(widths[n]) if n in right else line[n].ljust(widths[n]) for n in names).rstrip()
+                "  ".join(
+                    line[n].rjust(natural[n]) if n in right else line[n].ljust(natural[n]) for n in names
+                ).rstrip()
+            )
+        return
+    common = {}
+    if cells:  # a column with one value (or none: no station) is said once, or not at all
+        common = {n: cells[0][n] for n in names if n not in _ALWAYS and len({c[n] for c in cells}) == 1}
+        cells = [{n: v for n, v in c.items() if n not in common} for c in cells]
+    said = [f"{'seconds' if n == 's' else n} {v}" for n, v in common.items() if v not in ("", "-")]
+    if said:
+        click.echo(_wrap("every row:", said, width))
+    columns = fit_columns(cells, width)
+    if not sys.stdout.isatty():
+        for line in [{n: n for n in columns}] + cells:
+            click.echo(
+                "  ".join(
+                    _cut(line[n], w).rjust(w) if n in right else _cut(line[n], w).ljust(w) for n, w in columns.items()
+                ).rstrip()
             )
         return
 
@@ -383,8 +436,7 @@ def _print_table(rows) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    console = Console(soft_wrap=False)
-    columns = fit_columns(cells, console.width)
+    console = Console(soft_wrap=False, width=width)
     table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, _GAP // 2))
     justify = dict(_COLUMNS)
     for name, width in columns.items():

@@ -38,11 +38,23 @@ def info(probe, target, frequency, profile, pyocd_options, json_mode):
         return
     click.echo(f"Target:     {data['target']}")
     click.echo(f"Target UID: {data['target_uid'] or 'unknown'}")
-    click.echo(f"Probe:      {data['probe_id']} ({data['probe_description']})")
+    from piflash.cli.tables import DEFAULT_WIDTH, output_width, print_table
+
+    probe_line = f"Probe:      {data['probe_id']} ({data['probe_description']})"
+    if len(probe_line) > (output_width() or DEFAULT_WIDTH):  # a long USB serial: the description below it
+        probe_line = f"Probe:      {data['probe_id']}\n            ({data['probe_description']})"
+    click.echo(probe_line)
     click.echo("Memory:")
-    for r in data["regions"]:
-        sizes = f"sector {r['sector_size']:,} B, page {r['page_size']:,} B" if r.get("sector_size") else ""
-        click.echo(f"  {r['type']:<6} {r['name']:<12} {r['start']:#010x}-{r['end']:#010x} {r['size']:>10,} B  {sizes}")
+    right = {"justify": "right", "no_wrap": True}
+    print_table(
+        [("type", {}), ("name", {"overflow": "fold"}), ("start-end", {"no_wrap": True}), ("bytes", right)]
+        + [("sector", right), ("page", right)],
+        [
+            [r["type"], r["name"], f"{r['start']:#010x}-{r['end']:#010x}", f"{r['size']:,}"]
+            + ([f"{r['sector_size']:,}", f"{r['page_size']:,}"] if r.get("sector_size") else ["", ""])
+            for r in data["regions"]
+        ],
+    )
 
 
 def _connected_info(s, pyocd_options) -> dict:
@@ -137,21 +149,54 @@ def probes(json_mode):
     if not found and not blocked and not bootsel and not running:
         click.echo("No debug probes found.")
         return
-    for p in found:
-        usb = f"  USB {p.vid_pid}" if p.vid_pid else ""
-        click.echo(f"{p.unique_id:<32} {p.description}{usb}" + (f"  [{p.target}]" if p.target else ""))
-    for d in bootsel:
-        state = "" if d.accessible else "  " + click.style(f"[cannot open: {fix_text(getpass.getuser())}]", fg="red")
-        click.echo(
-            f"{d.probe_id:<32} {d.chip.upper()} in BOOTSEL mode (PICOBOOT), boot ROM serial "
-            f"{d.serial or '?'}  [{d.chip}]{state}"
+    from rich.text import Text
+
+    from piflash.cli.tables import output_width, print_table
+
+    def row(probe_id: str, target: str, usb: str, what, note: str = ""):
+        # The ID whole on its own line (what -u takes), the description under it, wrapped to
+        # the width: 80 columns on a Pi's console and in a pipe, whatever the ID's length.
+        cell = Text(probe_id) + Text("\n  ") + Text(what)
+        if note:
+            cell.append(f" [{note}]", style="red")
+        return [cell, target, usb]
+
+    rows = [row(p.unique_id, p.target or "", p.vid_pid or "", p.description) for p in found]
+    rows += [
+        row(
+            d.probe_id,
+            d.chip,
+            "%04x:%04x" % (VID, _pid(d.chip)),
+            f"{d.chip.upper()} in BOOTSEL mode (PICOBOOT), boot ROM serial {d.serial or '?'}",
+            "" if d.accessible else f"cannot open: {fix_text(getpass.getuser())}",
         )
-    for r in running:
-        click.echo(f"{r.probe_id:<32} {_running_text(r)}  USB {r.vid_pid}")
+        for d in bootsel
+    ]
+    rows += [row(r.probe_id, "", r.vid_pid, _running_text(r)) for r in running]
+    rows += [row(b.serial or b.vid_pid, "", b.vid_pid, b.name, "cannot open") for b in blocked]
+    print_table([("probe ID, description", {}), ("target", {"no_wrap": True}), ("USB", {"no_wrap": True})], rows)
+    width = output_width() or 80
     for b in blocked:
-        click.echo(f"{b.serial or b.vid_pid:<32} {b.name}  " + click.style("[cannot open]", fg="red"))
-        click.echo(f"{'':<4}reason: {b.reason}")
-        click.echo(f"{'':<4}fix:    {b.fix}")
+        click.echo(f"{b.serial or b.vid_pid} cannot be opened:")
+        for label, text in (("reason", b.reason), ("fix", b.fix)):
+            click.echo(_wrapped(f"{label}: {text}", width, "    "))
+
+
+def _wrapped(text: str, width: int, indent: str) -> str:
+    """``text`` wrapped to ``width`` at spaces, every line indented (a word longer than a line,
+    a path, is kept whole)."""
+    import textwrap
+
+    return "\n".join(
+        textwrap.wrap(
+            text,
+            width=width,
+            initial_indent=indent,
+            subsequent_indent=indent + "  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    )
 
 
 def _running_text(r) -> str:

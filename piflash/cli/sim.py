@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
@@ -73,22 +72,31 @@ def list_cmd(json_mode):
     """List the simulated boards."""
     boards = _store().list()
     if json_mode:
-        # target_uid as every other output gives it (docs/result.md): lower-case hex; created as
-        # every other time: local time with its offset, to the millisecond (piflash.record.result.iso_time)
-        emit_json(
-            {
-                "boards": [
-                    dict(b.to_dict(), target_uid=b.target_uid.lower(), created=_local_time(b.created)) for b in boards
-                ]
-            }
-        )
+        # target_uid lower-case hex, as the store keeps it and every other output gives it
+        # (docs/result.md); created as every other time: local time with its offset, to the millisecond (piflash.record.result.iso_time)
+        emit_json({"boards": [dict(b.to_dict(), created=_local_time(b.created)) for b in boards]})
         return
     if not boards:
         click.echo("No simulated boards. Create one with 'piflash sim create NAME --target TYPE'.")
     for b in boards:
-        flags = ", ".join(f"{k}={v}" for k, v in sorted(b.faults.to_dict().items())) or "no faults"
         state = ("present" if b.present else "ejected") + ("" if b.seated else ", fixture empty")
-        click.echo(f"sim:{b.name:<24} {b.target:<12} uid {b.target_uid.lower()}  {state}  {flags}")
+        click.echo(f"sim:{b.name:<24} {b.target:<12} uid {b.target_uid}  {state}  {faults_text(b.faults.to_dict())}")
+
+
+def faults_text(faults: dict) -> str:
+    """A board's faults (:meth:`piflash.sim.faults.Faults.to_dict`) as one line, ``key=value``
+    sorted by key, every address as ``0x%08x`` as piflash's errors print them
+    (``write_protect=0x00001000 0x00002000``, ``bit_flip=0x00001235:3``); "no faults" for none."""
+    shown = []
+    for key, value in sorted(faults.items()):
+        if key == "write_protect":
+            value = " ".join(f"0x{a:08x}" for a in value)
+        elif key == "bit_flip":
+            value = f"0x{value['address']:08x}:{value['bit']}"
+        elif value is True:
+            value = "yes"
+        shown.append(f"{key}={value}")
+    return ", ".join(shown) or "no faults"
 
 
 def _local_time(created: str) -> str:
@@ -216,7 +224,7 @@ def fault(
         _store_call(store.set_faults, name, **faults)
     info = _store_call(store.get, name)
     faults = info.faults.to_dict()
-    click.echo(f"sim:{name} faults: {json.dumps(faults) if faults else 'none'}")
+    click.echo(f"sim:{name} faults: {faults_text(faults) if faults else 'none'}")
 
 
 @sim.command()

@@ -87,10 +87,16 @@ class SectorPlan:
 
     :ivar address: the sector's address (int). :ivar want: its 4096 bytes after the flash.
     :ivar erase: whether it must be erased first. :ivar pages: offsets (int) of the pages to write.
+    :ivar image_pages: offsets (int) of the pages holding image bytes: those not in ``pages`` are
+        the image's pages the chip already holds ("unchanged", as pyOCD's ``ProgrammingInfo``
+        counts ``skipped_page_count`` and :meth:`piflash.flashing.plan.RegionPlan.stats` does).
     """
 
-    def __init__(self, address: int, want: bytes, erase: bool, pages: List[int]) -> None:
+    def __init__(
+        self, address: int, want: bytes, erase: bool, pages: List[int], image_pages: Optional[List[int]] = None
+    ) -> None:
         self.address, self.want, self.erase, self.pages = address, want, erase, pages
+        self.image_pages = list(pages) if image_pages is None else image_pages
 
 
 def _sectors_of(image: FirmwareImage) -> Dict[int, List[Tuple[int, bytes]]]:
@@ -168,7 +174,8 @@ def plan_sectors(
                 if (erase and bytes(want[p * PAGE : (p + 1) * PAGE]) != b"\xff" * PAGE)
                 or (not erase and state == "blank" and bytes(want[p * PAGE : (p + 1) * PAGE]) != b"\xff" * PAGE)
             ]
-            plans.append(SectorPlan(sector, bytes(want), erase, pages))
+            image_pages = [p * PAGE for p, state in enumerate(states) if state != "outside"]
+            plans.append(SectorPlan(sector, bytes(want), erase, pages, image_pages))
     return plans, read_bytes
 
 
@@ -606,14 +613,20 @@ def flash_bootsel_session(
             stats.erase_mode = "sector"
             conn.erase_range(start, count * SECTOR)
             stats.erased_bytes += count * SECTOR
-        erased = stats.erased_bytes
+        # The phase's bytes are the sectors the image touches, each checked by CRC32: say so, and
+        # how many of them were erased, as the SWD path does (piflash.flashing.program).
+        erased, checked_text = stats.erased_bytes, f"{len(plans)} sector(s) ({len(plans) * SECTOR:,} B) checked"
         sink.phase_end(
-            Phase.ERASE, f"{erased:,} B erased" if erased else "nothing to erase: the sectors are blank or unchanged"
+            Phase.ERASE,
+            f"{checked_text}, {erased // SECTOR} erased ({erased:,} B)"
+            if erased
+            else f"{checked_text}, nothing to erase: blank or unchanged",
         )
     pages = {p.address + off: p.want[off : off + PAGE] for p in plans for off in p.pages}
     stats.programmed_pages = len(pages)
     stats.programmed_bytes = len(pages) * PAGE
-    stats.skipped_pages = len(plans) * (SECTOR // PAGE) - len(pages)
+    # unchanged: the image's pages the chip already held (not the blank rest of its sectors)
+    stats.skipped_pages = sum(len(set(p.image_pages) - set(p.pages)) for p in plans)
     stats.skipped_bytes = stats.skipped_pages * PAGE
     with phase(result, sink, Phase.PROGRAM):
         sink.phase_start(Phase.PROGRAM, stats.programmed_bytes)

@@ -21,6 +21,7 @@ from piflash.errors import (
     ProbePermissionError,
     extra_for_module,
     extra_missing,
+    output_closed,
 )
 
 LOG = logging.getLogger(__name__)
@@ -51,9 +52,17 @@ def translate_error(exc: BaseException, phase: str) -> PiflashError:
     is not pyOCD's or the OS's is a failure inside pyOCD's code, reported as such (its traceback
     is logged at debug level, shown by ``piflash -vv``).
 
+    A BrokenPipeError from this process's own closed stdout or stderr (a reader such as ``head``
+    went away while the progress was written) is not the probe's: it is raised again as it is,
+    for the command line to end quietly with exit 141 (:func:`piflash.errors.output_closed`).
+
     :param phase: what was being done (``"connect"``, ``"erase"``, ``"program"``, ``"verify"``...).
+    :raises BrokenPipeError: ``exc`` itself, when it is the closed output's.
     """
     from pyocd.core import exceptions as pe
+
+    if output_closed(exc):
+        raise exc
 
     if isinstance(exc, PiflashError):
         return exc

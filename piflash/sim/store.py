@@ -108,9 +108,10 @@ class BoardInfo:
 
     :param name: Board name; the probe's unique ID is ``"sim:" + name``.
     :param target: pyOCD target type name (one of ``SIM_TARGETS``).
-    :param target_uid: The target's factory unique ID as uppercase hex of the bytes at the UID
+    :param target_uid: The target's factory unique ID as lower-case hex of the bytes at the UID
         address, lowest address first (nRF: FICR DEVICEID[0..1], 8 bytes at 0x10000060; STM32:
-        12 bytes at 0x1FFFF7E8).
+        12 bytes at 0x1FFFF7E8), as piflash prints it everywhere (docs/result.schema.json,
+        ``target_uid``); a board stored upper-case by an older version reads back lower-case.
     :param present: False after :meth:`SimStore.eject`: the probe is not listed and cannot be
         opened, like an unplugged USB probe.
     :param seated: False after :meth:`SimStore.pull`: the probe stays plugged in but no board
@@ -196,11 +197,7 @@ class SimStore:
         """
         _check_name(name)
         spec = get_target(target)
-        uid = (
-            _normalise_uid(target_uid, spec)
-            if target_uid is not None
-            else secrets.token_bytes(spec.uid_length).hex().upper()
-        )
+        uid = _normalise_uid(target_uid, spec) if target_uid is not None else secrets.token_bytes(spec.uid_length).hex()
         with self._lock(name):
             if self._json_path(name).exists():
                 info = self._read_info(name)
@@ -359,7 +356,7 @@ class SimStore:
             uid = (
                 _normalise_uid(target_uid, spec)
                 if target_uid is not None
-                else secrets.token_bytes(spec.uid_length).hex().upper()
+                else secrets.token_bytes(spec.uid_length).hex()
             )
             new_faults = Faults.from_dict(faults, spec)
             if flash is not None and len(flash) > spec.flash.size:
@@ -499,7 +496,7 @@ class SimStore:
         return BoardInfo(
             name=name,
             target=spec.name,
-            target_uid=str(data["target_uid"]),
+            target_uid=str(data["target_uid"]).lower(),
             present=bool(data.get("present", True)),
             seated=bool(data.get("seated", True)),
             generation=int(data.get("generation", 0)),
@@ -540,8 +537,8 @@ def _check_name(name: str) -> None:
 
 
 def _normalise_uid(uid: str, spec: TargetSpec) -> str:
-    text = str(uid).strip().replace(":", "").replace("-", "").upper()
-    if len(text) != 2 * spec.uid_length or not re.fullmatch(r"[0-9A-F]+", text):
+    text = str(uid).strip().replace(":", "").replace("-", "").lower()  # given in any case
+    if len(text) != 2 * spec.uid_length or not re.fullmatch(r"[0-9a-f]+", text):
         raise ValueError("target_uid for %s must be %d hex digits" % (spec.name, 2 * spec.uid_length))
     return text
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -189,14 +190,20 @@ def _default_runner(cmd: Sequence[str]) -> "subprocess.CompletedProcess":
     return subprocess.run(list(cmd), capture_output=True, text=True, timeout=120)
 
 
-def _check_root(root: Path, dry_run: bool) -> None:
+def _check_root(root: Path, dry_run: bool, again: Sequence[str] = ()) -> None:
+    """Refuse a root that is not a directory, and an install on ``/`` by a user who is not root.
+
+    :param again: the options the command was given (``--config FILE`` ...), which the hint's
+        ``sudo`` command repeats, each quoted for the shell.
+    :raises ServiceError: with the command to run again under sudo as its hint.
+    """
     if not root.is_dir():
         raise ServiceError(f"--root {root}: no such directory")
     if not dry_run and root.resolve() == Path("/") and os.geteuid() != 0:
         raise ServiceError(
             "installing the station service needs root (it writes /etc/systemd/system and asks systemd to reload)",
             hint="run it with sudo, naming the executable to install: "
-            f"sudo {running_executable_or('piflash')} station install-service",
+            + " ".join([f"sudo {running_executable_or('piflash')} station install-service", *map(shlex.quote, again)]),
         )
 
 
@@ -300,7 +307,8 @@ def plan_install(
     :raises ProfileError: the config is unreadable or not a YAML mapping.
     """
     root = Path(root)
-    _check_root(root, dry_run)
+    again = [*(["--executable", executable] if executable else []), *(["--config", str(config)] if config else [])]
+    _check_root(root, dry_run, again + (["--now"] if now else ["--enable"] if enable else []))
     exe = executable or running_executable()
     unit = render_unit(exe)
     inside = _under(root, exe)

@@ -150,7 +150,7 @@ def test_every_json_output_matches_the_schema(cli, checked, firmware_dir, tmp_pa
     assert [p["probe_id"] for p in probes] == ["sim:nrf"]
     assert {"nrf52840"} <= {t["name"] for t in checked("targets", "nrf52")["targets"]}
     (board,) = checked("sim", "list")["boards"]
-    assert board["target_uid"] == uid               # the simulator's store keeps it upper-case
+    assert board["target_uid"] == uid
 
     status = checked("protect", "status", *NRF)
     assert status["status"]["state"] == "open" and status["target_uid"] == uid

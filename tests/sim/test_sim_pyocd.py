@@ -114,7 +114,7 @@ def test_unique_ids_differ_and_match_memory(store):
     for info in (a, b, c):
         with open_session(info.name) as session:
             uid = bytes(session.target.read_memory_block8(info.spec.uid_address, info.spec.uid_length))
-        assert uid.hex().upper() == info.target_uid
+        assert uid.hex() == info.target_uid
 
 
 def test_reset_runs_firmware_and_reset_halt(store, tmp_path):

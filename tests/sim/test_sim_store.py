@@ -80,7 +80,7 @@ def test_unique_ids_random_and_explicit(store):
     b = store.create("b", "nrf52840")
     assert a.target_uid != b.target_uid
     c = store.create("c", "stm32f103rc", target_uid="00112233445566778899aabb")
-    assert c.target_uid == "00112233445566778899AABB"
+    assert c.target_uid == "00112233445566778899aabb"
     with pytest.raises(ValueError):
         store.create("d", "stm32f103rc", target_uid="0011")
     with pytest.raises(ValueError):

@@ -52,7 +52,7 @@ def test_command_line_overrides_profile(cli, tmp_path, firmware_dir):
 def test_sim_dump_and_faults_listed(cli, tmp_path):
     cli("sim", "create", "x", "--target", "nrf51", check=0)
     out = cli("sim", "fault", "x", "--bit-flip", "0x10:2", "--write-protect", "0x400", check=0).stdout
-    assert '"bit_flip"' in out and '"write_protect"' in out
+    assert "bit_flip=0x00000010:2" in out and "write_protect=0x00000400" in out
     assert "sim:x faults: none" in cli("sim", "fault", "x", "--clear", check=0).stdout
     cli("sim", "dump", "x", "--out", tmp_path / "x.bin", check=0)
     assert (tmp_path / "x.bin").read_bytes() == b"\xff" * (256 * 1024)
