@@ -80,9 +80,10 @@ def firmware_for(target: str, firmware_dir: Path, microbit: Path, ext: str = "he
 class Cli:
     """Runs ``python -m piflash`` in a subprocess with the test's environment."""
 
-    def __call__(self, *args, timeout=120, check=None):
+    def __call__(self, *args, timeout=120, check=None, env=None):
+        """``env``: variables set on top of the test's environment (e.g. ``{"COLUMNS": "80"}``)."""
         proc = subprocess.run([sys.executable, "-m", "piflash", *map(str, args)],
-                              capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+                              capture_output=True, text=True, timeout=timeout, env=os.environ | (env or {}))
         if check is not None:
             assert proc.returncode == check, (
                 f"exit {proc.returncode} != {check}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")

@@ -238,20 +238,37 @@ def report(url, json_mode, csv_mode, by):
     if not rows:  # never nothing: say what the ledger holds instead
         ops = ", ".join(f"{op} {n}" for op, n in sorted(Counter(str(r["operation"]) for r in held).items()))
         click.echo(f"no flash rows in the ledger ({len(held)} rows{': ' + ops if ops else ''})")
-    for r in rows:
-        serials = f"serials {r['serial_first']}-{r['serial_last']}" if r["serial_first"] is not None else "no serials"
-        causes = ", ".join(f"{k} {v}" for k, v in r["failures"].items()) or "no failures"
+    if rows:
+        _print_report(rows, by)
+
+
+def _print_report(rows, by: str) -> None:
+    """``ledger report``'s text (issue 41: it was about 165 characters a line): a group's name on
+    one line, its figures on the next, its failures (wrapped) under them, each at most the output's
+    width (:func:`piflash.cli.tables.output_width`, else 80). ``rows``: :func:`report_rows`' dicts."""
+    import textwrap
+
+    from piflash.cli.tables import DEFAULT_WIDTH, output_width
+
+    width = max(40, output_width() or DEFAULT_WIDTH)
+    for i, r in enumerate(rows):
         if by == "bundle":
-            name = f"bundle v{r['bundle_version']} {r['bundle_sha256'][:12]}" if r["bundle_sha256"] else "no bundle"
-            click.echo(
-                f"{name:<26} {r['boards']:>5} boards, {r['passed']:>5} passed, yield {r['yield']:.1%}, first pass "
-                f"{r['first_pass_yield']:.1%}, {serials}; {causes}; stations {', '.join(r['stations'])}"
-            )
-            continue
-        click.echo(
-            f"{r['day']}  {r['station']:<16} {r['profile']:<16} {r['boards']:>5} boards, {r['passed']:>5} passed, "
-            f"yield {r['yield']:.1%}, first pass {r['first_pass_yield']:.1%}, {serials}; {causes}"
+            name = f"bundle v{r['bundle_version']} {r['bundle_sha256']}" if r["bundle_sha256"] else "no bundle"
+            name += "; stations " + ", ".join(r["stations"])
+        else:
+            name = f"{r['day']}  {r['station']}  {r['profile'] or '(no profile)'}"
+        serials = f"serials {r['serial_first']}-{r['serial_last']}" if r["serial_first"] is not None else "no serials"
+        figures = (
+            f"{r['boards']} boards, {r['passed']} passed, yield {r['yield']:.1%}, "
+            f"first pass {r['first_pass_yield']:.1%}, {serials}"
         )
+        causes = ", ".join(f"{k} {v}" for k, v in r["failures"].items())
+        lines = textwrap.wrap(name, width, subsequent_indent="    ", break_on_hyphens=False)
+        lines += textwrap.wrap(figures, width, initial_indent="  ", subsequent_indent="    ")
+        lines += textwrap.wrap("failures: " + (causes or "none"), width, initial_indent="  ", subsequent_indent="    ")
+        if i:
+            click.echo("")
+        click.echo("\n".join(lines))
 
 
 @ledger.command(context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)

@@ -78,7 +78,11 @@ def test_count_limit_counts_passed_boards_across_the_line(cli, kit, tmp_path, pg
     assert got == [(None, None, 1, 1), (1, sha1, 2, 2), (2, sha2, 1, 1)]
     assert all(len(r["stations"]) == 1 and r["stations"][0].startswith("one-off:") for r in out["report"])
     text = cli("ledger", "report", "--by", "bundle", "--ledger", pg.url, check=0).stdout
-    assert f"bundle v1 {sha1[:12]}" in text and "no bundle" in text and "2 boards" in text
+    groups = [g.splitlines() for g in text.split("\n\n")]
+    assert [g[0].split(";")[0] for g in groups] == ["no bundle", f"bundle v1 {sha1}", f"bundle v2 {sha2}"], text
+    assert [g[-2].split(",")[:2] for g in groups] == [["  1 boards", " 1 passed"], ["  2 boards", " 2 passed"],
+                                                      ["  1 boards", " 1 passed"]], text
+    assert max(len(line) for g in groups for line in g) <= 80, text
     csv = cli("ledger", "report", "--by", "bundle", "--csv", "--ledger", pg.url, check=0).stdout.splitlines()
     assert csv[0].startswith("bundle_sha256,bundle_version,stations,boards,passed") and len(csv) == 4
 

@@ -60,9 +60,13 @@ def test_ten_rows_read_back_on_any_server_encoding(tmp_path, pg, cli):
     assert "line-e                         10 rows" in status and "10 sealed rows, 0 queued" in status, status
     chain = cli("ledger", "verify-chain", "--ledger", pg.url, check=0)
     assert chain.stdout.strip() == "line-e                   intact: 10 rows, head seq 10" and not chain.stderr
-    report = cli("ledger", "report", "--ledger", pg.url, check=0).stdout
-    assert "line-e           capteur-é           10 boards,    10 passed, yield 100.0%" in report, report
-    assert "serials 1000-1009" in report
+    report = cli("ledger", "report", "--ledger", pg.url, check=0, env={"COLUMNS": "80"}).stdout
+    day = time.strftime("%Y-%m-%d")
+    assert report.splitlines() == [
+        f"{day}  line-e  capteur-é",
+        "  10 boards, 10 passed, yield 100.0%, first pass 100.0%, serials 1000-1009",
+        "  failures: none",
+    ], report
     data = cli.json("ledger", "report", "--ledger", pg.url)["report"]
     assert [(r["station"], r["profile"], r["boards"]) for r in data] == [("line-e", "capteur-é", 10)]
 
@@ -98,3 +102,27 @@ def test_report_of_a_ledger_without_flash_rows_says_what_it_holds(tmp_path, pg, 
             db.upload("bench", str(hist.identity), hist.sealed_after(0))
     out = cli("ledger", "report", "--ledger", pg.url, check=0).stdout
     assert out == "no flash rows in the ledger (1 rows: verify 1)\n"
+
+
+def test_report_fits_80_columns_with_long_names_and_many_causes(tmp_path, pg, cli):
+    """Issue 41: ``ledger report`` was about 165 characters a line. Long station and profile names,
+    a serial range and four failure causes: every line fits 80 columns and the figures stay whole."""
+    from piflash.record.ledger import Ledger
+
+    with History(tmp_path / "h.sqlite3") as hist:
+        for i, kind in enumerate(["VerifyError", "ProgramError", "EraseError", "ConnectError", None, None]):
+            r = _result(i)
+            r.ok = kind is None
+            r.error = None if kind is None else {"kind": kind, "message": f"a {kind} on this board"}
+            hist.record(r, station="assembly-line-east-7", slot="sim:bay", profile="widget-rev-c-production",
+                        serial=str(123456 + i))
+        with Ledger(pg.url) as db:
+            db.upload("assembly-line-east-7", str(hist.identity), hist.sealed_after(0))
+    out = cli("ledger", "report", "--ledger", pg.url, check=0, env={"COLUMNS": "80"}).stdout
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= 80, out
+    assert lines[1:] == [
+        "  6 boards, 2 passed, yield 33.3%, first pass 33.3%, serials 123456-123461",
+        "  failures: ConnectError 1, EraseError 1, ProgramError 1, VerifyError 1",
+    ], out
+    assert lines[0].endswith("  assembly-line-east-7  widget-rev-c-production"), out
