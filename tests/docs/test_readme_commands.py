@@ -63,6 +63,9 @@ def root_owned(repo: Path):
     return [str(p) for p in repo.rglob("*") if p.lstat().st_uid == 0]
 
 
+# Slow (minutes: the demo flashes MicroPython's 244 KB twice): it needs root, so it only ever ran
+# in CI's first leg (root, the whole suite), where it still runs.
+@pytest.mark.slow
 def test_demo_as_root_then_as_the_user(checkout):
     repo, venv = checkout
     first = demo(repo, venv, as_nobody=False)
