@@ -6,7 +6,8 @@ order and run by one bash in one fresh folder per page, as a reader who copies t
 - ``piflash`` and ``pyocd`` on the PATH run this checkout's code (``python -m piflash``);
 - the folder holds the firmware files the docs name, made from the test firmware as
   ``scripts/build-test-firmware.sh`` makes them in ``tests/firmware/build/examples/`` (README,
-  "Using it"), and a board the page names (``sim:NAME``) but never creates is created first;
+  "Using it"), and a board the page names (``sim:NAME``) but never creates is created just before
+  the first command that names it (a reader attaches it then);
 - ``piflash sim serve`` is started in the background on a free port (the page's port, e.g. 5555,
   replaced everywhere on the page) and stopped at the end of the page;
 - a command must exit 0, except one the page shows failing (its output starts with ``error:``),
@@ -214,10 +215,14 @@ def _script(name: str, cmds: List[Command], outdir: Path) -> Tuple[str, List[Com
     """The page's bash script: each command's output and exit status into ``outdir``."""
     port = str(_free_port())
     lines = ["set +e", "trap 'kill $(jobs -p) 2>/dev/null' EXIT", SETUP.get(name, ":")]
-    run = []
-    for cmd in cmds:
-        if (name, cmd.ident) in SKIP or name in SKIP_PAGES:
-            continue
+    run: List[Command] = []
+    kept = [c for c in cmds if (name, c.ident) not in SKIP and name not in SKIP_PAGES]
+    made = {c.key.split()[3] for c in kept if c.key.startswith("piflash sim create ")}
+    for cmd in kept:
+        for board in re.findall(r"sim:([a-z0-9][a-z0-9_.-]*)", cmd.key):
+            if board not in made:               # a board the page uses but never creates: attached just before
+                made.add(board)
+                lines.append(f"piflash sim create {board} --target {_target_of(shlex.split(cmd.key))} >/dev/null")
         n = len(run)
         run.append(cmd)
         text = cmd.text.replace("5555", port)
@@ -236,8 +241,6 @@ def _digits(line: str) -> str:
 
 @pytest.mark.parametrize("name,cmds", PAGE_COMMANDS, ids=[n for n, _ in PAGE_COMMANDS])
 def test_page_commands_run_as_written(name, cmds, tmp_path, firmware_dir, pyocd_binaries):
-    from piflash.sim import SimStore
-
     work, outdir = tmp_path / "work", tmp_path / "out"
     work.mkdir()
     outdir.mkdir()
@@ -248,12 +251,6 @@ def test_page_commands_run_as_written(name, cmds, tmp_path, firmware_dir, pyocd_
     env.update(HOME=str(tmp_path / "home"), PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}",
                XDG_CONFIG_HOME=str(tmp_path / "home" / ".config"), XDG_STATE_HOME=str(tmp_path / "home" / ".state"))
     script, run = _script(name, cmds, outdir)
-    created = {c.key.split()[3] for c in run if c.key.startswith("piflash sim create ")}
-    store = SimStore()
-    for cmd in run:                                       # boards the page uses but never creates
-        for m in re.finditer(r"sim:([a-z0-9][a-z0-9_.-]*)", cmd.key):
-            if m.group(1) not in created and not store.exists(m.group(1)):
-                store.create(m.group(1), _target_of(shlex.split(cmd.key)))
     try:
         subprocess.run(["bash", "-c", script], cwd=work, env=env, timeout=600, check=False)
     except subprocess.TimeoutExpired:           # the command without an exit status is the one that hung
