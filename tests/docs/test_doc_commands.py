@@ -80,6 +80,12 @@ SKIP: Dict[Tuple[str, str], str] = {
     ("install.md", "bash scripts/build-wheelhouse.sh --profile full ~/piflash-wheels"): "builds wheels for minutes "
     "(tests/system/test_wheelhouse.py)",
     ("install.md", "bash scripts/install.sh --profile full --wheelhouse ~/piflash-wheels"): CLONE,
+    ("history.md", "piflash history --file /tmp/rodoc/ro/history.sqlite3"): "a read-only bind mount needs root "
+    "(tests/production/test_history.py reads one)",
+    ("history.md", 'sqlite3 t3.sqlite3 "DELETE FROM operations WHERE id=2"'): "t3 is a station's history whose rows "
+    "finished out of order (tests/production/test_history_chain.py makes one)",
+    ("history.md", "piflash history verify-chain --file t3.sqlite3 -> error: the history chain is broken: row #2 "
+     "(seq 1) was delet"): "t3.sqlite3, above",
 }
 
 #: Pages that are transcripts of a session whose files (profiles, station configs, key pairs, a
@@ -92,14 +98,12 @@ SKIP_PAGES: Dict[str, str] = {
     "ledger.md": "needs a PostgreSQL at postgresql://piflash@db/production and the page's stations "
     "(tests/production/test_ledger*.py run them against tests/support/pgserver.py)",
     "bundles.md": "a transcript over the page's widget.yaml and ssh key pair (tests/production/test_bundle*.py)",
-    "profiles.md": "a transcript in the built test pack's folder /tmp/flm/demo (tests/sim/test_packs.py)",
     "station-service.md": SYSTEMD + "; the rest installs into /opt and /etc as root",
     "permissions.md": ROOT + "; the rest reads real USB devices (tests/unit/test_permissions*.py)",
+    "profiles.md": "a transcript in the built test pack's folder /tmp/flm/demo (tests/sim/test_packs.py)",
     "memory.md": "needs root and cgroup v1's memory controller (scripts/capped-run.py)",
     "boot-check.md": "piflash rtt runs until Ctrl-C; test.elf, build/app.elf and probe 0240000032044e45 are the "
     "reader's (tests/production/test_boot_check*.py run each check)",
-    "history.md": "a transcript: t1-t3.sqlite3 are copies of a history the page does not show being made "
-    "(tests/production/test_history*.py)",
     "station.md": "a transcript of a running station in the background (tests/station/ runs it)",
 }
 
@@ -167,9 +171,8 @@ def commands(page: Path) -> List[Command]:
                         break
             out.append(Command(text, _cut_comment(text.splitlines()[0])))
             current = None if shell else out[-1]
-    for cmd in out:
-        if cmd.output and cmd.output[0].startswith("error:"):
-            cmd.error = cmd.output[0]
+    for cmd in out:             # the error line may follow lines the command printed before it (a report)
+        cmd.error = next((ln for ln in cmd.output if ln.startswith("error:")), "")
     return out
 
 
@@ -249,7 +252,9 @@ def test_page_commands_run_as_written(name, cmds, tmp_path, firmware_dir, pyocd_
     example_files(firmware_dir, pyocd_binaries, work)
     env = {k: v for k, v in os.environ.items() if k != "PIFLASH_SIM_USB"}
     env.update(HOME=str(tmp_path / "home"), PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}",
-               XDG_CONFIG_HOME=str(tmp_path / "home" / ".config"), XDG_STATE_HOME=str(tmp_path / "home" / ".state"))
+               XDG_CONFIG_HOME=str(tmp_path / "home" / ".config"))
+    for name_ in ("XDG_STATE_HOME", "PIFLASH_HISTORY"):   # the pages name ~/.local/state/piflash, the default
+        env.pop(name_, None)
     script, run = _script(name, cmds, outdir)
     try:
         subprocess.run(["bash", "-c", script], cwd=work, env=env, timeout=600, check=False)
