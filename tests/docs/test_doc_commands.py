@@ -6,7 +6,7 @@ order and run by one bash in one fresh folder per page, as a reader who copies t
 - ``piflash`` and ``pyocd`` on the PATH run this checkout's code (``python -m piflash``);
 - the folder holds the firmware files the docs name, made from the test firmware as
   ``scripts/build-test-firmware.sh`` makes them in ``tests/firmware/build/examples/`` (README,
-  "Using it"), and a board the page names (``sim:NAME``) but never creates is created just before
+  "Using it"), with the test pack (``tests/firmware/pack``) and a 4-byte ``uicr.bin`` profiles.md flashes, and a board the page names (``sim:NAME``) but never creates is created just before
   the first command that names it (a reader attaches it then);
 - ``piflash sim serve`` is started in the background on a free port (the page's port, e.g. 5555,
   replaced everywhere on the page) and stopped at the end of the page;
@@ -26,6 +26,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -100,7 +101,6 @@ SKIP_PAGES: Dict[str, str] = {
     "bundles.md": "a transcript over the page's widget.yaml and ssh key pair (tests/production/test_bundle*.py)",
     "station-service.md": SYSTEMD + "; the rest installs into /opt and /etc as root",
     "permissions.md": ROOT + "; the rest reads real USB devices (tests/unit/test_permissions*.py)",
-    "profiles.md": "a transcript in the built test pack's folder /tmp/flm/demo (tests/sim/test_packs.py)",
     "memory.md": "needs root and cgroup v1's memory controller (scripts/capped-run.py)",
     "boot-check.md": "piflash rtt runs until Ctrl-C; test.elf, build/app.elf and probe 0240000032044e45 are the "
     "reader's (tests/production/test_boot_check*.py run each check)",
@@ -110,6 +110,7 @@ SKIP_PAGES: Dict[str, str] = {
 #: Per page: shell run before its first command (boards a page's commands assume attached).
 SETUP: Dict[str, str] = {
     "README.md": "piflash sim create one --target nrf52840 >/dev/null",   # "one probe attached"
+    "profiles.md": "piflash sim create bench1 --target nrf52840 >/dev/null",  # the test pack's part is an nRF52840
 }
 
 
@@ -201,6 +202,10 @@ def example_files(firmware_dir: Path, pyocd_binaries: Path, into: Path) -> None:
     shutil.copy(firmware_dir / "nrf52840" / "firmware.elf", into / "blink.elf")
     shutil.copy(firmware_dir / "boot" / "nrf52840" / "rtt.elf", into / "app.elf")
     shutil.copy(firmware_dir / "stm32f103rc" / "firmware.bin", into / "app.bin")
+    with zipfile.ZipFile(into / "piflash.PIFLASH_TEST_DFP.1.0.0.pack", "w") as z:  # as tests/sim/test_packs.py
+        z.write(REPO / "tests" / "firmware" / "pack" / "piflash.PIFLASH_TEST_DFP.pdsc", "piflash.PIFLASH_TEST_DFP.pdsc")
+        z.write(firmware_dir / "pack" / "piflash_nrf52840.FLM", "Flash/piflash_nrf52840.FLM")
+    (into / "uicr.bin").write_bytes((0xFFFFFF00).to_bytes(4, "little"))  # profiles.md: one UICR word, 4 bytes
     for chip, family, name in (("rp2040", 0xE48BFF56, "blink.uf2"), ("rp2350", 0xE48BFF59, "blink-rp2350.uf2")):
         (into / name).write_bytes(dump_uf2([(0x10000000, (pyocd_binaries / f"{chip}.bin").read_bytes())], family))
 
