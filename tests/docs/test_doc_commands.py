@@ -87,6 +87,12 @@ SKIP: Dict[Tuple[str, str], str] = {
     "finished out of order (tests/production/test_history_chain.py makes one)",
     ("history.md", "piflash history verify-chain --file t3.sqlite3 -> error: the history chain is broken: row #2 "
      "(seq 1) was delet"): "t3.sqlite3, above",
+    ("boot-check.md", "piflash rtt build/app.elf -t nrf52840 --reset"): "runs until Ctrl-C "
+    "(tests/production/test_boot_check*.py stop it)",
+    ("boot-check.md", "piflash flash test.elf --boot-check 'semihost:0' --boot-timeout 5"): "test.elf (the test "
+    "firmware's semihosting image) exits with status 3, so that the tests see a non-zero status checked "
+    "(tests/production/test_boot_check.py)",
+    ("boot-check.md", "piflash rtt -u 0240000032044e45 -t nrf52840"): HW + " (0240000032044e45: a probe's serial)",
 }
 
 #: Pages that are transcripts of a session whose files (profiles, station configs, key pairs, a
@@ -102,14 +108,13 @@ SKIP_PAGES: Dict[str, str] = {
     "station-service.md": SYSTEMD + "; the rest installs into /opt and /etc as root",
     "permissions.md": ROOT + "; the rest reads real USB devices (tests/unit/test_permissions*.py)",
     "memory.md": "needs root and cgroup v1's memory controller (scripts/capped-run.py)",
-    "boot-check.md": "piflash rtt runs until Ctrl-C; test.elf, build/app.elf and probe 0240000032044e45 are the "
-    "reader's (tests/production/test_boot_check*.py run each check)",
     "station.md": "a transcript of a running station in the background (tests/station/ runs it)",
 }
 
 #: Per page: shell run before its first command (boards a page's commands assume attached).
 SETUP: Dict[str, str] = {
     "README.md": "piflash sim create one --target nrf52840 >/dev/null",   # "one probe attached"
+    "boot-check.md": "piflash sim create one --target nrf52840 >/dev/null",  # one board for the commands without -u
     "profiles.md": "piflash sim create bench1 --target nrf52840 >/dev/null",  # the test pack's part is an nRF52840
 }
 
@@ -201,6 +206,9 @@ def example_files(firmware_dir: Path, pyocd_binaries: Path, into: Path) -> None:
         shutil.copy(firmware_dir / "nrf52840" / "firmware.hex", into / name)
     shutil.copy(firmware_dir / "nrf52840" / "firmware.elf", into / "blink.elf")
     shutil.copy(firmware_dir / "boot" / "nrf52840" / "rtt.elf", into / "app.elf")
+    for name in ("rtt.elf", "rtt.hex"):
+        shutil.copy(firmware_dir / "boot" / "nrf52840" / name, into / name)
+    shutil.copy(firmware_dir / "boot" / "nrf52840" / "semihost.elf", into / "test.elf")
     shutil.copy(firmware_dir / "stm32f103rc" / "firmware.bin", into / "app.bin")
     with zipfile.ZipFile(into / "piflash.PIFLASH_TEST_DFP.1.0.0.pack", "w") as z:  # as tests/sim/test_packs.py
         z.write(REPO / "tests" / "firmware" / "pack" / "piflash.PIFLASH_TEST_DFP.pdsc", "piflash.PIFLASH_TEST_DFP.pdsc")
