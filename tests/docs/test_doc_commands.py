@@ -8,6 +8,8 @@ order and run by one bash in one fresh folder per page, as a reader who copies t
   ``scripts/build-test-firmware.sh`` makes them in ``tests/firmware/build/examples/`` (README,
   "Using it"), with the test pack (``tests/firmware/pack``) and a 4-byte ``uicr.bin`` profiles.md flashes, and a board the page names (``sim:NAME``) but never creates is created just before
   the first command that names it (a reader attaches it then);
+- a ``yaml`` fence whose first line is ``# NAME.yaml`` is a file the reader saves: it is written,
+  as shown, where it stands on the page (so the page and the walk cannot drift apart);
 - ``piflash sim serve`` is started in the background on a free port (the page's port, e.g. 5555,
   replaced everywhere on the page) and stopped at the end of the page;
 - a command must exit 0, except one the page shows failing (its output starts with ``error:``),
@@ -26,6 +28,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import textwrap
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +42,9 @@ REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md"))
 FENCE = re.compile(r"^[ \t]*```([a-z]*)\n(.*?)^[ \t]*```", re.S | re.M)
 SHELL_LANGS = ("sh", "bash", "shell")
+#: A ``yaml`` fence whose first line is ``# NAME.yaml`` (then optionally `` -- what it is``) shows
+#: a file the reader writes: the walk writes it, as shown, at that point of the page.
+FILE_FENCE = re.compile(r"^# ([\w.-]+(?:/[\w.-]+)*\.ya?ml)(?: -- .*)?$")
 HEREDOC = re.compile(r"<<-?\s*'?\"?(\w+)'?\"?")
 
 HW = "real hardware: needs a USB probe or board attached"
@@ -104,7 +110,6 @@ SKIP_PAGES: Dict[str, str] = {
     "only in part (tests/production/ runs each case)",
     "ledger.md": "needs a PostgreSQL at postgresql://piflash@db/production and the page's stations "
     "(tests/production/test_ledger*.py run them against tests/support/pgserver.py)",
-    "bundles.md": "a transcript over the page's widget.yaml and ssh key pair (tests/production/test_bundle*.py)",
     "station-service.md": SYSTEMD + "; the rest installs into /opt and /etc as root",
     "permissions.md": ROOT + "; the rest reads real USB devices (tests/unit/test_permissions*.py)",
     "memory.md": "needs root and cgroup v1's memory controller (scripts/capped-run.py)",
@@ -153,6 +158,12 @@ def commands(page: Path) -> List[Command]:
     out: List[Command] = []
     for lang, block in FENCE.findall(page.read_text()):
         lines = block.splitlines()
+        named = FILE_FENCE.match(lines[0]) if lang in ("yaml", "yml") and lines else None
+        if named:               # a file the page shows: written by a heredoc as the reader would save it
+            body = textwrap.dedent(block)
+            out.append(Command(f"mkdir -p \"$(dirname {named.group(1)})\" && cat > {named.group(1)} <<'PIFLASH_FILE'\n"
+                               f"{body}PIFLASH_FILE", f"write {named.group(1)}"))
+            continue
         shell = lang in SHELL_LANGS
         i, current = 0, None
         while i < len(lines):
