@@ -59,3 +59,28 @@ if [[ ! -f $pyocd_dir/binaries/rp2040.bin ]]; then
     mv "$tmp/pyocd-$version/test" "$pyocd_dir/test"
     echo "$version" >"$pyocd_dir/VERSION"
 fi
+
+# The files the README and docs/ flash, under the names they use (README, "Using it"), in
+# tests/firmware/build/examples/: our nRF52840 blink as blink.hex/firmware.hex/app.hex/fw.hex and
+# blink.elf, the nRF52840 boot-check image that prints "self-test: PASS" over RTT as app.elf and
+# rtt.elf/rtt.hex, the one that exits by semihosting as test.elf (docs/boot-check.md)
+# (piflash run, --boot-check), our STM32F103RC blink as app.bin (at 0x08000000), and pico-examples
+# blink for the RP2040 and RP2350 as blink.uf2 and blink-rp2350.uf2 (written by piflash's own UF2
+# writer, families from pico-sdk boot/uf2.h: RP2040 0xE48BFF56, RP2350 Arm Secure 0xE48BFF59).
+build=$repo/tests/firmware/build
+examples=$build/examples
+mkdir -p "$examples"
+for name in firmware.hex app.hex fw.hex blink.hex; do cp "$build/nrf52840/firmware.hex" "$examples/$name"; done
+cp "$build/nrf52840/firmware.elf" "$examples/blink.elf"
+cp "$build/boot/nrf52840/rtt.elf" "$examples/app.elf"
+cp "$build/boot/nrf52840/rtt.elf" "$build/boot/nrf52840/rtt.hex" "$examples/"
+cp "$build/boot/nrf52840/semihost.elf" "$examples/test.elf"
+cp "$build/stm32f103rc/firmware.bin" "$examples/app.bin"
+PYTHONPATH=$repo "$venv/bin/python" - "$pyocd_dir/binaries" "$examples" <<'PY'
+import sys
+from pathlib import Path
+from piflash.firmware.uf2 import dump_uf2
+src, out = map(Path, sys.argv[1:])
+for chip, family, name in (("rp2040", 0xE48BFF56, "blink.uf2"), ("rp2350", 0xE48BFF59, "blink-rp2350.uf2")):
+    (out / name).write_bytes(dump_uf2([(0x10000000, (src / f"{chip}.bin").read_bytes())], family))
+PY

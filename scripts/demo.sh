@@ -19,3 +19,5 @@ echo "+ piflash flash $hex --target nrf51 --probe sim:microbit"
 "$venv/bin/piflash" flash "$hex" --target nrf51 --probe sim:microbit
 echo "+ piflash flash (again: unchanged pages are skipped)"
 "$venv/bin/piflash" flash "$hex" --target nrf51 --probe sim:microbit
+# The venv's piflash is on no PATH yet: say how to get it there (README, "Using it").
+echo "piflash is in $venv/bin; to run it from this shell: source $venv/bin/activate"
