@@ -13,7 +13,7 @@ order and run by one bash in one fresh folder per page, as a reader who copies t
 - ``piflash sim serve`` is started in the background on a free port (the page's port, e.g. 5555,
   replaced everywhere on the page) and stopped at the end of the page;
 - a command must exit 0, except one the page shows failing (its output starts with ``error:``),
-  which must fail with that error line (digits aside).
+  which must fail with that error line (numbers, unique IDs and the page's folder aside).
 
 A command that cannot run here (real hardware, root on the real machine, systemd, minutes of
 benchmark) is on :data:`SKIP` with the reason; the test checks that every entry is still on its
@@ -53,6 +53,10 @@ SYSTEMD = "needs systemd running the station service (tests/station/test_station
 BENCH = "a benchmark that runs for minutes (its figures are in docs/benchmarks.md)"
 CLONE = "a fresh clone and install: benchmarks/readme_first_run.py runs these in order"
 SUITE = "runs the test suite itself"
+LEDGER_LINE = ("needs a ledger on which station line-a numbered boards and holds a lease "
+               "(tests/production/test_serial_ledger.py makes one on tests/support/pgserver.py)")
+STATION_BOARDS = ("runs until stopped while boards are swapped on its fixture, and is killed with SIGKILL "
+                  "(tests/station/test_station_serials.py does it)")
 
 #: (page, command as written, comment cut off) -> why the test does not run it.
 SKIP: Dict[Tuple[str, str], str] = {
@@ -99,6 +103,26 @@ SKIP: Dict[Tuple[str, str], str] = {
     "firmware's semihosting image) exits with status 3, so that the tests see a non-zero status checked "
     "(tests/production/test_boot_check.py)",
     ("boot-check.md", "piflash rtt -u 0240000032044e45 -t nrf52840"): HW + " (0240000032044e45: a probe's serial)",
+    ("production.md", "piflash flash -p sensor -u sim:bench --serial 1003 -q -> error: serial 1003 was already issued: "
+     "board ba1bf26c78848f7"): LEDGER_LINE,
+    ("production.md", "piflash flash -p sensor -u sim:bench --serial 1010 -q -> error: serial 1010 was already issued: "
+     "a board whose unique "): LEDGER_LINE,
+    ("production.md", "piflash flash -p sensor -u sim:bench --serial 1001 -q -> error: serial 1001 was already issued: "
+     "a board whose unique "): LEDGER_LINE,
+    ("production.md", "piflash protect recover -u sim:bench -t nrf52840"): "asks on a terminal (answered y on the page); "
+    "the walk has none, and the --yes line after it runs (tests/production/test_erase_confirm.py answers the prompt)",
+    ("production.md", "piflash station run --plain --config station.yaml"): STATION_BOARDS,
+    ("production.md", "piflash station run --plain --config station.yaml -> error: the list units.csv is used up: all "
+     "its 3 rows are use"): STATION_BOARDS + " (tests/station/test_station_unitlist.py)",
+    ("production.md", 'sqlite3 -header -column state/serials.sqlite3 "SELECT n, state, holder, target_uid FROM '
+     'numbers"'): "the serial database of the station runs above",
+    ("production.md", 'sqlite3 -header -column state/serials.sqlite3 "SELECT id, first, count, used, state FROM '
+     'leases"'): "the serial database of the station runs above",
+    ("production.md", "piflash sim board pull bay"): "the fixture of the station runs above",
+    ("production.md", "piflash sim dump bay -o bay.bin"): "the last board the station runs above flashed",
+    ("production.md", "xxd -s 0xff000 -l 24 bay.bin"): "bay.bin, above",
+    ("production.md", 'sqlite3 -header -column state/unitlists.sqlite3 "SELECT row, state, holder, target_uid FROM '
+     'rows"'): "the unit list database of the station runs above",
 }
 
 #: Pages that are transcripts of a session whose files (profiles, station configs, key pairs, a
@@ -106,14 +130,18 @@ SKIP: Dict[Tuple[str, str], str] = {
 #: page -> why none of its commands is run here. Each such page must still have commands.
 SKIP_PAGES: Dict[str, str] = {
     "benchmarks.md": BENCH,
-    "production.md": "a transcript over profiles (sensor, radio), unit lists and station configs the page shows "
-    "only in part (tests/production/ runs each case)",
     "ledger.md": "needs a PostgreSQL at postgresql://piflash@db/production and the page's stations "
     "(tests/production/test_ledger*.py run them against tests/support/pgserver.py)",
     "station-service.md": SYSTEMD + "; the rest installs into /opt and /etc as root",
     "permissions.md": ROOT + "; the rest reads real USB devices (tests/unit/test_permissions*.py)",
     "memory.md": "needs root and cgroup v1's memory controller (scripts/capped-run.py)",
     "station.md": "a transcript of a running station in the background (tests/station/ runs it)",
+}
+
+#: Per page: the folder its transcript was made in, as its error lines show it (the walk's folder
+#: stands for it).
+FOLDER: Dict[str, str] = {
+    "production.md": "/tmp/pdoc",
 }
 
 #: Per page: shell run before its first command (boards a page's commands assume attached).
@@ -262,7 +290,12 @@ def _script(name: str, cmds: List[Command], outdir: Path) -> Tuple[str, List[Com
     return "\n".join(lines) + "\n", run
 
 
-def _digits(line: str) -> str:
+def _digits(line: str, folder: str = "") -> str:
+    """``line`` with what changes from run to run made alike: the page's folder (``FOLDER``, or
+    the walk's own), target unique IDs (8 hex digits or more) and then every number."""
+    if folder:
+        line = line.replace(folder, "FOLDER")
+    line = re.sub(r"\b[0-9a-f]{8,}\b", "UID", line)
     return re.sub(r"\d+(\.\d+)?", "N", line)
 
 
@@ -277,7 +310,8 @@ def test_page_commands_run_as_written(name, cmds, tmp_path, firmware_dir, pyocd_
     env = {k: v for k, v in os.environ.items() if k != "PIFLASH_SIM_USB"}
     env.update(HOME=str(tmp_path / "home"), PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}",
                XDG_CONFIG_HOME=str(tmp_path / "home" / ".config"))
-    for name_ in ("XDG_STATE_HOME", "PIFLASH_HISTORY"):   # the pages name ~/.local/state/piflash, the default
+    # the pages name ~/.local/state/piflash and ./piflash.d, the defaults (tests/conftest.py sets them elsewhere)
+    for name_ in ("XDG_STATE_HOME", "PIFLASH_HISTORY", "PIFLASH_SERIALS", "PIFLASH_PROFILE_PATH"):
         env.pop(name_, None)
     script, run = _script(name, cmds, outdir)
     try:
@@ -290,8 +324,8 @@ def test_page_commands_run_as_written(name, cmds, tmp_path, firmware_dir, pyocd_
         rc = int(rc_file.read_text()) if rc_file.exists() else None
         output = (outdir / str(n)).read_text() if (outdir / str(n)).exists() else ""
         if cmd.error:
-            shown = _digits(cmd.error)
-            if rc == 0 or not any(_digits(ln.strip()) == shown for ln in output.splitlines()):
+            shown = _digits(cmd.error, FOLDER.get(name, ""))
+            if rc == 0 or not any(_digits(ln.strip(), str(work)) == shown for ln in output.splitlines()):
                 failures.append(f"{cmd.key!r}: the page shows it fail with {cmd.error!r}; exit {rc}:\n{output}")
         elif rc != 0:
             failures.append(f"{cmd.key!r}: exit {rc}:\n{output}")
