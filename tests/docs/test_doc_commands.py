@@ -55,6 +55,10 @@ CLONE = "a fresh clone and install: benchmarks/readme_first_run.py runs these in
 SUITE = "runs the test suite itself"
 LEDGER_LINE = ("needs a ledger on which station line-a numbered boards and holds a lease "
                "(tests/production/test_serial_ledger.py makes one on tests/support/pgserver.py)")
+TWIN = ("/tmp/ldoc/b.sqlite3 is the history of a second station named st-2 on the ledger "
+        "(tests/production/test_ledger_identity.py makes the pair)")
+PASSWORD = ("a cluster that asks for the password of role 'line' (scram-sha-256) "
+            "(tests/production/test_ledger_secrets.py starts one)")
 STATION_BOARDS = ("runs until stopped while boards are swapped on its fixture, and is killed with SIGKILL "
                   "(tests/station/test_station_serials.py does it)")
 
@@ -103,6 +107,25 @@ SKIP: Dict[Tuple[str, str], str] = {
     "firmware's semihosting image) exits with status 3, so that the tests see a non-zero status checked "
     "(tests/production/test_boot_check.py)",
     ("boot-check.md", "piflash rtt -u 0240000032044e45 -t nrf52840"): HW + " (0240000032044e45: a probe's serial)",
+    ("ledger.md", "piflash station check --config line-a/station.yaml"): "line-a is a station that numbered "
+    "1000..1002 before it joined the ledger (tests/production/test_serial_ledger.py makes one)",
+    ("ledger.md", 'psql "$LEDGER" -c "SELECT counter, holder, old_next, new_next, reason FROM '
+     'ledger_counter_raises"'): "the raise of the station check above",
+    ("ledger.md", "piflash ledger takeover st-2 --ledger postgresql://piflash@db/production --file "
+     "/tmp/ldoc/b.sqlite3"): TWIN,
+    ("ledger.md", "piflash ledger status --ledger postgresql://piflash@db/production --file /tmp/ldoc/b.sqlite3 "
+     "--station st-2"): TWIN,
+    ("ledger.md", "piflash ledger report --ledger postgresql://piflash@db/production -> error: the ledger database "
+     "'production' at postgresql://pifl"): "needs a LATIN1 database (tests/production/test_ledger_encoding.py "
+    "makes one)",
+    ("ledger.md", "piflash ledger status --ledger 'host=127.0.0.1 port=33903 user=line dbname=ledger "
+     "password=wrong-one' -> error: cannot use the ledger host=127.0.0.1 port=33903 user="): PASSWORD,
+    ("ledger.md", "piflash ledger status --ledger postgresql://line@127.0.0.1:53953/ledger -> error: cannot use the "
+     "ledger postgresql://line@127.0.0.1:539"): PASSWORD,
+    ("ledger.md", "printf '127.0.0.1:53953:ledger:line:%s\\n' \"$PW\" > ~/.config/piflash/pgpass && chmod 600 "
+     "~/.config/piflash/pgpass"): PASSWORD,
+    ("ledger.md", "PGPASSFILE=~/.config/piflash/pgpass piflash ledger status --ledger "
+     "postgresql://line@127.0.0.1:53953/ledger"): PASSWORD,
     ("production.md", "piflash flash -p sensor -u sim:bench --serial 1003 -q -> error: serial 1003 was already issued: "
      "board ba1bf26c78848f7"): LEDGER_LINE,
     ("production.md", "piflash flash -p sensor -u sim:bench --serial 1010 -q -> error: serial 1010 was already issued: "
@@ -130,8 +153,6 @@ SKIP: Dict[Tuple[str, str], str] = {
 #: page -> why none of its commands is run here. Each such page must still have commands.
 SKIP_PAGES: Dict[str, str] = {
     "benchmarks.md": BENCH,
-    "ledger.md": "needs a PostgreSQL at postgresql://piflash@db/production and the page's stations "
-    "(tests/production/test_ledger*.py run them against tests/support/pgserver.py)",
     "station-service.md": SYSTEMD + "; the rest installs into /opt and /etc as root",
     "permissions.md": ROOT + "; the rest reads real USB devices (tests/unit/test_permissions*.py)",
     "memory.md": "needs root and cgroup v1's memory controller (scripts/capped-run.py)",
@@ -142,6 +163,13 @@ SKIP_PAGES: Dict[str, str] = {
 #: stands for it).
 FOLDER: Dict[str, str] = {
     "production.md": "/tmp/pdoc",
+}
+
+#: Per page: the ledger URL its commands name (``--ledger URL``); the walk starts a PostgreSQL
+#: (tests/support/pgserver.py, skipped without one) and writes its URL for this one. Not exported as
+#: ``PIFLASH_LEDGER``: the page shows a command without a ledger keeping its row at home.
+LEDGER_URL: Dict[str, str] = {
+    "ledger.md": "postgresql://piflash@db/production",
 }
 
 #: Per page: shell run before its first command (boards a page's commands assume attached).
@@ -266,8 +294,9 @@ def _shims(bindir: Path) -> None:
         shim.chmod(0o755)
 
 
-def _script(name: str, cmds: List[Command], outdir: Path) -> Tuple[str, List[Command]]:
-    """The page's bash script: each command's output and exit status into ``outdir``."""
+def _script(name: str, cmds: List[Command], outdir: Path, ledger: str = "") -> Tuple[str, List[Command]]:
+    """The page's bash script: each command's output and exit status into ``outdir``; ``ledger``:
+    the URL that stands for the page's :data:`LEDGER_URL`."""
     port = str(_free_port())
     lines = ["set +e", "trap 'kill $(jobs -p) 2>/dev/null' EXIT", SETUP.get(name, ":")]
     run: List[Command] = []
@@ -281,6 +310,8 @@ def _script(name: str, cmds: List[Command], outdir: Path) -> Tuple[str, List[Com
         n = len(run)
         run.append(cmd)
         text = cmd.text.replace("5555", port)
+        if ledger:
+            text = text.replace(LEDGER_URL[name], ledger)
         if cmd.key.startswith("piflash sim serve"):     # runs until stopped: in the background, until it listens
             lines.append(f"{{ {text}\n}} > {outdir}/{n} 2>&1 &")
             lines.append(f"for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && break; "
@@ -313,11 +344,19 @@ def test_page_commands_run_as_written(name, cmds, tmp_path, firmware_dir, pyocd_
     # the pages name ~/.local/state/piflash and ./piflash.d, the defaults (tests/conftest.py sets them elsewhere)
     for name_ in ("XDG_STATE_HOME", "PIFLASH_HISTORY", "PIFLASH_SERIALS", "PIFLASH_PROFILE_PATH"):
         env.pop(name_, None)
-    script, run = _script(name, cmds, outdir)
+    server = None
+    if name in LEDGER_URL:
+        from support.pgserver import PgServer
+
+        server = PgServer()
+    script, run = _script(name, cmds, outdir, server.url if server else "")
     try:
         subprocess.run(["bash", "-c", script], cwd=work, env=env, timeout=600, check=False)
     except subprocess.TimeoutExpired:           # the command without an exit status is the one that hung
         pass
+    finally:
+        if server is not None:
+            server.close()
     failures = []
     for n, cmd in enumerate(run):
         rc_file = outdir / f"{n}.rc"
