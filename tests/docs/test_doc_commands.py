@@ -126,6 +126,20 @@ SKIP: Dict[Tuple[str, str], str] = {
      "~/.config/piflash/pgpass"): PASSWORD,
     ("ledger.md", "PGPASSFILE=~/.config/piflash/pgpass piflash ledger status --ledger "
      "postgresql://line@127.0.0.1:53953/ledger"): PASSWORD,
+    ("station.md", "git clone <piflash repository URL> piflash && cd piflash"): "<piflash repository URL> is a "
+    "placeholder; " + CLONE,
+    ("station.md", "sudo bash scripts/install.sh --system"): ROOT + " (tests/system/test_install.py)",
+    ("station.md", "piflash station status --config station.yaml"): "a station with two probes running, one board "
+    "failed (tests/station/test_station_status_file.py runs one and reads its status)",
+    ("station.md", "piflash station status --config station.yaml -> error: no station status file (/tmp/sst2/status.json "
+     "or /run"): "the config of a station that is not running, its history in /tmp/sst2 "
+    "(tests/station/test_station_status_file.py)",
+    ("station.md", "piflash station run --plain --config station.yaml -> error: cannot open the history database "
+     "/srv/line-1/h/histor"): "a station.yaml whose history: is /srv/line-1/h/history.sqlite3, /srv/line-1/h a file "
+    "(tests/station/test_station_history_refused.py)",
+    ("station.md", "echo $?"): "the exit status of the station run above",
+    ("station.md", "bash scripts/install.sh --with-sim"): CLONE + " (this checkout has the simulator)",
+    ("station.md", ".venv/bin/python benchmarks/station_vs_shell.py"): BENCH,
     ("production.md", "piflash flash -p sensor -u sim:bench --serial 1003 -q -> error: serial 1003 was already issued: "
      "board ba1bf26c78848f7"): LEDGER_LINE,
     ("production.md", "piflash flash -p sensor -u sim:bench --serial 1010 -q -> error: serial 1010 was already issued: "
@@ -156,7 +170,6 @@ SKIP_PAGES: Dict[str, str] = {
     "station-service.md": SYSTEMD + "; the rest installs into /opt and /etc as root",
     "permissions.md": ROOT + "; the rest reads real USB devices (tests/unit/test_permissions*.py)",
     "memory.md": "needs root and cgroup v1's memory controller (scripts/capped-run.py)",
-    "station.md": "a transcript of a running station in the background (tests/station/ runs it)",
 }
 
 #: Per page: the folder its transcript was made in, as its error lines show it (the walk's folder
