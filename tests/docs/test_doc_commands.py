@@ -185,6 +185,12 @@ LEDGER_URL: Dict[str, str] = {
     "ledger.md": "postgresql://piflash@db/production",
 }
 
+#: Per page: the commands after which the reader waits for the station running in the background
+#: (a command ending in ``&``) to show one more board's PASS or FAIL, as the page says (up to 60 s).
+AWAIT: Dict[str, Tuple[str, ...]] = {
+    "station.md": ("piflash station --config station.yaml &", "piflash sim board swap bay"),
+}
+
 #: Per page: shell run before its first command (boards a page's commands assume attached).
 SETUP: Dict[str, str] = {
     "README.md": "piflash sim create one --target nrf52840 >/dev/null",   # "one probe attached"
@@ -313,6 +319,7 @@ def _script(name: str, cmds: List[Command], outdir: Path, ledger: str = "") -> T
     port = str(_free_port())
     lines = ["set +e", "trap 'kill $(jobs -p) 2>/dev/null' EXIT", SETUP.get(name, ":")]
     run: List[Command] = []
+    bg = None                   # the output of the station the page runs in the background
     kept = [c for c in cmds if (name, c.ident) not in SKIP and name not in SKIP_PAGES]
     made = {c.key.split()[3] for c in kept if c.key.startswith("piflash sim create ")}
     for cmd in kept:
@@ -330,7 +337,14 @@ def _script(name: str, cmds: List[Command], outdir: Path, ledger: str = "") -> T
             lines.append(f"for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && break; "
                          f"sleep 0.2; done; (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null; echo $? > {outdir}/{n}.rc")
             continue
+        awaited = bg is not None or cmd.key.endswith("&")
+        if awaited and cmd.key.startswith(AWAIT.get(name, ())):
+            bg = outdir / str(n) if bg is None else bg
+            results = f"grep -cE ': (PASS|FAIL) ' {bg} 2>/dev/null"
+            lines.append(f"before=$({results})")
         lines.append(f"{{ {text}\n}} > {outdir}/{n} 2>&1 < /dev/null; echo $? > {outdir}/{n}.rc")
+        if awaited and cmd.key.startswith(AWAIT.get(name, ())):
+            lines.append(f'for _ in $(seq 300); do [ "$({results})" -gt "${{before:-0}}" ] && break; sleep 0.2; done')
     return "\n".join(lines) + "\n", run
 
 
@@ -381,6 +395,13 @@ def test_page_commands_run_as_written(name, cmds, tmp_path, firmware_dir, pyocd_
                 failures.append(f"{cmd.key!r}: the page shows it fail with {cmd.error!r}; exit {rc}:\n{output}")
         elif rc != 0:
             failures.append(f"{cmd.key!r}: exit {rc}:\n{output}")
+    if name in AWAIT:           # the station's last line, as the comment of the command that stops it quotes it
+        bg = next(n for n, c in enumerate(run) if c.key.endswith("&"))
+        said = (outdir / str(bg)).read_text() if (outdir / str(bg)).exists() else ""
+        for cmd in run:
+            quoted = re.search(r'#\s*"([^"]+)"', cmd.text) if cmd.key.startswith("kill ") else None
+            if quoted and quoted.group(1) not in said:
+                failures.append(f"{cmd.key!r}: the page says the station printed {quoted.group(1)!r}; it said:\n{said}")
     assert not failures, f"{name}:\n" + "\n\n".join(failures)
 
 
