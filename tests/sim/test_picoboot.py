@@ -438,7 +438,9 @@ def test_info_over_bootsel_shows_what_the_boot_rom_reports(cli, pico):
     store, info, blink = pico
     text = cli("info", "-u", "picoboot").stdout
     assert "Target:     rp2040" in text and f"Target UID: {info.target_uid.lower()}" in text
-    assert "picoboot:1-2 (RP2040 in BOOTSEL mode" in text and "2,097,152 B  sector 4,096 B, page 256 B" in text
+    assert "Probe:      picoboot:1-2\n" in text and "(RP2040 in BOOTSEL mode" in text
+    assert ["flash", "xip", "0x10000000-0x101fffff", "2,097,152", "4,096", "256"] in [ln.split() for ln in
+                                                                                   text.splitlines()], text
     out = _schema_check(cli.json("info", "-u", "picoboot"))
     assert out["target_uid"] == info.target_uid.lower() and out["probe_id"] == "picoboot:1-2"
     assert out["regions"] == [{"name": "xip", "type": "flash", "start": BASE, "end": BASE + 0x1FFFFF,

@@ -51,7 +51,7 @@ def test_store_pull_seat_swap(store):
     flash = store.read_flash("fx")
     assert flash[:8] == b"\xaa" * 8 and flash[8:] == b"\xff" * (len(flash) - 8)
     assert store.read_nvm("fx", "uicr") == b"\xff" * len(store.read_nvm("fx", "uicr"))
-    assert store.swap("fx", target_uid="00112233aabbccdd").target_uid == "00112233AABBCCDD"
+    assert store.swap("fx", target_uid="00112233AABBCCDD").target_uid == "00112233aabbccdd"   # kept lower case
     with pytest.raises(ValueError):
         store.swap("fx", target_uid="12")
     with pytest.raises(ValueError):

@@ -39,9 +39,11 @@ def test_two_ports_numbered_boards_and_the_next_board_on_a_port(tmp_path, pyocd_
                           serials=tmp_path / "serials.sqlite3")
     station = StationProcess(config, tmp_path / "station.log")
     try:
-        wait_rows(history, 2, station)
+        # two whole PICOBOOT flashes of a 2-core machine's worth each: 60 s was not always enough
+        # beside the rest of the suite (a time-out, never a wrong row)
+        wait_rows(history, 2, station, deadline=180)
         third = store.swap("bay1").target_uid.lower()        # the next Pico on port 1-2
-        wait_rows(history, 3, station)
+        wait_rows(history, 3, station, deadline=180)
         assert station.stop() == 0
     finally:
         station.kill()

@@ -73,7 +73,7 @@ def test_probes_lists_the_probe_it_cannot_open(bench):
     text = bench.piflash("probes", groups=[plugdev_gid()])
     assert text.returncode == 0
     assert f"{DAPLINK_SERIAL}" in text.stdout and "[cannot open]" in text.stdout
-    assert "reason: " in text.stdout and "fix:    sudo " in text.stdout
+    assert "    reason: " in text.stdout and "    fix: sudo " in text.stdout, text.stdout
     assert STLINK_SERIAL not in text.stdout and "Receiver" not in text.stdout
 
 
