@@ -29,6 +29,23 @@ FIRMWARE_BUILD = Path(os.environ.get("PIFLASH_TEST_FIRMWARE", REPO / "tests" / "
 MICROBIT_HEX = Path("/usr/share/firmware-microbit-micropython/firmware.hex")
 
 
+def pytest_configure(config):
+    """With ``PYTHONDONTWRITEBYTECODE`` set (some shells and containers set it), no Python the
+    tests start writes bytecode, so each of the thousands of ``python -m piflash`` runs compiled
+    piflash's modules again (about a quarter of their CPU time: tests/production/test_wrong_target.py
+    took 58 s of user time, 44 s with the bytecode there). Compile them once, into the
+    ``__pycache__`` folders Python itself would write (ignored by git), in the controller only, and
+    only in a checkout this user owns (files root leaves in someone's checkout are
+    scripts/lib-owner.sh's trouble). Python checks each file's timestamp, so an edit is seen."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or hasattr(config, "workerinput"):
+        return
+    if REPO.stat().st_uid != os.getuid():
+        return
+    import compileall
+
+    compileall.compile_dir(REPO / "piflash", quiet=1)
+
+
 @pytest.fixture(autouse=True)
 def sim_dir(tmp_path, monkeypatch):
     """Each test gets its own simulated boards and history (and no profiles from the machine)."""

@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import expected_flash
 
 from piflash.errors import ExitCode
 
@@ -29,10 +30,11 @@ def store(sim_dir):
 
 
 @pytest.fixture
-def flashed(store, firmware_dir, cli):
-    """A simulated nRF52840 "b" holding the test firmware; returns its flash as read back."""
-    store.create("b", "nrf52840")
-    cli("flash", firmware_dir / "nrf52840" / "firmware.hex", *U, "-q", check=0)
+def flashed(store, firmware_dir):
+    """A simulated nRF52840 "b" holding the test firmware (pre-loaded into the simulator's flash,
+    not flashed: what is erased or kept is the point here); returns its flash as read back."""
+    info = store.create("b", "nrf52840")
+    store.write_flash("b", expected_flash(firmware_dir / "nrf52840" / "firmware.hex", info.spec.flash.size))
     before = store.read_flash("b")
     assert set(before) != {0xFF}
     return before

@@ -13,6 +13,7 @@ import os
 import pty
 import re
 import select
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import termios
 import time
 
 import pytest
+from conftest import Cli
 
 from piflash.errors import ExitCode
 
@@ -59,16 +61,34 @@ def on_terminal(args, columns: int, timeout: float = 60.0) -> str:
     return ANSI.sub("", out.decode()).replace("\r\n", "\n")
 
 
-@pytest.fixture
-def history(cli, firmware_dir):
-    """Three rows: a pass, a verify failure with a long error, and a reset."""
+@pytest.fixture(scope="module")
+def _made_history(tmp_path_factory, firmware_dir):
+    """Three rows: a pass, a verify failure with a long error, and a reset; made once for the
+    module (six CLI runs) in a folder of its own. Returns the history's path and its rows."""
+    d = tmp_path_factory.mktemp("history-table")
+    env = dict(os.environ, PIFLASH_SIM_DIR=str(d / "sim"), PIFLASH_HISTORY=str(d / "history.sqlite3"),
+               PIFLASH_PROFILE_PATH=str(d / "profiles"))
     fw = firmware_dir / "nrf52840" / "firmware.hex"
-    cli("sim", "create", "nrf52840", "-t", "nrf52840", check=0)
-    cli("flash", fw, *NRF, "-q", check=0)
-    cli("sim", "fault", "nrf52840", "--bit-flip", "0x1235:3", check=0)
-    cli("flash", fw, *NRF, "-q", "--erase", "chip", check=ExitCode.VERIFY)
-    cli("reset", *NRF, check=0)
-    return cli.json("history")["operations"]
+    cli = Cli()
+    cli("sim", "create", "nrf52840", "-t", "nrf52840", check=0, env=env)
+    cli("flash", fw, *NRF, "-q", check=0, env=env)
+    cli("sim", "fault", "nrf52840", "--bit-flip", "0x1235:3", check=0, env=env)
+    cli("flash", fw, *NRF, "-q", "--erase", "chip", check=ExitCode.VERIFY, env=env)
+    cli("reset", *NRF, check=0, env=env)
+    return d / "history.sqlite3", cli.json("history", env=env)["operations"]
+
+
+@pytest.fixture
+def history(_made_history):
+    """The module's history, copied to this test's ``PIFLASH_HISTORY`` (tests/conftest.py); its rows."""
+    path, rows = _made_history
+    src, dst = sqlite3.connect(path), sqlite3.connect(os.environ["PIFLASH_HISTORY"])
+    try:
+        src.backup(dst)
+    finally:
+        src.close()
+        dst.close()
+    return rows
 
 
 def _table(text: str):

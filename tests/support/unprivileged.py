@@ -11,6 +11,7 @@ the same Python version that ``nobody`` can execute.
 from __future__ import annotations
 
 import atexit
+import compileall
 import functools
 import os
 import shutil
@@ -92,6 +93,9 @@ def runtime() -> Runtime:
     os.chmod(base, 0o755)
     repo = base / "repo"
     shutil.copytree(REPO, repo, ignore=_SKIP, symlinks=True)
+    # its bytecode, which nobody cannot write (PYTHONDONTWRITEBYTECODE below): without it each
+    # piflash run as nobody compiled every module it imports again
+    compileall.compile_dir(repo / "piflash", quiet=1)
     site = base / "site"
     purelib = next(p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix))
     # piflash itself comes from the copy; its dist-info stays, for the entry points (pyOCD
