@@ -42,8 +42,15 @@ if [[ ! -x $venv/bin/python ]]; then
     python3 -m venv "$venv"
 fi
 stamp=$venv/.piflash-$extra.stamp
-if [[ ! -f $stamp || $repo/pyproject.toml -nt $stamp ]]; then
+deps=$repo/scripts/install-deps.txt
+if [[ ! -f $stamp || $repo/pyproject.toml -nt $stamp || $deps -nt $stamp ]]; then
     echo "dev-setup: installing piflash[$extra] into $venv" >&2
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$repo[$extra]"
+    # The packages an install gets, at the versions it gets them (install-deps.txt's pip rows), so
+    # the tests run what users run and a new release on PyPI cannot change a test run by itself.
+    # The test-only packages (pytest, ...) float within pyproject.toml's bounds.
+    constraints=$(mktemp)
+    trap 'rm -f "$constraints"' EXIT
+    awk '!/^[[:space:]]*(#|$)/ && $3 == "pip" && $2 != "-" {print $1 "==" $2}' "$deps" > "$constraints"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -c "$constraints" -e "$repo[$extra]"
     touch "$stamp"
 fi
