@@ -149,3 +149,21 @@ def make_fake_system(plugdev_members: Sequence[str] = ()) -> FakeSystem:
     base = Path(tempfile.mkdtemp(prefix="piflash-usbfake-"))
     os.chmod(base, 0o755)
     return FakeSystem(base, plugdev_members)
+
+
+#: The serials of :func:`make_bench`'s probes (an ST-Link/V2-1's and a micro:bit DAPLink's form).
+STLINK_SERIAL = "066DFF495157808667153840"
+DAPLINK_SERIAL = "0240000034544e45001b00028aa9001e8f91000097969900"
+
+
+def make_bench() -> FakeSystem:
+    """The test bench of tests/system/test_usbscan.py and docs/permissions.md's doctor transcript
+    (scripts/doctor-bench.py): an ST-Link whose node is ``root:plugdev 0660`` (bus 1 device 2), a
+    DAPLink whose node no rule touched (``root:root 0664``, device 3) and a mouse (no probe)."""
+    fake = make_fake_system()
+    fake.add_device("1-1", 0x0483, 0x374b, 1, 2, product="STM32 STLink", manufacturer="STMicroelectronics",
+                    serial=STLINK_SERIAL, group=plugdev_gid(), mode=0o660)
+    fake.add_device("1-2", 0x0d28, 0x0204, 1, 3, product="DAPLink CMSIS-DAP", manufacturer="ARM",
+                    serial=DAPLINK_SERIAL, interfaces=["CMSIS-DAP v1", "mbed Serial Port", "USB_MSC"])
+    fake.add_device("1-3", 0x046d, 0xc52b, 1, 4, product="USB Receiver", manufacturer="Logitech")
+    return fake

@@ -14,7 +14,7 @@ import os
 import shutil
 
 import pytest
-from support.usbfake import NOBODY, make_fake_system, plugdev_gid
+from support.usbfake import DAPLINK_SERIAL, NOBODY, STLINK_SERIAL, make_bench, make_fake_system, plugdev_gid
 
 from piflash.errors import ExitCode
 from piflash.probe import usbscan
@@ -22,18 +22,11 @@ from piflash.probe import usbscan
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
                                 reason="needs root and setpriv (util-linux) to act as another user")
 
-STLINK_SERIAL = "066DFF495157808667153840"
-DAPLINK_SERIAL = "0240000034544e45001b00028aa9001e8f91000097969900"
 
 
 @pytest.fixture
 def bench():
-    fake = make_fake_system()
-    fake.add_device("1-1", 0x0483, 0x374b, 1, 2, product="STM32 STLink", manufacturer="STMicroelectronics",
-                    serial=STLINK_SERIAL, group=plugdev_gid(), mode=0o660)
-    fake.add_device("1-2", 0x0d28, 0x0204, 1, 3, product="DAPLink CMSIS-DAP", manufacturer="ARM",
-                    serial=DAPLINK_SERIAL, interfaces=["CMSIS-DAP v1", "mbed Serial Port", "USB_MSC"])
-    fake.add_device("1-3", 0x046d, 0xc52b, 1, 4, product="USB Receiver", manufacturer="Logitech")
+    fake = make_bench()
     yield fake
     shutil.rmtree(fake.base)
 
