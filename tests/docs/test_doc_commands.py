@@ -265,7 +265,24 @@ FOLDER: Dict[str, str] = {
 #: exactly those lines (the page's :data:`PATHS` standing for the walk's).
 EXACT: Dict[str, Tuple[str, ...]] = {
     "permissions.md": ("sudo scripts/setup-probe-permissions.sh", "scripts/setup-probe-permissions.sh"),
+    "station-service.md": ("piflash station install-service --root",),
 }
+#: A folder made by ``mktemp -d`` (``tmp.`` and 10 characters), in the page or in the walk's
+#: ``$TMPDIR``: the same wherever it is, for :data:`EXACT`.
+MKTEMP = re.compile(r"/\S*/tmp\.\w{10}\b")
+
+#: On every page: commands whose shown output must be exactly what they print (``echo $?``: the status
+#: of the command before it).
+EXACT_ALL = ("echo $?",)
+#: A ``piflash history`` table: the command (not an export, a report or one row) and its header line.
+HISTORY_TABLE = re.compile(r"^piflash history(?! (?:show|verify-chain))(?!.*--(?:csv|json))")
+
+
+def _columns(output: List[str]) -> List[str]:
+    """The column names of the first history table header in ``output`` (lines), [] if none."""
+    head = next((ln for ln in output if ln.strip().startswith("#  ")), "")
+    return re.split(r"\s{2,}", head.strip()) if head else []
+
 
 #: Per page: the ledger URL its commands name (``--ledger URL``); the walk starts a PostgreSQL
 #: (tests/support/pgserver.py, skipped without one) and writes its URL for this one. Not exported as
@@ -465,7 +482,9 @@ def _script(name: str, cmds: List[Command], outdir: Path, ledger: str = "", work
             bg = outdir / str(n) if bg is None else bg
             results = f"grep -cE ': (PASS|FAIL) ' {bg} 2>/dev/null"
             lines.append(f"before=$({results})")
-        lines.append(f"{{ {text}\n}} > {outdir}/{n} 2>&1 < /dev/null; echo $? > {outdir}/{n}.rc")
+        # the status is kept in $? for the next command, as the reader's shell has it (``echo $?``)
+        lines.append(f"{{ {text}\n}} > {outdir}/{n} 2>&1 < /dev/null; __rc=$?; echo $__rc > {outdir}/{n}.rc; "
+                     "(exit $__rc)")
         if awaited and cmd.key.startswith(AWAIT.get(name, ())):
             lines.append(f'for _ in $(seq 300); do [ "$({results})" -gt "${{before:-0}}" ] && break; sleep 0.2; done')
     return "\n".join(lines) + "\n", run
@@ -528,11 +547,14 @@ def test_page_commands_run_as_written(name, cmds, tmp_path, firmware_dir, pyocd_
                 failures.append(f"{cmd.key!r}: the page shows it fail with {cmd.error!r}; exit {rc}:\n{output}")
         elif rc != 0:
             failures.append(f"{cmd.key!r}: exit {rc}:\n{output}")
-        if cmd.key.startswith(EXACT.get(name, ("\0",))):
+        if HISTORY_TABLE.match(cmd.key) and _columns(cmd.output) and \
+                _columns(cmd.output) != _columns(output.splitlines()):
+            failures.append(f"{cmd.key!r}: the page shows the columns {_columns(cmd.output)}; it printed:\n{output}")
+        if cmd.key.startswith(EXACT.get(name, ("\0",)) + EXACT_ALL):
             said = output
             for path, stand_in in PATHS.get(name, {}).items():
                 said = said.replace(str(work / stand_in), path)
-            if said.splitlines() != cmd.output:
+            if [MKTEMP.sub("$T", ln) for ln in said.splitlines()] != [MKTEMP.sub("$T", ln) for ln in cmd.output]:
                 failures.append(f"{cmd.key!r}: the page shows it print {cmd.output!r}; it printed:\n{said}")
     if name in AWAIT:           # the station's last line, as the comment of the command that stops it quotes it
         bg = next(n for n, c in enumerate(run) if c.key.endswith("&"))
