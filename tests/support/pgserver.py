@@ -39,8 +39,7 @@ def _free_port() -> int:
 
 @pytest.fixture
 def pg():
-    """A :class:`PgServer` of this test's own, stopped and removed when it ends (registered for
-    tests/production by its conftest.py)."""
+    """A :class:`PgServer` of this test's own, stopped and removed when it ends (shared by tests/conftest.py)."""
     server = PgServer()
     yield server
     server.close()

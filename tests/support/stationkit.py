@@ -1,7 +1,6 @@
 """Helpers for the station tests: write a profile and config, run ``piflash station run`` as a
 real subprocess, read its history with sqlite3, wait on conditions with deadlines; the fixtures
-``store`` and ``stations`` the station tests share (registered for tests/station and
-tests/production by their conftest.py)."""
+``store`` and ``stations`` the station and ledger tests share (through tests/conftest.py)."""
 
 from __future__ import annotations
 
