@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.pgserver import pg  # noqa: F401  (fixtures kept in tests/support, shared from here;
 from support.simserver import SimServer
+from support.stationkit import stations, store  # noqa: F401  a file's own fixture of the name wins)
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -10,6 +10,10 @@ Enabled per shell with click's generated script (``_PIFLASH_COMPLETE=bash_source
   waiting on a Tab must not hang on a USB bus that does not answer.
 - **Profile names**: the ``*.yaml``/``*.yml`` file names of :func:`piflash.profiles.profile_dirs`,
   globbed, never loaded (no YAML, no pyOCD).
+- **Simulated board names** (the BOARD of ``piflash sim delete``, ``dump``, ``fault``, ``plug``,
+  ``unplug``, ``board pull|seat|swap`` and ``serve --board``): the boards ``piflash sim list``
+  lists, read from the same store (:class:`piflash.sim.store.SimStore`, pure Python: no pyOCD, no
+  unicorn), in a thread given at most :data:`SIM_LIST_S` seconds.
 
 A completion never fails: whatever goes wrong leaves that list empty (the shell then offers
 nothing, or file names where the shell does that).
@@ -25,6 +29,10 @@ T = TypeVar("T")
 #: The longest a Tab waits for the probe list (seconds): a USB enumeration with pyOCD's import
 #: takes about 1 s on a Pi 4; a bus that hangs gives no probe IDs rather than a hung shell.
 PROBE_LIST_S = 5.0
+
+#: The longest a Tab waits for the simulated boards (seconds): the store is a local directory
+#: read in milliseconds; a hung file system (an NFS home) gives no names rather than a hung shell.
+SIM_LIST_S = 2.0
 
 
 def _items(words: List[str], incomplete: str) -> List[Any]:
@@ -85,6 +93,23 @@ def profile_names() -> List[str]:
     return sorted(names)
 
 
+def sim_board_names(timeout: float = SIM_LIST_S) -> List[str]:
+    """The names (str) of the simulated boards, sorted, as ``piflash sim list`` reads them
+    (:meth:`piflash.sim.store.SimStore.list`); whatever is read within ``timeout`` seconds (a
+    daemon thread, as in :func:`probe_ids`)."""
+    found: List[str] = []
+
+    def work() -> None:
+        from piflash.sim.store import SimStore
+
+        found.extend(b.name for b in _quietly(SimStore().list))
+
+    thread = threading.Thread(target=work, name="piflash-complete-sim", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return list(found) if not thread.is_alive() else []
+
+
 def complete_target(ctx: Any, param: Any, incomplete: str) -> List[Any]:
     """click ``shell_complete`` of ``--target``: :func:`target_names`."""
     return _items(_quietly(target_names), incomplete)
@@ -104,3 +129,12 @@ def complete_profile(ctx: Any, param: Any, incomplete: str) -> List[Any]:
 
         return [CompletionItem(incomplete, type="file")]
     return _items(_quietly(profile_names), incomplete)
+
+
+def complete_sim_board(ctx: Any, param: Any, incomplete: str) -> List[Any]:
+    """click ``shell_complete`` of a simulated BOARD: :func:`sim_board_names`, each as ``sim:NAME``
+    when ``incomplete`` starts with ``sim:`` (the commands take either form)."""
+    names = _quietly(sim_board_names)
+    if incomplete.lower().startswith("sim:"):
+        names = ["sim:" + n for n in names]
+    return _items(names, incomplete)

@@ -48,16 +48,22 @@ history_option = click.option(
 @click.option("--station", metavar="NAME", help="The station's name in the ledger [default: this host's name].")
 @handles_errors
 def status(url, path, station):
-    """What the ledger holds per station, and what this station's history still queues for it."""
+    """What the ledger holds per station, and what this station's history still queues for it:
+    for the station NAME, and for the one-off origin (PIFLASH_STATION or one-off:HOST:ID8) this
+    history's one-off rows go up under."""
     import socket
 
+    from piflash import settings
     from piflash.record.history import History
+    from piflash.record.ledger import one_off_origin
 
-    station = station or socket.gethostname()
+    host = socket.gethostname()
+    station = station or host
     with _open(url) as db:
         histories = db.histories()
         db.expire_leases()
         leases = db.leases()
+        holder = db.registration(station)
     with History(path) as hist:
         local, mine, asked = hist.head_seq(), hist.identity, len(hist.asked_rows(limit=1 << 62))
     head = max((h["head_seq"] for h in histories if (h["origin"], h["history_id"]) == (station, mine)), default=0)
@@ -72,9 +78,29 @@ def status(url, path, station):
         f"stations that crashed ({leases['lost_numbers']} numbers never issued), {leases['expired']} "
         f"expired ({leases['expired_numbers']} numbers not seen in the ledger's rows)"
     )
-    click.echo(f"this station ({station}): {local} sealed rows, {queued} queued for the ledger")
+    elsewhere = [h for h in histories if h["history_id"] == mine and h["origin"] != station]
+    if not elsewhere:
+        click.echo(f"this station ({station}): {local} sealed rows, {queued} queued for the ledger")
+    else:
+        # This history's rows went up under other origins (a one-off's, with --all-history): the
+        # station NAME's count alone read as if they had not gone up at all (issue 41).
+        click.echo(f"this history ({str(mine)[:8]}): {local} sealed rows, in the ledger under:")
+        for h in elsewhere:
+            click.echo(f"  {h['origin']} ({h['kind'] or 'unregistered'}): {h['rows']} rows, head seq {h['head_seq']}")
+        if head:
+            click.echo(f"  {station} (station): head seq {head}, {queued} queued for it")
+        elif holder is not None and holder["history_id"] == mine:
+            click.echo(f"  {station} ({holder['kind']}): no rows yet, {queued} queued for it")
+        else:
+            click.echo(
+                f"this station ({station}): none of this history's rows; {queued} would go up under "
+                f"{station} only if a station named {station} ran on this history"
+            )
     if asked:
-        click.echo(f"one-off rows of this history queued for the ledger: {asked} (piflash ledger upload)")
+        origin = settings.PIFLASH_STATION.value() or one_off_origin(host, str(mine))
+        click.echo(
+            f"one-off rows of this history queued for the ledger under {origin}: {asked} (piflash ledger upload)"
+        )
 
 
 @ledger.command(context_settings=CONTEXT, epilog=EXIT_CODES_EPILOG)

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from piflash.cli.completion import complete_sim_board
 from piflash.cli.options import CONTEXT, emit_json, handles_errors
 from piflash.errors import extra_missing
 
@@ -123,7 +124,7 @@ def create(board, target):
 
 
 @sim.command()
-@click.argument("board")
+@click.argument("board", shell_complete=complete_sim_board)
 @handles_errors
 def delete(board):
     """Delete the simulated board BOARD, its probe and its flash (for good)."""
@@ -132,7 +133,7 @@ def delete(board):
 
 
 @sim.command()
-@click.argument("board")
+@click.argument("board", shell_complete=complete_sim_board)
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False), help="Output .bin file.")
 @click.option(
     "--region",
@@ -165,7 +166,7 @@ def dump(board, out, region):
 
 
 @sim.command()
-@click.argument("board")
+@click.argument("board", shell_complete=complete_sim_board)
 @click.option(
     "--write-protect",
     multiple=True,
@@ -228,7 +229,7 @@ def fault(
 
 
 @sim.command()
-@click.argument("board")
+@click.argument("board", shell_complete=complete_sim_board)
 @handles_errors
 def plug(board):
     """Plug BOARD's probe back into USB (it is listed again)."""
@@ -237,7 +238,7 @@ def plug(board):
 
 
 @sim.command()
-@click.argument("board")
+@click.argument("board", shell_complete=complete_sim_board)
 @handles_errors
 def unplug(board):
     """Unplug BOARD's probe from USB (it is no longer listed and cannot be opened)."""
@@ -258,7 +259,7 @@ def board_group():
 
 
 @board_group.command("pull")
-@click.argument("board")
+@click.argument("board", shell_complete=complete_sim_board)
 @handles_errors
 def board_pull(board):
     """Take the board off BOARD's fixture (the probe stays plugged in)."""
@@ -267,7 +268,7 @@ def board_pull(board):
 
 
 @board_group.command("seat")
-@click.argument("board")
+@click.argument("board", shell_complete=complete_sim_board)
 @handles_errors
 def board_seat(board):
     """Put the same board back on BOARD's fixture."""
@@ -276,7 +277,7 @@ def board_seat(board):
 
 
 @board_group.command("swap")
-@click.argument("board")
+@click.argument("board", shell_complete=complete_sim_board)
 @click.option("--uid", metavar="HEX", help="Target unique ID of the new board [default: random].")
 @click.option(
     "--flash",
@@ -312,7 +313,7 @@ def board_swap(board, uid, flash_file, write_protect, remove_after):
 
 @sim.command()
 @click.option("--target", "-t", help="Target type of a board created on the fly.")
-@click.option("--board", "-b", help="Board name [default: the target type].")
+@click.option("--board", "-b", shell_complete=complete_sim_board, help="Board name [default: the target type].")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", "-p", type=int, default=5555, show_default=True, help="TCP port (0: any free port).")
 @handles_errors

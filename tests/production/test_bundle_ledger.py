@@ -18,18 +18,10 @@ from piflash.errors import BundleError, ExitCode
 pytest.importorskip("unicorn")
 pytest.importorskip("psycopg")
 
-from support.pgserver import PgServer  # noqa: E402
 
 from piflash.sim import SimStore  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def pg():
-    server = PgServer()
-    yield server
-    server.close()
 
 
 @pytest.fixture

@@ -170,6 +170,22 @@ def test_a_one_off_uploads_only_the_rows_of_commands_run_with_a_ledger(tmp_path,
         f"0 rows uploaded to the ledger under {origin}\n"
     assert cli("ledger", "verify-chain", "--ledger", pg.url, check=0).stdout == \
         f"{origin:<24} intact: 4 rows, head seq 4\n"
+    # issue 41: status asked about a station name on this one-off history said "4 queued" for it
+    # and nothing of the 4 rows that went up under the one-off origin
+    status = cli("ledger", "status", "--ledger", pg.url, "--file", history, "--station", "line-9", check=0).stdout
+    assert status.splitlines()[-3:] == [
+        f"this history ({me[:8]}): 4 sealed rows, in the ledger under:",
+        f"  {origin} (one-off): 4 rows, head seq 4",
+        "this station (line-9): none of this history's rows; 4 would go up under line-9 only if a station "
+        "named line-9 ran on this history",
+    ]
+    assert "4 queued for the ledger" not in status
+    gone = "postgresql://piflash@127.0.0.1:1/ledger"          # a ledger not reached: the row stays queued
+    assert "not in the ledger yet" in cli("flash", fw, "-u", "sim:one", "-t", "nrf52840", "-q", "--ledger", gone,
+                                          check=0).stderr
+    status = cli("ledger", "status", "--ledger", pg.url, "--file", history, "--station", "line-9", check=0).stdout
+    assert status.splitlines()[-1] == f"one-off rows of this history queued for the ledger under {origin}: 1 " \
+        "(piflash ledger upload)"
 
 
 def test_a_one_off_naming_a_station_of_another_machine_is_refused(tmp_path, firmware_dir, pg, cli, monkeypatch):

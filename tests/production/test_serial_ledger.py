@@ -16,28 +16,14 @@ import pytest
 pytest.importorskip("unicorn")
 pytest.importorskip("psycopg")
 
-from support.pgserver import PgServer  # noqa: E402
 from support.stationkit import StationProcess, rows, wait_for, wait_rows, write_config, write_profile  # noqa: E402
 
 from piflash.errors import ExitCode  # noqa: E402
 from piflash.firmware.patch import CounterSpec  # noqa: E402
 from piflash.production.leases import PostgresLeaseSource  # noqa: E402
 from piflash.production.serials import SerialAllocator  # noqa: E402
-from piflash.sim import SimStore  # noqa: E402
 
 COUNTER = CounterSpec("numbered", start=1000)
-
-
-@pytest.fixture
-def pg():
-    server = PgServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def store(sim_dir):
-    return SimStore()
 
 
 @pytest.fixture

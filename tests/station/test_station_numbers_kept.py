@@ -5,32 +5,17 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("unicorn")
 
-from support.stationkit import StationProcess, rows, wait_for, wait_rows, write_config  # noqa: E402
+from support.stationkit import rows, serial_numbers, wait_for, wait_rows, write_config  # noqa: E402
 
 from piflash.sim import SimStore  # noqa: E402
 
 START = 7000
-
-
-@pytest.fixture
-def stations():
-    started = []
-
-    def start(config, log, env=None):
-        st = StationProcess(config, log, env)
-        started.append(st)
-        return st
-
-    yield start
-    for st in started:
-        st.kill()
 
 
 def _profile(tmp_path: Path, firmware_dir: Path) -> Path:
@@ -45,14 +30,6 @@ serial:
     return path
 
 
-def _numbers(path: Path):
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return db.execute("SELECT n, state FROM numbers ORDER BY n").fetchall()
-    finally:
-        db.close()
-
-
 @pytest.mark.parametrize("step", ["taken", "programmed"])
 def test_interrupted_row_carries_the_serial_its_board_got(tmp_path, sim_dir, firmware_dir, stations, cli, step):
     """Killed right after the number was taken (or after programming), the board's row is
@@ -63,7 +40,7 @@ def test_interrupted_row_carries_the_serial_its_board_got(tmp_path, sim_dir, fir
     killed = stations(config, tmp_path / "killed.log", dict(os.environ, PIFLASH_TEST_KILL_AT=step))
     wait_for(lambda: killed.proc.poll() is not None, f"the station to kill itself at {step!r}")
     assert killed.proc.returncode == -9, killed.output()
-    assert _numbers(serials) == [(START, "taken")]
+    assert serial_numbers(serials) == [(START, "taken")]
 
     found = json.loads(cli("history", "--board", str(START), "--file", history, "--json", check=0).stdout)
     assert [(r["serial"], r["outcome"]) for r in found["operations"]] == [(str(START), "interrupted")], found
@@ -88,4 +65,4 @@ def test_clean_stop_returns_the_unused_rest_of_the_lease(tmp_path, sim_dir, firm
     assert second.stop() == 0
     assert "left unused" not in second.output(), second.output()
     assert [r["serial"] for r in rows(history)] == [str(START), str(START + 1)]
-    assert _numbers(serials) == [(START, "pass"), (START + 1, "pass")]
+    assert serial_numbers(serials) == [(START, "pass"), (START + 1, "pass")]

@@ -13,31 +13,12 @@ import pytest
 
 pytest.importorskip("unicorn")
 
-from support.stationkit import StationProcess, rows, wait_for, wait_rows, write_config  # noqa: E402
+from support.stationkit import rows, serial_numbers, wait_for, wait_rows, write_config  # noqa: E402
 
 from piflash.production.serials import KILL_POINTS  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
 
 LABEL = 0x000FF000
-
-
-@pytest.fixture
-def store(sim_dir):
-    return SimStore()
-
-
-@pytest.fixture
-def stations():
-    started = []
-
-    def start(config, log, env=None):
-        st = StationProcess(config, log, env)
-        started.append(st)
-        return st
-
-    yield start
-    for st in started:
-        st.kill()
 
 
 def _profile(tmp_path: Path, firmware_dir: Path, extra: str = "") -> Path:
@@ -56,14 +37,6 @@ patch:
     template: "SN-{{n:06d}}"
 {extra}""")
     return path
-
-
-def _numbers(path: Path):
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return db.execute("SELECT n, state, target_uid FROM numbers ORDER BY n").fetchall()
-    finally:
-        db.close()
 
 
 def _burned(store: SimStore, name: str):
@@ -102,7 +75,7 @@ def test_twenty_boards_get_twenty_numbers_and_failed_ones_keep_theirs(tmp_path, 
     got = rows(history)
     assert [r["outcome"] for r in got] == ["fail" if i in flipped else "pass" for i in range(20)]
     assert all(got[i]["error_kind"] == "VerifyError" for i in flipped)
-    numbers = _numbers(serials)
+    numbers = serial_numbers(serials, "n, state, target_uid")
     assert len(numbers) == 20 and len({n for n, _, _ in numbers}) == 20
     by_uid = {uid: (n, state) for n, state, uid in numbers}
     assert set(by_uid) == set(uids)
@@ -147,7 +120,7 @@ def test_sigkill_at_every_step_never_gives_a_number_twice(tmp_path, store, firmw
         assert again.stop() == 0
         final[uid] = _burned(store, "bay")[0]
 
-    numbers = _numbers(serials)
+    numbers = serial_numbers(serials, "n, state, target_uid")
     assert len({n for n, _, _ in numbers}) == len(numbers)          # never a number twice
     for uid, n in final.items():                                    # the board's number is its own
         assert (n, uid) in [(m, u) for m, _, u in numbers]
@@ -244,7 +217,7 @@ def test_numbering_passed_gives_a_failed_boards_number_to_the_next(tmp_path, sto
     assert [(r["outcome"], r["serial"]) for r in got] == [
         ("pass", "5000"), ("fail", "5001"), ("pass", "5001"), ("fail", "5002"), ("pass", "5002"),
         ("pass", "5003")]
-    assert [(n, state) for n, state, _ in _numbers(serials)] == [(n, "pass") for n in range(5000, 5004)]
+    assert serial_numbers(serials) == [(n, "pass") for n in range(5000, 5004)]
     db = sqlite3.connect(f"file:{serials}?mode=ro", uri=True)
     try:
         released = db.execute("SELECT n, target_uid, reused_at IS NOT NULL FROM released ORDER BY id").fetchall()

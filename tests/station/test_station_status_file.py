@@ -23,35 +23,15 @@ import pytest
 
 pytest.importorskip("unicorn")
 
-from support.stationkit import StationProcess, wait_for, wait_rows, write_config, write_profile  # noqa: E402
+from support.stationkit import wait_for, wait_rows, write_config, write_profile  # noqa: E402
 
 from piflash.errors import ExitCode  # noqa: E402
-from piflash.sim import SimStore  # noqa: E402
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "result.schema.json").read_text())
 #: --json outputs (the whole schema) and the file itself (its definition, no "command").
 CLI_SCHEMA = fastjsonschema.compile(SCHEMA)
 FILE_SCHEMA = fastjsonschema.compile(dict(SCHEMA, required=["schema_version"],
                                           anyOf=[{"$ref": "#/definitions/station_status"}]))
-
-
-@pytest.fixture
-def store(sim_dir):
-    return SimStore()
-
-
-@pytest.fixture
-def stations():
-    started = []
-
-    def start(config, log, env=None):
-        st = StationProcess(config, log, env)
-        started.append(st)
-        return st
-
-    yield start
-    for st in started:
-        st.kill()
 
 
 def _env(**extra):

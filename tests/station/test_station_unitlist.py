@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("unicorn")
 
-from support.stationkit import StationProcess, rows, wait_for, wait_rows, write_config  # noqa: E402
+from support.stationkit import rows, wait_for, wait_rows, write_config  # noqa: E402
 
 from piflash.sim import SimStore  # noqa: E402
 
@@ -23,25 +23,6 @@ LABEL, KEY = 0x000FF000, 0x000FF100
 #: DAP transfers after which a board is in its erase phase (connect ~160, the quick pre-check ~350
 #: more, then the erase: support/stationkit.py's MID_PROGRAM_TRANSFERS measures the same cycle).
 ERASING = 900
-
-
-@pytest.fixture
-def store(sim_dir):
-    return SimStore()
-
-
-@pytest.fixture
-def stations():
-    started = []
-
-    def start(config, log, env=None):
-        st = StationProcess(config, log, env)
-        started.append(st)
-        return st
-
-    yield start
-    for st in started:
-        st.kill()
 
 
 def write_list(directory: Path, n: int) -> Path:

@@ -37,6 +37,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture
+def pg():
+    """A :class:`PgServer` of this test's own, stopped and removed when it ends (shared by tests/conftest.py)."""
+    server = PgServer()
+    yield server
+    server.close()
+
+
 class PgServer:
     """One running cluster. :ivar url: ``postgresql://USER@127.0.0.1:PORT/postgres``.
 

@@ -1,5 +1,6 @@
 """Helpers for the station tests: write a profile and config, run ``piflash station run`` as a
-real subprocess, read its history with sqlite3, wait on conditions with deadlines."""
+real subprocess, read its history with sqlite3, wait on conditions with deadlines; the fixtures
+``store`` and ``stations`` the station and ledger tests share (through tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, Iterator, List, Optional
+
+import pytest
 
 #: DAP transfers after which ``remove_after`` pulls an nRF52840 board in the middle of its
 #: program phase with the 12.7 KB test firmware (measured: connect ends at ~160 transfers, the
@@ -107,6 +110,30 @@ class StationProcess:
         self._out.close()
 
 
+@pytest.fixture
+def store(sim_dir):
+    """The simulated boards' store of this test (``sim_dir``: its own folder)."""
+    from piflash.sim import SimStore
+
+    return SimStore()
+
+
+@pytest.fixture
+def stations() -> Iterator[Callable[..., StationProcess]]:
+    """``start(config, log, env=None)``: a :class:`StationProcess`; every station started is
+    killed when the test ends, passed or failed."""
+    started: List[StationProcess] = []
+
+    def start(config: Path, log: Path, env: Optional[dict] = None) -> StationProcess:
+        st = StationProcess(config, log, env)
+        started.append(st)
+        return st
+
+    yield start
+    for st in started:
+        st.kill()
+
+
 def rows(history: Path, with_open: bool = False) -> List[dict]:
     """The finished history rows, oldest first (a plain sqlite3 reader, as any tool would be);
     ``with_open``: also the rows still open (a board being flashed, or a process that died)."""
@@ -122,6 +149,16 @@ def rows(history: Path, with_open: bool = False) -> List[dict]:
             if "no such table" in str(exc):
                 return []
             raise
+    finally:
+        db.close()
+
+
+def serial_numbers(path: Path, columns: str = "n, state") -> List[tuple]:
+    """The ``columns`` of a serial database's numbers (``piflash.production.serials``), by number
+    (a plain sqlite3 reader)."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return db.execute(f"SELECT {columns} FROM numbers ORDER BY n").fetchall()
     finally:
         db.close()
 

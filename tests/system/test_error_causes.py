@@ -448,11 +448,13 @@ def test_stuck_sector_erase_is_named_and_quick(cli, tmp_path):
     assert "erasing the sector at 0x00005000 timed out" in proc.stderr
 
 
-@pytest.mark.parametrize("board, target, bound", [("nrf52840", "nrf52840", 1.69), ("stm", "stm32f103rc", 0.4)])
+@pytest.mark.parametrize("board, target, bound", [("nrf52840", "nrf52840", 1.69), ("stm", "stm32f103rc", 0.4),
+                                                   ("nrf51", "nrf51", 0.223)])
 def test_stuck_chip_erase_gives_up_within_ten_times_the_datasheet(cli, board, target, bound):
     """Issue 41 item 7: ``erase --chip`` on a stuck controller waited pyOCD's 240 s. It gives up
     after ten times the datasheet's mass-erase time (nRF52840 t_ERASEALL 169 ms, STM32F103
-    t_ME 40 ms), says so while it waits, and the failure is recorded."""
+    t_ME 40 ms; nRF51 22.3 ms, unconfirmed: piflash/targets/families/nrf51.py), says so while it
+    waits, and the failure is recorded."""
     cli("sim", "create", board, "-t", target, check=0)
     cli("sim", "fault", board, "--stuck-busy", check=0)
     proc = cli("erase", "--chip", "--yes", "-u", f"sim:{board}", check=ExitCode.FLASH)

@@ -6,7 +6,12 @@
   core's registers readable (nRF51 RM v3.0 section 9.1).
 - **Unique ID**: FICR DEVICEID[0..1] at 0x10000060 (nRF51 RM v3.0 section 7.1).
 - **Sector erase**: t_ERASEPAGE 22.3 ms at most (nRF51822 PS v3.4 section 8.22): 1 s allowed.
-- **Chip erase**: t_ERASEALL 22.3 ms at most (nRF51822 PS v3.4 section 8.22): 0.223 s allowed.
+- **Chip erase**: 0.223 s allowed, ten times 22.3 ms, taken as t_ERASEALL (nRF51822 PS v3.4
+  section 8.22). Not confirmed: 22.3 ms is what Zephyr gives as the nRF51's *page* erase maximum
+  (``FLASH_PAGE_ERASE_MAX_TIME_US 22300UL``, soc/nordic/nrf51/soc.h), and no public source found
+  (nrfx, Zephyr, pyOCD's target_nRF51822_xxAA.py, OpenOCD's nrf5.c, Nordic's pages) states the
+  nRF51's ERASEALL maximum; pyOCD and OpenOCD wait on NVMC READY with no datasheet figure. A real
+  part whose ERASEALL takes longer fails here with exit 11 naming 0.223 s (docs/exit-codes.md).
 - **Read-out protection**: the setting is UICR.RBPCONF at 0x10001004 (section 8.1; PALL [15:8]
   0x00 = protect all). There is no CTRL-AP: the state is read as RBPCONF plus a debugger read of
   flash address 0, which faults while protection is in effect. Recover is NVMC ERASEALL
@@ -48,7 +53,9 @@ class Nrf51Family(ReadOutProtectedFamily):
     identify_rank = 2
     uid_location = TargetUidLocation(0x10000060, 8, "nRF51 RM v3.0 s7.1 FICR.DEVICEID")
     erase_sector_timeout = 1.0
-    erase_chip_timeout = 10 * 0.0223  # t_ERASEALL, nRF51822 PS v3.4 section 8.22
+    #: 10 x 22.3 ms: t_ERASEALL as PS v3.4 section 8.22 is cited for it, the same figure as the
+    #: page erase maximum; unconfirmed (see the module docstring).
+    erase_chip_timeout = 10 * 0.0223
     uicr_customer = UICR_CUSTOMER
     #: BBC micro:bit v1 carries an nRF51822 (the board's own pages).
     boards: ClassVar[Dict[str, str]] = {"micro:bit": "nrf51", "microbit": "nrf51"}

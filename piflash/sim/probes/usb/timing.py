@@ -321,7 +321,8 @@ CYCLES_PER_HALFWORD = 1.0
 TARGET_TIMING: Dict[str, TargetTiming] = {
     # nRF51822 Product Specification v3.4, "Flash specifications" table (NVMC): t_WRITE (time
     # to write one word) 46.3 us, t_ERASEPAGE 22.3 ms, t_ERASEALL 22.3 ms, each the table's
-    # maximum. Core at 16 MHz (HFCLK, same document "Clock management").
+    # maximum. Core at 16 MHz (HFCLK, same document "Clock management"). t_ERASEALL is
+    # unconfirmed from public sources (piflash/targets/families/nrf51.py says what was searched).
     "nrf51": TargetTiming(
         core_hz=16e6,
         program_s=46.3e-6,
