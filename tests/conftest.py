@@ -96,13 +96,45 @@ def firmware_for(target: str, firmware_dir: Path, microbit: Path, ext: str = "he
     return firmware_dir / target / f"firmware.{ext}"
 
 
+_FORK_SERVER = None
+#: The environment before any test changed it: the fork server's (it starts at the first CLI run,
+#: inside some test whose monkeypatched variables must not become every later run's).
+_START_ENV = dict(os.environ)
+
+
+def _fork_server():
+    """This worker's :class:`support.forkserver.ForkServer`, started at the first CLI run (None:
+    switched off by ``PIFLASH_TEST_FORKSERVER=0``, or it could not start)."""
+    global _FORK_SERVER
+    if _FORK_SERVER is None and os.environ.get("PIFLASH_TEST_FORKSERVER", "1") != "0":
+        from support.forkserver import ForkServer
+
+        try:
+            _FORK_SERVER = ForkServer(_START_ENV)
+        except (OSError, RuntimeError):
+            _FORK_SERVER = False
+    return _FORK_SERVER or None
+
+
+def pytest_unconfigure(config):
+    if _FORK_SERVER:
+        _FORK_SERVER.close()
+
+
 class Cli:
-    """Runs ``python -m piflash`` in a subprocess with the test's environment."""
+    """Runs ``python -m piflash`` in a process of its own with the test's environment: a fork of
+    a server that has imported piflash and pyOCD already (tests/support/forkserver.py), or a fresh
+    interpreter where a fork would differ."""
 
     def __call__(self, *args, timeout=120, check=None, env=None):
         """``env``: variables set on top of the test's environment (e.g. ``{"COLUMNS": "80"}``)."""
-        proc = subprocess.run([sys.executable, "-m", "piflash", *map(str, args)],
-                              capture_output=True, text=True, timeout=timeout, env=os.environ | (env or {}))
+        argv, full = list(map(str, args)), os.environ | (env or {})
+        server = _fork_server()
+        if server is not None and server.fits(full):
+            proc = server.run(argv, full, timeout)
+        else:
+            proc = subprocess.run([sys.executable, "-m", "piflash", *argv],
+                                  capture_output=True, text=True, timeout=timeout, env=full)
         if check is not None:
             assert proc.returncode == check, (
                 f"exit {proc.returncode} != {check}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
