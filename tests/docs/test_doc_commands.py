@@ -3,7 +3,8 @@ written"): the lines of fenced ``sh``/``bash``/``shell`` blocks, and the ``$ `` 
 blocks (``console``, ``text``, none: a command shown with its output), are taken from each page in
 order and run by one bash in one fresh folder per page, as a reader who copies them would:
 
-- ``piflash`` and ``pyocd`` on the PATH run this checkout's code (``python -m piflash``);
+- ``piflash`` and ``pyocd`` on the PATH run this checkout's code (``python -m piflash``), in a
+  terminal 80 columns wide (``COLUMNS=80``: the pages' tables are pasted at that width);
 - the folder holds the firmware files the docs name, made from the test firmware as
   ``scripts/build-test-firmware.sh`` makes them in ``tests/firmware/build/examples/`` (README,
   "Using it"), with the test pack (``tests/firmware/pack``) and a 4-byte ``uicr.bin`` profiles.md flashes, and a board the page names (``sim:NAME``) but never creates is created just before
@@ -518,7 +519,8 @@ def test_page_commands_run_as_written(name, cmds, tmp_path, firmware_dir, pyocd_
     env = {k: v for k, v in os.environ.items() if k != "PIFLASH_SIM_USB"}
     env.update(HOME=str(tmp_path / "home"), PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}",
                XDG_CONFIG_HOME=str(tmp_path / "home" / ".config"), TMPDIR=str(tmp_path / "tmp"),
-               PIFLASH_DOC_DEBIAN_ROOT=str(DEBIAN_ROOT))
+               PIFLASH_DOC_DEBIAN_ROOT=str(DEBIAN_ROOT),
+               COLUMNS="80")    # a reader's 80-column terminal: the pages' tables are pasted at that width
     # the pages name ~/.local/state/piflash and ./piflash.d, the defaults (tests/conftest.py sets them elsewhere)
     for name_ in ("XDG_STATE_HOME", "PIFLASH_HISTORY", "PIFLASH_SERIALS", "PIFLASH_PROFILE_PATH"):
         env.pop(name_, None)
