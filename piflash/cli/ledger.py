@@ -54,6 +54,7 @@ def status(url, path, station):
     import socket
 
     from piflash import settings
+    from piflash.cli.tables import echo_wrapped
     from piflash.record.history import History
     from piflash.record.ledger import one_off_origin
 
@@ -73,32 +74,32 @@ def status(url, path, station):
         label = f"{h['origin']} (history {str(h['history_id'])[:8]})" if h["origin"] in several else h["origin"]
         note = "" if h["holder"] or h["kind"] is None else " (before a takeover)"
         click.echo(f"{label:<24} {h['rows']:>8} rows{note}")
-    click.echo(
+    echo_wrapped(
         f"serial leases: {leases['open']} open, {leases['closed']} closed, {leases['lost']} lost by "
         f"stations that crashed ({leases['lost_numbers']} numbers never issued), {leases['expired']} "
         f"expired ({leases['expired_numbers']} numbers not seen in the ledger's rows)"
     )
     elsewhere = [h for h in histories if h["history_id"] == mine and h["origin"] != station]
     if not elsewhere:
-        click.echo(f"this station ({station}): {local} sealed rows, {queued} queued for the ledger")
+        echo_wrapped(f"this station ({station}): {local} sealed rows, {queued} queued for the ledger")
     else:
         # This history's rows went up under other origins (a one-off's, with --all-history): the
         # station NAME's count alone read as if they had not gone up at all (issue 41).
-        click.echo(f"this history ({str(mine)[:8]}): {local} sealed rows, in the ledger under:")
+        echo_wrapped(f"this history ({str(mine)[:8]}): {local} sealed rows, in the ledger under:")
         for h in elsewhere:
-            click.echo(f"  {h['origin']} ({h['kind'] or 'unregistered'}): {h['rows']} rows, head seq {h['head_seq']}")
+            echo_wrapped(f"  {h['origin']} ({h['kind'] or 'unregistered'}): {h['rows']} rows, head seq {h['head_seq']}")
         if head:
-            click.echo(f"  {station} (station): head seq {head}, {queued} queued for it")
+            echo_wrapped(f"  {station} (station): head seq {head}, {queued} queued for it")
         elif holder is not None and holder["history_id"] == mine:
-            click.echo(f"  {station} ({holder['kind']}): no rows yet, {queued} queued for it")
+            echo_wrapped(f"  {station} ({holder['kind']}): no rows yet, {queued} queued for it")
         else:
-            click.echo(
+            echo_wrapped(
                 f"this station ({station}): none of this history's rows; {queued} would go up under "
                 f"{station} only if a station named {station} ran on this history"
             )
     if asked:
         origin = settings.PIFLASH_STATION.value() or one_off_origin(host, str(mine))
-        click.echo(
+        echo_wrapped(
             f"one-off rows of this history queued for the ledger under {origin}: {asked} (piflash ledger upload)"
         )
 

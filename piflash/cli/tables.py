@@ -35,6 +35,25 @@ def output_width(stream=None) -> Optional[int]:
     return None
 
 
+def echo_wrapped(text: str, indent: str = "  ") -> None:
+    """Print ``text`` (one message, str) folded at word boundaries to :func:`output_width` (80
+    columns when there is none), its continuation lines indented by ``indent``."""
+    import textwrap
+
+    width = output_width() or DEFAULT_WIDTH
+    lead = text[: len(text) - len(text.lstrip(" "))]
+    click.echo(
+        textwrap.fill(
+            text,
+            width=width,
+            initial_indent="",
+            subsequent_indent=lead + indent,
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+    )
+
+
 def print_table(
     columns: Sequence[Tuple[str, dict]],
     rows: Sequence[Sequence[Any]],

@@ -172,7 +172,9 @@ def test_a_one_off_uploads_only_the_rows_of_commands_run_with_a_ledger(tmp_path,
         f"{origin:<24} intact: 4 rows, head seq 4\n"
     # issue 41: status asked about a station name on this one-off history said "4 queued" for it
     # and nothing of the 4 rows that went up under the one-off origin
-    status = cli("ledger", "status", "--ledger", pg.url, "--file", history, "--station", "line-9", check=0).stdout
+    args = ("ledger", "status", "--ledger", pg.url, "--file", history, "--station", "line-9")
+    assert max(map(len, cli(*args, check=0).stdout.splitlines())) <= 80   # folded to 80 columns
+    status = cli(*args, check=0, env={"COLUMNS": "200"}).stdout
     assert status.splitlines()[-3:] == [
         f"this history ({me[:8]}): 4 sealed rows, in the ledger under:",
         f"  {origin} (one-off): 4 rows, head seq 4",
