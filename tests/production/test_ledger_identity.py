@@ -185,7 +185,7 @@ def test_a_one_off_uploads_only_the_rows_of_commands_run_with_a_ledger(tmp_path,
     gone = "postgresql://piflash@127.0.0.1:1/ledger"          # a ledger not reached: the row stays queued
     assert "not in the ledger yet" in cli("flash", fw, "-u", "sim:one", "-t", "nrf52840", "-q", "--ledger", gone,
                                           check=0).stderr
-    status = cli("ledger", "status", "--ledger", pg.url, "--file", history, "--station", "line-9", check=0).stdout
+    status = cli(*args, check=0, env={"COLUMNS": "200"}).stdout
     assert status.splitlines()[-1] == f"one-off rows of this history queued for the ledger under {origin}: 1 " \
         "(piflash ledger upload)"
 
