@@ -291,8 +291,10 @@ _PRIORITY = (
     "s",
     "bytes",
 )
-#: Columns never folded into the "every row:" line, even when all rows agree.
-_ALWAYS = ("#", "result")
+#: Columns never folded into the "every row:" line, even when all rows agree: a row's number,
+#: when it started (rows a second apart are still a list of times to read, not "every row:
+#: started 15:37:52") and its result.
+_ALWAYS = ("#", "started", "result")
 #: A probe ID longer than this is cut to its beginning and "…" in a narrow table (a beginning
 #: is what ``-u PREFIX*`` takes).
 _PROBE_CHARS = 16

@@ -192,7 +192,7 @@ def test_a_station_killed_mid_board_loses_no_row_and_issues_no_number_twice(tmp_
     serials = [r["serial"] for r in central if r["serial"]]
     assert len(serials) == len(set(serials)) == 4       # the interrupted board keeps its number
     out = cli("ledger", "status", "--ledger", pg.url, "--file", k_dir / "history.sqlite3",
-              "--station", "line-k", check=0).stdout
+              "--station", "line-k", check=0, env={"COLUMNS": "200"}).stdout
     assert "1 lost by stations that crashed" in out and "0 queued" in out
     assert cli("ledger", "verify-chain", "--ledger", pg.url, check=0).stdout.count("intact") == 2
 
@@ -230,7 +230,7 @@ def test_a_lease_expires_by_time_and_its_holder_renews_or_closes_it(tmp_path, fi
 
     def status():
         return cli("ledger", "status", "--ledger", pg.url, "--file", history, "--station", "line-x",
-                   check=0).stdout
+                   check=0, env={"COLUMNS": "200"}).stdout     # a line each, as the asserts read them
 
     st = StationProcess(config, d / "x1.log")
     try:

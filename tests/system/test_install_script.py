@@ -210,21 +210,29 @@ def debian_packages(profiles=("all", "sim")) -> list[str]:
     return sorted(pkgs)
 
 
+def install_debian_packages(profiles=("all", "sim"), extra=()) -> None:
+    """As root, apt-get the Debian packages install.sh wants for ``profiles`` (and ``extra``) that
+    are missing: the install itself runs as nobody and can only name them. Skips the test when
+    apt-get fails (no network, no index)."""
+    missing = [p for p in [*debian_packages(profiles), *extra]
+               if subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True,
+                                 text=True).stdout.find("ok installed") < 0]
+    if missing:
+        apt = subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-qq",
+                              "--no-install-recommends", *missing],
+                             capture_output=True, text=True, timeout=600,
+                             env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        if apt.returncode != 0:
+            pytest.skip(f"apt-get install {' '.join(missing)} failed: {apt.stderr.strip()[-300:]}")
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not ROOT, reason="needs root (apt-get for the Debian packages; the install runs as nobody)")
 def test_with_sim_installs_the_simulated_board(home):
     """`install.sh --with-sim` (a real user install, pip from the configured index): the venv
     sees Debian's python3-unicorn, the marker says so, and the README's simulated-board
     commands work with the installed piflash. About 40 s."""
-    missing = [p for p in debian_packages()
-               if subprocess.run(["dpkg-query", "-W", "-f=${Status}", p], capture_output=True,
-                                 text=True).stdout.find("ok installed") < 0]
-    if missing:
-        apt = subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-qq", "--no-install-recommends", *missing],
-                             capture_output=True, text=True, timeout=600,
-                             env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
-        if apt.returncode != 0:
-            pytest.skip(f"apt-get install {' '.join(missing)} failed: {apt.stderr.strip()[-300:]}")
+    install_debian_packages()
     proc = subprocess.run(as_user(["bash", str(install_script()), "--with-sim"]), capture_output=True,
                           text=True, timeout=900,
                           env={"HOME": str(home), "PATH": os.environ["PATH"], "LANG": "C.UTF-8"})
@@ -244,14 +252,14 @@ def test_with_sim_installs_the_simulated_board(home):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not ROOT, reason="needs root (apt-get for libpq5; the install runs as nobody)")
+@pytest.mark.skipif(not ROOT, reason="needs root (apt-get for the Debian packages; the install runs as nobody)")
 def test_with_ledger_and_metrics_install_the_extras(home):
     """`install.sh --with-ledger --with-metrics` (a real user install, pip from the configured
     index): Debian's libpq5 under psycopg, prometheus-client, the marker says so, and `station check`
     of a config with `ledger:` and `metrics_port:` gets past the extras (issue 39)."""
-    if subprocess.run(["dpkg-query", "-W", "-f=${Status}", "libpq5"], capture_output=True,
-                      text=True).stdout.find("ok installed") < 0:
-        pytest.skip("libpq5 is not installed (apt-get install libpq5)")
+    # python3-psutil & co. (profile all) and libpq5 (install.sh --with-ledger adds it); on a fresh
+    # machine nothing else may have installed them before this test runs
+    install_debian_packages(("all",), extra=("libpq5",))
     proc = subprocess.run(as_user(["bash", str(install_script()), "--with-ledger", "--with-metrics"]),
                           capture_output=True, text=True, timeout=900,
                           env={"HOME": str(home), "PATH": os.environ["PATH"], "LANG": "C.UTF-8"})
