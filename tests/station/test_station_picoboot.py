@@ -12,6 +12,7 @@ pytest.importorskip("unicorn")
 from support.stationkit import (  # noqa: E402
     StationProcess,
     rows,
+    wait_for,
     wait_rows,
     write_config,
     write_profile,
@@ -42,6 +43,12 @@ def test_two_ports_numbered_boards_and_the_next_board_on_a_port(tmp_path, pyocd_
         # two whole PICOBOOT flashes of a 2-core machine's worth each: 60 s was not always enough
         # beside the rest of the suite (a time-out, never a wrong row)
         wait_rows(history, 2, station, deadline=180)
+        # The operator swaps the board when the slot says it waits for the next one (the board
+        # rebooted and left the bus). A swap within one poll of the port is not seen: the slot
+        # only looks for a BOOTSEL device on its port, and the RP2040 boot ROM's serial number is
+        # the same on every board (a new USB device address would tell them apart; not used yet).
+        wait_for(lambda: "picoboot:1-2: waiting for a Pico in BOOTSEL mode" in station.output(),
+                 "slot 1-2 waiting for the next board", 180)
         third = store.swap("bay1").target_uid.lower()        # the next Pico on port 1-2
         wait_rows(history, 3, station, deadline=180)
         assert station.stop() == 0
