@@ -63,19 +63,26 @@ def probe_ids(timeout: float = PROBE_LIST_S) -> List[str]:
     """The IDs (str) of the probes attached: pyOCD's (``sim:NAME`` for a simulated board) then
     the BOOTSEL Picos' (``picoboot:PORT``); whatever is found within ``timeout`` seconds (a
     daemon thread: one that hangs is left behind when the shell's process ends)."""
-    found: List[str] = []
 
-    def work() -> None:
+    def work(found: List[str]) -> None:
         from piflash.probe.discovery import list_probes
         from piflash.probe.picoboot import list_devices
 
         found.extend(p.unique_id for p in _quietly(lambda: list_probes()))
         found.extend(d.probe_id for d in _quietly(list_devices))
 
-    thread = threading.Thread(target=work, name="piflash-complete-probes", daemon=True)
+    return _within(timeout, work, complete=False)
+
+
+def _within(timeout: float, work: Callable[[List[str]], None], complete: bool) -> List[str]:
+    """Run ``work(found)`` in a daemon thread (one that hangs is left behind when the shell's
+    process ends) and return what it put in ``found`` within ``timeout`` seconds; with
+    ``complete``, nothing unless it finished (a part of a list would mislead)."""
+    found: List[str] = []
+    thread = threading.Thread(target=work, args=(found,), name="piflash-complete", daemon=True)
     thread.start()
     thread.join(timeout)
-    return list(found)
+    return [] if complete and thread.is_alive() else list(found)
 
 
 def profile_names() -> List[str]:
@@ -97,17 +104,13 @@ def sim_board_names(timeout: float = SIM_LIST_S) -> List[str]:
     """The names (str) of the simulated boards, sorted, as ``piflash sim list`` reads them
     (:meth:`piflash.sim.store.SimStore.list`); whatever is read within ``timeout`` seconds (a
     daemon thread, as in :func:`probe_ids`)."""
-    found: List[str] = []
 
-    def work() -> None:
+    def work(found: List[str]) -> None:
         from piflash.sim.store import SimStore
 
         found.extend(b.name for b in _quietly(SimStore().list))
 
-    thread = threading.Thread(target=work, name="piflash-complete-sim", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    return list(found) if not thread.is_alive() else []
+    return _within(timeout, work, complete=True)
 
 
 def complete_target(ctx: Any, param: Any, incomplete: str) -> List[Any]:
