@@ -115,7 +115,7 @@ class Profile:
     path: Path  #: the profile file, resolved
     target: str  #: pyOCD target type
     probe: Optional[str]  #: probe unique ID, or None for "the only probe"
-    frequency: Optional[int]  #: SWD/JTAG clock in Hz, or None for piflash's default (4 MHz)
+    frequency: Optional[int]  #: SWD/JTAG clock in Hz, or None for the target's default (piflash/targets/clocks.py)
     erase: str  #: "auto", "sector" or "chip"
     firmware: Path  #: firmware file, absolute and resolved
     sha256: Optional[str]  #: expected digest, 64 lowercase hex digits, or None

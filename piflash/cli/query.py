@@ -44,6 +44,8 @@ def info(probe, target, frequency, profile, pyocd_options, json_mode):
     if len(probe_line) > (output_width() or DEFAULT_WIDTH):  # a long USB serial: the description below it
         probe_line = f"Probe:      {data['probe_id']}\n            ({data['probe_description']})"
     click.echo(probe_line)
+    if data.get("swd_hz"):  # a debug probe's session (not PICOBOOT)
+        click.echo(f"SWD clock:  {data['swd_hz'] / 1e6:g} MHz asked (the probe runs at most that)")
     click.echo("Memory:")
     right = {"justify": "right", "no_wrap": True}
     print_table(

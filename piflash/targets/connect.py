@@ -144,21 +144,6 @@ class _SkipSvd:
             init_sequence.remove_task("load_svd")
 
 
-#: SWD clock (Hz) piflash asks the probe for when neither ``--frequency``, a profile's
-#: ``frequency`` nor ``-O frequency=`` gives one. pyOCD's own default is 1 MHz (``frequency`` in
-#: pyocd/core/options.py), at which the SWD wire alone needs about 50 us per 32-bit transfer: more
-#: than an nRF flash needs to write the word (nRF52840 PS v1.7 4.3.10 t_WRITE 41 us), so the wire,
-#: not the chip, set the pace. 4 MHz is the default interface speed of SEGGER's J-Link tools
-#: (J-Link Commander prompts "<Default>: 4000 kHz", e.g. Nordic DevZone thread 42752, an nRF51) and
-#: within what the three simulated targets' parts take. A CMSIS-DAP probe that cannot clock that
-#: fast runs at the fastest it can (DAP_SWJ_Clock sets a maximum; probe-rs documents the same for
-#: its CMSIS-DAP driver, ``CmsisDap::set_speed``). Long or noisy SWD wires: give a lower
-#: ``--frequency`` (the connect error's hint says so). Measured with benchmarks/real_probe.py
-#: (predictions of the simulated USB probes' timing model): nRF51 MicroPython on the Raspberry
-#: Pi Debug Probe 5.46 s at 1 MHz, 4.20 s at 4 MHz.
-DEFAULT_FREQUENCY_HZ = 4_000_000
-
-
 @contextlib.contextmanager
 def open_session(
     unique_id: Optional[str] = None,
@@ -174,8 +159,9 @@ def open_session(
         prefix written ``0240*``), or None for the only probe.
     :param target: pyOCD target type (str); None uses what the probe reports, which
         only works for probes that know their board (DAPLink, simulated boards).
-    :param frequency: SWD clock in Hz (int); None: ``options["frequency"]`` if given, else
-        :data:`DEFAULT_FREQUENCY_HZ`.
+    :param frequency: SWD clock in Hz (int); None: ``options["frequency"]`` if given, else the
+        target's default (:func:`piflash.targets.clocks.default_frequency`: the fastest within its
+        datasheet, else pyOCD's 1 MHz).
     :param options: extra pyOCD session options (dict).
     :raises NoProbeError, SeveralProbesError, ProbePermissionError, ConnectError, ProbeLostError,
         TargetRequiredError:
@@ -195,19 +181,26 @@ def open_session(
             f"probe {probe.unique_id} does not say which target it is wired to",
             hint="give the target type with --target (or 'target:' in a profile)",
         )
+    target_type = target or probe_target(probe)
     if frequency:
         opts["frequency"] = int(frequency)
     elif "frequency" not in opts:
-        opts["frequency"] = DEFAULT_FREQUENCY_HZ
+        from piflash.targets.clocks import default_frequency
+
+        opts["frequency"] = default_frequency(target_type)
     from piflash.targets.catalog import erase_chip_timeout, erase_sector_timeout
 
-    target_type = target or probe_target(probe)
     sector_timeout = erase_sector_timeout(target_type)
     if sector_timeout is not None:
         opts.setdefault("flash.timeout.erase_sector", sector_timeout)
     chip_timeout = erase_chip_timeout(target_type)
     if chip_timeout is not None:
         opts.setdefault("flash.timeout.erase_all", chip_timeout)
+    from piflash.targets.families import family_for
+
+    post_delay = family_for(target_type).reset_post_delay  # issue 42 item 3: see Family.reset_post_delay
+    if post_delay is not None:
+        opts.setdefault("reset.post_delay", post_delay)
     from piflash.probe.batched_dap import batched_probe
 
     # The same probe object for the session and for _connect_error, which reads the chip's IDs
@@ -271,7 +264,6 @@ def session_family(session: Session) -> Family:
 
 __all__ = [
     "BASE_SESSION_OPTIONS",
-    "DEFAULT_FREQUENCY_HZ",
     "check_session_options",
     "open_session",
     "read_target_uid",

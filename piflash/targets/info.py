@@ -57,7 +57,9 @@ def target_info(
     """Connect and describe the target.
 
     :returns: dict with ``target``, ``target_uid`` (lower-case hex str or None), ``probe_id``,
-        ``probe_description``, and ``regions``: a list of dicts ``name``, ``type``
+        ``probe_description``, ``swd_hz`` (the SWD clock asked of the probe, Hz: the user's, else
+        piflash's default for the target, :mod:`piflash.targets.clocks`; the probe runs the
+        fastest it can at or below it), and ``regions``: a list of dicts ``name``, ``type``
         (flash/ram/rom/device), ``start``, ``end`` (inclusive), ``size`` (bytes) and, for flash,
         ``sector_size`` and ``page_size`` (bytes) at the region start.
     :raises: the connect errors of :func:`piflash.targets.connect.open_session`.
@@ -92,6 +94,7 @@ def target_info(
                 "target_uid": _uid_for_info(session),
                 "probe_id": link.unique_id,
                 "probe_description": link.description,
+                "swd_hz": int(session.options.get("frequency")),
                 "regions": regions,
             }
         except Exception as exc:

@@ -351,6 +351,15 @@ class Family:
     :cvar erase_chip_timeout: seconds pyOCD's ``flash.timeout.erase_all`` is set to: ten times the
         datasheet's maximum mass-erase time (a controller that never finishes is reported within
         that, not after pyOCD's default 240 s); None to keep pyOCD's default.
+    :cvar reset_post_delay: seconds pyOCD's ``reset.post_delay`` is set to (its fixed sleep after
+        the AIRCR.SYSRESETREQ write of a reset, ``CortexM._perform_reset`` in
+        pyocd/coresight/cortex_m.py, and after a hardware reset's release, ``CMSISDAPProbe.reset``),
+        None to keep pyOCD's 0.1 s. After that sleep pyOCD polls DP CTRL/STAT
+        (``DebugPort.post_reset_recovery``) and then DHCSR until S_RESET_ST clears
+        (``CortexM._post_reset_core_accessibility_test``), so the chip's own start-up is waited for
+        by those polls; the sleep only has to cover a chip that drops its debug port in a reset or
+        starts its reset later than the next SWD transfer. A family sets it where its
+        documentation says the system reset keeps the debug logic (issue 42 item 3).
     :cvar read_out_protection: the family has a read-out protection that piflash reads before
         flashing and can set and clear (bool).
     :cvar needs_target_init: its debug port is only reached through its pyOCD target's own
@@ -375,6 +384,7 @@ class Family:
     uid_halts_core: ClassVar[bool] = False
     erase_sector_timeout: ClassVar[Optional[float]] = None
     erase_chip_timeout: ClassVar[Optional[float]] = None
+    reset_post_delay: ClassVar[Optional[float]] = None
     read_out_protection: ClassVar[bool] = False
     needs_target_init: ClassVar[bool] = False
     uid_hidden_when_locked: ClassVar[bool] = False

@@ -56,6 +56,11 @@ class Nrf51Family(ReadOutProtectedFamily):
     #: 10 x 22.3 ms: t_ERASEALL as PS v3.4 section 8.22 is cited for it, the same figure as the
     #: page erase maximum; unconfirmed (see the module docstring).
     erase_chip_timeout = 10 * 0.0223
+    #: No fixed sleep after a reset: AIRCR.SYSRESETREQ keeps the debug logic (ARMv6-M ARM
+    #: B3.2.6: "a large system reset of all major components except for debug"; the nRF51 RM
+    #: v3.0's reset behaviour table, POWER chapter: a soft reset does not reset debug); pyOCD's
+    #: polls of CTRL/STAT and DHCSR.S_RESET_ST wait for the core (Family.reset_post_delay).
+    reset_post_delay = 0.0
     uicr_customer = UICR_CUSTOMER
     #: BBC micro:bit v1 carries an nRF51822 (the board's own pages).
     boards: ClassVar[Dict[str, str]] = {"micro:bit": "nrf51", "microbit": "nrf51"}

@@ -61,6 +61,11 @@ class Nrf52Family(ReadOutProtectedFamily):
     uid_location = TargetUidLocation(0x10000060, 8, "nRF52840 PS v1.7 s4.4.1.2 FICR.DEVICEID")
     erase_sector_timeout = 1.0
     erase_chip_timeout = 10 * 0.169  # t_ERASEALL, PS v1.7 section 4.3.9
+    #: No fixed sleep after a reset: AIRCR.SYSRESETREQ is "a large system reset of all major
+    #: components except for debug" (ARMv7-M ARM B3.2.6), and the nRF52840 PS v1.7's reset
+    #: behaviour table (POWER chapter) has a soft reset leave the debug logic alone; pyOCD's
+    #: polls of CTRL/STAT and DHCSR.S_RESET_ST wait for the core (Family.reset_post_delay).
+    reset_post_delay = 0.0
     uid_hidden_when_locked = True
     hidden_part_hint = (
         "use the nRF52 type printed on the chip (--target nrf52840, nrf52833 or nrf52832; a "

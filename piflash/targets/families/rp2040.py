@@ -42,6 +42,11 @@ class Rp2040Family(Family):
     names = names_pattern(r"rp2040(_core[01])?")  # pyocd/target/builtin/__init__.py
     needs_target_init = True
     uid_halts_core = True
+    #: No fixed sleep after a reset: the RP2040's own AIRCR description (datasheet section 2.4.8,
+    #: M0PLUS AIRCR; pico-sdk RP2040.svd) says SYSRESETREQ resets "all major components except
+    #: for debug ... The debugger does not lose contact with the device"; pyOCD's polls of
+    #: CTRL/STAT and DHCSR.S_RESET_ST wait for the core (Family.reset_post_delay).
+    reset_post_delay = 0.0
     #: Raspberry Pi Pico (the board's own pages).
     boards: ClassVar[Dict[str, str]] = {"pico": "rp2040"}
     uf2_ids: ClassVar[Dict[str, Tuple[int, ...]]] = {"rp2040": (0xE48BFF56, 0xE48BFF57)}

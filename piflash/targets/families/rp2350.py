@@ -61,6 +61,9 @@ class Rp2350Family(Family):
     title = "RP2350"
     names = names_pattern(r"rp2350")  # pyocd/target/builtin/__init__.py
     needs_target_init = True
+    #: reset_post_delay stays pyOCD's 0.1 s (None): that the RP2350's SYSRESETREQ keeps the debug
+    #: port was not confirmed from its datasheet (section 7 "Resets": the reset goes through the
+    #: chip's power-on state machine and its boot ROM), so the fixed sleep stays.
     uid_location = TargetUidLocation(
         0x40130000, 8, "RP2350 datasheet 13 OTP CHIPID0-3; pico-sdk unique_id.c", reverse=True
     )
