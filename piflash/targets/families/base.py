@@ -42,6 +42,11 @@ __all__ = [
     "TargetUidLocation",
     "algorithm_digest",
     "wait_until",
+    "poll_until",
+    "Deadline",
+    "MIN_POLL_S",
+    "simulated_probe",
+    "target_simulated",
     "faults",
     "UNFINISHED_HINT",
     "names_pattern",
@@ -136,18 +141,94 @@ UNFINISHED_HINT = (
 )
 
 
-def wait_until(done: Callable[[], object], timeout: float, what: str) -> None:
-    """Poll ``done()`` every 5 ms until it is true.
+#: The shortest time one poll of a target can take, seconds: a poll is at least one USB round
+#: trip to the probe (a DAP command out, its response back), and a USB 2.0 high-speed host
+#: schedules bulk transfers in 125 us microframes (USB 2.0 specification 8.4.3.1). The simulated
+#: probes' timing model charges a high-speed bulk transfer 62.5 us each way, a full-speed one
+#: 125 us, a HID report a 1 ms frame (piflash/sim/probes/usb/timing.py ``BULK_LATENCY_S``,
+#: ``FRAME_S``), so no simulated poll takes less virtual time either
+#: (tests/unit/test_waits.py keeps the two in step).
+MIN_POLL_S = 125e-6
+
+
+def simulated_probe(probe: object) -> bool:
+    """Whether ``probe`` (a pyOCD ``DebugProbe``, or None) is simulated: a ``sim:`` probe, or any
+    probe of a process whose USB bus is the simulated one (``PIFLASH_SIM_USB`` set: it then
+    replaces libusb for the whole process and no real USB device is visible, docs/simulator.md)."""
+    from piflash import settings
+
+    unique_id = str(getattr(probe, "unique_id", "") or "")
+    return unique_id.startswith("sim:") or bool(settings.PIFLASH_SIM_USB.value())
+
+
+def target_simulated(target: object) -> bool:
+    """:func:`simulated_probe` of the probe of ``target`` (a pyOCD ``Target``: its
+    ``session.probe``); False when it has none (a stand-in)."""
+    return simulated_probe(getattr(getattr(target, "session", None), "probe", None))
+
+
+class Deadline:
+    """A poll loop's bound, read on the probe's clock (issue 42 item 4).
+
+    On hardware the clock is ``time.monotonic()``: the bound is ``seconds`` of real time. On a
+    simulated probe it is the count of polls times :data:`MIN_POLL_S`, and the wall clock is never
+    read: a simulated board answers on its own virtual clock, which a wall-clock deadline mixed
+    with it would cut short or stretch by the host's load (``benchmarks/real_probe.py`` failed
+    that way under load). Each simulated poll moves the virtual clock on by at least
+    :data:`MIN_POLL_S`, so a wait that ends within ``seconds`` of virtual time ends within the
+    bound; the outcome and the polls made depend on the simulation alone, never on wall time.
+    A poll that never succeeds ends after ``ceil(seconds / MIN_POLL_S)`` polls.
+
+    Why not the simulated device's own virtual clock: the targets never import the simulator
+    (docs/architecture.md), a ``sim:`` probe has no clock at all, and the count needs no wiring.
+    Why no sleep between polls: each poll is a USB round trip already, as in pyOCD's own waits
+    (``Flash.wait_for_completion``, pyocd/flash/flash.py), and a sleep is wall time the virtual
+    clock does not see.
+
+    :param seconds: the bound (float, s).
+    :param simulated: use the poll count (:func:`simulated_probe`), not the wall clock.
+    """
+
+    def __init__(self, seconds: float, simulated: bool = False) -> None:
+        self.seconds = float(seconds)
+        self.simulated = simulated
+        self.polls = 0
+        self._start = 0.0 if simulated else time.monotonic()
+
+    def elapsed(self) -> float:
+        """Seconds on the probe's clock since the deadline was set (polls x :data:`MIN_POLL_S`
+        when simulated)."""
+        return self.polls * MIN_POLL_S if self.simulated else time.monotonic() - self._start
+
+    def expired(self) -> bool:
+        """Count one poll made; whether the bound has now passed."""
+        self.polls += 1
+        return self.elapsed() > self.seconds
+
+
+def poll_until(done: Callable[[], object], seconds: float, simulated: bool = False) -> bool:
+    """Call ``done()`` back to back until it is true or the :class:`Deadline` of ``seconds``
+    passes. Returns whether it became true (bool). Errors of ``done()`` propagate."""
+    deadline = Deadline(seconds, simulated)
+    while not done():
+        if deadline.expired():
+            return False
+    return True
+
+
+def wait_until(done: Callable[[], object], timeout: float, what: str, port: Optional[Port] = None) -> None:
+    """Poll ``done()`` back to back until it is true, bounded on the probe's clock
+    (:func:`poll_until`; simulated when ``port``'s probe is, :func:`simulated_probe`).
 
     :param timeout: seconds.
     :param what: the sentence of the error, e.g. "the NVMC ERASEALL did not finish".
+    :param port: the :class:`Port` polled (its ``dp.probe`` tells a simulated probe), or None.
     :raises ProtectError: not done within ``timeout`` (with :data:`UNFINISHED_HINT`).
     """
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise ProtectError(f"{what} within {timeout:g} s", hint=UNFINISHED_HINT)
-        time.sleep(0.005)
+    dp = getattr(port, "dp", None)
+    simulated = simulated_probe(getattr(dp, "probe", None)) if dp is not None else False
+    if not poll_until(done, timeout, simulated):
+        raise ProtectError(f"{what} within {timeout:g} s", hint=UNFINISHED_HINT)
 
 
 def faults(read: Callable[[], int]) -> bool:
@@ -506,12 +587,15 @@ class Family:
 
     def system_reset(self, port: Port) -> None:
         """Reset the chip so that a protection setting loads: AIRCR.SYSRESETREQ (ARMv6-M/ARMv7-M
-        ARM B3.2.6), whose reply the reset may cut short."""
+        ARM B3.2.6), whose reply the reset may cut short, then 10 ms for the reset to finish on
+        hardware; none on a simulated probe (:func:`simulated_probe`), whose reset is done when
+        the write returns and which must not read the wall clock (issue 42 item 4)."""
         from pyocd.core.exceptions import TransferError
 
         with contextlib.suppress(TransferError):
             port.write32(_AIRCR, _SYSRESETREQ)
-        time.sleep(0.01)
+        if not simulated_probe(getattr(port.dp, "probe", None)):
+            time.sleep(0.01)
 
     # -- flash speed-ups --------------------------------------------------------------------------
     def flash_speedups(self, flash: Flash) -> Optional[FlashSpeedups]:

@@ -28,6 +28,7 @@ def nvmc_write(port: Port, addr: int, value: int, timeout: float = 1.0) -> None:
         lambda: port.read32(NVMC_READY) & 1,
         timeout,
         f"the NVMC did not finish writing the read-out protection setting (UICR at {addr:#010x})",
+        port,
     )
     port.write32(NVMC_CONFIG, 0)  # REN
 
@@ -40,5 +41,5 @@ def nvmc_erase_all(port: Port, timeout: float) -> None:
     """
     port.write32(NVMC_CONFIG, 2)  # EEN
     port.write32(NVMC_ERASEALL, 1)
-    wait_until(lambda: port.read32(NVMC_READY) & 1, timeout, "the NVMC ERASEALL did not finish")
+    wait_until(lambda: port.read32(NVMC_READY) & 1, timeout, "the NVMC ERASEALL did not finish", port)
     port.write32(NVMC_CONFIG, 0)

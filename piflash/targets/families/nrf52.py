@@ -126,7 +126,10 @@ class Nrf52Family(ReadOutProtectedFamily):
         port.write_ap(CTRL_AP, _CTRL_ERASEALL, 1)
         try:
             wait_until(
-                lambda: port.read_ap(CTRL_AP, _CTRL_ERASEALLSTATUS) == 0, timeout, "the CTRL-AP ERASEALL did not finish"
+                lambda: port.read_ap(CTRL_AP, _CTRL_ERASEALLSTATUS) == 0,
+                timeout,
+                "the CTRL-AP ERASEALL did not finish",
+                port,
             )
         finally:
             port.write_ap(CTRL_AP, _CTRL_ERASEALL, 0)

@@ -316,15 +316,18 @@ def erase_block(target: Target, offset: int, size: int) -> None:
 
 
 def _write_and_wait(target: Target, instruction: bytes, timeout: float, what: str, address: int) -> None:
-    """06h Write Enable, ``instruction``, then 05h status reads until BUSY clears."""
-    import time
+    """06h Write Enable, ``instruction``, then 05h status reads back to back until BUSY clears,
+    bounded by ``timeout`` seconds on the probe's clock (:class:`~piflash.targets.families.base.Deadline`:
+    the wall clock on hardware, the count of polls on a simulated probe, so that a simulated
+    erase never depends on the host's load; issue 42 item 4).
 
+    :raises FlashEraseFailure: BUSY did not clear within ``timeout``.
+    """
     from pyocd.core.exceptions import FlashEraseFailure
+
+    from piflash.targets.families.base import poll_until, target_simulated
 
     flash_command(target, b"\x06")
     flash_command(target, instruction)
-    deadline = time.monotonic() + timeout
-    while flash_command(target, b"\x05", 1)[0] & 1:
-        if time.monotonic() > deadline:
-            raise FlashEraseFailure("%s did not finish in %.1f s" % (what, timeout), address=address)
-        time.sleep(0.01)
+    if not poll_until(lambda: not flash_command(target, b"\x05", 1)[0] & 1, timeout, target_simulated(target)):
+        raise FlashEraseFailure("%s did not finish in %.1f s" % (what, timeout), address=address)

@@ -426,7 +426,7 @@ def pll_clock(target: Target, timeout: float = CLOCK_TIMEOUT, regs: ClockRegs = 
     :returns: whether clk_sys runs from PLL_SYS.
     :raises pyocd.core.exceptions.TransferError: a register access failed.
     """
-    import time
+    from piflash.targets.families.base import poll_until, target_simulated
 
     _CLK_REF_CTRL, _CLK_REF_SELECTED = regs.clocks + 0x30, regs.clocks + 0x38
     _CLK_SYS_CTRL, _CLK_SYS_SELECTED = regs.clocks + 0x3C, regs.clocks + 0x44
@@ -437,12 +437,10 @@ def pll_clock(target: Target, timeout: float = CLOCK_TIMEOUT, regs: ClockRegs = 
     if selected == 1 << 1 and ctrl & 0xE0 == 0:
         return True
 
-    def wait(done: Callable[[], object]) -> bool:
-        deadline = time.monotonic() + timeout
-        while not done():
-            if time.monotonic() > deadline:
-                return False
-        return True
+    simulated = target_simulated(target)
+
+    def wait(done: Callable[[], object]) -> bool:  # on the probe's clock, never the wall's on a simulator
+        return poll_until(done, timeout, simulated)
 
     target.write32(_XOSC_STARTUP, regs.xosc_startup)
     target.write32(_XOSC_CTRL, _XOSC_ENABLE | _XOSC_RANGE_1_15MHZ)

@@ -188,7 +188,7 @@ def _unlock(port: Port) -> None:
 
 
 def _busy_wait(port: Port, timeout: float, what: str) -> None:
-    wait_until(lambda: not port.read32(_SR) & _SR_BSY, timeout, what)
+    wait_until(lambda: not port.read32(_SR) & _SR_BSY, timeout, what, port)
 
 
 def _cr(port: Port, set_bits: int = 0, clear_bits: int = 0) -> None:
