@@ -64,3 +64,18 @@ def test_the_familys_reset_post_delay_reaches_the_session(target, delay):
         session.target.reset()                           # and the reset still works without the sleep
     with open_session("sim:pd", target, options={"reset.post_delay": 0.25}) as session:
         assert session.options.get("reset.post_delay") == 0.25       # the user's option wins
+
+
+def test_info_shows_the_clock_asked_for(cli):
+    cli("sim", "create", "clk", "-t", "rp2040", check=0)
+    out = cli.json("info", "-u", "sim:clk", "-t", "rp2040")
+    assert out["swd_hz"] == 24_000_000
+    assert cli.json("info", "-u", "sim:clk", "-t", "rp2040", "-f", "2MHz")["swd_hz"] == 2_000_000
+    assert "SWD clock:  24 MHz asked" in cli("info", "-u", "sim:clk", "-t", "rp2040").stdout
+    import json
+    from pathlib import Path
+
+    import fastjsonschema
+
+    schema = json.loads((Path(__file__).parents[2] / "docs" / "result.schema.json").read_text())
+    fastjsonschema.compile(schema)(out)              # swd_hz is part of the info object's schema
