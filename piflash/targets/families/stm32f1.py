@@ -88,9 +88,10 @@ class Stm32f1Family(ReadOutProtectedFamily):
     erase_chip_timeout = 10 * 0.040  # t_ME, DS5792 table 31
     #: No fixed sleep after a reset: a software reset (SYSRESETREQ) drives the internal reset
     #: for the pulse generator's minimum 20 us (RM0008 section 7.1.2, figure 'Reset circuit'),
-    #: less than the USB round trip before the next SWD transfer, and the debug logic and
-    #: DBGMCU_CR are reset only by power-on (RM0008 section 31.16.3); pyOCD's polls of CTRL/STAT
-    #: and DHCSR.S_RESET_ST wait for the core (Family.reset_post_delay).
+    #: less than the USB round trip before the next SWD transfer; it keeps the debug connection
+    #: (ARMv7-M ARM B3.2.6) and DBGMCU_CR, which only a power-on reset clears (RM0008 section
+    #: 31.16.3); pyOCD's polls of CTRL/STAT and DHCSR.S_RESET_ST wait for the core
+    #: (Family.reset_post_delay).
     reset_post_delay = 0.0
     no_otp_hint = " (the STM32F1 has none: use address: in flash)"
     uf2_ids: ClassVar[Dict[str, Tuple[int, ...]]] = {"stm32f103": (0x5EE21072,)}
