@@ -293,3 +293,32 @@ def test_floor_comes_from_the_chip_the_link_and_the_clock(tmp_path):
     first = rp.link_round_trips(hid, 1)
     assert 0.5e-3 < first < 1e-3
     assert rp.link_round_trips(hid, 3) == pytest.approx(2e-3 + first)
+
+
+def test_real_probe_text_prints_the_host_with_its_band(monkeypatch, capsys):
+    """``real_probe.py --host zero2w --host-factor high`` (text output): the preset, the factor
+    it ran at and the band, then a row with both pyOCD columns."""
+    rp = _real_probe()
+    seen = {}
+
+    def fake_bench(presets, targets, host_name, cases, frequency, host_factor):
+        seen.update(host=host_name, factor=host_factor)
+        return [{"probe": "mculink", "link": "v2-bulk-hs", "target": "nrf52840", "case": "fresh",
+                 "host": host_name, "host_factor": host_factor, "host_factor_value": 11.3,
+                 "host_band": {"low": 6.2, "mid": 8.4, "high": 11.3}, "swd_hz_requested": 4000000,
+                 "piflash_s": 2.979, "pyocd_s": 5.28, "pyocd_default_s": 6.165, "floor_s": 2.687,
+                 "floor_framed_s": 2.687, "goals": {"piflash_over_pyocd": 0.564}}]
+
+    monkeypatch.setattr(rp, "bench", fake_bench)
+    import logging
+
+    try:
+        assert rp.main(["--host", "zero2w", "--host-factor", "high", "--presets", "mculink"]) == 0
+    finally:
+        logging.disable(logging.NOTSET)       # main silences pyOCD's warnings process-wide
+    out = capsys.readouterr().out
+    assert seen == {"host": "zero2w", "factor": "high"}
+    assert out.splitlines()[0] == "host preset: zero2w, factor 11.3 (high; band low 6.2 / mid 8.4 / high 11.3)"
+    assert "pyocd_dflt" in out and "6.17" in out and "piflash_over_pyocd=0.564" in out
+    with pytest.raises(SystemExit):
+        rp.main(["--host-factor", "max"])
