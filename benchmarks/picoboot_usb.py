@@ -94,7 +94,7 @@ def run_case(case: str, host: str, chip: str = "rp2040") -> dict:
         elif case == "changed":
             store.write_flash("pico", bytes(b ^ 0x5A for b in data))
         device = sim_usb.install("pico@bootsel", store).devices[0]
-        device.host_transfer_s = get_host(host).transfer_s["piflash"]
+        device.host_transfer_s = get_host(host).transfer_at("piflash")
         device.clock.timeline = []
         phases = {}
 

@@ -4,46 +4,76 @@ For each probe preset (piflash.sim.probes.usb.presets) and target, a fresh blank
 the same image, run in-process through pyOCD's own USB CMSIS-DAP driver on the virtual clock:
 
 * ``piflash_s`` -- ``piflash.jobs.workflow.flash_firmware`` (erase auto, program, read-back verify, reset);
-* ``pyocd_s`` -- what ``pyocd flash`` does: connect, ``FileProgrammer.program``, reset (no verify);
-* ``floor_s`` -- max(datasheet erase + write time of what must change, time for the bytes that
-  must cross the link at its best packet rate) + the connect and reset time of the piflash run;
+* ``pyocd_s`` -- what ``pyocd flash -f HZ`` does at piflash's SWD clock: connect, ``FileProgrammer.program``,
+  reset (no verify). The clock is the one piflash's run asked the probe for (its last
+  ``DAP_SWJ_Clock``, as the simulated probe firmware saw it: ``swd_hz_requested``), given to pyOCD
+  through its public session option ``frequency``;
+* ``pyocd_default_s`` -- the same at pyOCD's own default clock (``pyocd flash`` without ``-f``:
+  1 MHz; ``pyocd_default_hz`` is what that run asked the probe for);
+* ``floor_s`` -- the physics floor, from the chip, the link and the clock alone (never from
+  piflash's own run; ``floor_parts`` gives each term, seconds):
+
+      floor = max(chip_s, usb_s, swd_s) + connect_s + reset_s
+
+  - ``chip_s``: the datasheet's typical erase + program time of what must change
+    (``piflash.sim.probes.usb.timing.TARGET_TIMING``): a blank board programs every write unit of
+    the image; a ``changed`` board also erases every sector the image covers, by its best unit;
+  - ``usb_s``: the image's bytes on the link at its best packet rate (``Link.best_rate``: one
+    report per 1 ms frame on HID, back-to-back packets on bulk);
+  - ``swd_s``: the image's bytes as 32-bit SWD writes at the clock piflash asked for, as the
+    probe runs it (``ProbePreset.swclk_hz``): ``swd_transfer_bits(0)`` = 46 SWCLK cycles per word
+    (ADIv5.2 B4.2: request, turnaround, ack, turnaround, data, parity; no idle cycles);
+  - ``connect_s``: 3 link round trips (a DAP request and its response, nothing else: no host
+    CPU, no probe firmware time), each waiting for the answer the next request depends on
+    (ADIv5.2): (1) line reset and DPIDR read (the DP answers and names its version), (2) the
+    CTRL/STAT power-up request (CSYSPWRUPREQ, CDBGPWRUPREQ) and its acknowledge, which must be
+    seen before any AP access, (3) AP SELECT and IDR read (the MEM-AP the flash is reached
+    through);
+  - ``reset_s``: 1 link round trip (the AIRCR.SYSRESETREQ write) plus the reset the chip needs
+    by its datasheet (``TargetTiming.reset_s``, with its source; not pyOCD's fixed 0.1 s
+    ``reset.post_delay`` sleep).
+
+  A re-flash has nothing to change and nothing to move: its floor is ``connect_s + reset_s``;
 * ``floor_framed_s`` -- the same floor with the link carrying only what a ``DAP_TransferBlock``
   packet can: the packet minus its 5-byte header (command, DAP index, 2-byte count, request;
   CMSIS-DAP DAP_TransferBlock), rounded down to whole words (56 of 64 bytes; 504 of 512). No
   CMSIS-DAP tool can beat it; ``floor_s`` is the issue's definition, kept as the goal;
-* ``phases`` -- ``{"piflash": {phase: seconds}, "pyocd": {phase: seconds}}`` (piflash's phases
-  connect/erase/program/verify/reset; pyOCD's connect/program/reset/disconnect);
-* ``requests`` -- ``{"piflash": {...}, "pyocd": {...}}``: counts of USB transfers and bytes, each
-  DAP command, SWD transfers, WAIT acks, DHCSR polls that found the algorithm still running,
-  flash page erases and program operations.
+* ``phases`` -- ``{"piflash": {phase: seconds}, "pyocd": {...}, "pyocd_default": {...}}`` (piflash's
+  phases connect/erase/program/verify/reset; pyOCD's connect/program/reset/disconnect);
+* ``requests`` -- the same keys: counts of USB transfers and bytes, each DAP command, SWD
+  transfers, WAIT acks, DHCSR polls that found the algorithm still running, flash page erases
+  and program operations.
 * ``phase_requests`` -- the same counts per phase (``{"piflash": {phase: {...}}, "pyocd": ...}``).
 
 * ``host`` -- the host preset (``--host``, default ``x86``; ``zero2w``, ``pi4``, ``pi5``:
-  ``piflash.sim.probes.usb.timing.HOST_PRESETS``): each tool's CPU time per USB transfer is
-  charged on the virtual clock, and its fixed host costs are added as phases: ``load`` (parsing
-  the firmware file, both tools; piflash's re-flash reads it back from its parsed-image cache,
-  ``piflash/firmware/cache.py``) and pyOCD's sleeps during reset (``time.sleep`` in
-  ``cortex_m._perform_reset``, both tools; wall time, the same on every host);
+  ``piflash.sim.probes.usb.timing.HOST_PRESETS``) at one end of its factor band
+  (``--host-factor low|mid|high``, default ``mid``; ``host_factor`` is the end's name,
+  ``host_factor_value`` its factor, ``host_band`` the three): each tool's CPU time per DAP packet
+  in each phase is charged on the virtual clock, and its fixed host costs are added as phases:
+  ``load`` (parsing the firmware file, both tools; piflash's re-flash reads it back from its
+  parsed-image cache, ``piflash/firmware/cache.py``) and pyOCD's sleeps during reset
+  (``time.sleep`` in ``cortex_m._perform_reset``, both tools; wall time, the same on every host);
 * ``goals`` -- issue 20's ratios: fresh board ``piflash_s / floor_s`` and ``piflash_s /
-  pyocd_s``; re-flash ``piflash_s`` over connect + check + reset (the fresh run's connect,
-  verify and reset phases), each also without the ``load`` phase (``*_noload``), and for a
-  fresh board flashed with a file piflash loaded before (a batch of boards, one command each:
-  the ``load`` phase read back from the cache, ``load_cached_s``; ``*_cached``).
+  pyocd_s`` (equal SWD clock; ``piflash_over_pyocd_default``: against ``pyocd_default_s``);
+  re-flash ``piflash_s`` over connect + check + reset (the fresh run's connect, verify and reset
+  phases), each also without the ``load`` phase (``*_noload``), and for a fresh board flashed
+  with a file piflash loaded before (a batch of boards, one command each: the ``load`` phase
+  read back from the cache, ``load_cached_s``; ``*_cached``).
 
 All figures are predictions of the timing model (piflash/sim/probes/usb/timing.py), not measurements;
 they do not depend on this machine's speed. Images: Debian's MicroPython hex for nrf51, a
 256 KiB image for nrf52840, 64 KiB for stm32f103rc, 400 KiB for rp2040 (the size of issue 21's
 published RP2040 figures; pseudo-random bytes, fixed seed).
 
-* ``swd_hz`` -- the SWD clock piflash asked for (``--frequency``), or ``"default"`` (4 MHz),
-  capped at the probe preset's fastest; pyOCD always runs at its own default (1 MHz), as
-  ``pyocd flash`` without ``-f`` does.
+* ``swd_hz`` -- the SWD clock piflash was given (``--frequency``), or ``"default"`` (its own
+  default); ``swd_hz_requested`` is what it then asked the probe for, Hz.
 
 piflash sends several DAP packets per USB transfer to probes whose firmware frames commands by
 packet (the Debug Probe; ``piflash/probe/batched_dap.py``); ``PIFLASH_DAP_BATCH=0`` in the
 environment gives one packet per transfer, as pyOCD sends them.
 
-    python benchmarks/real_probe.py [--json] [--host zero2w] [--presets debugprobe,daplink] [--targets nrf52840]
+    python benchmarks/real_probe.py [--json] [--host zero2w] [--host-factor low|mid|high]
+                                    [--presets debugprobe,daplink] [--targets nrf52840]
                                     [--frequency 10000000]
 """
 
@@ -100,23 +130,30 @@ def run_piflash(device, target: str, image: Path, frequency: Optional[int] = Non
     from piflash.sim.specs import TARGETS
     base = TARGETS[target].flash.start if image.suffix == ".bin" else None
     clock = device.clock
+    device.firmware.swj_clock_hz = None
     start = clock.snapshot()
     clock.set_phase("connect")
     flash_firmware(load_image(str(image), base_address=base), probe=device.serial, target=target,
                    job=FlashOptions(frequency=frequency), progress=_PhaseSink(clock))
-    return _delta(start, clock.snapshot())
+    return dict(_delta(start, clock.snapshot()), swj_clock_hz=device.firmware.swj_clock_hz)
 
 
-def run_pyocd(device, target: str, image: Path) -> dict:
+def run_pyocd(device, target: str, image: Path, frequency: Optional[int] = None) -> dict:
+    """What ``pyocd flash`` does, in-process on ``device``'s virtual clock; ``frequency``: the
+    SWD clock (Hz) given through pyOCD's public session option ``frequency`` (``pyocd flash
+    -f``), None for pyOCD's default. The result's ``swj_clock_hz`` is the clock the run asked
+    the probe for (its last DAP_SWJ_Clock)."""
     from pyocd.core.helpers import ConnectHelper
     from pyocd.flash.file_programmer import FileProgrammer
 
     from piflash.sim.specs import TARGETS
     clock = device.clock
+    device.firmware.swj_clock_hz = None
     start = clock.snapshot()
     clock.set_phase("connect")
+    options = {} if frequency is None else {"frequency": int(frequency)}
     session = ConnectHelper.session_with_chosen_probe(unique_id=device.serial, blocking=False,
-                                                      target_override=target)
+                                                      target_override=target, **options)
     with session:
         clock.set_phase("program")
         base = TARGETS[target].flash.start if image.suffix == ".bin" else None
@@ -124,7 +161,7 @@ def run_pyocd(device, target: str, image: Path) -> dict:
         clock.set_phase("reset")
         session.board.target.reset()
         clock.set_phase("disconnect")
-    return _delta(start, clock.snapshot())
+    return dict(_delta(start, clock.snapshot()), swj_clock_hz=device.firmware.swj_clock_hz)
 
 
 def _counts(after: dict, before: dict) -> dict:
@@ -146,30 +183,74 @@ def _delta(a: dict, b: dict) -> dict:
 TRANSFER_BLOCK_HEADER = 5
 
 
-def floor_seconds(preset, target: str, image: Path, case: str, piflash: dict,
-                  framed: bool = False) -> float:
-    """The physics floor: see the module docstring (``framed``: ``floor_framed_s``)."""
+#: Link round trips of the shortest SWD connect (module docstring): DPIDR, power-up
+#: request/acknowledge, AP SELECT/IDR; and of the reset (the AIRCR.SYSRESETREQ write).
+CONNECT_ROUND_TRIPS = 3
+RESET_ROUND_TRIPS = 1
+#: Bytes of the DAP_Transfer of one connect step: command, DAP index, count, then a write
+#: (request + 4 data bytes) and a read (request) -- 9 bytes out; the response: command, count,
+#: ack, 4 data bytes -- 7 bytes in (CMSIS-DAP DAP_Transfer). A HID report is always whole.
+ROUND_TRIP_BYTES = (9, 7)
+
+
+def link_round_trips(preset, count: int) -> float:
+    """Seconds of ``count`` DAP requests on ``preset``'s link alone (no host CPU, no probe
+    firmware time), each sent when the answer to the one before has arrived: a fresh link, the
+    first request submitted at 0 (:data:`ROUND_TRIP_BYTES`). HID: an OUT report in the next free
+    frame, its answer at the same frame's IN poll, so one round trip per 1 ms frame; bulk: one
+    scheduling latency each way plus the packets' wire time
+    (``piflash.sim.probes.usb.timing.Link``)."""
+    from piflash.sim.probes.usb.timing import Link
+    link = Link(preset)
+    out, inn = ROUND_TRIP_BYTES
+    if preset.link == "v1-hid":
+        out = inn = preset.max_packet
+    t = 0.0
+    for _ in range(count):
+        t = link.inn(link.out(t, out), inn)
+    return t
+
+
+def floor_parts(preset, target: str, image: Path, case: str, swd_hz: float) -> dict:
+    """The floor's terms (module docstring), seconds: ``chip_s``, ``usb_s``, ``usb_framed_s``,
+    ``swd_s``, ``connect_s``, ``reset_s``; from the chip (``TARGET_TIMING[target]``), the link
+    (``preset``) and the SWD clock ``swd_hz`` (Hz, as asked of the probe) alone. A re-flash moves
+    nothing: its byte terms are 0.
+
+    :raises KeyError: A target without timing or spec.
+    """
     from piflash.firmware.image import load_image
-    from piflash.sim.probes.usb.timing import TARGET_TIMING, Link
+    from piflash.sim.probes.usb.timing import TARGET_TIMING, Link, swd_transfer_bits
     from piflash.sim.specs import TARGETS
-    fixed = sum(piflash["phases"].get(p, 0.0) for p in ("connect", "reset"))
-    if case == "reflash":
-        return fixed                # nothing must change and nothing must cross
     spec, timing = TARGETS[target], TARGET_TIMING[target]
+    parts = {"chip_s": 0.0, "usb_s": 0.0, "usb_framed_s": 0.0, "swd_s": 0.0,
+             "connect_s": link_round_trips(preset, CONNECT_ROUND_TRIPS),
+             "reset_s": link_round_trips(preset, RESET_ROUND_TRIPS) + timing.reset_s}
+    if case == "reflash":
+        return parts                # nothing must change and nothing must cross
     base = spec.flash.start if image.suffix == ".bin" else None
-    img = load_image(str(image), base_address=base)
-    nbytes = img.size
+    nbytes = load_image(str(image), base_address=base).size
     chip = nbytes / timing.program_unit * timing.program_s      # blank board: nothing to erase
     if case == "changed":       # every sector the image covers must be erased, by its best unit
         sectors = -(-nbytes // spec.flash.page_size)
         blocks64 = nbytes // 0x10000 if "erase_block64" in timing.block_erase_s else 0
         rest = sectors - blocks64 * (0x10000 // spec.flash.page_size)
         chip += blocks64 * timing.op_time("erase_block64", 0x10000) + rest * timing.erase_page_s
-    link = nbytes / Link(preset).best_rate(preset.packet_size)
-    if framed:
-        payload = (preset.packet_size - TRANSFER_BLOCK_HEADER) // 4 * 4
-        link *= preset.packet_size / payload
-    return max(chip, link) + fixed
+    usb = nbytes / Link(preset).best_rate(preset.packet_size)
+    payload = (preset.packet_size - TRANSFER_BLOCK_HEADER) // 4 * 4
+    words = -(-nbytes // 4)
+    parts.update(chip_s=chip, usb_s=usb, usb_framed_s=usb * preset.packet_size / payload,
+                 swd_s=words * swd_transfer_bits(0) / preset.swclk_hz(int(swd_hz)))
+    return parts
+
+
+def floor_seconds(preset, target: str, image: Path, case: str, swd_hz: float,
+                  framed: bool = False) -> float:
+    """The physics floor, seconds: max(chip, USB, SWD) + connect + reset (:func:`floor_parts`;
+    ``framed``: the USB term at DAP_TransferBlock's payload, ``floor_framed_s``)."""
+    p = floor_parts(preset, target, image, case, swd_hz)
+    usb = p["usb_framed_s"] if framed else p["usb_s"]
+    return max(p["chip_s"], usb, p["swd_s"]) + p["connect_s"] + p["reset_s"]
 
 
 def add_host_costs(result: dict, host, tool: str, image: Path, case: str = "fresh") -> dict:
@@ -188,13 +269,16 @@ def add_host_costs(result: dict, host, tool: str, image: Path, case: str = "fres
 
 
 def goals(row: dict, fresh: dict) -> dict:
-    """Issue 20's ratios for ``row`` (``fresh``: the same probe and target's fresh row)."""
+    """Issue 20's ratios for ``row`` (``fresh``: the same probe and target's fresh row); against
+    pyOCD at the same SWD clock (``pyocd_s``) and, ``piflash_over_pyocd_default``, at its
+    default (``pyocd_default_s``)."""
     pf, load = row["piflash_s"], row["phases"]["piflash"].get("load", 0.0)
     if row["case"] in ("fresh", "changed"):
         po_load = row["phases"]["pyocd"].get("load", 0.0)
         cached = pf - load + row["load_cached_s"]          # the file loaded before (a batch)
         return {"piflash_over_floor": round(pf / row["floor_s"], 3),
                 "piflash_over_pyocd": round(pf / row["pyocd_s"], 3),
+                "piflash_over_pyocd_default": round(pf / row["pyocd_default_s"], 3),
                 "piflash_over_floor_cached": round(cached / row["floor_s"], 3),
                 "piflash_over_pyocd_cached": round(cached / row["pyocd_s"], 3),
                 "piflash_over_floor_noload": round((pf - load) / row["floor_s"], 3),
@@ -224,58 +308,81 @@ def _prepare(store, board: str, target: str, image: Path, case: str) -> None:
             store.write_flash(board, bytes(b ^ 0xFF for b in seg.data), offset=seg.address - spec.flash.start)
 
 
+#: The runs of a row: piflash, pyOCD at piflash's SWD clock, pyOCD at its default clock.
+TOOLS = ("piflash", "pyocd", "pyocd_default")
+
+
 def bench(presets, targets, host_name: str = "x86", cases=("fresh", "reflash"),
-          frequency: Optional[int] = None) -> list:
+          frequency: Optional[int] = None, host_factor: str = "mid") -> list:
+    """The rows of the module docstring for each preset x target x case, on ``host_name`` at the
+    ``host_factor`` end of its band; piflash given ``frequency`` (Hz, None: its default).
+
+    :raises ValueError: Unknown host or band end.
+    :raises RuntimeError: A run that never asked the probe for a clock (DAP_SWJ_Clock).
+    """
     os.environ.setdefault("PIFLASH_SIM_DIR", tempfile.mkdtemp(prefix="real_probe-"))
     from piflash.sim import SimStore
     from piflash.sim.probes import usb as sim_usb
     from piflash.sim.probes.usb.presets import get_preset
-    from piflash.sim.probes.usb.timing import get_host
-    host = get_host(host_name)
+    from piflash.sim.probes.usb.timing import HOST_FACTORS, get_host
+    host = get_host(host_name, host_factor)
+    band = {end: host.band[end][0] for end in HOST_FACTORS}
     work = Path(tempfile.mkdtemp(prefix="real_probe-img-"))
     rows = []
     for preset_name in presets:
         preset = get_preset(preset_name)
         for target in targets:
             image = make_image(target, work)
-            results = {}
-            for tool in ("piflash", "pyocd"):
+            results: dict = {}
+            for tool in TOOLS:
+                figures = "piflash" if tool == "piflash" else "pyocd"
                 board = "%s-%s-%s" % (tool, preset_name, target)
                 store = SimStore()
                 store.create(board, target, exist_ok=True)
                 sim_usb.uninstall()
                 os.environ[sim_usb.ENV_VAR] = "%s@%s" % (board, preset_name)
                 device = sim_usb.install(store=store).devices[0]
-                device.host_transfer_s = host.transfer_s[tool]
+                device.host_transfer_s = host.transfer_s[figures]
                 results[tool] = {}
                 for case in ("fresh", "reflash") + tuple(c for c in cases if c == "changed"):
                     _prepare(store, board, target, image, case)
-                    run = run_piflash(device, target, image, frequency) if tool == "piflash" \
-                        else run_pyocd(device, target, image)
-                    results[tool][case] = add_host_costs(run, host, tool, image, case)
+                    if tool == "piflash":
+                        run = run_piflash(device, target, image, frequency)
+                    else:       # pyOCD at the clock piflash asked the probe for in this case
+                        run = run_pyocd(device, target, image,
+                                        results["piflash"][case]["swj_clock_hz"] if tool == "pyocd" else None)
+                    if run["swj_clock_hz"] is None:
+                        raise RuntimeError("%s on %s/%s asked the probe for no SWD clock" % (tool, preset_name, target))
+                    results[tool][case] = add_host_costs(run, host, figures, image, case)
             fresh_row = None
             for case in cases:
-                pf, po = results["piflash"][case], results["pyocd"][case]
+                pf, po, pd = (results[tool][case] for tool in TOOLS)
+                hz = pf["swj_clock_hz"]
+                parts = floor_parts(preset, target, image, case, hz)
                 rows.append({"probe": preset_name, "link": preset.link, "target": target, "case": case,
-                             "host": host.name, "swd_hz": frequency or "default",
+                             "host": host.name, "host_factor": host.host_factor,
+                             "host_factor_value": host.factor, "host_band": band,
+                             "swd_hz": frequency or "default", "swd_hz_requested": hz,
+                             "pyocd_hz": po["swj_clock_hz"], "pyocd_default_hz": pd["swj_clock_hz"],
                              "piflash_s": round(pf["seconds"], 3), "pyocd_s": round(po["seconds"], 3),
+                             "pyocd_default_s": round(pd["seconds"], 3),
                              "load_cached_s": pf["load_cached_s"],
-                             "floor_s": round(floor_seconds(preset, target, image, case, pf), 3),
-                             "floor_framed_s": round(floor_seconds(preset, target, image, case, pf,
-                                                                   framed=True), 3),
-                             "phases": {"piflash": pf["phases"], "pyocd": po["phases"]},
-                             "requests": {"piflash": pf["requests"], "pyocd": po["requests"]},
-                             "phase_requests": {"piflash": pf["phase_requests"],
-                                                "pyocd": po["phase_requests"]}})
+                             "floor_s": round(floor_seconds(preset, target, image, case, hz), 3),
+                             "floor_framed_s": round(floor_seconds(preset, target, image, case, hz, framed=True), 3),
+                             "floor_parts": {k: round(v, 6) for k, v in parts.items()},
+                             "phases": {tool: results[tool][case]["phases"] for tool in TOOLS},
+                             "requests": {tool: results[tool][case]["requests"] for tool in TOOLS},
+                             "phase_requests": {tool: results[tool][case]["phase_requests"] for tool in TOOLS}})
                 fresh_row = fresh_row or rows[-1]
                 rows[-1]["goals"] = goals(rows[-1], fresh_row)
     sim_usb.uninstall()
     return rows
 
 
-def preset_target_args(description: str, argv=None) -> argparse.Namespace:
+def preset_target_args(description: str, argv=None, host_factor: bool = False) -> argparse.Namespace:
     """Parse the options of a script run over every probe preset and target: ``--json``,
-    ``--presets`` and ``--targets`` (comma-separated); also silences pyOCD's warnings."""
+    ``--presets`` and ``--targets`` (comma-separated), ``--cases``, ``--host``, ``--frequency``
+    and, with ``host_factor``, ``--host-factor``; also silences pyOCD's warnings."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--json", action="store_true", help="print {\"rows\": [...]} as JSON")
     parser.add_argument("--presets", default="debugprobe,daplink,mculink")
@@ -284,8 +391,12 @@ def preset_target_args(description: str, argv=None) -> argparse.Namespace:
                         help="fresh, reflash, changed (a board holding other firmware)")
     parser.add_argument("--host", default="x86",
                         help="host preset: x86 (measured), zero2w, pi4, pi5 (predicted)")
+    if host_factor:
+        parser.add_argument("--host-factor", default="mid", choices=("low", "mid", "high"),
+                            help="which end of the host preset's factor band (default: mid)")
     parser.add_argument("--frequency", type=int, default=None,
-                        help="SWD clock (Hz) piflash asks for (pyOCD keeps its default); default: 4 MHz")
+                        help="SWD clock (Hz) piflash asks for (pyOCD runs at the clock piflash asked the "
+                        "probe for, and at its own default); default: piflash's default")
     args = parser.parse_args(argv)
     import logging
     logging.disable(logging.WARNING)
@@ -312,10 +423,10 @@ def bench_rows(description: str, bench_fn, argv=None):
     """Run ``bench_fn(presets, targets, host)`` with the options of :func:`preset_target_args`;
     print its rows as JSON and return None under ``--json``, else return the rows (a list)
     for the script to print as a table."""
-    args = preset_target_args(description, argv)
+    args = preset_target_args(description, argv, host_factor=bench_fn is bench)
     if bench_fn is bench:
         rows = bench_fn(args.presets.split(","), args.targets.split(","), args.host, tuple(args.cases.split(",")),
-                        args.frequency)
+                        args.frequency, args.host_factor)
     else:
         rows = bench_fn(args.presets.split(","), args.targets.split(","), args.host)
     if args.json:
@@ -328,12 +439,18 @@ def main(argv=None) -> int:
     rows = bench_rows(__doc__.splitlines()[0], bench, argv)
     if rows is None:
         return 0
-    print("host preset: %s" % rows[0]["host"] if rows else "")
-    print("%-10s %-10s %-11s %-7s %9s %9s %8s  %s" % ("probe", "link", "target", "case", "piflash_s",
-                                                      "pyocd_s", "floor_s", "goals"))
+    if rows:
+        band = rows[0]["host_band"]
+        print("host preset: %s, factor %g (%s; band low %g / mid %g / high %g)" % (
+            rows[0]["host"], rows[0]["host_factor_value"], rows[0]["host_factor"], band["low"], band["mid"],
+            band["high"]))
+    print("%-10s %-10s %-11s %-7s %9s %9s %9s %10s %8s %9s  %s" % (
+        "probe", "link", "target", "case", "swd_hz", "piflash_s", "pyocd_s", "pyocd_dflt", "floor_s", "framed_s",
+        "goals"))
     for r in rows:
-        print("%-10s %-10s %-11s %-7s %9.2f %9.2f %8.2f  %s" % (
-            r["probe"], r["link"], r["target"], r["case"], r["piflash_s"], r["pyocd_s"], r["floor_s"],
+        print("%-10s %-10s %-11s %-7s %9d %9.2f %9.2f %10.2f %8.2f %9.2f  %s" % (
+            r["probe"], r["link"], r["target"], r["case"], r["swd_hz_requested"], r["piflash_s"], r["pyocd_s"],
+            r["pyocd_default_s"], r["floor_s"], r["floor_framed_s"],
             " ".join("%s=%s" % kv for kv in r["goals"].items())))
     return 0
 

@@ -119,7 +119,7 @@ def shell_board(preset: str, target: str, host, image: Path) -> dict:
     nbytes = req.get("bytes_out", 0) + req.get("bytes_in", 0)
     packets = sum(math.ceil(req.get(f"bytes_{d}", 0) / PACKET) or 0 for d in ("out", "in"))
     return {"board_s": result["seconds"] + host.startup_s,
-            "host_s": transfers * host.transfer_s["pyocd"] + result["phases"].get("load", 0.0) + host.startup_s,
+            "host_s": transfers * host.transfer_at("pyocd") + result["phases"].get("load", 0.0) + host.startup_s,
             "bus_s": (nbytes + PACKET_OVERHEAD * max(packets, transfers)) * 8 / FS_BPS}
 
 

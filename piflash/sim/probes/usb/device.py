@@ -39,12 +39,12 @@ import sys
 import threading
 import time
 from collections import deque
-from typing import Deque, List, Optional, Tuple
+from typing import Deque, Dict, List, Optional, Tuple, Union
 
 from piflash.sim.probes.usb.firmware import DapFirmware, Unplugged
 from piflash.sim.probes.usb.ledger import ledger_from_env
 from piflash.sim.probes.usb.presets import ProbePreset
-from piflash.sim.probes.usb.timing import HOST_TRANSFER_S, Link, VirtualClock
+from piflash.sim.probes.usb.timing import HOST_TRANSFER_S, Link, VirtualClock, phase_cost
 from piflash.sim.store import SimStore
 
 __all__ = ["SimUsbDevice", "serial_for", "describe", "string_descriptor"]
@@ -173,9 +173,11 @@ class SimUsbDevice:
     ``unplugged`` (bool; set by :meth:`unplug`), ``access_denied`` (bool: opening fails with
     EACCES, as a device node without permission does), ``ledger`` (a
     :class:`~piflash.sim.probes.usb.ledger.Ledger` when ``PIFLASH_SIM_USB_LEDGER`` is set, else None),
-    ``host_transfer_s`` (CPU seconds the host spends per USB transfer it submits or completes:
-    a host preset's, :data:`~piflash.sim.probes.usb.timing.HOST_PRESETS`; default
-    :data:`~piflash.sim.probes.usb.timing.HOST_TRANSFER_S`), ``recording`` (None, or a list
+    ``host_transfer_s`` (CPU seconds the host spends per DAP packet it submits or completes:
+    a float, the same in every phase, or a dict phase name -> seconds with a ``"*"`` default,
+    a host preset's figures for one tool, :attr:`~piflash.sim.probes.usb.timing.HostPreset.transfer_s`,
+    of which the figure of the clock's phase (:attr:`VirtualClock.phase`) at the time of the
+    packet is charged; default :data:`~piflash.sim.probes.usb.timing.HOST_TRANSFER_S`), ``recording`` (None, or a list
     that every OUT packet and its response are appended to as ``(bytes, bytes)``: the traffic
     :mod:`piflash.sim.probes.usb.replay` plays back).
     """
@@ -207,7 +209,8 @@ class SimUsbDevice:
         self.clock.add_sync(self.sync)
         self.ledger = ledger_from_env(self)
         self._watch_board = False  # ledger: a board is seated in this session
-        self.host_transfer_s = HOST_TRANSFER_S  # CPU s per transfer (a host preset's)
+        #: CPU s per DAP packet: a float, or per phase (a host preset's, :func:`phase_cost`)
+        self.host_transfer_s: Union[float, Dict[str, float]] = HOST_TRANSFER_S
         self.recording: Optional[List[Tuple[bytes, bytes]]] = None  # (OUT packet, response) pairs
         describe(self, preset, self.serial, address)
 
@@ -270,7 +273,8 @@ class SimUsbDevice:
         ``packet_size`` bytes one command, padding after it ignored); returns its length.
 
         The host is charged its CPU time per DAP packet (what building each one costs it,
-        however they are grouped into transfers), the link one scheduling latency per transfer.
+        however they are grouped into transfers; the figure of the clock's current phase,
+        :attr:`host_transfer_s`), the link one scheduling latency per transfer.
         A transfer from a thread other than the claiming one does not hold the host clock up
         (see the module docstring).
 
@@ -288,7 +292,7 @@ class SimUsbDevice:
             self.ledger.record("board_changed", self, self.firmware.generation)
         packets = self._packets(bytes(data))
         with self._cond:
-            host_s = self.host_transfer_s * len(packets)
+            host_s = phase_cost(self.host_transfer_s, clock.phase) * len(packets)
             clock.hold("host", clock.now, host_s)
             t_built = clock.now + host_s
             t_submit = max(t_built, self._out_done)
@@ -382,11 +386,14 @@ class SimUsbDevice:
             consumed = max(self._consumed, min(written, taken))
         else:
             consumed = max(self._consumed, written - outstanding)
+        # Responses consumed since the last sync are charged at the phase they were consumed in:
+        # the clock syncs before its phase changes (VirtualClock.set_phase).
+        host_s = phase_cost(self.host_transfer_s, self.clock.phase)
         for t_host in self._arrivals[self._consumed : consumed]:
             # The host handles a completion once it has it and has finished what it was doing
             # (one interpreter lock): host times add up, max(now, arrival) + host time.
-            self.clock.hold("host", max(self.clock.now, t_host), self.host_transfer_s)
-            self.clock.advance_to(max(self.clock.now, t_host) + self.host_transfer_s)
+            self.clock.hold("host", max(self.clock.now, t_host), host_s)
+            self.clock.advance_to(max(self.clock.now, t_host) + host_s)
         self._consumed = consumed
 
 

@@ -101,6 +101,10 @@ class DapFirmware:
         self.clock = clock
         self.probe: Optional[SimProbe] = None
         self.swd_hz = preset.swclk_hz(1_000_000)  # DAP_DEFAULT_SWJ_CLOCK of the reference firmware
+        #: The last clock a host asked for (DAP_SWJ_Clock, Hz), or None: what a run's tool
+        #: requested, before the probe rounds it (``swd_hz``); benchmarks/real_probe.py gives
+        #: it to pyOCD so both tools run at the same clock.
+        self.swj_clock_hz: Optional[int] = None
         self.idle_cycles = 0
         self.wait_retry = 100
         self.match_retry = 0
@@ -307,6 +311,7 @@ class DapFirmware:
         if hz == 0:
             return b"\x11\xff", t
         self.swd_hz = self.preset.swclk_hz(hz)
+        self.swj_clock_hz = hz
         return b"\x11\x00", t
 
     def _swj_sequence(self, data: bytes, t: float) -> Tuple[bytes, float]:

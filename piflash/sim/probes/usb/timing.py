@@ -9,8 +9,10 @@ Three resources work in turn or in parallel, as on hardware:
   transfer it waits for completes. A host preset (:data:`HOST_PRESETS`) gives the CPU time
   charged per DAP packet the host sends or receives (pyusb and pyOCD's and piflash's Python
   code around it; one USB transfer each, unless several packets share one OUT transfer, when
-  each still costs its own), measured by ``benchmarks/host_cost.py`` on x86 and scaled for the
-  Pis. One
+  each still costs its own), per phase of the flash (:attr:`VirtualClock.phase`: the bulk
+  phases erase/program/verify may cost less per packet than connect and reset), measured by
+  ``benchmarks/host_cost.py`` on x86 and scaled for the Pis by a factor band (low / mid /
+  high, :meth:`HostPreset.band`). One
   interpreter lock serialises that work: a completion is handled after the host has finished
   what it was doing, so host times add up (they are never overlapped with each other).
 * **The USB link** (:class:`Link`): a full-speed HID interrupt endpoint with ``bInterval`` 1 moves
@@ -50,6 +52,8 @@ __all__ = [
     "HOST_PRESETS",
     "DEFAULT_HOST",
     "get_host",
+    "HOST_FACTORS",
+    "phase_cost",
 ]
 
 #: Full-speed frame, seconds (USB 2.0 spec 8.4.3.1: 1 ms SOF interval).
@@ -269,6 +273,12 @@ class TargetTiming:
     :param program_max_s: / erase_page_max_s: / erase_all_max_s: The datasheet maxima, seconds.
     :param source: The datasheet table the numbers come from.
     :param notes: Per parameter name, where a figure that is not the table's typical comes from.
+    :param block_erase_s: Serial flash block erases: op name -> (typical, maximum) seconds.
+    :param reset_s: Seconds the chip itself needs for the reset a debugger asks for after a
+        flash (a system reset, AIRCR.SYSRESETREQ) until its core runs again: a floor's figure
+        (``benchmarks/real_probe.py``), never a tool's fixed sleep. 0.0 where no datasheet
+        states one (``reset_source`` says so): a floor may only be lower for it.
+    :param reset_source: Where ``reset_s`` comes from (document and table), or why it is 0.
     """
 
     core_hz: float
@@ -284,6 +294,8 @@ class TargetTiming:
     #: Serial flash block erases: op name (``erase_block32``, ``erase_block64``) -> (typical,
     #: maximum) seconds.
     block_erase_s: Dict[str, Tuple[float, float]] = field(default_factory=dict)
+    reset_s: float = 0.0
+    reset_source: str = ""
 
     def op_time(self, op: str, nbytes: int) -> float:
         """Typical seconds of flash operation ``op`` (``erase_page``, ``erase_all``,
@@ -340,6 +352,8 @@ TARGET_TIMING: Dict[str, TargetTiming] = {
             "Calibration), which leaves no room for a shorter typical erase",
             "erase_all_s": "the table's maximum",
         },
+        reset_s=0.0,
+        reset_source="no duration of a system reset (AIRCR.SYSRESETREQ) was found in the nRF51822 PS v3.4 or the nRF51 Series Reference Manual v3.0; its power-on figures (t_POR) are for a supply ramp, not a debugger's reset: 0.0",
     ),
     # nRF52840 Product Specification v1.7, section 4.3.10 "NVMC electrical specification":
     # t_WRITE 41 us, t_ERASEPAGE 85 ms, t_ERASEALL 169 ms, each a maximum (the table gives no
@@ -362,6 +376,8 @@ TARGET_TIMING: Dict[str, TargetTiming] = {
             "2024-11-25), an upper bound of the erase itself",
             "erase_all_s": "the table's maximum (no typical given, no measurement found)",
         },
+        reset_s=0.0,
+        reset_source="no duration of a system reset (AIRCR.SYSRESETREQ) was found in the nRF52840 PS v1.7; its power-on figures (t_POR) are for a supply ramp, not a debugger's reset: 0.0",
     ),
     # STM32F103xC/D/E datasheet DS5792, section 5.3.9 "Memory characteristics", table "Flash
     # memory characteristics": t_prog (16-bit programming) 40 min, 52.5 typical, 70 max us;
@@ -382,6 +398,10 @@ TARGET_TIMING: Dict[str, TargetTiming] = {
             "erase_page_s": "no typical in the table: the middle of its 20-40 ms",
             "erase_all_s": "no typical in the table: the middle of its 20-40 ms",
         },
+        reset_s=20e-6,
+        reset_source="RM0008 7.1.2 System reset: a pulse generator guarantees a minimum reset pulse "
+        "of 20 us for each internal reset source (SYSRESETREQ among them); DS5792's t_RSTTEMPO "
+        "(reset temporization, 5.3.3) is for a power-on/power-down reset, not this one",
     ),
     # The Pico's Winbond W25Q16JV, datasheet section 9.6 "AC Electrical Characteristics":
     # page program (256 bytes) t_PP 0.4 ms typical, 3 ms maximum; 4 KiB sector erase t_SE 45 /
@@ -407,6 +427,9 @@ TARGET_TIMING: Dict[str, TargetTiming] = {
             "core_hz": "the ring oscillator's nominal frequency; real parts range widely",
         },
         block_erase_s={"erase_block32": (120e-3, 1.6), "erase_block64": (150e-3, 2.0)},
+        reset_s=0.0,
+        reset_source="the RP2040 datasheet (2.13 power-on state machine, 2.14 subsystem resets) "
+        "gives no duration for a debugger's reset: 0.0",
     ),
     # RP2350 (Pico 2): clk_sys from the ring oscillator at its nominal 11 MHz after a reset, which
     # the boot ROM does not change on the flash boot path of an A2 part (RP2350 datasheet 8.3.1;
@@ -431,8 +454,31 @@ TARGET_TIMING: Dict[str, TargetTiming] = {
             "erase_all_s": "W25Q32JV t_CE 10 s typical, 50 s maximum (secondary sources)",
         },
         block_erase_s={"erase_block32": (120e-3, 1.6), "erase_block64": (150e-3, 2.0)},
+        reset_s=0.0,
+        reset_source="the RP2350 datasheet gives no duration for a debugger's reset: 0.0",
     ),
 }
+
+
+#: The ends of a host preset's factor band: ``real_probe.py --host-factor`` (default ``mid``).
+HOST_FACTORS = ("low", "mid", "high")
+
+#: Figures per phase fall back to this key (:func:`phase_cost`).
+ANY_PHASE = "*"
+
+
+def phase_cost(figure, phase) -> float:
+    """The CPU seconds per DAP packet of ``figure`` in ``phase``.
+
+    :param figure: A float (the same in every phase), or a dict phase name -> seconds with an
+        ``"*"`` entry for the phases it does not name (:attr:`HostPreset.transfer_s`).
+    :param phase: The clock's phase label (:attr:`VirtualClock.phase`; a ``str`` or a ``str``
+        enum such as ``piflash.progress.Phase``).
+    :raises KeyError: ``figure`` is a dict without the phase and without ``"*"``.
+    """
+    if isinstance(figure, dict):
+        return figure[phase] if phase in figure else figure[ANY_PHASE]
+    return figure
 
 
 @dataclass(frozen=True)
@@ -442,13 +488,18 @@ class HostPreset:
     :param name: Preset key (``x86``, ``zero2w``, ``pi4``, ``pi5``).
     :param cpu: The CPU, as its datasheet names it.
     :param factor: Python CPU time on this host relative to the x86 machine of the
-        measurement (1.0 for ``x86``; a prediction for the others, see ``factor_source``).
+        measurement (1.0 for ``x86``; a prediction for the others, see ``factor_source``): the
+        factor at the band's end ``host_factor``.
     :param factor_range: (low, high) of ``factor`` the sources allow.
     :param factor_source: Where ``factor`` comes from.
-    :param transfer_s: CPU seconds per USB transfer (each OUT and each IN transfer), by tool
-        (``"piflash"``: piflash's flash; ``"pyocd"``: pyOCD's ``FileProgrammer``, what ``pyocd
-        flash`` and pyOCD's own test programs run): everything the host computes between
-        opening the session and closing it, divided by its transfers.
+    :param transfer_s: CPU seconds per DAP packet the host sends or receives (each OUT and each
+        IN), by tool (``"piflash"``: piflash's flash; ``"pyocd"``: pyOCD's ``FileProgrammer``,
+        what ``pyocd flash`` and pyOCD's own test programs run), then by phase of the flash
+        (:attr:`VirtualClock.phase`: piflash's connect, erase, program, verify, reset; pyOCD's
+        runs connect, program, reset, disconnect), with ``"*"`` for any other phase: everything
+        the host computes between opening the session and closing it in that phase, divided
+        by its packets. :func:`phase_cost` reads it; a simulated device charges the figure of
+        the clock's current phase (``SimUsbDevice.host_transfer_s``).
     :param parse_s_per_byte: CPU seconds per byte of firmware file to load it, by tool and
         format (``{"piflash": {"hex": s, "bin": s}, "pyocd": {...}}``).
     :param cached_load_s_per_byte: CPU seconds per byte of firmware file for piflash to load a
@@ -458,6 +509,10 @@ class HostPreset:
         pyOCD's imports; ``pyocd flash --help``), paid per board by a shell loop.
     :param sleep_s: Wall seconds pyOCD sleeps (``time.sleep``) during one flash, by tool: not
         CPU, so not scaled by ``factor``.
+    :param band: The factor band: ``{"low": (factor, source), "mid": ..., "high": ...}``
+        (:data:`HOST_FACTORS`), each end with where it comes from.
+    :param host_factor: Which end of ``band`` ``factor`` is (``"mid"`` unless
+        :func:`get_host` was asked for another).
     """
 
     name: str
@@ -465,11 +520,13 @@ class HostPreset:
     factor: float
     factor_range: tuple
     factor_source: str
-    transfer_s: Dict[str, float]
+    transfer_s: Dict[str, Dict[str, float]]
     parse_s_per_byte: Dict[str, Dict[str, float]]
     cached_load_s_per_byte: Dict[str, float]
     startup_s: float
     sleep_s: Dict[str, float]
+    band: Dict[str, Tuple[float, str]] = field(default_factory=dict)
+    host_factor: str = "mid"
 
     def parse_s(self, tool: str, fmt: str, nbytes: int, cached: bool = False) -> float:
         """CPU seconds for ``tool`` (``piflash``/``pyocd``) to load a ``fmt`` (``hex``/``bin``)
@@ -479,16 +536,49 @@ class HostPreset:
             return self.cached_load_s_per_byte[fmt] * nbytes
         return self.parse_s_per_byte[tool][fmt] * nbytes
 
+    def transfer_at(self, tool: str, phase: str = ANY_PHASE) -> float:
+        """CPU seconds per DAP packet of ``tool`` (``piflash``/``pyocd``) in ``phase`` (the
+        ``"*"`` figure for a phase :attr:`transfer_s` does not name).
+
+        :raises KeyError: Unknown tool.
+        """
+        return phase_cost(self.transfer_s[tool], phase)
+
+    def describe(self) -> str:
+        """One line: the preset, its factor and its band (``zero2w (Cortex-A53 ...): factor 8.4
+        (mid; band low 6.2 / mid 8.4 / high 11.3)``)."""
+        band = " / ".join("%s %g" % (end, self.band[end][0]) for end in HOST_FACTORS if end in self.band)
+        return "%s (%s): factor %g (%s; band %s)" % (self.name, self.cpu, self.factor, self.host_factor, band)
+
+
+#: The phases a real_probe run books time to (piflash.progress.Phase; pyOCD's runs: connect,
+#: program, reset, disconnect): :data:`X86_MEASURED` names each, so that per-phase figures are
+#: a one-place edit.
+PIFLASH_PHASES = ("connect", "erase", "program", "verify", "reset")
+PYOCD_PHASES = ("connect", "program", "reset", "disconnect")
+
+
+def _per_phase(seconds: float, phases: Tuple[str, ...]) -> Dict[str, float]:
+    """``{"*": seconds, phase: seconds...}``: the same figure in every phase."""
+    return {ANY_PHASE: seconds, **{p: seconds for p in phases}}
+
 
 #: What ``benchmarks/host_cost.py --repeats 5`` measured on the x86 machine on 2026-11-24
 #: (x86_64 AMD EPYC, 2 cores shared with other jobs, load average 2.9, Linux 6.18, Python
 #: 3.11.7, pyOCD 0.46.0; docs/benchmarks.md, "Host cost"): CPU seconds (``time.process_time``,
 #: every thread), medians of 5 interleaved repeats, replaying a fresh-board flash of each target
 #: through the Debug Probe preset (recorded at this preset's own time per transfer).
-#: - ``transfer_s``: the first flash in a process (a ``piflash flash`` or ``pyocd flash``
-#:   command), total CPU over total USB transfers of the three targets: piflash 1.659 s / 44,766
-#:   (37.1 us), pyOCD 2.817 s / 65,842 (42.8 us). The replay's backend stands in for libusb and
-#:   the kernel's usbfs, whose C time per transfer is not in these figures.
+#: - ``transfer_s``: by tool, then by phase (``"*"``: any phase not named). How a phase's
+#:   figure is measured: ``benchmarks/host_cost.py`` replays the recorded flash with the
+#:   clock's phase labels and divides each phase's CPU seconds by that phase's DAP packets sent
+#:   and received (``phase_requests``: ``usb_out`` packets plus ``usb_in``). Until that
+#:   per-phase measurement is entered here, every phase carries the whole flash's figure: the
+#:   first flash in a process (a ``piflash flash`` or ``pyocd flash`` command), total CPU over
+#:   total USB transfers of the three targets: piflash 1.659 s / 44,766 (37.1 us), pyOCD
+#:   2.817 s / 65,842 (42.8 us). The replay's backend stands in for libusb and the kernel's
+#:   usbfs, whose C time per transfer is not in these figures. Enter measured figures per phase
+#:   by replacing the ``_per_phase`` calls with dicts (``"*"`` kept): the presets, the
+#:   simulated devices and ``real_probe.py`` take them from here.
 #: - ``parse_s_per_byte``: loading the file (piflash ``load_image``; pyOCD ``FileProgrammer.
 #:   add_file``): MicroPython's .hex (670,788 bytes) 0.108 s and 0.184 s; the two .bin images
 #:   (327,680 bytes together) 0.0006 s and 0.0056 s.
@@ -508,7 +598,10 @@ class HostPreset:
 #:   ``cortex_m._perform_reset`` and 0.01 s in a reset's ``Timeout.check``.
 X86_MEASURED = {
     "cpu": "x86_64 AMD EPYC, 2 cores shared with other jobs",
-    "transfer_s": {"piflash": 37.1e-6, "pyocd": 42.8e-6},
+    "transfer_s": {
+        "piflash": _per_phase(37.1e-6, PIFLASH_PHASES),
+        "pyocd": _per_phase(42.8e-6, PYOCD_PHASES),
+    },
     "parse_s_per_byte": {
         "piflash": {"hex": 0.0555 / 670788, "bin": 0.0006 / 327680},
         "pyocd": {"hex": 0.184 / 670788, "bin": 0.0056 / 327680},
@@ -519,81 +612,92 @@ X86_MEASURED = {
 }
 
 
-def _scaled(name: str, cpu: str, factor: float, factor_range: tuple, source: str) -> HostPreset:
+def _scaled(name: str, cpu: str, band: Dict[str, Tuple[float, str]], end: str = "mid") -> HostPreset:
+    """The x86 measurement times ``band[end]``'s factor (``end``: low, mid, high)."""
     m = X86_MEASURED
+    factor = band[end][0]
     return HostPreset(
         name=name,
         cpu=cpu,
         factor=factor,
-        factor_range=factor_range,
-        factor_source=source,
-        transfer_s={k: v * factor for k, v in m["transfer_s"].items()},
+        factor_range=(band["low"][0], band["high"][0]),
+        factor_source=band[end][1],
+        transfer_s={t: {p: v * factor for p, v in d.items()} for t, d in m["transfer_s"].items()},
         parse_s_per_byte={t: {f: v * factor for f, v in d.items()} for t, d in m["parse_s_per_byte"].items()},
         cached_load_s_per_byte={f: v * factor for f, v in m["cached_load_s_per_byte"].items()},
         startup_s=m["startup_s"] * factor,
         sleep_s=dict(m["sleep_s"]),
+        band=dict(band),
+        host_factor=end,
     )
 
 
-#: Python CPU time of a Cortex-A53 at 1 GHz (Pi Zero 2W, BCM2710A1) against the x86 machine:
-#: between 6.2x and 11.3x; the preset takes their geometric mean, 8.4x (a prediction).
-#: - 11.3x: pystone, sabnzbd/sabnzbd issue #1162 (github.com/sabnzbd/sabnzbd/issues/1162,
+#: Python CPU time of a Cortex-A53 at 1 GHz (Pi Zero 2W, BCM2710A1) against the x86 machine,
+#: a band of two indirect figures (neither is a Zero 2W; issue 42):
+#: - high, 11.3x: pystone, sabnzbd/sabnzbd issue #1162 (github.com/sabnzbd/sabnzbd/issues/1162,
 #:   2018-07-29): "ARMv8 nanopineo2" (Allwinner H5, Cortex-A53) 15,000 pystones against a 2018
 #:   Core i3's 170,000.
-#: - 6.2x: pyOCD's own log on an Orange Pi Zero 2W (Allwinner H618, Cortex-A53 at 1.5 GHz),
+#: - low, 6.2x: pyOCD's own log on an Orange Pi Zero 2W (Allwinner H618, Cortex-A53 at 1.5 GHz),
 #:   probe-rs/probe-rs issue #2299 (comment of 2024-11-25): "Loading" to "algo init" 1.49 s,
 #:   which takes 0.36 s on the x86 machine: 4.1x at 1.5 GHz, 6.2x at 1 GHz by clock.
-ZERO2W_FACTOR = (8.4, (6.2, 11.3))
-#: Cortex-A72 (Pi 4, BCM2711, 1.5 GHz; 1.8 GHz on later boards): 2.6x, a Python 3 benchmark
-#: (pi to 10,000 digits) in alexdedyura/cpu-benchmark's README: Raspberry Pi 4 79.216 s
-#: against an Intel Core i3-8100 30.636 s. Cross-check: 8.4x (Zero 2W) divided by the A72's
-#: single-core speed over a 1 GHz A53 (sysbench, leoncode.co.uk "Raspberry Pi CPU Benchmarks":
-#: Pi 4 1477.83 / Pi 3+ 687.45 events/s, times 1.4 GHz / 1 GHz = 3.0) gives 2.8x. Bignum
-#: arithmetic runs in C, so the Python figure is the low end: range 2.6-2.8.
-PI4_FACTOR = (2.6, (2.6, 2.8))
-#: Cortex-A76 at 2.4 GHz (Pi 5, BCM2712): the Pi 4 factor divided by 1.85, the single-core
-#: sysbench ratio of Pi 5 to Pi 4 (leoncode.co.uk: 2737.49 / 1477.83 events/s). No published
-#: Python figure of the same two machines was found: this one is a C benchmark's ratio.
-PI5_FACTOR = (1.4, (1.4, 1.5))
-
-#: Host presets by name (``real_probe.py --host``).
-HOST_PRESETS: Dict[str, HostPreset] = {
-    "x86": _scaled("x86", X86_MEASURED["cpu"], 1.0, (1.0, 1.0), "measured: benchmarks/host_cost.py"),
-    "zero2w": _scaled(
-        "zero2w",
-        "Cortex-A53 at 1 GHz (Raspberry Pi Zero 2W)",
-        ZERO2W_FACTOR[0],
-        ZERO2W_FACTOR[1],
-        "pystone (sabnzbd #1162) and pyOCD's log on an A53 (probe-rs #2299)",
-    ),
-    "pi4": _scaled(
-        "pi4",
-        "Cortex-A72 at 1.5-1.8 GHz (Raspberry Pi 4)",
-        PI4_FACTOR[0],
-        PI4_FACTOR[1],
-        "Python pi-digits (alexdedyura/cpu-benchmark), sysbench cross-check",
-    ),
-    "pi5": _scaled(
-        "pi5",
-        "Cortex-A76 at 2.4 GHz (Raspberry Pi 5)",
-        PI5_FACTOR[0],
-        PI5_FACTOR[1],
-        "the pi4 factor over sysbench's Pi 5 / Pi 4 single-core ratio",
-    ),
+#: - mid, 8.4x: their geometric mean (a prediction).
+ZERO2W_BAND = {
+    "low": (6.2, "pyOCD's log on a 1.5 GHz A53 (Allwinner H618), probe-rs/probe-rs #2299, scaled to 1 GHz"),
+    "mid": (8.4, "the geometric mean of the low and high figures"),
+    "high": (11.3, "pystone on an Allwinner H5 A53 against a Core i3, sabnzbd/sabnzbd #1162"),
 }
+#: Cortex-A72 (Pi 4, BCM2711, 1.5 GHz; 1.8 GHz on later boards):
+#: - low and mid, 2.6x: a Python 3 benchmark (pi to 10,000 digits) in alexdedyura/cpu-benchmark's
+#:   README: Raspberry Pi 4 79.216 s against an Intel Core i3-8100 30.636 s. Bignum arithmetic
+#:   runs in C, so the Python figure is the low end.
+#: - high, 2.8x: 8.4x (Zero 2W, mid) divided by the A72's single-core speed over a 1 GHz A53
+#:   (sysbench, leoncode.co.uk "Raspberry Pi CPU Benchmarks": Pi 4 1477.83 / Pi 3+ 687.45
+#:   events/s, times 1.4 GHz / 1 GHz = 3.0).
+PI4_BAND = {
+    "low": (2.6, "Python pi-digits, Pi 4 against a Core i3-8100 (alexdedyura/cpu-benchmark)"),
+    "mid": (2.6, "the low figure: the one Python measurement of a Pi 4"),
+    "high": (2.8, "the zero2w mid factor over sysbench's A72 / 1 GHz A53 single-core ratio (leoncode.co.uk)"),
+}
+#: Cortex-A76 at 2.4 GHz (Pi 5, BCM2712): the Pi 4 band divided by 1.85, the single-core
+#: sysbench ratio of Pi 5 to Pi 4 (leoncode.co.uk: 2737.49 / 1477.83 events/s): 1.4x (low, mid),
+#: 1.5x (high). No published Python figure of the same two machines was found: this one is a C
+#: benchmark's ratio.
+PI5_BAND = {
+    "low": (1.4, "the pi4 low factor over sysbench's Pi 5 / Pi 4 single-core ratio 1.85 (leoncode.co.uk)"),
+    "mid": (1.4, "the pi4 mid factor over sysbench's Pi 5 / Pi 4 single-core ratio 1.85"),
+    "high": (1.5, "the pi4 high factor over sysbench's Pi 5 / Pi 4 single-core ratio 1.85"),
+}
+X86_BAND = {end: (1.0, "measured: benchmarks/host_cost.py") for end in HOST_FACTORS}
+
+#: Each host: (cpu, band).
+_HOSTS = {
+    "x86": (X86_MEASURED["cpu"], X86_BAND),
+    "zero2w": ("Cortex-A53 at 1 GHz (Raspberry Pi Zero 2W)", ZERO2W_BAND),
+    "pi4": ("Cortex-A72 at 1.5-1.8 GHz (Raspberry Pi 4)", PI4_BAND),
+    "pi5": ("Cortex-A76 at 2.4 GHz (Raspberry Pi 5)", PI5_BAND),
+}
+
+#: Host presets by name (``real_probe.py --host``), at the middle of their band.
+HOST_PRESETS: Dict[str, HostPreset] = {name: _scaled(name, cpu, band) for name, (cpu, band) in _HOSTS.items()}
 #: The host a device charges unless told otherwise.
 DEFAULT_HOST = "x86"
-#: CPU seconds per USB transfer of pyOCD's own path on the default host (what any pyOCD client
-#: that is not piflash costs; ``benchmarks/real_probe.py`` sets piflash's for piflash's runs).
-HOST_TRANSFER_S = HOST_PRESETS[DEFAULT_HOST].transfer_s["pyocd"]
+#: CPU seconds per USB transfer of pyOCD's own path on the default host, in any phase (what any
+#: pyOCD client that is not piflash costs; ``benchmarks/real_probe.py`` sets piflash's for
+#: piflash's runs).
+HOST_TRANSFER_S = HOST_PRESETS[DEFAULT_HOST].transfer_at("pyocd")
 
 
-def get_host(name: str) -> HostPreset:
-    """The host preset called ``name``.
+def get_host(name: str, factor: str = "mid") -> HostPreset:
+    """The host preset called ``name`` at the ``factor`` end of its band (``low``, ``mid``,
+    ``high``: :data:`HOST_FACTORS`; ``real_probe.py --host-factor``).
 
-    :raises ValueError: Unknown host.
+    :raises ValueError: Unknown host or band end.
     """
-    try:
+    if name not in HOST_PRESETS:
+        raise ValueError("unknown host preset %r (choose from %s)" % (name, ", ".join(HOST_PRESETS)))
+    if factor not in HOST_FACTORS:
+        raise ValueError("unknown host factor %r (choose from %s)" % (factor, ", ".join(HOST_FACTORS)))
+    if factor == "mid":
         return HOST_PRESETS[name]
-    except KeyError:
-        raise ValueError("unknown host preset %r (choose from %s)" % (name, ", ".join(HOST_PRESETS))) from None
+    cpu, band = _HOSTS[name]
+    return _scaled(name, cpu, band, factor)
