@@ -208,11 +208,11 @@ def open_session(
     chip_timeout = erase_chip_timeout(target_type)
     if chip_timeout is not None:
         opts.setdefault("flash.timeout.erase_all", chip_timeout)
-    from piflash.probe.batched_dap import batched_probe
+    from piflash.probe.lean_dap import lean_probe
 
     # The same probe object for the session and for _connect_error, which reads the chip's IDs
     # through the session's open probe (a second object would find the USB interface claimed).
-    probe = batched_probe(probe)
+    probe = lean_probe(probe)
     session = Session(probe, auto_open=False, options=opts)
     if session.delegate is None:  # no pyOCD user script: skip its SVD load (see _SkipSvd)
         session.delegate = _SkipSvd()
