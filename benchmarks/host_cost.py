@@ -21,12 +21,15 @@ The file's load is timed on its own in the piflash children, twice: parsed (the 
 cache off) and read back from the cache (``piflash/firmware/cache.py``), as a command that
 loaded the same file before does (``parse_s``, ``cached_s``).
 
-Per transfer = CPU from the session's opening to its close (image parse excluded) divided by
-the DAP packets sent and received (each OUT and each IN; one IN per OUT packet), which is what
-the timing model charges per packet (``piflash/sim/probes/usb/timing.py``,
-``HostPreset.transfer_s``). piflash sends several packets per USB transfer to the Debug Probe
-(``piflash/probe/batched_dap.py``); the case ``piflash-unbatched`` (``PIFLASH_DAP_BATCH=0``)
-runs interleaved with ``piflash``, and ``batching`` gives the per-packet CPU ratio of the two.
+Per packet = CPU divided by the DAP packets sent and received (each command sent and each
+response read; one response per command), which is what the timing model charges per packet
+(``piflash/sim/probes/usb/timing.py``, ``HostPreset.transfer_s``): for the whole flash (from the
+session's opening to its close, image parse excluded: ``per_transfer_us``) and per phase
+(``spans``: ``per_packet_us``), and for the phases that carry the bytes together (``bulk``:
+erase, program, verify). piflash encodes the DAP transfers itself
+(``piflash/probe/lean_dap.py``); the case ``piflash-pyocd-dap`` (``PIFLASH_DAP_LEAN=0``: pyOCD's
+own encoding) runs interleaved with ``piflash``, and ``lean`` gives, per target, the median of the
+per-round ratios of their bulk CPU per packet.
 
     python benchmarks/host_cost.py [--json] [--repeats 5] [--targets nrf51,nrf52840,stm32f103rc]
 """
@@ -45,13 +48,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from piflash.probe.batched_dap import BATCH_ENV
+from piflash.probe.lean_dap import LEAN_ENV
 
 HERE = Path(__file__).resolve().parent
 TOOLS = ("piflash", "pyocd")
-#: piflash with one DAP packet per USB transfer (``PIFLASH_DAP_BATCH=0``), interleaved with
-#: ``piflash`` (batched on the Debug Probe preset) to measure what batching saves per packet.
-UNBATCHED = "piflash-unbatched"
+#: piflash with pyOCD's own DAP encoding (``PIFLASH_DAP_LEAN=0``, piflash/probe/lean_dap.py off),
+#: interleaved with ``piflash`` to measure what the lean path saves per packet.
+PYOCD_DAP = "piflash-pyocd-dap"
+#: The phases that carry the image's bytes (piflash's progress phases).
+BULK_PHASES = ("erase", "program", "verify")
 
 
 # -- recording (parent process, simulator in-process) ----------------------------------------
@@ -72,7 +77,7 @@ def record_all(targets, preset: str, work: Path) -> dict:
     out = {}
     for target in targets:
         image = make_image(target, work)
-        for case in TOOLS + (UNBATCHED, "algo"):
+        for case in TOOLS + (PYOCD_DAP, "algo"):
             board = "%s-%s" % (case, target)
             store = SimStore()
             store.create(board, target, exist_ok=True)
@@ -83,10 +88,10 @@ def record_all(targets, preset: str, work: Path) -> dict:
             # record at the x86 preset's, so the measurement of x86 is self-consistent.
             device.host_transfer_s = x86.transfer_s["pyocd" if case in ("pyocd", "algo") else "piflash"]
             device.recording = []
-            if case in ("piflash", UNBATCHED):
-                os.environ[BATCH_ENV] = "0" if case == UNBATCHED else "1"
+            if case in ("piflash", PYOCD_DAP):
+                os.environ[LEAN_ENV] = "0" if case == PYOCD_DAP else "1"
                 run_piflash(device, target, image)
-                del os.environ[BATCH_ENV]
+                del os.environ[LEAN_ENV]
             elif case == "pyocd":
                 run_pyocd(device, target, image)
             else:
@@ -174,7 +179,7 @@ def replay_once(case: str, recording_path: Path, image: Path, target: str) -> di
     base = TARGETS[target].flash.start if image.suffix == ".bin" else None
     _SLEEPS[0] = 0.0
     parse = None
-    if case in ("piflash", UNBATCHED):
+    if case in ("piflash", PYOCD_DAP):
         from piflash.firmware.image import load_image
         from piflash.jobs.workflow import flash_firmware
         t0 = time.process_time()
@@ -231,7 +236,7 @@ def child_main(argv) -> int:
     cache = tempfile.mkdtemp(prefix="host_cost-cache-")
     os.environ["PIFLASH_CACHE"] = cache         # empty: the first load parses, the next reads back
     runs = [replay_once(case, Path(recording), Path(image), target) for _ in range(2)]
-    loads = _loads(Path(image), target, cache) if case in ("piflash", UNBATCHED) else {}
+    loads = _loads(Path(image), target, cache) if case in ("piflash", PYOCD_DAP) else {}
     print(json.dumps({"cold": runs[0], "warm": runs[1], "loads": loads}))
     return 0
 
@@ -306,7 +311,7 @@ def bench(targets, preset: str, repeats: int) -> dict:
     startups = []
     for _round in range(repeats):               # interleaved: every case once per round
         for key, (recording, image) in recordings.items():
-            child_env = dict(env, **{BATCH_ENV: "0" if key[1] == UNBATCHED else "1"})
+            child_env = dict(env, **{LEAN_ENV: "0" if key[1] == PYOCD_DAP else "1"})
             results[key].append(run_child(key[1], recording, image, key[0], child_env))
         startups.append(startup_cpu(env))
     rows = []
@@ -322,10 +327,19 @@ def bench(targets, preset: str, repeats: int) -> dict:
                                                   for r in runs]), 1),
                 "spans": {label: {"cpu_s": round(_median([r[state]["spans"][label]["cpu_s"]
                                                           for r in runs]), 4),
-                                  "transfers": r0["transfers"]}
+                                  "transfers": r0["transfers"],
+                                  "per_packet_us": round(_median([r[state]["spans"][label]["cpu_s"]
+                                                                  / max(1, r0["transfers"]) * 1e6
+                                                                  for r in runs]), 2)}
                           for label, r0 in runs[0][state]["spans"].items()},
             }
-        if case in ("piflash", UNBATCHED):      # the file parsed, and read back from the cache
+            bulk = [_bulk(r[state]) for r in runs]
+            if bulk[0]["transfers"]:
+                row[state]["bulk"] = {"cpu_s": round(_median([b["cpu_s"] for b in bulk]), 4),
+                                      "transfers": bulk[0]["transfers"],
+                                      "per_packet_us": round(_median([b["cpu_s"] / b["transfers"] * 1e6
+                                                                      for b in bulk]), 2)}
+        if case in ("piflash", PYOCD_DAP):      # the file parsed, and read back from the cache
             row["parse_cpu_s"] = round(_median([r["loads"]["parse_s"] for r in runs]), 5)
             row["cached_load_cpu_s"] = round(_median([r["loads"]["cached_s"] for r in runs]), 5)
         else:
@@ -335,23 +349,32 @@ def bench(targets, preset: str, repeats: int) -> dict:
         row["sleep_s"] = round(_median([r["warm"]["sleep_s"] for r in runs]), 4)
         rows.append(row)
     return {"machine": machine(), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "batching": batching_ratios(results),
+            "lean": lean_ratios(results),
             "pyocd_startup_cpu_s": round(_median(startups), 3),
             "pyocd_startup_cpu_s_range": [round(min(startups), 3), round(max(startups), 3)],
             "rows": rows}
 
 
-def batching_ratios(results: dict) -> dict:
-    """Per target: piflash's CPU per packet batched over unbatched (first flash in a process),
-    the median of the per-round ratios (the two cases ran interleaved, A B A B), with its range."""
+def _bulk(run: dict) -> dict:
+    """CPU seconds and packets of one replay's bulk phases (:data:`BULK_PHASES`) together."""
+    spans = [run["spans"][p] for p in BULK_PHASES if p in run["spans"]]
+    return {"cpu_s": sum(s["cpu_s"] for s in spans), "transfers": sum(s["transfers"] for s in spans)}
+
+
+def lean_ratios(results: dict) -> dict:
+    """Per target: piflash's bulk-phase CPU per packet with its own DAP encoding over pyOCD's
+    (first flash in a process), the median of the per-round ratios (the two cases ran
+    interleaved, A B A B), with its range."""
     out = {}
     for (target, case), runs in results.items():
-        plain = results.get((target, UNBATCHED))
+        plain = results.get((target, PYOCD_DAP))
         if case != "piflash" or not plain:
             continue
-        ratios = [(a["cold"]["cpu_s"] / a["cold"]["transfers"]) / (b["cold"]["cpu_s"] / b["cold"]["transfers"])
-                  for a, b in zip(runs, plain)]
-        out[target] = {"per_packet_ratio": round(_median(ratios), 3),
+        ratios = []
+        for a, b in zip(runs, plain):
+            ba, bb = _bulk(a["cold"]), _bulk(b["cold"])
+            ratios.append((ba["cpu_s"] / ba["transfers"]) / (bb["cpu_s"] / bb["transfers"]))
+        out[target] = {"bulk_per_packet_ratio": round(_median(ratios), 3),
                        "range": [round(min(ratios), 3), round(max(ratios), 3)]}
     return out
 
@@ -381,11 +404,17 @@ def main(argv=None) -> int:
         print("%-11s %-17s %9d %9.3f %9.3f %9.1f %8.4f %s %7.3f" % (
             r["target"], r["case"], r["transfers"], r["cold"]["cpu_s"], r["warm"]["cpu_s"],
             r["warm"]["per_transfer_us"], r["parse_cpu_s"], cached, r["sleep_s"]))
-        print("    warm spans: " + ", ".join("%s %.3f s/%d" % (k, v["cpu_s"], v["transfers"])
+        print("    warm spans: " + ", ".join("%s %.3f s/%d (%.1f us)" % (k, v["cpu_s"], v["transfers"],
+                                                                       v["per_packet_us"])
                                               for k, v in r["warm"]["spans"].items()))
-    for target, b in result["batching"].items():
-        print("%s: piflash CPU per packet batched / unbatched %.3f (range %.3f-%.3f)"
-              % (target, b["per_packet_ratio"], *b["range"]))
+        for state in ("cold", "warm"):
+            if "bulk" in r[state]:
+                b = r[state]["bulk"]
+                print("    %s bulk (erase, program, verify): %.3f s CPU / %d packets = %.2f us per packet"
+                      % (state, b["cpu_s"], b["transfers"], b["per_packet_us"]))
+    for target, b in result["lean"].items():
+        print("%s: piflash bulk CPU per packet, lean / pyOCD's encoding %.3f (range %.3f-%.3f)"
+              % (target, b["bulk_per_packet_ratio"], *b["range"]))
     return 0
 
 

@@ -335,6 +335,14 @@ PIFLASH_DAP_BATCH = Setting(
     parse=_flag,
     shown_default="1",
 )
+PIFLASH_DAP_LEAN = Setting(
+    "PIFLASH_DAP_LEAN",
+    "flag",
+    True,
+    "0 (or no, off, false) leaves the DAP transfers of USB CMSIS-DAP probes to pyOCD's own encoding instead of piflash's lean one.",
+    parse=_flag,
+    shown_default="1",
+)
 PIFLASH_SETUP_SCRIPT = Setting(
     "PIFLASH_SETUP_SCRIPT",
     "text",

@@ -30,6 +30,7 @@ caller's concern (:func:`piflash.flashing.plan.init_for_read`).
 
 from __future__ import annotations
 
+import functools
 import struct
 from importlib import resources
 from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple
@@ -54,8 +55,9 @@ MAX_IO_BYTES = 4096
 _XPSR_THUMB = 1 << 24
 
 
+@functools.lru_cache(maxsize=1)
 def binary() -> bytes:
-    """The contents of ``piflash/data/flashcheck.bin`` (bytes)."""
+    """The contents of ``piflash/data/flashcheck.bin`` (bytes; read once per process)."""
     return resources.files("piflash").joinpath("data/flashcheck.bin").read_bytes()
 
 

@@ -38,6 +38,7 @@ DHCSR) are the architecture's, with the values pyOCD's ``CortexM.write_core_regi
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from importlib import resources
@@ -46,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 if TYPE_CHECKING:
     from pyocd.flash.flash import Flash
 
+from piflash.probe.lean_dap import lean_link, lean_poll
 from piflash.targets.algorithms import RP2_ALGORITHM, algorithm_digest
 
 __all__ = [
@@ -143,9 +145,11 @@ def reads_without_init(flash: Flash) -> bool:
     return algorithm_digest(algo) in MEMORY_MAPPED
 
 
+@functools.lru_cache(maxsize=1)
 def run_caller() -> bytes:
     """The run caller's instructions (``piflash/data/runcall.bin``, built from
-    ``targetcode/runcall.S`` by ``make -C targetcode``), at most ``_CODE_BYTES`` bytes."""
+    ``targetcode/runcall.S`` by ``make -C targetcode``), at most ``_CODE_BYTES`` bytes (read once
+    per process)."""
     code = resources.files("piflash").joinpath("data/runcall.bin").read_bytes()
     if not 0 < len(code) <= _CODE_BYTES or len(code) % 2:
         raise ValueError(f"piflash/data/runcall.bin is {len(code)} bytes, not Thumb code of at most {_CODE_BYTES}")
@@ -291,8 +295,12 @@ class RunProgrammer:
         self.mailboxes = (layout.caller + _CODE_BYTES, layout.caller + _CODE_BYTES + _MAILBOX_BYTES)
 
     def _load(self, buffer: int, address: int, data: bytes) -> None:
-        data = self.flash.override_security_bits(address, list(data))
-        self.flash.target.write_memory_block8(self.layout.buffers[buffer], data)
+        data = bytes(self.flash.override_security_bits(address, list(data)))
+        if len(data) % 4:  # runs are whole pages; a word-aligned buffer takes words (no byte split)
+            self.flash.target.write_memory_block8(self.layout.buffers[buffer], list(data))
+            return
+        words = struct.unpack("<%dI" % (len(data) // 4), data)
+        self.flash.target.write_memory_block32(self.layout.buffers[buffer], words)
 
     def _post(self, buffer: int, address: int, size: int) -> None:
         """Queue the mailbox of ``buffer`` for its next call (a count is never 0)."""
@@ -364,10 +372,18 @@ class RunProgrammer:
         if post is not None:
             self._post(*post)
         running = 0
+        poll = _poll_packet(CortexM.DHCSR, self.mailboxes[buffer] + 4)
+        link = lean_link(target.session)
         with Timeout(timeout) as time_out:
             while time_out.check():
-                dhcsr = target.read_memory(CortexM.DHCSR, now=False)
-                result_word = target.read_memory(self.mailboxes[buffer] + 4, now=False)
+                words = _lean_words(link, poll) if running and link is not None else None
+                dhcsr: Callable[[], int]
+                result_word: Callable[[], int]
+                if words is not None:
+                    dhcsr, result_word = (lambda: words[0]), (lambda: words[1])
+                else:
+                    dhcsr = target.read_memory(CortexM.DHCSR, now=False)
+                    result_word = target.read_memory(self.mailboxes[buffer] + 4, now=False)
                 if regrdy is not None:
                     if not regrdy() & CortexM.S_REGRDY:
                         target.halt()
@@ -456,6 +472,36 @@ class RunProgrammer:
             buf = 1 - buf
             done(len(data))
             current = after
+
+
+def _lean_words(link: Any, poll: bytes) -> Optional[List[int]]:
+    """DHCSR and the result word through the lean link's prebuilt poll (after the first poll of a
+    call, pyOCD's, which set SELECT and CSW for the core's AP); None when it failed: the caller
+    then polls through pyOCD, whose DP clears the sticky error and raises pyOCD's own error if
+    the failure stays."""
+    try:
+        return lean_poll(link, poll, 2)()
+    except Exception as exc:  # pyOCD's DAPAccessIntf.Error, imported lazily
+        if not isinstance(exc, _dap_error()):
+            raise
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _dap_error() -> type:
+    """pyOCD's ``DAPAccessIntf.Error`` (the link's errors), imported on first use."""
+    from pyocd.probe.pydapaccess.dap_access_api import DAPAccessIntf
+
+    return DAPAccessIntf.Error
+
+
+def _poll_packet(dhcsr: int, result: int) -> bytes:
+    """The DAP_Transfer packet of one poll: MEM-AP TAR = ``dhcsr``, read DRW, TAR = ``result``,
+    read DRW (ADIv5.2 C2.6: TAR 0x04, DRW 0x0C of the MEM-AP bank SELECT points at)."""
+    from piflash.probe.lean_dap import REQ_AP, REQ_READ, encode_transfer
+
+    tar, drw = REQ_AP | (0x04 >> 2 << 2), REQ_AP | REQ_READ | 0x0C
+    return encode_transfer([(tar, dhcsr), (drw, None), (tar, result), (drw, None)])
 
 
 def _join(todo: List[Tuple[int, bytes]], limit: int, buffer_size: int) -> Tuple[int, bytes]:

@@ -168,9 +168,15 @@ def _crc_check(
 
     todo: List[_Page] = []
     by_flash: Dict[int, Tuple[Flash, int, Dict[int, List[_Page]]]] = {}
+    units: Dict[Tuple[int, int], Optional[int]] = {}  # (region, page size) -> crc_unit: once each
     for page in pages:
         flash: Optional[Flash] = getattr(page.region, "flash", None)
-        unit = crc_unit(flash, page.region, page.size) if flash is not None else None
+        unit = None
+        if flash is not None:
+            key = (id(page.region), page.size)
+            if key not in units:
+                units[key] = crc_unit(flash, page.region, page.size)
+            unit = units[key]
         if flash is not None and unit is not None and page.covered == page.size:
             group = _crc_group(flash, page, unit)
             entry = by_flash.setdefault(id(flash), (flash, unit, {}))

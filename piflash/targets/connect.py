@@ -201,11 +201,11 @@ def open_session(
     post_delay = family_for(target_type).reset_post_delay  # issue 42 item 3: see Family.reset_post_delay
     if post_delay is not None:
         opts.setdefault("reset.post_delay", post_delay)
-    from piflash.probe.batched_dap import batched_probe
+    from piflash.probe.lean_dap import lean_probe
 
     # The same probe object for the session and for _connect_error, which reads the chip's IDs
     # through the session's open probe (a second object would find the USB interface claimed).
-    probe = batched_probe(probe)
+    probe = lean_probe(probe)
     session = Session(probe, auto_open=False, options=opts)
     if session.delegate is None:  # no pyOCD user script: skip its SVD load (see _SkipSvd)
         session.delegate = _SkipSvd()
