@@ -51,8 +51,10 @@ the same image, run in-process through pyOCD's own USB CMSIS-DAP driver on the v
   ``host_factor_value`` its factor, ``host_band`` the three): each tool's CPU time per DAP packet
   in each phase is charged on the virtual clock, and its fixed host costs are added as phases:
   ``load`` (parsing the firmware file, both tools; piflash's re-flash reads it back from its
-  parsed-image cache, ``piflash/firmware/cache.py``) and pyOCD's sleeps during reset
-  (``time.sleep`` in ``cortex_m._perform_reset``, both tools; wall time, the same on every host);
+  parsed-image cache, ``piflash/firmware/cache.py``) and what pyOCD slept during the run
+  (``reset.post_delay`` and the like, counted: :class:`counted_sleeps`; wall time, the same on
+  every host; piflash sets ``reset.post_delay`` to 0 for targets whose reset keeps the debug
+  port, ``piflash/targets/families``);
 * ``goals`` -- issue 20's ratios: fresh board ``piflash_s / floor_s`` and ``piflash_s /
   pyocd_s`` (equal SWD clock; ``piflash_over_pyocd_default``: against ``pyocd_default_s``);
   re-flash ``piflash_s`` over connect + check + reset (the fresh run's connect, verify and reset
@@ -68,9 +70,10 @@ published RP2040 figures; pseudo-random bytes, fixed seed).
 * ``swd_hz`` -- the SWD clock piflash was given (``--frequency``), or ``"default"`` (its own
   default); ``swd_hz_requested`` is what it then asked the probe for, Hz.
 
-piflash sends several DAP packets per USB transfer to probes whose firmware frames commands by
-packet (the Debug Probe; ``piflash/probe/batched_dap.py``); ``PIFLASH_DAP_BATCH=0`` in the
-environment gives one packet per transfer, as pyOCD sends them.
+piflash encodes the DAP transfers itself (``piflash/probe/lean_dap.py``; ``PIFLASH_DAP_LEAN=0``
+in the environment leaves them to pyOCD's encoding) and sends several DAP packets per USB transfer
+to probes whose firmware frames commands by packet (the Debug Probe; ``PIFLASH_DAP_BATCH=0``
+gives one packet per transfer, as pyOCD sends them).
 
     python benchmarks/real_probe.py [--json] [--host zero2w] [--host-factor low|mid|high]
                                     [--presets debugprobe,daplink] [--targets nrf52840]
@@ -124,7 +127,42 @@ class _PhaseSink:
         pass
 
 
+#: The modules whose ``sleep`` (``from time import sleep``) pyOCD sleeps with during a flash:
+#: ``cortex_m._perform_reset`` (``reset.post_delay``), ``CMSISDAPProbe.reset`` (``reset.hold_time``,
+#: ``reset.post_delay``) and ``Timeout.check`` (pyocd/coresight/cortex_m.py,
+#: pyocd/probe/cmsis_dap_probe.py, pyocd/utility/timeout.py).
+SLEEPING_MODULES = ("pyocd.coresight.cortex_m", "pyocd.probe.cmsis_dap_probe", "pyocd.utility.timeout")
+
+
+class counted_sleeps:
+    """Within the ``with`` block, the seconds pyOCD asks ``sleep`` for (``total``), counted in
+    :data:`SLEEPING_MODULES` (it still sleeps: wall time the virtual clock does not see, added to
+    the run as the ``reset`` phase by :func:`add_host_costs`). piflash's own waits never sleep on
+    a simulated probe (piflash/targets/families/base.py ``poll_until``)."""
+
+    def __enter__(self) -> "counted_sleeps":
+        import importlib
+        self.total, self._saved = 0.0, []
+        for name in SLEEPING_MODULES:
+            module = importlib.import_module(name)
+            real = module.sleep
+
+            def sleep(seconds, _real=real):
+                self.total += seconds
+                _real(seconds)
+            self._saved.append((module, real))
+            module.sleep = sleep
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for module, real in self._saved:
+            module.sleep = real
+
+
 def run_piflash(device, target: str, image: Path, frequency: Optional[int] = None) -> dict:
+    """piflash's flash (``flash_firmware``) of ``image`` on ``device``'s virtual clock; the result
+    (:func:`_delta`) also has ``swj_clock_hz`` (the last DAP_SWJ_Clock) and ``sleep_s`` (what
+    pyOCD slept, :class:`counted_sleeps`)."""
     from piflash.firmware.image import load_image
     from piflash.jobs.workflow import FlashOptions, flash_firmware
     from piflash.sim.specs import TARGETS
@@ -133,9 +171,11 @@ def run_piflash(device, target: str, image: Path, frequency: Optional[int] = Non
     device.firmware.swj_clock_hz = None
     start = clock.snapshot()
     clock.set_phase("connect")
-    flash_firmware(load_image(str(image), base_address=base), probe=device.serial, target=target,
-                   job=FlashOptions(frequency=frequency), progress=_PhaseSink(clock))
-    return dict(_delta(start, clock.snapshot()), swj_clock_hz=device.firmware.swj_clock_hz)
+    with counted_sleeps() as slept:
+        flash_firmware(load_image(str(image), base_address=base), probe=device.serial, target=target,
+                       job=FlashOptions(frequency=frequency), progress=_PhaseSink(clock))
+    return dict(_delta(start, clock.snapshot()), swj_clock_hz=device.firmware.swj_clock_hz,
+                sleep_s=round(slept.total, 6))
 
 
 def run_pyocd(device, target: str, image: Path, frequency: Optional[int] = None) -> dict:
@@ -152,16 +192,18 @@ def run_pyocd(device, target: str, image: Path, frequency: Optional[int] = None)
     start = clock.snapshot()
     clock.set_phase("connect")
     options = {} if frequency is None else {"frequency": int(frequency)}
-    session = ConnectHelper.session_with_chosen_probe(unique_id=device.serial, blocking=False,
-                                                      target_override=target, **options)
-    with session:
-        clock.set_phase("program")
-        base = TARGETS[target].flash.start if image.suffix == ".bin" else None
-        FileProgrammer(session, progress=lambda _fraction: None).program(str(image), base_address=base)
-        clock.set_phase("reset")
-        session.board.target.reset()
-        clock.set_phase("disconnect")
-    return dict(_delta(start, clock.snapshot()), swj_clock_hz=device.firmware.swj_clock_hz)
+    with counted_sleeps() as slept:
+        session = ConnectHelper.session_with_chosen_probe(unique_id=device.serial, blocking=False,
+                                                          target_override=target, **options)
+        with session:
+            clock.set_phase("program")
+            base = TARGETS[target].flash.start if image.suffix == ".bin" else None
+            FileProgrammer(session, progress=lambda _fraction: None).program(str(image), base_address=base)
+            clock.set_phase("reset")
+            session.board.target.reset()
+            clock.set_phase("disconnect")
+    return dict(_delta(start, clock.snapshot()), swj_clock_hz=device.firmware.swj_clock_hz,
+                sleep_s=round(slept.total, 6))
 
 
 def _counts(after: dict, before: dict) -> dict:
@@ -260,7 +302,8 @@ def add_host_costs(result: dict, host, tool: str, image: Path, case: str = "fres
     run loaded, which piflash reads back from its parsed-image cache (pyOCD parses it again)."""
     fmt = "hex" if image.suffix == ".hex" else "bin"
     load = host.parse_s(tool, fmt, image.stat().st_size, cached=case in ("reflash", "changed"))
-    sleep = host.sleep_s[tool]
+    # What pyOCD slept in this run (counted_sleeps), else the host preset's figure.
+    sleep = result["sleep_s"] if "sleep_s" in result else host.sleep_s[tool]
     phases = dict(result["phases"])
     phases["load"] = round(load, 6)
     phases["reset"] = round(phases.get("reset", 0.0) + sleep, 6)

@@ -220,7 +220,8 @@ def _small_bench(rp, monkeypatch, tmp_path, host_factor):
     monkeypatch.setitem(rp.SIZES, "stm32f103rc", 4096)
     monkeypatch.setenv("PIFLASH_SIM_DIR", str(tmp_path / host_factor))
     monkeypatch.delenv("PIFLASH_SIM_USB", raising=False)
-    return rp.bench(["mculink"], ["stm32f103rc"], "zero2w", ("fresh", "reflash"), None, host_factor)
+    # --frequency 4000000: four times pyOCD's default, so the two pyOCD runs differ
+    return rp.bench(["mculink"], ["stm32f103rc"], "zero2w", ("fresh", "reflash"), 4_000_000, host_factor)
 
 
 def test_real_probe_rows_say_their_band_run_pyocd_at_pifashs_clock_and_a_floor_of_the_chip(monkeypatch, tmp_path):
@@ -242,7 +243,7 @@ def test_real_probe_rows_say_their_band_run_pyocd_at_pifashs_clock_and_a_floor_o
         for r in rows:
             assert (r["host"], r["host_factor"], r["host_factor_value"]) == ("zero2w", end, factor)
             assert r["host_band"] == {"low": 6.2, "mid": 8.4, "high": 11.3}
-            assert r["pyocd_hz"] == r["swd_hz_requested"] == 4_000_000      # piflash's default today
+            assert r["pyocd_hz"] == r["swd_hz_requested"] == 4_000_000      # the clock piflash was given
             assert r["pyocd_default_hz"] == 1_000_000                       # pyOCD's own default
             assert set(r["phases"]) == {"piflash", "pyocd", "pyocd_default"}
             assert r["pyocd_default_s"] > r["pyocd_s"] > 0                  # a quarter of the clock
