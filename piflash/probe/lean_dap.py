@@ -47,9 +47,7 @@ import collections
 import errno
 import functools
 import logging
-import queue
 import struct
-import threading
 from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, Type
 
 from piflash import settings
@@ -314,11 +312,11 @@ def _link_class() -> Type[DAPAccessCMSISDAP]:
                     size = self._size
                     data = b"".join(p.ljust(size, b"\0") for p, _ in held[:-1]) + held[-1][0]
                     self._commands_to_read.extend(rec for _, rec in held)
-                    iface.lean_send(data, len(held))
+                    iface.lean_send(data)
                     return
                 for payload, rec in held:
                     self._commands_to_read.append(rec)
-                    iface.lean_send(payload, 1)
+                    iface.lean_send(payload)
             except Exception as exc:
                 self._abort(exc, read_pending=False)
                 raise
@@ -468,17 +466,27 @@ def _link_class() -> Type[DAPAccessCMSISDAP]:
 
 class _LeanIO:
     """What :class:`LeanLink` needs of pyOCD's pyusb interface (``PyUSBv2`` for CMSIS-DAP v2,
-    ``PyUSB`` for v1/HID), mixed into it: a transfer written from the caller's thread when the
-    probe is idle, else from a writer thread so the host builds the next packets while one crosses
-    the bus (piflash/probe/batched_dap.py's ``_Writer``: pyusb's bulk write is synchronous), and a
-    response read by the caller's thread into one buffer (no receive-thread hand-off).
+    ``PyUSB`` for v1/HID), mixed into it: a transfer written and a response read by the caller's
+    thread, into one buffer: no receive-thread hand-off, no writer thread, no array per response.
 
-    ``responses_taken`` (int): responses read since the interface was opened (pyOCD's own protocol
-    commands' too), or, read in the writer thread, the count when the transfer it writes was
-    queued: the simulated USB probe reads it to know what the host had consumed, whatever the
-    threads' timing. Errors: what pyusb raises (``usb.core.USBError``); a read that times out
-    raises ``DAPAccessIntf.DeviceError`` as pyOCD's ``read``; a failed write is raised from the
-    next send or receive.
+    One thread on purpose. A writer thread (as piflash/probe/batched_dap.py has for pyOCD's link)
+    lets the host build packets while pyusb's synchronous write waits for the bus, but each
+    hand-off costs more CPU than it saves on a slow host: replaying the same flash
+    (``benchmarks/host_cost.py``'s replay, x86, interleaved), the RP2040's 400 KiB took 0.49 s of
+    CPU with it and 0.23-0.29 s without, the nRF52840's 0.22-0.29 s against 0.14-0.15 s; on the
+    Zero 2W, where the host's CPU is the bottleneck, the lower CPU wins.
+
+    The transfers go to pyusb's backend (libusb1 on a Pi) through the device's resource
+    manager (``usb.core.Device._ctx``: its ``backend`` and open ``handle``; pyusb 1.x, checked by
+    tests/unit/test_lean_dap_compat.py) once the interface is claimed by pyOCD's ``open``: the
+    same calls ``Device.read``/``write`` end in, without their per-call look-ups, locks and
+    copies (about 30 % of the host's CPU per packet on x86). Where the device has no such
+    manager, ``Device.read``/``write`` carry them.
+
+    ``responses_taken`` (int): responses read since the interface was opened (pyOCD's own
+    protocol commands' too): the simulated USB probe reads it to know what the host consumed.
+    Errors: what pyusb raises (``usb.core.USBError``); a read that times out raises
+    ``DAPAccessIntf.DeviceError`` as pyOCD's ``read``.
     """
 
     DEFAULT_USB_TIMEOUT_MS: int
@@ -491,117 +499,90 @@ class _LeanIO:
     serial_number: str
 
     def lean_init(self) -> None:
-        self._lean_sent = 0  # DAP packets written (or queued for the writer) since open
         self._lean_taken = 0  # responses read since open
-        self._writer: Any = None
         self._rx_buf: Any = None
         self._rx_read: Callable[[], int] = lambda: 0
+        self._tx_write: Callable[[bytes], Any] = lambda data: None
 
     @property
     def responses_taken(self) -> int:
-        writer = self._writer
-        if writer is not None and threading.current_thread() is writer.thread:
-            return int(writer.out_taken)
         return self._lean_taken
 
     def open(self) -> None:
-        from piflash.probe.batched_dap import _Writer
-
-        self._lean_sent = self._lean_taken = 0
+        self._lean_taken = 0
         super().open()  # type: ignore[misc]
-        self._writer = _Writer(
-            self._write_transfer, queue.SimpleQueue(), "piflash DAP writer (%s)" % self.serial_number
-        )
+        self._bind(max(self.packet_size, self.ep_in.wMaxPacketSize))
+
+    def _bind(self, size: int) -> None:
+        """Bind the read (into one buffer of ``size`` bytes) and the write to the claimed device."""
+        import array
+
         import usb.util
 
-        buf = self._rx_buf = usb.util.create_buffer(max(self.packet_size, self.ep_in.wMaxPacketSize))
-        # pyusb's Device.read with the endpoint's address (the Endpoint object's read is one
-        # more call around it), into this one buffer (no array per response).
-        self._rx_read = functools.partial(self.dev.read, self.ep_in.bEndpointAddress, buf, self.DEFAULT_USB_TIMEOUT_MS)
+        buf = self._rx_buf = usb.util.create_buffer(size)
+        timeout = self.DEFAULT_USB_TIMEOUT_MS
+        ep_in, ep_out = self.ep_in.bEndpointAddress, self.ep_out.bEndpointAddress if self.ep_out is not None else None
+        ctx = getattr(self.dev, "_ctx", None)
+        backend, handle = getattr(ctx, "backend", None), getattr(ctx, "handle", None)
+        if backend is not None and handle is not None:
+            read = backend.bulk_read if self.is_bulk else backend.intr_read
+            self._rx_read = functools.partial(read, handle, ep_in, self.intf_number, buf, timeout)
+            write = backend.bulk_write if self.is_bulk else backend.intr_write
+            intf = self.intf_number
+            self._tx_write = lambda data: write(handle, ep_out, intf, array.array("B", data), timeout)
+        else:
+            self._rx_read = functools.partial(self.dev.read, ep_in, buf, timeout)
+            self._tx_write = functools.partial(self.dev.write, ep_out, timeout=timeout)
 
     def set_packet_size(self, size: int) -> None:
         super().set_packet_size(size)  # type: ignore[misc]
         if self._rx_buf is not None and len(self._rx_buf) < size:
-            import usb.util
-
-            buf = self._rx_buf = usb.util.create_buffer(size)
-            self._rx_read = functools.partial(
-                self.dev.read, self.ep_in.bEndpointAddress, buf, self.DEFAULT_USB_TIMEOUT_MS
-            )
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.stop(2 * self.DEFAULT_USB_TIMEOUT_MS / 1000.0 + 1.0)
-            self._writer = None
-        super().close()  # type: ignore[misc]
-
-    # pyOCD's own protocol commands (DAP_Info, DAP_Connect...): counted, and never beside a
-    # transfer still on its way out.
-    def write(self, data: Any) -> None:
-        self._raise_write_error()
-        writer = self._writer
-        if writer is None:
-            super().write(data)  # type: ignore[misc]
-        else:
-            with writer.lock:
-                super().write(data)  # type: ignore[misc]
-        self._lean_sent += 1
+            self._bind(size)
 
     def read(self) -> Any:
         data = super().read()  # type: ignore[misc]
         self._lean_taken += 1
         return data
 
-    def _raise_write_error(self) -> None:
-        writer = self._writer
-        if writer is not None and writer.error is not None:
-            raise writer.error
+    def lean_send(self, data: bytes) -> None:
+        """Send ``data`` (one DAP packet, or several padded to the DAP packet size but the last)
+        as one transfer; returns when it is written (pyusb's writes are synchronous).
 
-    def lean_send(self, data: bytes, packets: int) -> None:
-        """Send ``data`` (``packets`` DAP packets) as one transfer: from this thread when every
-        packet sent was answered and read, else through the writer thread."""
-        self._raise_write_error()
-        writer = self._writer
-        if self._lean_sent == self._lean_taken:
-            with writer.lock:
-                self._write_transfer(data)
-        else:
-            writer.put(data, self._lean_taken)
-        self._lean_sent += packets
+        :raises usb.core.USBError: The write failed."""
+        if not self.is_bulk:  # HID: every report the endpoint's size, as PyUSB.write
+            if self.ep_out is not None:
+                self._tx_write(data.ljust(self.ep_out.wMaxPacketSize, b"\0"))
+            else:  # no interrupt OUT endpoint: HID SET_REPORT (output) on endpoint 0
+                self.dev.ctrl_transfer(
+                    0x21,
+                    0x09,
+                    0x200,
+                    self.intf_number,
+                    data.ljust(self.packet_size, b"\0"),
+                    self.DEFAULT_USB_TIMEOUT_MS,
+                )
+            return
+        self._tx_write(data)
+        last = len(data) % self.packet_size
+        if 0 < last and last % self.ep_out.wMaxPacketSize == 0:
+            self._tx_write(b"")  # ZLP ends a short transfer, as pyOCD's PyUSBv2.write
 
     def lean_recv(self) -> Tuple[Any, int]:
         """The next response: (buffer, byte count); the buffer is reused by the next call.
 
         :raises DAPAccessIntf.DeviceError: Nothing came within pyOCD's USB timeout.
-        :raises usb.core.USBError: The read failed (the writer's error first, if a write did)."""
+        :raises usb.core.USBError: The read failed."""
         import usb.core
         from pyocd.probe.pydapaccess.dap_access_api import DAPAccessIntf
 
         try:
             n = self._rx_read()
         except usb.core.USBError as exc:
-            self._raise_write_error()
             if exc.errno == errno.ETIMEDOUT:
                 raise DAPAccessIntf.DeviceError("Timeout reading from probe %s" % self.serial_number) from None
             raise
         self._lean_taken += 1
         return self._rx_buf, n
-
-    def _write_transfer(self, data: bytes) -> None:
-        timeout = self.DEFAULT_USB_TIMEOUT_MS
-        ep_out = self.ep_out
-        if not self.is_bulk:  # HID: every report the endpoint's size, as PyUSB.write
-            if ep_out is not None:
-                ep_out.write(data.ljust(ep_out.wMaxPacketSize, b"\0"), timeout)
-            else:  # no interrupt OUT endpoint: HID SET_REPORT (output) on endpoint 0
-                self.dev.ctrl_transfer(
-                    0x21, 0x09, 0x200, self.intf_number, data.ljust(self.packet_size, b"\0"), timeout
-                )
-            return
-        ep_out.write(data, timeout)
-        last = len(data) % self.packet_size
-        if 0 < last and last % ep_out.wMaxPacketSize == 0:
-            ep_out.write(b"", timeout)  # ZLP ends a short transfer, as pyOCD's PyUSBv2.write
 
 
 @functools.lru_cache(maxsize=None)

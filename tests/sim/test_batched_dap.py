@@ -1,4 +1,5 @@
-"""Several DAP packets per USB transfer (piflash.probe.batched_dap) on the simulated Raspberry Pi
+"""Several DAP packets per USB transfer (piflash.probe.batched_dap, on pyOCD's own link:
+``PIFLASH_DAP_LEAN=0``; the lean link batches the same way, tests/sim/test_lean_dap.py) on the simulated Raspberry Pi
 Debug Probe, whose firmware executes each 64-byte packet as one command: the flash is byte-exact,
 most transfers carry several packets, the virtual clock shows the saved waits; probes whose
 firmware reads a byte stream keep one packet per transfer; the simulated probe refuses a batch its
@@ -18,6 +19,7 @@ import usb.core  # noqa: E402
 from piflash.firmware.image import load_image  # noqa: E402
 from piflash.jobs.workflow import FlashOptions, flash_firmware  # noqa: E402
 from piflash.probe.batched_dap import BATCH_ENV, frames_by_packet  # noqa: E402
+from piflash.probe.lean_dap import LEAN_ENV  # noqa: E402
 from piflash.sim import SimStore  # noqa: E402
 from piflash.sim.probes import usb as sim_usb  # noqa: E402
 
@@ -37,6 +39,7 @@ def test_which_firmware_frames_commands_by_packet():
 
 def _flash(store, board, preset, path, monkeypatch, batch: bool, frequency=None):
     monkeypatch.setenv(BATCH_ENV, "1" if batch else "0")
+    monkeypatch.setenv(LEAN_ENV, "0")  # pyOCD's own link, which the batching interface serves
     spec = "%s@%s" % (board, preset)
     monkeypatch.setenv(sim_usb.ENV_VAR, spec)
     device = sim_usb.install(spec, store).devices[0]

@@ -187,6 +187,10 @@ def test_packets_are_cmsis_dap_transfers_that_fit(pyocd_binaries, monkeypatch):
         polls += packet.startswith(poll_head)
     assert blocks.count(14) > 0.8 * len(blocks) and max(blocks) == 14
     assert polls > 10
+    # The Debug Probe frames commands by packet: most OUT transfers carry several (one response
+    # each).
+    counts = device.clock.requests
+    assert counts["usb_out"] < 0.75 * counts["usb_in"]
 
 
 def test_the_lean_figures_are_the_same_run_after_run(pyocd_binaries, monkeypatch):

@@ -74,3 +74,17 @@ def test_the_probe_internals_used_are_there():
     for name in ("REG_ADDR_TO_ID_MAP", "AP", "A32", "_convert_exception"):
         assert hasattr(CMSISDAPProbe, name), name
     assert "self._link = device" in inspect.getsource(CMSISDAPProbe.__init__)
+
+
+def test_the_pyusb_internals_used_are_there():
+    """The lean interface writes and reads through the device's resource manager (its backend and
+    open handle), the calls pyusb's own Device.read/write end in."""
+    import usb.backend
+    import usb.core
+
+    src = inspect.getsource(usb.core._ResourceManager)
+    assert "self.backend = backend" in src and "self.handle" in src
+    assert "self._ctx = _ResourceManager(" in inspect.getsource(usb.core.Device.__init__)
+    for name in ("bulk_read", "bulk_write", "intr_read", "intr_write"):
+        params = _params(getattr(usb.backend.IBackend, name))
+        assert params[:4] == ["self", "dev_handle", "ep", "intf"] and params[5:] == ["timeout"], name
