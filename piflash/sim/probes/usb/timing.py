@@ -558,27 +558,25 @@ PIFLASH_PHASES = ("connect", "erase", "program", "verify", "reset")
 PYOCD_PHASES = ("connect", "program", "reset", "disconnect")
 
 
-def _per_phase(seconds: float, phases: Tuple[str, ...]) -> Dict[str, float]:
-    """``{"*": seconds, phase: seconds...}``: the same figure in every phase."""
-    return {ANY_PHASE: seconds, **{p: seconds for p in phases}}
-
-
 #: What ``benchmarks/host_cost.py --repeats 5`` measured on the x86 machine on 2026-11-24
 #: (x86_64 AMD EPYC, 2 cores shared with other jobs, load average 2.9, Linux 6.18, Python
 #: 3.11.7, pyOCD 0.46.0; docs/benchmarks.md, "Host cost"): CPU seconds (``time.process_time``,
 #: every thread), medians of 5 interleaved repeats, replaying a fresh-board flash of each target
 #: through the Debug Probe preset (recorded at this preset's own time per transfer).
-#: - ``transfer_s``: by tool, then by phase (``"*"``: any phase not named). How a phase's
-#:   figure is measured: ``benchmarks/host_cost.py`` replays the recorded flash with the
-#:   clock's phase labels and divides each phase's CPU seconds by that phase's DAP packets sent
-#:   and received (``phase_requests``: ``usb_out`` packets plus ``usb_in``). Until that
-#:   per-phase measurement is entered here, every phase carries the whole flash's figure: the
-#:   first flash in a process (a ``piflash flash`` or ``pyocd flash`` command), total CPU over
-#:   total USB transfers of the three targets: piflash 1.659 s / 44,766 (37.1 us), pyOCD
-#:   2.817 s / 65,842 (42.8 us). The replay's backend stands in for libusb and the kernel's
-#:   usbfs, whose C time per transfer is not in these figures. Enter measured figures per phase
-#:   by replacing the ``_per_phase`` calls with dicts (``"*"`` kept): the presets, the
-#:   simulated devices and ``real_probe.py`` take them from here.
+#: - ``transfer_s``: by tool, then by phase (``"*"``: any phase not named): CPU seconds per DAP
+#:   packet sent or received. Measured per phase by ``benchmarks/host_cost.py --repeats 5
+#:   --targets nrf51,nrf52840,stm32f103rc,rp2040`` on 2026-12-07 (same machine, load average 1.1,
+#:   pyOCD 0.46.0, piflash with its own DAP encoding, piflash/probe/lean_dap.py): each phase's
+#:   cold CPU over its packets, totals of the four targets, piflash connect 0.1527 s / 586, erase
+#:   0.0854 s / 514, program 0.4500 s / 40,064, verify 0.0559 s / 1,202, reset 0.0099 s / 82, the
+#:   whole flash 0.7474 s / 42,448; pyOCD connect 0.4398 s / 400, program 17.0254 s / 134,824,
+#:   reset 0.0085 s / 32, disconnect 0.0056 s / 48, the whole flash 17.5320 s / 135,304
+#:   (129.6 us). The machine ran pyOCD's unchanged code 3.03 times slower per packet that day
+#:   than on 2026-11-24 (42.8 us, the figure the host bands' x86 sources were set against), so
+#:   every figure of that run is scaled by 42.8 / 129.6 = 0.3303, as the parse figures below are:
+#:   the ratios of one run, not its absolute figures. Unscaled, piflash's program phase is
+#:   11.2 us per packet and pyOCD's 126.3 us. The replay's backend stands in for libusb and the
+#:   kernel's usbfs, whose C time per transfer is not in these figures.
 #: - ``parse_s_per_byte``: loading the file (piflash ``load_image``; pyOCD ``FileProgrammer.
 #:   add_file``): MicroPython's .hex (670,788 bytes) 0.108 s and 0.184 s; the two .bin images
 #:   (327,680 bytes together) 0.0006 s and 0.0056 s.
@@ -595,12 +593,28 @@ def _per_phase(seconds: float, phases: Tuple[str, ...]) -> Dict[str, float]:
 #:   so not cached: its figure is the parse's.
 #: - ``startup_s``: ``pyocd flash --help``, CPU of the process (``RUSAGE_CHILDREN``): 0.532 s.
 #: - ``sleep_s``: ``time.sleep`` during one flash, both tools: 0.1 s in pyOCD's
-#:   ``cortex_m._perform_reset`` and 0.01 s in a reset's ``Timeout.check``.
+#:   ``cortex_m._perform_reset`` and 0.01 s in a reset's ``Timeout.check`` (before piflash set
+#:   ``reset.post_delay`` per target; ``benchmarks/real_probe.py`` now counts what each run
+#:   sleeps instead).
 X86_MEASURED = {
     "cpu": "x86_64 AMD EPYC, 2 cores shared with other jobs",
     "transfer_s": {
-        "piflash": _per_phase(37.1e-6, PIFLASH_PHASES),
-        "pyocd": _per_phase(42.8e-6, PYOCD_PHASES),
+        # us per packet measured on 2026-12-07 times 0.3303 (see above)
+        "piflash": {
+            ANY_PHASE: 17.61e-6 * 0.3303,
+            "connect": 260.6e-6 * 0.3303,
+            "erase": 166.2e-6 * 0.3303,
+            "program": 11.23e-6 * 0.3303,
+            "verify": 46.51e-6 * 0.3303,
+            "reset": 120.7e-6 * 0.3303,
+        },
+        "pyocd": {
+            ANY_PHASE: 42.8e-6,
+            "connect": 1099.5e-6 * 0.3303,
+            "program": 126.28e-6 * 0.3303,
+            "reset": 265.6e-6 * 0.3303,
+            "disconnect": 116.7e-6 * 0.3303,
+        },
     },
     "parse_s_per_byte": {
         "piflash": {"hex": 0.0555 / 670788, "bin": 0.0006 / 327680},
