@@ -122,16 +122,17 @@ def test_stm32_pages_are_verified_by_crc_blocks_and_a_flipped_bit_is_caught(offs
     assert err.value.first_address == 0x08000000 + offset and err.value.differing_bytes == 1
 
 
-@pytest.mark.parametrize("frequency, options, expected", [
-    (None, None, 4_000_000),                          # piflash's default, not pyOCD's 1 MHz
-    (1_000_000, None, 1_000_000),                     # --frequency / a profile wins
-    (None, {"frequency": 2_000_000}, 2_000_000),      # so does -O frequency=
+@pytest.mark.parametrize("target, frequency, options, expected", [
+    ("rp2040", None, None, 24_000_000),                 # piflash's default (piflash/targets/clocks.py)
+    ("nrf52840", None, None, 1_000_000),                # no datasheet maximum: pyOCD's default
+    ("rp2040", 1_000_000, None, 1_000_000),             # --frequency / a profile wins
+    ("rp2040", None, {"frequency": 2_000_000}, 2_000_000),  # so does -O frequency=
 ])
-def test_swd_clock_asked_for(frequency, options, expected):
+def test_swd_clock_asked_for(target, frequency, options, expected):
     from piflash.sim.store import SimStore
     from piflash.targets.connect import open_session
 
-    SimStore().create("clk", "nrf52840")
-    with open_session("sim:clk", "nrf52840", frequency, options) as session:
+    SimStore().create("clk-" + target, target)
+    with open_session("sim:clk-" + target, target, frequency, options) as session:
         assert session.options.get("frequency") == expected
         assert session.probe._clock == expected          # what the probe was told (DAP_SWJ_Clock)

@@ -551,13 +551,6 @@ class HostPreset:
         return "%s (%s): factor %g (%s; band %s)" % (self.name, self.cpu, self.factor, self.host_factor, band)
 
 
-#: The phases a real_probe run books time to (piflash.progress.Phase; pyOCD's runs: connect,
-#: program, reset, disconnect): :data:`X86_MEASURED` names each, so that per-phase figures are
-#: a one-place edit.
-PIFLASH_PHASES = ("connect", "erase", "program", "verify", "reset")
-PYOCD_PHASES = ("connect", "program", "reset", "disconnect")
-
-
 #: What ``benchmarks/host_cost.py --repeats 5`` measured on the x86 machine on 2026-11-24
 #: (x86_64 AMD EPYC, 2 cores shared with other jobs, load average 2.9, Linux 6.18, Python
 #: 3.11.7, pyOCD 0.46.0; docs/benchmarks.md, "Host cost"): CPU seconds (``time.process_time``,
