@@ -95,9 +95,10 @@ CHIP_CLOCKS: Dict[str, ChipClock] = {
         ChipClock(
             "rp2350",
             "RP2350",
-            None,
-            PYOCD_DEFAULT_HZ,
-            "RP2350 datasheet section 3.5 'Debug' " + _NO_MAXIMUM,
+            50_000_000,
+            50_000_000,
+            "RP2350 datasheet section 14.9.4, table 1440: SWCLK 50 MHz maximum (the SW-DP 'operates "
+            "reliably up to 50 MHz'; the same note warns of the external signals' integrity)",
         ),
         ChipClock(
             "nrf52",

@@ -34,7 +34,7 @@ def test_pyocd_default_is_pyocds():
 
 
 @pytest.mark.parametrize("target, hz", [
-    ("rp2040", 24_000_000), ("RP2040_core0", 24_000_000), ("rp2350", 1_000_000), ("nrf52840", 1_000_000),
+    ("rp2040", 24_000_000), ("RP2040_core0", 24_000_000), ("rp2350", 50_000_000), ("nrf52840", 1_000_000),
     ("nrf51", 1_000_000), ("stm32f103rc", 1_000_000), ("lpc1768", 1_000_000), (None, 1_000_000)])
 def test_default_frequency_by_target(target, hz):
     assert default_frequency(target) == hz
