@@ -8,6 +8,8 @@ the same image, run in-process through pyOCD's own USB CMSIS-DAP driver on the v
   reset (no verify). The clock is the one piflash's run asked the probe for (its last
   ``DAP_SWJ_Clock``, as the simulated probe firmware saw it: ``swd_hz_requested``), given to pyOCD
   through its public session option ``frequency``;
+  None when pyOCD failed at that clock (``pyocd_error`` says how: in the simulator, pyOCD's reads
+  of the RP2350's flash at 24 MHz and more end in WAIT acks its retries do not outlast);
 * ``pyocd_default_s`` -- the same at pyOCD's own default clock (``pyocd flash`` without ``-f``:
   1 MHz; ``pyocd_default_hz`` is what that run asked the probe for);
 * ``floor_s`` -- the physics floor, from the chip, the link and the clock alone (never from
@@ -311,6 +313,16 @@ def add_host_costs(result: dict, host, tool: str, image: Path, case: str = "fres
                 load_cached_s=round(host.parse_s(tool, fmt, image.stat().st_size, cached=True), 6))
 
 
+def _seconds(result: dict):
+    """A run's seconds (3 decimals), or None for a run that failed (its ``error``)."""
+    return round(result["seconds"], 3) if "seconds" in result else None
+
+
+def _ratio(a: float, b) -> object:
+    """``a / b`` to 3 decimals, or None when ``b`` is None (a failed run)."""
+    return round(a / b, 3) if b else None
+
+
 def goals(row: dict, fresh: dict) -> dict:
     """Issue 20's ratios for ``row`` (``fresh``: the same probe and target's fresh row); against
     pyOCD at the same SWD clock (``pyocd_s``) and, ``piflash_over_pyocd_default``, at its
@@ -319,13 +331,14 @@ def goals(row: dict, fresh: dict) -> dict:
     if row["case"] in ("fresh", "changed"):
         po_load = row["phases"]["pyocd"].get("load", 0.0)
         cached = pf - load + row["load_cached_s"]          # the file loaded before (a batch)
+        po, pd = row["pyocd_s"], row["pyocd_default_s"]     # None: that pyOCD run failed
         return {"piflash_over_floor": round(pf / row["floor_s"], 3),
-                "piflash_over_pyocd": round(pf / row["pyocd_s"], 3),
-                "piflash_over_pyocd_default": round(pf / row["pyocd_default_s"], 3),
+                "piflash_over_pyocd": _ratio(pf, po),
+                "piflash_over_pyocd_default": _ratio(pf, pd),
                 "piflash_over_floor_cached": round(cached / row["floor_s"], 3),
-                "piflash_over_pyocd_cached": round(cached / row["pyocd_s"], 3),
+                "piflash_over_pyocd_cached": _ratio(cached, po),
                 "piflash_over_floor_noload": round((pf - load) / row["floor_s"], 3),
-                "piflash_over_pyocd_noload": round((pf - load) / (row["pyocd_s"] - po_load), 3)}
+                "piflash_over_pyocd_noload": _ratio(pf - load, po - po_load if po is not None else None)}
     ph = fresh["phases"]["piflash"]
     ref = sum(ph.get(p, 0.0) for p in ("connect", "verify", "reset"))
     return {"reference_s": round(ref, 4), "piflash_over_reference": round(pf / ref, 3),
@@ -392,8 +405,13 @@ def bench(presets, targets, host_name: str = "x86", cases=("fresh", "reflash"),
                     if tool == "piflash":
                         run = run_piflash(device, target, image, frequency)
                     else:       # pyOCD at the clock piflash asked the probe for in this case
-                        run = run_pyocd(device, target, image,
-                                        results["piflash"][case]["swj_clock_hz"] if tool == "pyocd" else None)
+                        hz = results["piflash"][case]["swj_clock_hz"] if tool == "pyocd" else None
+                        try:
+                            run = run_pyocd(device, target, image, hz)
+                        except Exception as exc:  # noqa: BLE001 - pyOCD fails at this clock: the row says so
+                            results[tool][case] = {"error": "%s: %s" % (type(exc).__name__, exc), "phases": {},
+                                                   "requests": {}, "phase_requests": {}, "swj_clock_hz": hz}
+                            continue
                     if run["swj_clock_hz"] is None:
                         raise RuntimeError("%s on %s/%s asked the probe for no SWD clock" % (tool, preset_name, target))
                     results[tool][case] = add_host_costs(run, host, figures, image, case)
@@ -407,8 +425,9 @@ def bench(presets, targets, host_name: str = "x86", cases=("fresh", "reflash"),
                              "host_factor_value": host.factor, "host_band": band,
                              "swd_hz": frequency or "default", "swd_hz_requested": hz,
                              "pyocd_hz": po["swj_clock_hz"], "pyocd_default_hz": pd["swj_clock_hz"],
-                             "piflash_s": round(pf["seconds"], 3), "pyocd_s": round(po["seconds"], 3),
-                             "pyocd_default_s": round(pd["seconds"], 3),
+                             "piflash_s": round(pf["seconds"], 3), "pyocd_s": _seconds(po),
+                             "pyocd_default_s": _seconds(pd),
+                             **{"%s_error" % t: results[t][case]["error"] for t in TOOLS if "error" in results[t][case]},
                              "load_cached_s": pf["load_cached_s"],
                              "floor_s": round(floor_seconds(preset, target, image, case, hz), 3),
                              "floor_framed_s": round(floor_seconds(preset, target, image, case, hz, framed=True), 3),
@@ -490,11 +509,16 @@ def main(argv=None) -> int:
     print("%-10s %-10s %-11s %-7s %9s %9s %9s %10s %8s %9s  %s" % (
         "probe", "link", "target", "case", "swd_hz", "piflash_s", "pyocd_s", "pyocd_dflt", "floor_s", "framed_s",
         "goals"))
+    def cell(value, width):
+        return ("%*.2f" % (width, value)) if value is not None else "%*s" % (width, "failed")
     for r in rows:
-        print("%-10s %-10s %-11s %-7s %9d %9.2f %9.2f %10.2f %8.2f %9.2f  %s" % (
-            r["probe"], r["link"], r["target"], r["case"], r["swd_hz_requested"], r["piflash_s"], r["pyocd_s"],
-            r["pyocd_default_s"], r["floor_s"], r["floor_framed_s"],
+        print("%-10s %-10s %-11s %-7s %9d %9.2f %s %s %8.2f %9.2f  %s" % (
+            r["probe"], r["link"], r["target"], r["case"], r["swd_hz_requested"], r["piflash_s"],
+            cell(r["pyocd_s"], 9), cell(r["pyocd_default_s"], 10), r["floor_s"], r["floor_framed_s"],
             " ".join("%s=%s" % kv for kv in r["goals"].items())))
+        for tool in ("pyocd", "pyocd_default"):
+            if "%s_error" % tool in r:
+                print("    %s failed: %s" % (tool, r["%s_error" % tool]))
     return 0
 
 

@@ -177,7 +177,9 @@ SKIP: Dict[Tuple[str, str], str] = {
         "bundle_station.py --pairs 15 --boards 2", "memory_baseline.py --runs 3", "station_vs_shell.py",
         "probe_requests.py", "real_probe.py", "station_vs_shell_usb.py", "station_vs_shell_usb.py --poll-interval 0.05",
         "host_cost.py --repeats 5", "host_cost.py --repeats 5 --targets nrf51,nrf52840,stm32f103rc,rp2040",
-        "real_probe.py --json --host x86", "real_probe.py --json --host zero2w",
+        "real_probe.py --json --host x86",
+        "real_probe.py --json --host x86 --presets P --targets T",
+        "real_probe.py --json --host zero2w --host-factor high --presets P --targets T", "real_probe.py --json --host zero2w",
         "unit_list_line.py")},
     ("permissions.md", 'sudo "$(command -v piflash)" setup permissions'): ROOT + " (tests/system/test_setup_root.py "
     "runs it on a Debian root; tests/docs/test_readme_commands.py with --dry-run)",
