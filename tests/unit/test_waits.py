@@ -58,7 +58,8 @@ def test_hardware_wait_is_bounded_by_the_wall_clock(monkeypatch):
 
 def test_which_probes_are_simulated(monkeypatch):
     monkeypatch.delenv("PIFLASH_SIM_USB", raising=False)
-    assert simulated_probe(SimpleNamespace(unique_id="sim:bay1"))
+    # a sim: probe models no time: its polls take wall time, so the wall clock bounds them
+    assert not simulated_probe(SimpleNamespace(unique_id="sim:bay1"))
     assert not simulated_probe(SimpleNamespace(unique_id="E6614103E7176A23"))
     assert not simulated_probe(None) and not target_simulated(object())
     monkeypatch.setenv("PIFLASH_SIM_USB", "bay1@debugprobe")   # the simulated bus replaces libusb
@@ -90,7 +91,8 @@ def _stuck_rp2(monkeypatch, unique_id):
 def test_a_stuck_simulated_erase_ends_with_a_clear_error_without_the_wall_clock(monkeypatch):
     from pyocd.core.exceptions import FlashEraseFailure
 
-    target, sent = _stuck_rp2(monkeypatch, "sim:pico")
+    monkeypatch.setenv("PIFLASH_SIM_USB", "pico@debugprobe")  # the virtual-clock USB bus
+    target, sent = _stuck_rp2(monkeypatch, "E6614103E7176A23")
     _no_wall_clock(monkeypatch)
     with pytest.raises(FlashEraseFailure, match=r"the flash's 4 KiB erase at offset 0x1000 did not finish in 0\.4 s"):
         rp2.erase_block(target, 0x1000, 0x1000)
@@ -118,7 +120,8 @@ def test_a_stuck_erase_on_hardware_ends_at_the_wall_deadline(monkeypatch):
 def test_wait_until_takes_the_ports_probe(monkeypatch):
     from piflash.errors import ProtectError
 
+    monkeypatch.setenv("PIFLASH_SIM_USB", "n@daplink")
     _no_wall_clock(monkeypatch)
-    port = base.Port(SimpleNamespace(probe=SimpleNamespace(unique_id="sim:n")), int, None, None)
+    port = base.Port(SimpleNamespace(probe=SimpleNamespace(unique_id="E6614103E7176A23")), int, None, None)
     with pytest.raises(ProtectError, match="the NVMC ERASEALL did not finish within 0.01 s"):
         base.wait_until(lambda: False, 0.01, "the NVMC ERASEALL did not finish", port)

@@ -152,13 +152,15 @@ MIN_POLL_S = 125e-6
 
 
 def simulated_probe(probe: object) -> bool:
-    """Whether ``probe`` (a pyOCD ``DebugProbe``, or None) is simulated: a ``sim:`` probe, or any
-    probe of a process whose USB bus is the simulated one (``PIFLASH_SIM_USB`` set: it then
-    replaces libusb for the whole process and no real USB device is visible, docs/simulator.md)."""
+    """Whether ``probe`` (a pyOCD ``DebugProbe``, or None) answers on a virtual clock: any probe of
+    a process whose USB bus is the simulated one (``PIFLASH_SIM_USB`` set: it then replaces libusb
+    for the whole process and no real USB device is visible, docs/simulator.md), whose timing
+    model charges every poll at least :data:`MIN_POLL_S`. A ``sim:`` probe models no time (its
+    polls take the wall time they take), so its waits are bounded by the wall clock, as on
+    hardware."""
     from piflash import settings
 
-    unique_id = str(getattr(probe, "unique_id", "") or "")
-    return unique_id.startswith("sim:") or bool(settings.PIFLASH_SIM_USB.value())
+    return probe is not None and bool(settings.PIFLASH_SIM_USB.value())
 
 
 def target_simulated(target: object) -> bool:
