@@ -219,7 +219,9 @@ def _small_bench(rp, monkeypatch, tmp_path, host_factor):
     in a fresh board store (the boards of an earlier call would not be blank)."""
     monkeypatch.setitem(rp.SIZES, "stm32f103rc", 4096)
     monkeypatch.setenv("PIFLASH_SIM_DIR", str(tmp_path / host_factor))
-    monkeypatch.delenv("PIFLASH_SIM_USB", raising=False)
+    # bench() sets PIFLASH_SIM_USB in os.environ itself: a value set here first is what the
+    # teardown restores (removes), so no later test of this worker sees a simulated bus.
+    monkeypatch.setenv("PIFLASH_SIM_USB", "")
     # --frequency 4000000: four times pyOCD's default, so the two pyOCD runs differ
     return rp.bench(["mculink"], ["stm32f103rc"], "zero2w", ("fresh", "reflash"), 4_000_000, host_factor)
 
