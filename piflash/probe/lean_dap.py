@@ -31,7 +31,7 @@ This builds on pyOCD's pydapaccess internals (``DAPAccessCMSISDAP`` and its inte
 ``ep_out``/``ep_in``/``packet_size``/``get_packet_count``), not on a public extension point: the
 only public one, a probe's accelerated memory interface (``DebugProbe.get_memory_interface_for_ap``,
 pyocd/coresight/ap.py), would write SELECT, CSW and TAR behind pyOCD's DP and AP caches. pyproject
-pins pyOCD to the minor version this was written against, and tests/probe/test_lean_dap.py fails
+pins pyOCD to the minor version this was written against, and tests/unit/test_lean_dap_compat.py fails
 on a pyOCD whose internals differ.
 
 :func:`lean_poll` is the flash loop's own poll (piflash/flashing/multipage.py): one prebuilt
@@ -152,7 +152,8 @@ def _link_class() -> Type[DAPAccessCMSISDAP]:
     transfer_error = DAPAccessIntf.TransferError
 
     def ack_error(ack: int) -> Exception:
-        # pyOCD's _Command._check_response, the same messages.
+        """The exception for a transfer response byte ``ack`` whose ACK is not OK (or whose
+        protocol error bit is set), with the messages of pyOCD's ``_Command._check_response``."""
         ack_bits = ack & 0x07
         if ack_bits == ACK_FAULT:
             return transfer_fault("SWD/JTAG communication failure (FAULT ACK)")
@@ -392,12 +393,16 @@ def _link_class() -> Type[DAPAccessCMSISDAP]:
 
         # -- pyOCD's link API ----------------------------------------------------------------
         def write_reg(self, reg_id: Any, value: int, dap_index: int = 0) -> None:
+            """Queue a write of ``value`` to DP/AP register ``reg_id`` (``DAPAccessIntf.REG``); pyOCD's API."""
             with self._lock:
                 self._single(request_byte(reg_id.value, False), value, dap_index)
                 if not self._deferred_transfer:
                     self.flush()
 
         def read_reg(self, reg_id: Any, dap_index: int = 0, now: bool = True) -> Any:
+            """Queue a read of register ``reg_id``: the value (int), or with ``now=False`` a callable giving it.
+
+            :raises DAPAccessIntf.Error: The transfer failed."""
             with self._lock:
                 result = self._single(request_byte(reg_id.value, True), None, dap_index)
                 assert result is not None
@@ -410,12 +415,16 @@ def _link_class() -> Type[DAPAccessCMSISDAP]:
         def reg_write_repeat(
             self, num_repeats: int, reg_id: Any, data_array: Sequence[int], dap_index: int = 0
         ) -> None:
+            """Queue ``num_repeats`` writes of ``data_array`` (ints) to one register (a MEM-AP's DRW)."""
             with self._lock:
                 self._repeat(request_byte(reg_id.value, False), num_repeats, data_array, dap_index)
                 if not self._deferred_transfer:
                     self.flush()
 
         def reg_read_repeat(self, num_repeats: int, reg_id: Any, dap_index: int = 0, now: bool = True) -> Any:
+            """Queue ``num_repeats`` reads of one register: a list of ints, or with ``now=False`` a callable giving it.
+
+            :raises DAPAccessIntf.Error: The transfer failed."""
             with self._lock:
                 result = self._repeat(request_byte(reg_id.value, True), num_repeats, None, dap_index)
                 assert result is not None
@@ -426,6 +435,9 @@ def _link_class() -> Type[DAPAccessCMSISDAP]:
             return result.get
 
         def flush(self) -> None:
+            """Send everything queued and read every outstanding response.
+
+            :raises DAPAccessIntf.Error: A transfer failed."""
             with self._lock:
                 self._close_cmd()
                 self._send_held()
@@ -433,15 +445,18 @@ def _link_class() -> Type[DAPAccessCMSISDAP]:
                     self._read_response()
 
         def identify(self, item: Any) -> Any:
+            """pyOCD's DAP_Info query, after the queued transfers."""
             if item not in self._cached_info:
                 self.flush()
             return super().identify(item)
 
         def connect(self, port: Any = DAPAccessIntf.PORT.DEFAULT) -> Any:
+            """pyOCD's DAP_Connect and set-up, after the queued transfers."""
             self.flush()
             return super().connect(port)
 
         def get_swo_status(self) -> Any:
+            """pyOCD's DAP_SWO_Status, after the queued transfers."""
             self.flush()
             return super().get_swo_status()
 
@@ -499,6 +514,7 @@ class _LeanIO:
     serial_number: str
 
     def lean_init(self) -> None:
+        """Set the lean state up (called by the mixed-in class's ``__init__``)."""
         self._lean_taken = 0  # responses read since open
         self._rx_buf: Any = None
         self._rx_read: Callable[[], int] = lambda: 0
@@ -506,9 +522,11 @@ class _LeanIO:
 
     @property
     def responses_taken(self) -> int:
+        """Responses read since the interface was opened (int)."""
         return self._lean_taken
 
     def open(self) -> None:
+        """pyOCD's open (claims the interface), then bind the lean read and write to it."""
         self._lean_taken = 0
         super().open()  # type: ignore[misc]
         self._bind(max(self.packet_size, self.ep_in.wMaxPacketSize))
@@ -535,11 +553,13 @@ class _LeanIO:
             self._tx_write = functools.partial(self.dev.write, ep_out, timeout=timeout)
 
     def set_packet_size(self, size: int) -> None:
+        """pyOCD's; a larger DAP packet gets a larger read buffer."""
         super().set_packet_size(size)  # type: ignore[misc]
         if self._rx_buf is not None and len(self._rx_buf) < size:
             self._bind(size)
 
     def read(self) -> Any:
+        """pyOCD's read (its protocol commands' responses), counted in ``responses_taken``."""
         data = super().read()  # type: ignore[misc]
         self._lean_taken += 1
         return data
@@ -666,7 +686,10 @@ def _probe_class() -> type:
     from pyocd.probe.pydapaccess import DAPAccess
 
     class LeanCMSISDAPProbe(CMSISDAPProbe):
+        """pyOCD's ``CMSISDAPProbe`` without the eager trace formatting of every word (:func:`_probe_class`)."""
+
         def write_ap_multiple(self, addr: int, values: Any) -> None:
+            """Write ``values`` (ints) to AP register ``addr`` repeatedly; pyOCD's exceptions."""
             ap_reg = self.REG_ADDR_TO_ID_MAP[self.AP, (addr & self.A32)]
             try:
                 self._link.reg_write_repeat(len(values), ap_reg, values, dap_index=0)
@@ -674,6 +697,7 @@ def _probe_class() -> type:
                 raise self._convert_exception(exc) from exc
 
         def read_ap_multiple(self, addr: int, count: int = 1, now: bool = True) -> Any:
+            """Read AP register ``addr`` ``count`` times: a list of ints, or a callable giving it; pyOCD's exceptions."""
             ap_reg = self.REG_ADDR_TO_ID_MAP[self.AP, (addr & self.A32)]
             try:
                 result = self._link.reg_read_repeat(count, ap_reg, dap_index=0, now=now)
@@ -683,6 +707,7 @@ def _probe_class() -> type:
                 return result
 
             def read_ap_repeat_callback() -> Any:
+                """The deferred words (list of int); pyOCD's exceptions."""
                 try:
                     return result()
                 except DAPAccess.Error as exc:
