@@ -109,7 +109,7 @@ def test_real_probe_adds_each_hosts_fixed_costs(tmp_path):
         host = get_host(name)
         again = rp.add_host_costs(run, host, "piflash", image, "reflash")["phases"]["load"]
         assert again == pytest.approx(host.cached_load_s_per_byte["hex"] * 100_000, abs=1e-6)
-        assert again < host.parse_s("piflash", "hex", 100_000) / 20
+        assert again < host.parse_s("piflash", "hex", 100_000) / 5  # 7x since the block reader (ihex.py)
         assert rp.add_host_costs(run, host, "pyocd", image, "reflash")["phases"]["load"] == \
             pytest.approx(host.parse_s("pyocd", "hex", 100_000), abs=1e-6)
     fresh = {"case": "fresh", "piflash_s": 3.0, "pyocd_s": 6.0, "pyocd_default_s": 9.0, "floor_s": 2.0,
