@@ -45,6 +45,8 @@ function renderSlot(slot) {
     bar.max = 1;
     bar.value = slot.progress;
     phase.append(el("span", "", `${slot.phase || ""} ${Math.round(slot.progress * 100)}%`), bar);
+  } else if (["pass", "skip", "fail"].includes(slot.state)) {
+    phase.append(el("span", "", last.history_id ? `history #${last.history_id}` : (last.outcome === "skip" ? "already carried the firmware" : "")));
   } else {
     phase.append(el("span", "", slot.text));
   }
@@ -85,7 +87,7 @@ function render(doc) {
     const tr = el("tr");
     tr.dataset.id = r.id;
     tr.append(el("td", "", r.id), el("td", "", fmtTime(r.ended_at || r.started_at)), el("td", "", r.probe_id),
-      el("td", "", r.target_uid), el("td", "col-serial", r.serial || ""), el("td", r.outcome, r.outcome.toUpperCase()),
+      el("td", "col-board", r.target_uid), el("td", "col-serial", r.serial || ""), el("td", r.outcome, r.outcome.toUpperCase()),
       el("td", "col-error", r.error || ""));
     return tr;
   }));
