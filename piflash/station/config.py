@@ -423,7 +423,8 @@ def _web_keys(values: dict, lines: dict, cfile: Path, fail) -> Tuple[Optional[in
     loopback unless ``web_bind:`` names another address, which needs ``web_token_file:``: a file
     of one token (at least :data:`WEB_TOKEN_MIN` characters) that others cannot read (no
     ``o+r``: a token everyone on the Pi can read guards nothing). The token is never put in a
-    message, and :func:`piflash.redact.remember_secret` masks it in any log line.
+    message, and :func:`piflash.redact.remember_secret` masks it in any log line. Its characters are
+    those of a cookie value without quoting (RFC 6265 section 4.1.1): letters, digits, ``._~+/=-``.
 
     :raises ProfileError: (exit 5) a key is malformed, or the token file is missing, readable by
         all, or too short.
@@ -460,10 +461,11 @@ def _web_keys(values: dict, lines: dict, cfile: Path, fail) -> Tuple[Optional[in
                 f"{token_file} is readable by every user (mode {stat.S_IMODE(st.st_mode):04o}): refused",
                 hint=f"chmod 600 {token_file} (or 640 with the station's group)",
             )
-        if len(text) < WEB_TOKEN_MIN or any(c.isspace() for c in text):
+        if len(text) < WEB_TOKEN_MIN or not all(c.isascii() and (c.isalnum() or c in "._~+/=-") for c in text):
             fail(
                 "web_token_file",
-                f"{token_file} must hold one token of at least {WEB_TOKEN_MIN} characters, without spaces",
+                f"{token_file} must hold one token of at least {WEB_TOKEN_MIN} characters: letters, digits "
+                "and ._~+/=- (it travels in a cookie)",
                 hint=f"e.g. openssl rand -hex 16 > {token_file}",
             )
         redact.remember_secret(text)

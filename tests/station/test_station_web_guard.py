@@ -9,6 +9,9 @@ import http.client
 import json
 import logging
 import os
+import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -69,6 +72,10 @@ def test_a_token_file_readable_by_all_or_too_short_is_refused_and_never_shown(tm
     with pytest.raises(ProfileError) as err:
         load_config(_config(tmp_path, firmware_dir, web_port=8080, web_bind="0.0.0.0", web_token_file=short))
     assert "at least 16 characters" in err.value.message and "abc123" not in err.value.message
+    odd = _token_file(tmp_path, "token;with,cookie" + "x" * 16)
+    with pytest.raises(ProfileError) as err:
+        load_config(_config(tmp_path, firmware_dir, web_port=8080, web_bind="0.0.0.0", web_token_file=odd))
+    assert "letters, digits" in err.value.message and "token;with" not in err.value.message
     with pytest.raises(ProfileError) as err:
         load_config(_config(tmp_path, firmware_dir, web_port=8080, web_token_file=tmp_path / "none"))
     assert err.value.key == "web_token_file" and "cannot read" in err.value.message
@@ -180,3 +187,16 @@ def test_events_stream_each_new_status_in_order(served):
     ids = [int(e[0].split(": ")[1]) for e in seen]
     ns = [json.loads(e[2][len("data: "):])["n"] for e in seen]
     assert ids == sorted(ids) and len(set(ids)) == 4 and ns == [1, 2, 3, 4]
+
+
+def test_a_port_in_use_stops_the_start_with_exit_5(tmp_path, firmware_dir):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        config = _config(tmp_path, firmware_dir, web_port=port)
+        proc = subprocess.run([sys.executable, "-m", "piflash", "station", "run", "--plain", "--config", str(config)],
+                              capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 5, proc.stdout + proc.stderr
+    assert f"key 'web_port': cannot serve the operator's page on 127.0.0.1 port {port}" in proc.stderr
+    assert "Traceback" not in proc.stderr

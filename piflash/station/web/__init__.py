@@ -196,9 +196,7 @@ def create_app(
             seen = -1
             yield "retry: 1000\n\n"
             while True:
-                version = await watcher.wait(seen, KEEPALIVE)
-                if await request.is_disconnected():
-                    return
+                version = await watcher.wait(seen, KEEPALIVE)  # a client gone: Starlette cancels this
                 if version == seen:
                     yield ": keep-alive\n\n"
                     continue
@@ -238,8 +236,10 @@ class Guard:
         self.app, self.names, self.token = app, names, token
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":  # no websocket, nor anything else: the page is GET over HTTP
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         if not host_allowed(headers.get("host"), self.names):
