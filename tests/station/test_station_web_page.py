@@ -90,10 +90,11 @@ def _wait_slot(page, station, probe, outcome, state=None, uid=None):
             timeout=60000)
     except sync_api.TimeoutError:
         raise AssertionError(f"{probe} never showed {outcome}: the page shows "
-                             f"{page.locator('#slots').inner_text()!r}; the station said:\n{station.output()}") from None
+                             f"{page.locator('#slots').inner_text()!r}; the station said:\n"
+                             f"{station.output() if station else '-'}") from None
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
@@ -205,4 +206,44 @@ def test_the_page_follows_two_slots_live(tmp_path, store, firmware_dir, stations
     # The station stops: the page says so.
     assert station.stop() == 0
     page.wait_for_function("() => document.getElementById('link').dataset.state !== 'live'", timeout=30000)
+
+
+def test_a_token_page_opens_once_with_the_token_then_by_its_cookie(tmp_path, browser):
+    """With a token, /?token=T sets the cookie and leaves the address bar; the live stream
+    (EventSource, same origin) then carries the cookie; without it the page is 401."""
+    from piflash.station.web import WebServer
+
+    status = tmp_path / "status.json"
+    doc = {"schema_version": 1, "station": "tok", "profile": "p", "target": "nrf52840",
+           "firmware": {"path": "/fw.hex", "sha256": "ab" * 32}, "bundle_version": 7,
+           "ledger": {"url": "postgresql://l@db/x", "reached": True, "queued": 3}, "stopped_at": None,
+           "slots": [{"probe_id": "sim:t", "probe_kind": "sim", "state": "flashing", "text": "flashing 40%",
+                      "phase": "program", "progress": 0.4, "target_uid": "00112233", "serial": "17",
+                      "last_result": None}],
+           "counters": {"passed": 0, "failed": 0, "skipped": 0, "yield": None, "boards_per_hour": None},
+           "recent": []}
+    status.write_text(json.dumps(doc))
+    token = "0123456789abcdef0123"
+    server = WebServer(lambda: status, 0, "127.0.0.1", token, interval=0.05)
+    try:
+        page = browser.new_page(viewport={"width": 800, "height": 480})
+        assert page.goto(f"http://127.0.0.1:{server.port}/").status == 401
+        page.goto(f"http://127.0.0.1:{server.port}/?token={token}")
+        assert page.url == f"http://127.0.0.1:{server.port}/"                # the token left the address bar
+        page.wait_for_function("() => window.piflashUpdates.length > 0")
+        slot = _slot(page, "sim:t")
+        assert slot.locator(".verdict").inner_text() == "PROGRAM" and "program 40%" in slot.inner_text()
+        assert "serial 17" in slot.inner_text()
+        assert page.locator("#bundle").inner_text() == "version 7"
+        assert page.locator("#ledger").inner_text() == "reached, 3 queued"
+        doc["slots"][0].update(state="pass", phase=None, progress=None, text="PASS 00112233 #9",
+                               last_result={"outcome": "pass", "text": "PASS 00112233 #9", "target_uid": "00112233",
+                                            "serial": "17", "error": None, "history_id": 9,
+                                            "ended_at": "2026-12-07T21:00:00.000+00:00"})
+        status.with_name("next.json").write_text(json.dumps(doc))
+        os.replace(status.with_name("next.json"), status)
+        _wait_slot(page, None, "sim:t", "pass")
+        assert slot.locator(".verdict").inner_text() == "PASS" and "history #9" in slot.inner_text()
+    finally:
+        server.close()
     assert (ARTIFACTS / "station-page-390x844.png").stat().st_size > 1000
