@@ -13,7 +13,12 @@ summed, sampled ``--samples`` times 0.5 s apart, and the largest sum is reported
 (unicorn, the board models) runs inside the workers here; on a real station the probes are USB
 and that memory is not there, so these figures are an upper bound of the real station's.
 
-    python benchmarks/station_pss.py [--probes 4] [--samples 6] [--json]
+With ``--web`` each mode runs twice, without and with the operator's page (``web_port:``, issue
+44: "the page adds <= 25 MiB PSS"); with the page, one client holds its event stream open (as a
+page on the bench does) and the page's files are fetched once before sampling, so the server's
+code paths have run. ``--modes`` picks the modes.
+
+    python benchmarks/station_pss.py [--probes 4] [--samples 6] [--web] [--modes threads,processes] [--json]
 """
 
 from __future__ import annotations
@@ -60,8 +65,36 @@ def children(pid: int):
         return []
 
 
-def run(mode: str, probes: int, samples: int, firmware: Path) -> dict:
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _page_client(port: int):
+    """Fetch the page and its files once, then hold ``/events`` open (returns the connection)."""
+    import http.client
+
+    for path in ("/", "/static/app.js", "/static/style.css", "/status.json"):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        resp.read()
+        conn.close()
+        if resp.status != 200:
+            raise SystemExit(f"GET {path}: {resp.status}")
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", "/events")
+    resp = conn.getresponse()
+    resp.readline()  # the stream is open and speaking
+    return conn
+
+
+def run(mode: str, probes: int, samples: int, firmware: Path, web: bool = False) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"station-pss-{mode}-"))
+    port = _free_port()
     env = dict(os.environ, PIFLASH_SIM_DIR=str(work / "sim"), PIFLASH_HISTORY=str(work / "history.sqlite3"))
     names = [f"bay{i}" for i in range(probes)]
     for name in names:
@@ -70,7 +103,8 @@ def run(mode: str, probes: int, samples: int, firmware: Path) -> dict:
     (work / "board.yaml").write_text(f"target: nrf52840\nfirmware: {firmware}\n")
     (work / "station.yaml").write_text(
         "station: pss\nprofile: board.yaml\nprobes: [" + ", ".join(f'"sim:{n}"' for n in names) + "]\n"
-        f"poll_interval: 0.1\nhistory: {work / 'history.sqlite3'}\nworkers: {mode}\n")
+        f"poll_interval: 0.1\nhistory: {work / 'history.sqlite3'}\nworkers: {mode}\n"
+        + (f"web_port: {port}\n" if web else ""))
     log = open(work / "station.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "piflash", "station", "run", "--plain", "--config",
                              str(work / "station.yaml")], env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -80,6 +114,7 @@ def run(mode: str, probes: int, samples: int, firmware: Path) -> dict:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit("station did not flash every board:\n" + (work / "station.log").read_text())
             time.sleep(0.2)
+        client = _page_client(port) if web else None
         best = {"pss_mib": 0.0}
         for _ in range(samples):
             time.sleep(0.5)
@@ -88,7 +123,9 @@ def run(mode: str, probes: int, samples: int, firmware: Path) -> dict:
             if pss > best["pss_mib"]:
                 best = {"pss_mib": round(pss, 1), "rss_sum_mib": round(sum(rss_kib(p) for p in pids) / 1024, 1),
                         "processes": len(pids)}
-        return {"mode": mode, "probes": probes, **best}
+        if client is not None:
+            client.close()
+        return {"mode": mode + ("+web" if web else ""), "probes": probes, **best}
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -102,18 +139,27 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--probes", type=int, default=4)
     ap.add_argument("--samples", type=int, default=6)
+    ap.add_argument("--web", action="store_true", help="each mode without and with the operator's page")
+    ap.add_argument("--modes", default="threads,processes")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    firmware = REPO / "tests" / "firmware" / "build" / "nrf52840" / "firmware.hex"
+    build = Path(os.environ.get("PIFLASH_TEST_FIRMWARE") or REPO / "tests" / "firmware" / "build")  # as the tests
+    firmware = build / "nrf52840" / "firmware.hex"
     if not firmware.exists():
         raise SystemExit(f"{firmware} is missing: run scripts/build-test-firmware.sh first")
-    rows = [run(mode, args.probes, args.samples, firmware) for mode in ("threads", "processes")]
+    rows = []
+    for mode in args.modes.split(","):
+        rows.append(run(mode, args.probes, args.samples, firmware))
+        if args.web:
+            rows.append(run(mode, args.probes, args.samples, firmware, web=True))
+            rows[-1]["web_added_pss_mib"] = round(rows[-1]["pss_mib"] - rows[-2]["pss_mib"], 1)
     if args.json:
         print(json.dumps({"rows": rows}, indent=1))
         return 0
-    print("%-10s %6s %10s %14s %9s" % ("workers", "probes", "PSS MiB", "sum RSS MiB", "processes"))
+    print("%-14s %6s %10s %14s %9s" % ("workers", "probes", "PSS MiB", "sum RSS MiB", "processes"))
     for r in rows:
-        print("%-10s %6d %10.1f %14.1f %9d" % (r["mode"], r["probes"], r["pss_mib"], r["rss_sum_mib"], r["processes"]))
+        print("%-14s %6d %10.1f %14.1f %9d" % (r["mode"], r["probes"], r["pss_mib"], r["rss_sum_mib"], r["processes"])
+              + (f"   page adds {r['web_added_pss_mib']:.1f} MiB" if "web_added_pss_mib" in r else ""))
     return 0
 
 

@@ -548,6 +548,11 @@ EXTRAS: Dict[str, Tuple[str, str, str]] = {
         "with scripts/install.sh: 'bash scripts/install.sh --with-ledger' (psycopg over Debian's libpq5); "
         "or sudo apt-get install libpq5, then pip install 'piflash[ledger]' into piflash's venv",
     ),
+    "web": (
+        "uvicorn",
+        "the station's operator page (web_port:)",
+        "pip install 'piflash[web]' into piflash's venv (Starlette and uvicorn, pure Python)",
+    ),
 }
 
 

@@ -22,7 +22,16 @@ import threading
 from typing import List, Optional, Set
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
-__all__ = ["MASK", "SECRET_KEYS", "is_conninfo", "passwords_in", "redact_conninfo", "remember", "scrub"]
+__all__ = [
+    "MASK",
+    "SECRET_KEYS",
+    "is_conninfo",
+    "passwords_in",
+    "redact_conninfo",
+    "remember",
+    "remember_secret",
+    "scrub",
+]
 
 #: What a secret is replaced with.
 MASK = "***"
@@ -103,6 +112,14 @@ def remember(conninfo: Optional[str]) -> None:
     got = passwords_in(conninfo)
     with _lock:
         _known.update(got)
+
+
+def remember_secret(secret: Optional[str]) -> None:
+    """Note one secret value (a token, str) so that :func:`scrub` masks it in any text this
+    process shows or records later, as :func:`remember` does for a connection string's passwords."""
+    if secret:
+        with _lock:
+            _known.add(secret)
 
 
 def redact_conninfo(conninfo: Optional[str]) -> str:

@@ -21,6 +21,9 @@
     bundle: job-v7.pfb         # a signed job bundle instead of 'profile:' (docs/bundles.md)
     allowed_signers: /etc/piflash/allowed_signers   # only signed bundles; a plain profile is refused
     job: ledger:widget-a       # instead of bundle:/profile:, the newest job published to the line in the ledger
+    web_port: 8080             # the operator's live page (needs the 'web' extra; docs/station.md)
+    web_bind: 127.0.0.1        # the address it listens on; beyond loopback only with web_token_file
+    web_token_file: /etc/piflash/web-token   # the token the page asks for (not world-readable)
 
 Loading is as strict as for profiles (it uses the same loader,
 :func:`piflash.profiles.read_yaml_mapping`): an unknown key, a wrong type or broken YAML raises
@@ -60,6 +63,9 @@ ALLOWED_KEYS = (
     "bundle",
     "allowed_signers",
     "job",
+    "web_port",
+    "web_bind",
+    "web_token_file",
 )
 #: How the probes' workers run: threads of the station (the default), or processes of their own,
 #: one core each (piflash/station/procs.py).
@@ -76,6 +82,11 @@ GPIO_ROLES = ("pass_led", "fail_led", "busy_led", "buzzer", "button")
 #: minute makes an operator wait.
 POLL_MIN, POLL_MAX = 0.05, 60.0
 DEFAULT_POLL = 0.5
+#: Where the operator's page listens unless ``web_bind:`` says otherwise: this machine only.
+WEB_BIND_DEFAULT = "127.0.0.1"
+#: The shortest token a ``web_token_file:`` may hold, in characters: 16 characters of
+#: ``openssl rand -hex 16`` are 64 bits, out of reach of guessing over a network.
+WEB_TOKEN_MIN = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +119,10 @@ class StationConfig:
         it only a signed bundle is flashed here.
     :ivar job: the line whose newest published job this station runs (``job: ledger:LINE``), or
         None; :attr:`bundle` is then that job, fetched from the ledger and verified.
+    :ivar web_port: TCP port of the operator's live page (:mod:`piflash.station.web`), or None.
+    :ivar web_bind: the IP address the page listens on (str, default :data:`WEB_BIND_DEFAULT`).
+    :ivar web_token_file: the file holding the page's token (``web_token_file:``), or None.
+    :ivar web_token: that token (str, never shown: left out of ``repr``), or None.
     """
 
     path: Path
@@ -129,6 +144,10 @@ class StationConfig:
     bundle: Optional[Any] = None
     allowed_signers: Optional[Path] = None
     job: Optional[str] = None
+    web_port: Optional[int] = None
+    web_bind: str = WEB_BIND_DEFAULT
+    web_token_file: Optional[Path] = None
+    web_token: Optional[str] = dataclasses.field(default=None, repr=False)
 
     @property
     def serials_path(self) -> Optional[Path]:
@@ -145,8 +164,11 @@ class StationConfig:
 def needed_extras(config: "StationConfig") -> List[str]:
     """The optional extras (keys of :data:`piflash.errors.EXTRAS`) a station config needs:
     ``ledger`` for ``ledger:`` (psycopg), ``metrics`` for ``metrics:`` or ``metrics_port:``
-    (prometheus-client), ``gpio`` for ``gpio:`` (gpiozero). The ``extras`` of pyproject.toml."""
+    (prometheus-client), ``gpio`` for ``gpio:`` (gpiozero), ``web`` for ``web_port:`` (Starlette
+    and uvicorn). The ``extras`` of pyproject.toml."""
     needed = []
+    if config.web_port is not None:
+        needed.append("web")
     if config.ledger:
         needed.append("ledger")
     if config.metrics is not None or config.metrics_port is not None:
@@ -366,6 +388,7 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
             f"expected a TCP port (1-65535), got {port!r}",
             hint="9100 is node_exporter's; pick a free one for the station, e.g. 9810",
         )
+    web_port, web_bind, token_file, token = _web_keys(values, lines, cfile, fail)
     return StationConfig(
         path=cfile,
         station=station.strip(),
@@ -386,7 +409,74 @@ def load_config(path: Union[str, "os.PathLike[str]"], check_target=None) -> Stat
         bundle=bundle,
         allowed_signers=allowed,
         job=job,
+        web_port=web_port,
+        web_bind=web_bind,
+        web_token_file=token_file,
+        web_token=token,
     )
+
+
+def _web_keys(values: dict, lines: dict, cfile: Path, fail) -> Tuple[Optional[int], str, Optional[Path], Optional[str]]:
+    """The operator's page keys: ``web_port``, ``web_bind``, ``web_token_file`` (issue 44).
+
+    Returns (port or None, bind address, token file or None, token or None). The page binds to
+    loopback unless ``web_bind:`` names another address, which needs ``web_token_file:``: a file
+    of one token (at least :data:`WEB_TOKEN_MIN` characters) that others cannot read (no
+    ``o+r``: a token everyone on the Pi can read guards nothing). The token is never put in a
+    message, and :func:`piflash.redact.remember_secret` masks it in any log line. Its characters are
+    those of a cookie value without quoting (RFC 6265 section 4.1.1): letters, digits, ``._~+/=-``.
+
+    :raises ProfileError: (exit 5) a key is malformed, or the token file is missing, readable by
+        all, or too short.
+    """
+    import ipaddress
+    import stat
+
+    port = values.get("web_port")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535):
+        fail("web_port", f"expected a TCP port (1-65535), got {port!r}", hint="e.g. web_port: 8080")
+    bind = values.get("web_bind", WEB_BIND_DEFAULT)
+    try:
+        address = ipaddress.ip_address(bind if isinstance(bind, str) else "-")
+    except ValueError:
+        fail(
+            "web_bind",
+            f"expected an IP address to listen on, got {bind!r}",
+            hint="127.0.0.1 (this machine only, the default), 0.0.0.0 (every interface) or one of the Pi's addresses",
+        )
+    token_file = _path_key(values, "web_token_file", cfile, fail)
+    for key in ("web_bind", "web_token_file"):
+        if key in lines and port is None:
+            fail(key, "the operator's page is served only with 'web_port:'", hint="add e.g. web_port: 8080")
+    token = None
+    if token_file is not None:
+        try:
+            st = token_file.stat()
+            text = token_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            fail("web_token_file", f"cannot read {token_file}: {getattr(exc, 'strerror', None) or exc}")
+        if st.st_mode & stat.S_IROTH:
+            fail(
+                "web_token_file",
+                f"{token_file} is readable by every user (mode {stat.S_IMODE(st.st_mode):04o}): refused",
+                hint=f"chmod 600 {token_file} (or 640 with the station's group)",
+            )
+        if len(text) < WEB_TOKEN_MIN or not all(c.isascii() and (c.isalnum() or c in "._~+/=-") for c in text):
+            fail(
+                "web_token_file",
+                f"{token_file} must hold one token of at least {WEB_TOKEN_MIN} characters: letters, digits "
+                "and ._~+/=- (it travels in a cookie)",
+                hint=f"e.g. openssl rand -hex 16 > {token_file}",
+            )
+        redact.remember_secret(text)
+        token = text
+    if not address.is_loopback and token is None:
+        fail(
+            "web_bind",
+            f"the page would be open to the network on {bind} without a token: refused",
+            hint="give 'web_token_file:' (a file with a token, mode 600), or leave web_bind at 127.0.0.1",
+        )
+    return port, str(address), token_file, token
 
 
 def bundle_path(path: Union[str, "os.PathLike[str]"]) -> Optional[Path]:
@@ -535,4 +625,5 @@ __all__ = [
     "ON_SAME_FIRMWARE",
     "GPIO_ROLES",
     "PROTECT_POLICIES",
+    "WEB_BIND_DEFAULT",
 ]

@@ -51,6 +51,34 @@ JOB_POLL = 1.0
 #: takes longer; duplicate deliveries arrive within milliseconds.
 REPEAT_WINDOW = 1.0
 
+#: History rows the status file carries (``recent``), for the operator's page (issue 44: "the
+#: last 20 history rows").
+RECENT_ROWS = 20
+
+
+def _recent_row(row: dict) -> dict:
+    """A history row as the status file's ``recent`` gives it: times as ISO 8601 (local, with the
+    offset, as docs/result.md), ``duration`` in seconds, the error scrubbed of secrets."""
+    from datetime import datetime
+
+    def iso(t):
+        return datetime.fromtimestamp(t).astimezone().isoformat(timespec="milliseconds") if t is not None else None
+
+    started, ended = row.get("started_at"), row.get("ended_at")
+    return {
+        "id": row["id"],
+        "started_at": iso(started),
+        "ended_at": iso(ended),
+        "duration": round(ended - started, 3) if started is not None and ended is not None else None,
+        "probe_id": row.get("probe_id"),
+        "target_uid": row.get("target_uid"),
+        "serial": row.get("serial"),
+        "outcome": row.get("outcome"),
+        "exit_code": row.get("exit_code"),
+        "error_kind": row.get("error_kind"),
+        "error": scrub(row["error"]) if row.get("error") else None,
+    }
+
 
 def slot_of(result) -> str:
     """A result's probe for the metrics' label (its probe ID; "unknown" before the probe was named)."""
@@ -129,6 +157,8 @@ class Station:
         self._uploader = None  # the ledger's uploader (piflash.record.ledger), if any
         self.metrics = None  # the Prometheus textfile (piflash.station.metrics), if any
         self.status_file = None  # the live state for 'piflash station status' (piflash.station.status)
+        self.web = None  # the operator's page (piflash.station.web.WebServer), with web_port:
+        self._recent: Optional[list] = None  # the history's last rows for the status file, until a row changes
         self.exit_code = 0  # what run() returns: 22 once the profile's list is used up
         self._job_db = None  # the ledger connection a job: ledger:LINE is followed on
         self._job_checked = 0.0  # time.monotonic() of the last look at the ledger for a newer job
@@ -177,6 +207,7 @@ class Station:
         )
         self._start_uploader()
         self._start_metrics()
+        self._start_web()
         self._reconcile_workers()
         self.notifier.ready(self.status.line())
 
@@ -210,7 +241,59 @@ class Station:
             "firmware": {"path": str(cfg.profile.firmware), "sha256": loaded.image.sha256},
             "bundle_version": cfg.bundle.manifest.version if cfg.bundle is not None else None,
             "ledger": ledger,
+            "recent": self._recent_rows(),
         }
+
+    def _recent_rows(self) -> list:
+        """This station's last :data:`RECENT_ROWS` history rows, newest first, as the status file
+        gives them (``recent`` in docs/result.md): read once after each row opened or completed,
+        not at every progress write. A history that cannot be read gives [] (logged)."""
+        from piflash.record.history import HistoryError
+
+        if self._recent is None:
+            try:
+                with self._history_lock:
+                    rows = self._history.query(station=self.loaded.config.station, limit=RECENT_ROWS)
+            except HistoryError as exc:
+                LOG.error("the status file's recent rows: %s", exc.message)
+                return []
+            self._recent = [_recent_row(r) for r in reversed(rows)]
+        return self._recent
+
+    def _start_web(self) -> None:
+        """With ``web_port:``, the operator's page (:class:`piflash.station.web.WebServer`), kept
+        over a reload that keeps its port, address and token.
+
+        :raises ProfileError: (exit 5) the port cannot be served (in use, or not this machine's address).
+        :raises ExtraMissingError: (exit 17) Starlette or uvicorn is missing (the ``web`` extra).
+        """
+        cfg = self.loaded.config
+        want = (cfg.web_port, cfg.web_bind, cfg.web_token) if cfg.web_port is not None else None
+        old = self.web
+        if old is not None and want == (old.wanted_port, old.bind, old.token):
+            return
+        if old is not None:
+            old.close()
+        self.web = None
+        if want is None:
+            return
+        from piflash.errors import ProfileError, extra_missing
+
+        try:
+            from piflash.station.web import WebServer
+        except ImportError as exc:  # pragma: no cover - the module imports nothing of the extra
+            raise extra_missing("web", str(exc)) from None
+        try:
+            self.web = WebServer(lambda: self.status_file.path, cfg.web_port, cfg.web_bind, cfg.web_token)
+        except ImportError as exc:
+            raise extra_missing("web", str(exc)) from None
+        except OSError as exc:
+            raise ProfileError(
+                f"{cfg.path}: key 'web_port': cannot serve the operator's page on {cfg.web_bind} port "
+                f"{cfg.web_port}: {exc.strerror or exc}",
+                hint="another program (or station) uses the port, or web_bind is not an address of this machine",
+            ) from None
+        self._log(f"operator's page: {self.web.url}" + (" (with its token)" if cfg.web_token else ""))
 
     def _start_metrics(self) -> None:
         """With ``metrics:`` and/or ``metrics_port:``, the Prometheus metrics (kept over a reload
@@ -297,6 +380,7 @@ class Station:
             raise
         with self._history_lock:
             old, self._history = self._history, new
+            self._recent = None
         if old is not None:
             old.close()
 
@@ -335,6 +419,7 @@ class Station:
         dead, self._dead = self._dead, []
         with self._history_lock:
             sealed = self._history.reap()
+            self._recent = None
         if sealed:
             self._log(
                 f"history rows {', '.join(f'#{r}' for r in sealed)} sealed as interrupted (their worker process died)"
@@ -414,6 +499,7 @@ class Station:
         cfg = self.loaded.config
         try:
             with self._history_lock:
+                self._recent = None
                 return self._history.open(result, station=cfg.station, slot=slot, profile=cfg.profile.name, pid=pid)
         except HistoryError as exc:
             LOG.error("board %s not flashed: cannot record it: %s", result.target_uid, exc.message)
@@ -427,6 +513,7 @@ class Station:
 
         try:
             with self._history_lock:
+                self._recent = None
                 done = self._history.complete(
                     row, result, outcome=outcome, protection=result.protection, serial=result.serial, patch=result.patch
                 )
@@ -493,6 +580,10 @@ class Station:
                 del self.workers[uid]
         self._start_uploader()
         self._start_status_file()
+        try:
+            self._start_web()
+        except PiflashError as exc:  # the boards go on; only the page is missing
+            self._log(f"operator's page off after the reload: {exc.message}")
         try:
             self._start_metrics()
         except PiflashError as exc:  # the boards go on; only the metrics are missing
@@ -628,7 +719,10 @@ class Station:
             self.metrics.close()
         summary = f"station stopped: {self.status.summary()}"
         self._log(summary)
-        self.status.close()
+        self.status.close()  # the status file's last state (stopped_at) ...
+        if self.web is not None:  # ... reaches the open pages before the server goes
+            time.sleep(self.web.interval * 2)
+            self.web.close()
         if self.interactive:  # after the live view is gone, so it stays on the screen
             print(summary, file=self.stream, flush=True)
         if self._history is not None:

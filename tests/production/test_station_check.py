@@ -36,6 +36,7 @@ def _block(tmp_path, monkeypatch, module):
     ("ledger: postgresql://u@127.0.0.1:1/db", "psycopg", "ledger"),
     ("metrics_port: 9917", "prometheus_client", "metrics"),
     ("metrics: /tmp/piflash-check.prom", "prometheus_client", "metrics"),
+    ("web_port: 8080", "uvicorn", "web"),
 ])
 def test_a_missing_extra_is_exit_17(tmp_path, firmware_dir, cli, monkeypatch, key, module, extra):
     name, value = key.split(": ", 1)

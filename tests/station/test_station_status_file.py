@@ -115,6 +115,10 @@ def test_status_file_during_and_after_a_run(tmp_path, store, firmware_dir, stati
     assert last["error"]["exit_code"] == ExitCode.VERIFY and last["error"]["kind"] == "VerifyError", last
     assert last["history_id"] == row["id"] + 1
     assert doc["counters"] == {"passed": 1, "failed": 1, "skipped": 0, "yield": 0.5, "boards_per_hour": None}
+    recent = doc["recent"]                                   # the history's rows, newest first (issue 44)
+    assert [(r["id"], r["outcome"], r["target_uid"]) for r in recent] == \
+        [(row["id"] + 1, "fail", bad.target_uid.lower()), (row["id"], "pass", first.target_uid.lower())]
+    assert recent[0]["error_kind"] == "VerifyError" and recent[1]["duration"] > 0
 
     out = _status(config, "--json")
     assert out.returncode == 0, out.stderr
@@ -193,7 +197,7 @@ def test_progress_is_written_at_most_every_interval_and_results_at_once(tmp_path
     monkeypatch.setattr(status, "write_atomically", counting)
     board = status.StatusBoard()
     header = {"station": "s", "config": "c", "history": "h", "profile": "p", "target": "nrf52840",
-              "firmware": {"path": "f", "sha256": "0" * 64}, "bundle_version": None, "ledger": None}
+              "firmware": {"path": "f", "sha256": "0" * 64}, "bundle_version": None, "ledger": None, "recent": []}
     sfile = status.StatusFile(tmp_path / "status.json", board, lambda: dict(header), interval=0.3)
     board.outputs = [sfile]
     board.set("sim:a", "waiting", "waiting for board")

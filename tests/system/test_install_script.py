@@ -118,9 +118,10 @@ def test_uninstall_leaves_a_directory_it_did_not_install(home):
 
 def test_with_ledger_and_with_metrics_are_options(home):
     """Issue 39: the extras a station config may need have their install.sh options."""
-    proc = run(["--with-ledger", "--with-metrics", "--uninstall"], home)
+    proc = run(["--with-ledger", "--with-metrics", "--with-web", "--uninstall"], home)
     assert proc.returncode == 0 and "nothing installed" in proc.stderr, proc.stderr
-    assert "--with-ledger" in run(["--help"], home).stdout
+    shown = run(["--help"], home).stdout
+    assert "--with-ledger" in shown and "--with-web" in shown and "set -euo" not in shown
 
 
 def test_uninstall_removes_venv_link_and_marker(home):
