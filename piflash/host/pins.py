@@ -14,8 +14,8 @@ Sources of the numbers:
   SPI0_MOSI 10, SPI0_SCLK 11; SPI1_CE2_N 16, SPI1_CE1_N 17, SPI1_CE0_N 18, SPI1_MISO 19,
   SPI1_MOSI 20, SPI1_SCLK 21). The BCM2710A1 of the Zero 2 W has the same GPIO block.
 
-A ``gpio:`` or ``spidev:`` probe ID is read here only for its pins (:func:`swd_pins_of`); the
-probe kinds themselves belong to the probe layer.
+A ``gpio:`` or ``spidev:`` probe ID is parsed by the probe layer (:mod:`piflash.probe.pins`)
+and read here only for its pins (:func:`swd_pins_of`).
 """
 
 from __future__ import annotations
@@ -122,9 +122,9 @@ class SwdPins:
     :ivar kind: ``"spidev"`` or ``"gpio"``.
     :ivar device: ``/dev`` name of the device (str): ``"spidev0.0"`` or ``"gpiochip0"``.
     :ivar bus: the SPI bus (int) of a spidev probe, else None.
-    :ivar pins: signal -> BCM GPIO: for ``gpio:`` its ``swclk``, ``swdio`` and optional
-        ``nreset``; for ``spidev:`` the bus's ``sclk``, ``mosi``, ``miso`` (SWCLK, and SWDIO
-        through the resistor) plus an ``nreset=N`` if the ID gives one.
+    :ivar pins: (signal, line) pairs: for ``gpio:`` its ``swclk``, ``swdio`` and optional
+        ``nreset`` (line offsets; BCM GPIO numbers on ``gpiochip0``); for ``spidev:`` the bus's
+        ``sclk``, ``mosi``, ``miso`` (SWCLK, and SWDIO through the resistor).
     """
 
     probe_id: str
@@ -134,60 +134,46 @@ class SwdPins:
     pins: Tuple[Tuple[str, int], ...]
 
 
-_SPIDEV = re.compile(r"spidev:(\d+)\.(\d+)((?:,\w+=\d+)*)")
-_GPIO = re.compile(r"gpio:(gpiochip\d+):(\w+=\d+(?:,\w+=\d+)*)")
-
-
 def swd_pins_of(probe_id: str) -> Optional[SwdPins]:
-    """The pins of ``spidev:B.C[,nreset=N]`` or ``gpio:gpiochipN:swclk=A,swdio=B[,nreset=C]``
-    (issue 43's probe IDs), or None for any other probe ID (USB, sim:, remote:).
+    """The pins of a ``spidev:B.C`` or ``gpio:gpiochipN:swclk=A,swdio=B[,nreset=C]`` probe ID
+    (issue 43), parsed by the probe layer (:func:`piflash.probe.pins.parse_pin_probe_id`), or
+    None for any other probe ID (USB, ``sim:``, ``remote:``).
 
-    Only the pin numbers are read here; the probe layer parses and validates the ID itself.
+    A ``spidev:`` probe's pins are its bus's SCLK, MOSI and MISO; a ``gpio:`` probe's on
+    ``gpiochip0`` (the header's chip on a Pi, line offset = BCM GPIO number) must be header
+    GPIOs 0..27.
 
-    :raises ValueError: a ``spidev:``/``gpio:`` ID that does not have that shape, or a pin
-        number outside the header's GPIO 0..27.
+    :raises ValueError: a ``spidev:``/``gpio:`` ID the probe layer refuses (its message and hint),
+        a bus other than SPI0/SPI1, or a ``gpiochip0`` line that is not a header GPIO.
     """
-    if not probe_id.startswith(("spidev:", "gpio:")):
+    from piflash.errors import ProbeSyntaxError
+    from piflash.probe.pins import GPIO_TAG, SPIDEV_TAG, SpidevSpec, parse_pin_probe_id
+
+    if not probe_id.lower().startswith((SPIDEV_TAG, GPIO_TAG)):
         return None
-    m = _SPIDEV.fullmatch(probe_id)
-    if m:
-        bus = int(m.group(1))
-        if bus not in SPI_PINS:
-            raise ValueError(f"{probe_id}: SPI bus {bus} is not on the 40-pin header (buses 0 and 1 are)")
-        spi = SPI_PINS[bus]
-        pins = [("sclk", spi["SCLK"]), ("mosi", spi["MOSI"]), ("miso", spi["MISO"])]
-        pins += _pin_list(probe_id, m.group(3).lstrip(","), ("nreset",)) if m.group(3) else []
-        return SwdPins(probe_id, "spidev", f"spidev{bus}.{m.group(2)}", bus, tuple(pins))
-    m = _GPIO.fullmatch(probe_id)
-    if not m:
-        raise ValueError(
-            f"{probe_id}: expected spidev:BUS.CS or gpio:gpiochipN:swclk=A,swdio=B[,nreset=C] "
-            "(e.g. gpio:gpiochip0:swclk=5,swdio=6,nreset=13)"
-        )
-    pins = _pin_list(probe_id, m.group(2), ("swclk", "swdio", "nreset"))
-    names = [n for n, _ in pins]
-    if "swclk" not in names or "swdio" not in names:
-        raise ValueError(f"{probe_id}: needs both swclk=N and swdio=N")
-    return SwdPins(probe_id, "gpio", m.group(1), None, tuple(pins))
-
-
-def _pin_list(probe_id: str, text: str, allowed: Sequence[str]) -> List[Tuple[str, int]]:
-    out: List[Tuple[str, int]] = []
-    for item in text.split(","):
-        name, _, value = item.partition("=")
-        if name not in allowed:
-            raise ValueError(f"{probe_id}: unknown pin '{name}'; known: {', '.join(allowed)}")
-        gpio = int(value)
-        if gpio not in GPIO_HEADER:
-            raise ValueError(f"{probe_id}: {name}={gpio} is not a header GPIO (0..27)")
-        if any(gpio == g for _, g in out) or any(name == n for n, _ in out):
-            raise ValueError(f"{probe_id}: {name}={gpio} repeats a pin or a name")
-        out.append((name, gpio))
-    return out
+    try:
+        spec = parse_pin_probe_id(probe_id)
+    except ProbeSyntaxError as exc:
+        raise ValueError(exc.message + (f" ({exc.hint})" if exc.hint else "")) from None
+    if isinstance(spec, SpidevSpec):
+        if spec.bus not in SPI_PINS:
+            raise ValueError(f"{probe_id}: SPI bus {spec.bus} is not on the 40-pin header (SPI0 and SPI1 are)")
+        spi = SPI_PINS[spec.bus]
+        pins = (("sclk", spi["SCLK"]), ("mosi", spi["MOSI"]), ("miso", spi["MISO"]))
+        return SwdPins(spec.probe_id, "spidev", spec.device, spec.bus, pins)
+    lines = tuple(spec.lines.items())
+    if spec.chip == "gpiochip0":
+        for name, gpio in lines:
+            if gpio not in GPIO_HEADER:
+                raise ValueError(f"{probe_id}: {name}={gpio} is not a GPIO of the 40-pin header (0..27)")
+    return SwdPins(spec.probe_id, "gpio", spec.chip, None, lines)
 
 
 def probe_uses(probe: SwdPins) -> List[PinUse]:
-    """The GPIOs ``probe`` drives, as :class:`PinUse` (group: the probe ID)."""
+    """The header GPIOs ``probe`` drives, as :class:`PinUse` (group: the probe ID); none for a
+    ``gpio:`` probe on a chip other than ``gpiochip0``, whose lines are not the header's."""
+    if probe.kind == "gpio" and probe.device != "gpiochip0":
+        return []
     return [PinUse(g, f"{probe.probe_id} {name}", probe.probe_id) for name, g in probe.pins]
 
 

@@ -208,10 +208,10 @@ def _user() -> Optional[str]:
 def _claim_rows(setup: PinSetup, probes: Sequence[pinmap.SwdPins]) -> List[Row]:
     rows: List[Row] = []
     for p in probes:
-        chip = p.device if p.kind == "gpio" else "gpiochip0"
-        lines = [(name, g) for name, g in p.pins if not (p.kind == "spidev" and name != "nreset")]
-        if not lines:
-            continue
+        chip = p.device
+        if p.kind == "spidev":
+            continue  # the SPI controller holds its pins through pinctrl, not as GPIO lines
+        lines = list(p.pins)
         states = pinmap.line_claims(chip, [g for _, g in lines], setup.dev_root, setup.sysfs_root)
         held = [(name, s) for (name, _), s in zip(lines, states) if s.used]
         unknown = [s for s in states if s.used is None]
@@ -240,9 +240,9 @@ def _collision_rows(setup: PinSetup, probes: Sequence[pinmap.SwdPins], buses: Di
     for n, bus in sorted(buses.items()):
         uses += [pinmap.PinUse(g, f"{sig}, claimed by {bus.by}", f"SPI{n}") for g, sig in bus.claimed().items()]
     for p in probes:
-        for name, g in p.pins:
-            group = f"SPI{p.bus}" if p.kind == "spidev" and name != "nreset" else p.probe_id
-            uses.append(pinmap.PinUse(g, f"{p.probe_id} {name}", group))
+        # A spidev probe's pins are its bus's: the same group as the bus's claim, no collision.
+        group = f"SPI{p.bus}" if p.kind == "spidev" else p.probe_id
+        uses += [pinmap.PinUse(u.gpio, u.owner, group) for u in pinmap.probe_uses(p)]
     if not setup.station_gpio and not probes:
         return []
     found = pinmap.collisions(uses)

@@ -117,13 +117,14 @@ def test_swd_pins_of_probe_ids():
     assert pins.swd_pins_of("0240000032044e45") is None and pins.swd_pins_of("sim:bay") is None
     s = pins.swd_pins_of("spidev:1.0")
     assert s.kind == "spidev" and s.device == "spidev1.0" and dict(s.pins) == {"sclk": 21, "mosi": 20, "miso": 19}
-    assert dict(pins.swd_pins_of("spidev:0.0,nreset=25").pins)["nreset"] == 25
     g = pins.swd_pins_of("gpio:gpiochip0:swclk=5,swdio=6,nreset=13")
     assert g.device == "gpiochip0" and dict(g.pins) == {"swclk": 5, "swdio": 6, "nreset": 13}
     for bad in ("spidev:2.0", "gpio:gpiochip0:swclk=5", "gpio:gpiochip0:swclk=5,swdio=5", "gpio:gpiochip0:swclk=5,swdio=30",
-                "gpio:gpiochip0:clk=5,swdio=6", "spidev:0"):
+                "gpio:gpiochip0:clk=5,swdio=6", "spidev:0", "spidev:0.0,nreset=25", "gpio:gpiochip0:swdio=6,swclk=5"):
         with pytest.raises(ValueError):
             pins.swd_pins_of(bad)
+    other = pins.swd_pins_of("gpio:gpiochip4:swclk=40,swdio=41")  # not the header's chip: any line
+    assert other.device == "gpiochip4" and pins.probe_uses(other) == []
 
 
 def test_collisions_between_groups_only():
