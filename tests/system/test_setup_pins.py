@@ -113,3 +113,44 @@ def test_doctor_has_the_rows_with_a_boot_config_only(pi):
     assert got["SPI0"]["status"] == "fail" and proc.returncode == ExitCode.DOCTOR
     plain = run("doctor", "--json", env={"PIFLASH_SYSROOT": str(pi.parent / "nothing")})
     assert not {"SPI0", "boot config", "pin collisions"} & set(rows(plain))
+
+
+def test_wiring_page_transcripts_are_runs(tmp_path):
+    """docs/wiring.md's two `piflash setup pins` transcripts are what the command prints after the
+    page's own commands (the doc walk, tests/docs/test_doc_commands.py, only checks they run)."""
+    import re
+    import textwrap
+
+    page = (REPO / "docs" / "wiring.md").read_text()
+    fences = re.findall(r"^```(\w*)\n(.*?)^```", page, re.S | re.M)
+    work = tmp_path / "w"
+    work.mkdir()
+    transcripts = []
+    for lang, body in fences:
+        if lang == "sh" and "piflash doctor" not in body:
+            subprocess.run(["bash", "-e", "-c", body], cwd=work, check=True)
+        elif lang == "yaml":
+            (work / body.splitlines()[0][2:]).write_text(textwrap.dedent(body))
+        elif lang == "console" and body.startswith("$ piflash setup pins"):
+            command, *shown = body.splitlines()
+            said = subprocess.run(["bash", "-c", command[2:].replace("piflash", f"{sys.executable} -m piflash", 1)],
+                                  cwd=work, capture_output=True, text=True,
+                                  env={**os.environ, "PYTHONPATH": str(REPO), "PIFLASH_STATION_CONFIG": "/nonexistent"})
+            assert said.stdout.splitlines() == shown, said.stdout + said.stderr
+            transcripts.append(command)
+    assert len(transcripts) == 2
+
+
+def test_wiring_picture():
+    """The page shows the wiring as a picture: an SVG that parses, referenced from the page, with
+    the header pins the tables wire (19, 21, 23, 25, 33) and the resistor."""
+    import xml.etree.ElementTree as ET
+
+    svg = REPO / "docs" / "img" / "wiring-spi0.svg"
+    assert "](img/wiring-spi0.svg)" in (REPO / "docs" / "wiring.md").read_text()
+    root = ET.parse(svg).getroot()
+    texts = [t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert [str(n) for n in range(1, 41)] == [t for t in texts if t.isdigit()]
+    for label in ("MOSI · GPIO 10", "MISO · GPIO 9 · pin 21", "SCLK · GPIO 11 · pin 23", "GND · pin 25",
+                  "nRESET · GPIO 13 · pin 33", "1 kΩ"):
+        assert label in texts, label
