@@ -310,7 +310,9 @@ def setup_permissions(
     if changes:
         reload_udev(root, dry_run, echo)
     if any(c.startswith("added ") for c in changes):
-        echo(f"{user} must log out and back in (or reboot) for the new groups to apply; then check with: piflash doctor")
+        echo(
+            f"{user} must log out and back in (or reboot) for the new groups to apply; then check with: piflash doctor"
+        )
     elif changes:
         echo("check with: piflash doctor")
     else:
