@@ -209,11 +209,17 @@ def _claim_rows(setup: PinSetup, probes: Sequence[pinmap.SwdPins]) -> List[Row]:
     rows: List[Row] = []
     for p in probes:
         chip = p.device
-        if p.kind == "spidev":
-            continue  # the SPI controller holds its pins through pinctrl, not as GPIO lines
         lines = list(p.pins)
+        if p.kind == "spidev":
+            chip = "gpiochip0"  # the header's lines, which the SPI block takes over by pin mux
         states = pinmap.line_claims(chip, [g for _, g in lines], setup.dev_root, setup.sysfs_root)
-        held = [(name, s) for (name, _), s in zip(lines, states) if s.used]
+        # The SPI controller muxes its pins without requesting them as GPIO lines; its own chip
+        # selects show as "spi0 CS0"-like consumers. Anything else holding them is another driver.
+        held = [
+            (name, s)
+            for (name, _), s in zip(lines, states)
+            if s.used and not (p.kind == "spidev" and s.consumer.startswith(f"spi{p.bus}"))
+        ]
         unknown = [s for s in states if s.used is None]
         label = f"{p.device} lines"
         if held:
@@ -226,6 +232,8 @@ def _claim_rows(setup: PinSetup, probes: Sequence[pinmap.SwdPins]) -> List[Row]:
                     "stop that program, or remove the overlay that claims the pin, or pick other pins",
                 )
             )
+        elif unknown and p.kind == "spidev":
+            continue  # the SPI block's own pins: a row only when another holder is seen
         elif unknown:
             rows.append((label, WARN, f"{unknown[0].source}", "run it as root (debugfs), or install python3-libgpiod"))
         else:

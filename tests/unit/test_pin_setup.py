@@ -160,3 +160,101 @@ def test_debugfs_lines(tmp_path):
         (5, True, "sysfs", "debugfs"), (6, False, "", "debugfs"), (13, False, "", "debugfs")]
     unknown = pins.line_claims("gpiochip0", [5], dev_root=str(tmp_path), sysfs_root=str(tmp_path / "none"))
     assert unknown[0].used is None and "not readable" in unknown[0].source
+
+
+def _setup(tmp_path, config, probes, debugfs=None, **kw):
+    from piflash.host.pinsetup import PinSetup
+
+    (tmp_path / "boot/firmware").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "boot/firmware/config.txt").write_text(config)
+    (tmp_path / "dev").mkdir(exist_ok=True)
+    if debugfs is not None:
+        (tmp_path / "sys/kernel/debug").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "sys/kernel/debug/gpio").write_text(debugfs)
+    return PinSetup(sysroot=str(tmp_path), dev_root=str(tmp_path / "dev"), sysfs_root=str(tmp_path / "sys"),
+                    model=ZERO2W, probes=tuple(probes), **kw)
+
+
+def test_spi_pins_held_by_another_driver(tmp_path):
+    """SPI0's own chip select consumer is fine; a gpio-led on MOSI is another driver."""
+    from piflash.host.pinsetup import check_rows
+
+    text = ("gpiochip0: GPIOs 512-565, parent: platform/3f200000.gpio, pinctrl-bcm2835:\n"
+            " gpio-519 (SPI_CE1_N |spi0 CS1 ) out hi ACTIVE LOW\n")
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev/spidev0.0").touch()
+    rows = {r[0]: r for r in check_rows(_setup(tmp_path, "dtparam=spi=on\n", ["spidev:0.0"], text))}
+    assert rows["spidev0.0 lines"][1] == "ok"
+    held = text + " gpio-522 (SPI_MOSI |led0 ) out lo\n"
+    rows = {r[0]: r for r in check_rows(_setup(tmp_path, "dtparam=spi=on\n", ["spidev:0.0"], held))}
+    assert rows["spidev0.0 lines"][1] == "fail" and "mosi GPIO 10 (pin 19) is held by 'led0'" in rows["spidev0.0 lines"][2]
+    rows = {r[0]: r for r in check_rows(_setup(tmp_path / "x", "dtparam=spi=on\n", ["spidev:0.0"]))}
+    assert "spidev0.0 lines" not in rows  # cannot tell: no row for the SPI block's own pins
+
+
+def test_a_node_this_user_may_not_open(tmp_path, monkeypatch):
+    from piflash.host import pinsetup
+
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev/gpiochip0").touch()
+    monkeypatch.setattr(pinsetup.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(pinsetup.os, "access", lambda path, mode: False)
+    rows = {r[0]: r for r in pinsetup.check_rows(_setup(tmp_path, "", ["gpio:gpiochip0:swclk=5,swdio=6"]))}
+    name, status, detail, fix = rows["gpiochip0 node"]
+    assert status == "fail" and detail.endswith("may not be opened by this user (it needs group gpio)")
+    assert "setup permissions" in fix
+
+
+class _Info:
+    def __init__(self, used, consumer):
+        self.used, self.consumer = used, consumer
+
+
+class _ChipV2:
+    def __init__(self, path):
+        self.path, self.closed = path, False
+
+    def get_line_info(self, offset):
+        return _Info(offset == 5, "sysfs" if offset == 5 else "")
+
+    def close(self):
+        self.closed = True
+
+
+class _LineV1:
+    def __init__(self, offset):
+        self.offset = offset
+
+    def is_used(self):
+        return self.offset == 6
+
+    def consumer(self):
+        return "w1-gpio" if self.offset == 6 else None
+
+
+class _ChipV1:
+    def __init__(self, path):
+        self.path = path
+
+    def get_line(self, offset):
+        return _LineV1(offset)
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("chip, expected", [
+    (_ChipV2, [(5, True, "sysfs"), (6, False, "")]),
+    (_ChipV1, [(5, False, ""), (6, True, "w1-gpio")]),
+])
+def test_line_info_through_gpiod_v2_and_v1(tmp_path, monkeypatch, chip, expected):
+    """gpiod's line info is read (never a line request) through either bindings' API."""
+    import sys
+    import types
+
+    fake = types.ModuleType("gpiod")
+    fake.Chip = chip
+    monkeypatch.setitem(sys.modules, "gpiod", fake)
+    (tmp_path / "gpiochip0").touch()
+    states = pins.line_claims("gpiochip0", [5, 6], dev_root=str(tmp_path), sysfs_root=str(tmp_path / "none"))
+    assert [(s.offset, s.used, s.consumer) for s in states] == expected and {s.source for s in states} == {"gpiod"}
