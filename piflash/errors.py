@@ -72,7 +72,7 @@ class ExitCode(enum.IntEnum):
     VERIFY = 12  #: read-back verify found bytes that differ
     PROBE_LOST = 13  #: the probe disconnected during the operation
     MEMORY = 14  #: not enough free memory for the operation
-    DOCTOR = 15  #: ``piflash doctor`` found a problem that blocks flashing
+    DOCTOR = 15  #: ``piflash doctor`` (or ``piflash setup pins``) found a problem that blocks flashing
     SERVICE = 16  #: installing or removing the systemd unit failed (not root, systemctl)
     EXTRA_MISSING = 17  #: an optional extra (``piflash[sim]``...) is not installed
     HISTORY = 18  #: the history database cannot be opened, read or written
@@ -108,7 +108,7 @@ EXIT_CODE_HELP = {
     ExitCode.VERIFY: "verify mismatch",
     ExitCode.PROBE_LOST: "probe disconnected during the operation",
     ExitCode.MEMORY: "not enough free memory",
-    ExitCode.DOCTOR: "doctor found a problem that blocks flashing",
+    ExitCode.DOCTOR: "doctor (or setup pins) found a problem that blocks flashing",
     ExitCode.SERVICE: "installing or removing the station service failed",
     ExitCode.EXTRA_MISSING: "an optional extra is not installed",
     ExitCode.HISTORY: "the history database cannot be opened or written",

@@ -293,9 +293,9 @@ PIFLASH_STATION_CONFIG = Setting(
     "PIFLASH_STATION_CONFIG",
     "path",
     "/etc/piflash/station.yaml",
-    "The station config when --config is not given.",
+    "The station config when --config is not given (doctor and 'setup pins' check its pins when it exists).",
     parse=_text,
-    readers=(OPTION,),
+    readers=(PIFLASH, OPTION),
 )
 PIFLASH_PROFILE_PATH = Setting(
     "PIFLASH_PROFILE_PATH",
@@ -382,6 +382,15 @@ PIFLASH_SYSROOT = Setting(
     "/",
     "The root whose etc/group and etc/udev/rules.d the USB scan and doctor read.",
     parse=_text_as_given,
+    kind=SEAM,
+)
+PIFLASH_BOOT_CONFIG = Setting(
+    "PIFLASH_BOOT_CONFIG",
+    "path",
+    None,
+    "The Raspberry Pi boot config whose SPI lines the doctor and 'setup pins' read.",
+    parse=_text,
+    shown_default="$PIFLASH_SYSROOT/boot/firmware/config.txt, else $PIFLASH_SYSROOT/boot/config.txt",
     kind=SEAM,
 )
 PIFLASH_PROC_ROOT = Setting(

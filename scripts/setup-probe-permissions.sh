@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Lets a user open USB debug probes without root: creates the plugdev group if
-# missing, adds the user ($SUDO_USER or --user NAME), installs piflash's udev
-# rules and reloads udev. Same as `piflash setup permissions`; this script runs
+# Lets a user open USB debug probes, and the Raspberry Pi's SPI and GPIO nodes,
+# without root: creates the plugdev, spi and gpio groups if missing, adds the
+# user to them ($SUDO_USER or --user NAME), installs piflash's udev rules and
+# reloads udev. Same as `piflash setup permissions`; this script runs
 # the code with the system python3, so it works before piflash is installed.
 #
 #   sudo scripts/setup-probe-permissions.sh [--user NAME] [--dry-run] [--uninstall] [--root DIR]

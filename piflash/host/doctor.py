@@ -67,17 +67,30 @@ class Context:
     :ivar sysfs_root: where sysfs is (str, default ``/sys``).
     :ivar dev_root: where device nodes are (str, default ``/dev``).
     :ivar prefix: the Python environment's prefix (str, default ``sys.prefix``).
+    :ivar boot_config: the Raspberry Pi boot config (str path), or None to look under ``sysroot``.
+    :ivar pin_probes: probe IDs whose Pi pins :func:`check_pins` checks (``spidev:0.0``...).
+    :ivar station_gpio: the station's ``gpio:`` pins, (role, BCM GPIO) pairs.
     """
 
     sysroot: str = "/"
     sysfs_root: str = "/sys"
     dev_root: str = "/dev"
     prefix: str = field(default_factory=lambda: sys.prefix)
+    boot_config: Optional[str] = None
+    pin_probes: Tuple[str, ...] = ()
+    station_gpio: Tuple[Tuple[str, int], ...] = ()
 
     @classmethod
-    def from_env(cls) -> "Context":
-        """Roots from ``PIFLASH_SYSROOT``, ``PIFLASH_SYSFS_ROOT``, ``PIFLASH_DEV_ROOT``."""
-        return cls(**usbscan.roots_from_env())
+    def from_env(cls, pin_probes: Sequence[str] = (), station_gpio: Sequence[Tuple[str, int]] = ()) -> "Context":
+        """Roots from ``PIFLASH_SYSROOT``, ``PIFLASH_SYSFS_ROOT``, ``PIFLASH_DEV_ROOT``, the boot
+        config from ``PIFLASH_BOOT_CONFIG``; ``pin_probes`` (probe IDs) and ``station_gpio``
+        (role, BCM GPIO) for :func:`check_pins`."""
+        return cls(
+            **usbscan.roots_from_env(),
+            boot_config=settings.PIFLASH_BOOT_CONFIG.value(),
+            pin_probes=tuple(pin_probes),
+            station_gpio=tuple(station_gpio),
+        )
 
 
 CheckResult = Union[Check, List[Check], None]
@@ -499,6 +512,24 @@ def check_memory(ctx: Context) -> Check:
     return Check("memory", OK, detail)
 
 
+def check_pins(ctx: Context) -> List[Check]:
+    """The Pi's own pins as an SWD probe (issue 43): SPI on in the boot config, the probes'
+    device nodes, who holds their lines, and the station's pins colliding with none of them
+    (:func:`piflash.host.pinsetup.check_rows`). No row on a machine with nothing to check."""
+    from piflash.host import machine, pinsetup
+
+    setup = pinsetup.PinSetup(
+        sysroot=ctx.sysroot,
+        dev_root=ctx.dev_root,
+        sysfs_root=ctx.sysfs_root,
+        boot_config=ctx.boot_config,
+        model=machine.read_model(),
+        probes=ctx.pin_probes,
+        station_gpio=dict(ctx.station_gpio),
+    )
+    return [Check(*row) for row in pinsetup.check_rows(setup)]
+
+
 #: The checks :func:`run_checks` runs, in display order. Add a check by adding a function.
 CHECKS: List[CheckFunction] = [
     check_python,
@@ -510,6 +541,7 @@ CHECKS: List[CheckFunction] = [
     check_rules,
     check_group,
     check_probes,
+    check_pins,
     check_memory,
     check_station,
     check_secrets,

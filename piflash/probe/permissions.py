@@ -3,10 +3,13 @@
 What :func:`setup_permissions` does, on ``/`` or on another root file system
 (``root``, for image builders such as pi-gen and for tests):
 
-1. creates the ``plugdev`` group when it is missing (``groupadd --system --root``);
-2. adds the user to it (``gpasswd --add --root``);
+1. creates the ``plugdev`` group, and the ``spi`` and ``gpio`` groups of the Raspberry Pi's
+   SPI and GPIO nodes (:data:`piflash.probe.probetable.PIN_GROUPS`, Raspberry Pi OS's own; plain
+   Debian has none), when they are missing (``groupadd --system --root``);
+2. adds the user to each (``gpasswd --add --root``);
 3. installs piflash's udev rules (``etc/udev/rules.d/60-piflash-probes.rules``,
-   the packaged copy generated from :mod:`piflash.probe.probetable`);
+   the packaged copy generated from :mod:`piflash.probe.probetable`: USB probes for
+   ``plugdev``, ``/dev/spidev*`` for ``spi``, ``/dev/gpiochip*`` and ``/dev/gpiomem`` for ``gpio``);
 4. reloads and triggers udev, only when ``root`` is ``/`` and udev is running.
 
 What it changed is recorded in ``<root>/var/lib/piflash/permissions.json`` so that
@@ -32,7 +35,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from piflash import settings
 from piflash.errors import NeedsRootError, PiflashError, SetupError, UnknownUserError
-from piflash.probe.probetable import GROUP, RULES_NAME, packaged_rules_path
+from piflash.probe.probetable import GROUP, PIN_GROUPS, RULES_NAME, packaged_rules_path
+
+#: Every group the setup creates when missing and adds the user to, in order.
+GROUPS = (GROUP,) + PIN_GROUPS
 
 #: Where the rules go, relative to the root (udev(7): local administration rules).
 RULES_DIR = "etc/udev/rules.d"
@@ -141,11 +147,16 @@ def _load_state(root: str) -> Dict[str, Any]:
         return {}
     try:
         state: Dict[str, Any] = json.loads(path.read_text())
-        return state
     except ValueError as exc:
         raise SetupError(
             f"{path} is not valid JSON ({exc})", hint="it records what the setup changed; fix or remove it by hand"
         ) from None
+    # Records of version 1 knew plugdev only: "group_created" (bool) and "users_added" (its members).
+    if state.pop("group_created", False):
+        state.setdefault("groups_created", [GROUP])
+    if "users_added" in state:
+        state.setdefault("members_added", {})[GROUP] = state.pop("users_added")
+    return state
 
 
 def _save_state(root: str, state: Dict[str, Any]) -> None:
@@ -171,7 +182,8 @@ def _require_root(dry_run: bool) -> None:
 
 
 def reload_udev(root: str, dry_run: bool, echo: Echo) -> bool:
-    """Reload udev's rules and re-trigger USB, hidraw and tty devices so attached probes get them.
+    """Reload udev's rules and re-trigger USB, hidraw and tty devices so attached probes get them,
+    and the spidev, gpio and gpiomem nodes so the Pi's pins get their groups.
 
     Only when ``root`` is ``/`` and udev runs (``/run/udev/control`` exists); otherwise says
     why it skipped. :returns: whether udev was reloaded (bool).
@@ -192,11 +204,14 @@ def reload_udev(root: str, dry_run: bool, echo: Echo) -> bool:
             "--subsystem-match=usb",
             "--subsystem-match=hidraw",
             "--subsystem-match=tty",
+            "--subsystem-match=spidev",
+            "--subsystem-match=gpio",
+            "--subsystem-match=bcm2835-gpiomem",
         ],
         dry_run,
         echo,
-        "re-apply the rules to attached USB devices",
-        "re-applied the rules to attached USB devices",
+        "re-apply the rules to attached USB devices and the SPI/GPIO nodes",
+        "re-applied the rules to attached USB devices and the SPI/GPIO nodes",
     )
     return True
 
@@ -204,7 +219,8 @@ def reload_udev(root: str, dry_run: bool, echo: Echo) -> bool:
 def setup_permissions(
     root: str = "/", user: Optional[str] = None, dry_run: bool = False, echo: Echo = print
 ) -> List[str]:
-    """Create ``plugdev`` if missing, add ``user`` to it, install the rules, reload udev.
+    """Create ``plugdev``, ``spi`` and ``gpio`` (:data:`GROUPS`) if missing, add ``user`` to
+    them, install the rules, reload udev.
 
     :param root: root file system to change (str path); ``/`` for this machine.
     :param user: user to add (str), or None for ``$SUDO_USER`` (no user when that is unset).
@@ -229,29 +245,37 @@ def setup_permissions(
     new_dirs: List[str] = []
     opt = _root_opt(root)
 
-    if read_group(root, GROUP) is None:
-        _run(["groupadd", "--system", *opt, GROUP], dry_run, echo, f"create group {GROUP}", f"created group {GROUP}")
-        changes.append(f"created group {GROUP}")
-        state["group_created"] = True
-    else:
-        echo(f"group {GROUP} exists")
+    existing = [g for g in GROUPS if read_group(root, g) is not None]
+    if existing:
+        echo(f"group{'s' if len(existing) > 1 else ''} {', '.join(existing)} exist{'' if len(existing) > 1 else 's'}")
+    for group in GROUPS:
+        if group in existing:
+            continue
+        _run(["groupadd", "--system", *opt, group], dry_run, echo, f"create group {group}", f"created group {group}")
+        changes.append(f"created group {group}")
+        state["groups_created"] = list(dict.fromkeys(state.get("groups_created", []) + [group]))
 
     if user is None:
         echo("no user to add: run this with sudo from the user's account, or give --user NAME")
     elif user == "root":
         echo("user root needs no group to open probes; give --user NAME for the account that flashes")
-    elif is_member(root, user, GROUP):
-        echo(f"user {user} is already in {GROUP}")
     else:
-        _run(
-            ["gpasswd", "--add", user, *opt, GROUP],
-            dry_run,
-            echo,
-            f"add user {user} to {GROUP}",
-            f"added user {user} to {GROUP}",
-        )
-        changes.append(f"added {user} to {GROUP}")
-        state["users_added"] = sorted(set(state.get("users_added", [])) | {user})
+        already = [g for g in GROUPS if is_member(root, user, g)]
+        if already:
+            echo(f"user {user} is already in {', '.join(already)}")
+        for group in GROUPS:
+            if group in already:
+                continue
+            _run(
+                ["gpasswd", "--add", user, *opt, group],
+                dry_run,
+                echo,
+                f"add user {user} to {group}",
+                f"added user {user} to {group}",
+            )
+            changes.append(f"added {user} to {group}")
+            members = state.setdefault("members_added", {})
+            members[group] = sorted(set(members.get(group, [])) | {user})
 
     rules = packaged_rules_path().read_text()
     target = _inside(root, f"{RULES_DIR}/{RULES_NAME}")
@@ -281,12 +305,14 @@ def setup_permissions(
             d for d in _missing_dirs(root, str(Path(STATE_FILE).parent)) if d not in state.get("dirs_created", [])
         ]
         state["dirs_created"] = state.get("dirs_created", []) + new_dirs
-        state["version"] = 1
+        state["version"] = 2
         _save_state(root, state)
     if changes:
         reload_udev(root, dry_run, echo)
     if any(c.startswith("added ") for c in changes):
-        echo(f"{user} must log out and back in (or reboot) for the new group to apply; then check with: piflash doctor")
+        echo(
+            f"{user} must log out and back in (or reboot) for the new groups to apply; then check with: piflash doctor"
+        )
     elif changes:
         echo("check with: piflash doctor")
     else:
@@ -309,26 +335,28 @@ def uninstall_permissions(root: str = "/", dry_run: bool = False, echo: Echo = p
         return []
     changes: List[str] = []
     opt = _root_opt(root)
-    for user in state.get("users_added", []):
-        if user in (read_group(root, GROUP) or (0, []))[1]:
-            _run(
-                ["gpasswd", "--delete", user, *opt, GROUP],
-                dry_run,
-                echo,
-                f"remove user {user} from {GROUP}",
-                f"removed user {user} from {GROUP}",
-            )
-            changes.append(f"removed {user} from {GROUP}")
-    if state.get("group_created"):
-        entry = read_group(root, GROUP)
-        left = [m for m in (entry[1] if entry else []) if m not in state.get("users_added", [])]
+    members_added: Dict[str, List[str]] = state.get("members_added", {})
+    for group in GROUPS:
+        for user in members_added.get(group, []):
+            if user in (read_group(root, group) or (0, []))[1]:
+                _run(
+                    ["gpasswd", "--delete", user, *opt, group],
+                    dry_run,
+                    echo,
+                    f"remove user {user} from {group}",
+                    f"removed user {user} from {group}",
+                )
+                changes.append(f"removed {user} from {group}")
+    for group in [g for g in GROUPS if g in state.get("groups_created", [])]:
+        entry = read_group(root, group)
+        left = [m for m in (entry[1] if entry else []) if m not in members_added.get(group, [])]
         if entry is None:
-            echo(f"group {GROUP} is already gone")
+            echo(f"group {group} is already gone")
         elif left:
-            echo(f"group {GROUP} kept: {', '.join(left)} joined it after the setup")
+            echo(f"group {group} kept: {', '.join(left)} joined it after the setup")
         else:
-            _run(["groupdel", *opt, GROUP], dry_run, echo, f"delete group {GROUP}", f"deleted group {GROUP}")
-            changes.append(f"deleted group {GROUP}")
+            _run(["groupdel", *opt, group], dry_run, echo, f"delete group {group}", f"deleted group {group}")
+            changes.append(f"deleted group {group}")
     record = state.get("rules")
     if record:
         target = _inside(root, record["path"].lstrip("/"))
@@ -357,10 +385,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m piflash.probe.permissions`` (what scripts/setup-probe-permissions.sh runs)."""
     parser = argparse.ArgumentParser(
         prog="setup-probe-permissions.sh",
-        description="Let a user open USB debug probes without root: the plugdev group and "
-        "piflash's udev rules. Needs root.",
+        description="Let a user open USB debug probes and the Raspberry Pi's SPI and GPIO nodes "
+        "without root: the plugdev, spi and gpio groups and piflash's udev rules. Needs root.",
     )
-    parser.add_argument("--user", metavar="NAME", help="user to add to plugdev (default: $SUDO_USER)")
+    parser.add_argument("--user", metavar="NAME", help="user to add to plugdev, spi, gpio (default: $SUDO_USER)")
     parser.add_argument("--dry-run", action="store_true", help="print every change, make none")
     parser.add_argument("--uninstall", action="store_true", help="revert what an earlier run changed")
     parser.add_argument("--root", metavar="DIR", default="/", help="work on the root file system in DIR (default: /)")

@@ -34,6 +34,22 @@ GROUP = "plugdev"
 #: Node mode: owner and group read/write, nobody else (never world-writable).
 MODE = "0660"
 
+#: The Raspberry Pi's own pins as an SWD probe (issue 43): the kernel nodes, the udev match that
+#: finds each, and the group that may open it. The groups and matches are Raspberry Pi OS's own
+#: (RPi-Distro/raspberrypi-sys-mods, etc.armhf/udev/rules.d/99-com.rules: ``SUBSYSTEM=="spidev",
+#: GROUP="spi", MODE="0660"``, ``SUBSYSTEM=="gpio", GROUP="gpio", MODE="0660"``, and
+#: ``bcm2835-gpiomem`` (``*gpiomem*`` in later releases) for the ``gpio`` group), so a plain
+#: Debian or Ubuntu image gets what Pi OS has; on Pi OS both rule files agree.
+#: ``KERNEL=="gpiomem*"`` covers ``/dev/gpiomem`` and the Pi 5's ``/dev/gpiomem0..4``.
+PIN_NODES: Tuple[Tuple[str, str, str], ...] = (
+    ("/dev/spidevB.C", 'SUBSYSTEM=="spidev", KERNEL=="spidev*"', "spi"),
+    ("/dev/gpiochipN", 'SUBSYSTEM=="gpio", KERNEL=="gpiochip*"', "gpio"),
+    ("/dev/gpiomem", 'KERNEL=="gpiomem*"', "gpio"),
+)
+#: The groups of :data:`PIN_NODES`, each once, in order (``piflash setup permissions`` creates
+#: those that are missing and adds the user to them).
+PIN_GROUPS: Tuple[str, ...] = tuple(dict.fromkeys(g for _, _, g in PIN_NODES))
+
 #: Interface kinds of a probe: ``bulk`` (vendor or CMSIS-DAP v2 bulk endpoints, opened
 #: through libusb at /dev/bus/usb/BBB/DDD) and ``hid`` (CMSIS-DAP v1, also visible as
 #: /dev/hidrawN). pyOCD on Linux opens both kinds through libusb; the rules open the
@@ -202,14 +218,26 @@ def render_rules() -> str:
     ``MODE="0660", GROUP="plugdev", TAG+="uaccess"``, and every marked device gets
     ``ENV{ID_MM_DEVICE_IGNORE}="1"`` so ModemManager leaves the probe's serial port alone.
     Conventions of the probe-rs and OpenOCD rule sets (MODE 660, GROUP plugdev, TAG uaccess).
+    Before them, the Pi's SPI and GPIO nodes (:data:`PIN_NODES`) get mode 0660 and the ``spi`` or
+    ``gpio`` group.
     """
     out = [
-        f"# {RULES_NAME}: let the {GROUP} group (and the logged-in seat user) open USB debug probes.",
+        f"# {RULES_NAME}: let the {GROUP} group (and the logged-in seat user) open USB debug probes,",
+        "# and the spi and gpio groups the Raspberry Pi's SPI and GPIO nodes.",
         "# GENERATED from piflash/probe/probetable.py by `python -m piflash.probe.probetable --write`; do not edit.",
         '# Installed by `sudo "$(command -v piflash)" setup permissions` (or scripts/setup-probe-permissions.sh).',
         f"# Mode {MODE}: never world-writable. See docs/permissions.md.",
         "",
         f'ACTION=="remove", GOTO="{_END}"',
+        "",
+        "# The Raspberry Pi's own SPI and GPIO pins as an SWD probe (spidev:, gpio:): the groups and",
+        "# modes of Raspberry Pi OS's 99-com.rules (raspberrypi-sys-mods), for images without it.",
+    ]
+    for node, match, group in PIN_NODES:
+        out.append(f"# {node}")
+        out.append(f'{match}, MODE="{MODE}", GROUP="{group}"')
+    out += [
+        "",
         f'SUBSYSTEM!="usb|hidraw|tty", GOTO="{_END}"',
         f'SUBSYSTEM=="usb", ENV{{DEVTYPE}}!="usb_device", GOTO="{_END}"',
         "",

@@ -520,6 +520,24 @@ def has_job(path: Union[str, "os.PathLike[str]"]) -> bool:
     return "job" in values
 
 
+def pin_uses(path: Union[str, "os.PathLike[str]"]) -> Tuple[Tuple[str, ...], Dict[str, int]]:
+    """The config's ``probes:`` (probe IDs as written; none for ``any``) and ``gpio:`` pins
+    (role -> BCM GPIO, whole numbers only), read without loading its profile or checking its
+    probe IDs, for the pin checks of ``piflash doctor`` and ``piflash setup pins`` (issue 43).
+
+    :raises ProfileError: (exit 5) the config cannot be read, or is not a station config."""
+    values, _, _ = read_yaml_mapping(os.fspath(path), ALLOWED_KEYS, "station config", text_keys=("station",))
+    probes = values.get("probes")
+    ids = tuple(str(p) for p in probes) if isinstance(probes, list) else ()
+    gpio = values.get("gpio")
+    pins = (
+        {str(k): v for k, v in gpio.items() if isinstance(v, int) and not isinstance(v, bool)}
+        if isinstance(gpio, dict)
+        else {}
+    )
+    return ids, pins
+
+
 def _path_key(values: dict, key: str, cfile: Path, fail) -> Optional[Path]:
     """The file path of ``key`` (relative to the config's folder), or None when absent."""
     value = values.get(key)
@@ -616,6 +634,7 @@ __all__ = [
     "bundle_path",
     "history_path",
     "has_job",
+    "pin_uses",
     "StationConfig",
     "LoadedStation",
     "load_config",

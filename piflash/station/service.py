@@ -37,6 +37,14 @@ CONFIG_PATH = "etc/piflash/station.yaml"
 #: The mode of an installed config that holds a password: read-write for root, read for the
 #: station's group (:func:`station_group`), nothing for others.
 SECRET_MODE = 0o640
+#: The drop-in a station on the Pi's own pins gets (``SupplementaryGroups=spi gpio`` and
+#: ``DeviceAllow=`` for spidev and gpiochip), shipped as ``piflash/data/piflash-station-pins.conf``.
+PINS_DROPIN = f"{UNIT_DIR}/{UNIT_NAME}.d/pins.conf"
+#: The groups that drop-in names: they must exist on the root, or systemd will not start the unit.
+PIN_GROUPS = ("spi", "gpio")
+#: Probe IDs on the Pi's own pins (issue 43: ``spidev:B.C``, ``gpio:CHIP:...``; parsed by
+#: :mod:`piflash.probe.pins`).
+PIN_PROBE_TAGS = ("spidev:", "gpio:")
 #: Characters that would need quoting or escaping on an ``ExecStart=`` line (``%`` specifiers,
 #: ``$`` variables, quotes, backslashes, white space): refused rather than escaped.
 _UNSAFE_PATH = re.compile(r"[\s%$\"'\\;]")
@@ -339,6 +347,7 @@ def plan_install(
                     "inside --root): run 'piflash station check' there"
                 )
             )
+        steps += _pins_steps(root, config)
     elif not _under(root, CONFIG_PATH).exists():
         steps.append(
             Step(
@@ -369,6 +378,31 @@ def plan_install(
             )
         )
     return steps
+
+
+def _pins_steps(root: Path, config: Path) -> List[Step]:
+    """The drop-in :data:`PINS_DROPIN` for a config whose ``probes:`` name a ``spidev:`` or
+    ``gpio:`` probe, else nothing.
+
+    :raises ServiceError: (exit 16) the root has no ``spi`` or ``gpio`` group: systemd would
+        refuse to start the unit (216/GROUP); ``piflash setup permissions`` creates them.
+    """
+    from piflash.probe.permissions import read_group
+    from piflash.station.config import pin_uses
+
+    ids, _ = pin_uses(config)
+    pins = [i for i in ids if i.lower().startswith(PIN_PROBE_TAGS)]
+    if not pins:
+        return []
+    missing = [g for g in PIN_GROUPS if read_group(str(root), g) is None]
+    if missing:
+        raise ServiceError(
+            f"the config names {', '.join(pins)}, whose station needs the group{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)}, and {_under(root, '/etc/group')} has none: systemd would not start the unit",
+            hint="create them first: sudo piflash setup permissions (docs/wiring.md)",
+        )
+    data = (Path(__file__).resolve().parents[1] / "data" / "piflash-station-pins.conf").read_bytes()
+    return [_write_step(_under(root, PINS_DROPIN), _shown(root, "/" + PINS_DROPIN), data, 0o644)]
 
 
 def _shown(root: Path, path: str) -> str:
@@ -413,6 +447,15 @@ def plan_uninstall(root: Path = Path("/"), dry_run: bool = False, runner: Runner
         steps.append(_systemctl_step(["disable", "--now", UNIT_NAME], runner))
     if link.is_symlink() or link.exists():
         steps.append(Step(f"remove {_shown(root, f'/{UNIT_DIR}/{WANTED_BY}.wants/{UNIT_NAME}')}", link.unlink))
+    dropin = _under(root, PINS_DROPIN)
+    if dropin.exists():
+
+        def remove_dropin() -> None:
+            dropin.unlink()
+            if not any(dropin.parent.iterdir()):
+                dropin.parent.rmdir()
+
+        steps.append(Step(f"remove {_shown(root, '/' + PINS_DROPIN)}", remove_dropin))
     if unit.exists():
         steps.append(Step(f"remove {_shown(root, '/' + UNIT_DIR + '/' + UNIT_NAME)}", unit.unlink))
         if live:

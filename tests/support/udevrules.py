@@ -117,7 +117,8 @@ def _check_pair(p: Pair, number: int) -> None:
 class Device:
     """A device event as udev sees it: the device, then its parents (nearest first).
 
-    Each entry of ``chain`` is ``{"subsystem": str, "devtype": str, "attrs": {name: value}}``.
+    Each entry of ``chain`` is ``{"subsystem": str, "devtype": str, "attrs": {name: value}}``, and
+    optionally ``"kernel"``: the device's kernel name (``spidev0.0``), for ``KERNEL==``.
     """
 
     chain: List[Dict]
@@ -163,6 +164,8 @@ def evaluate(rules: List[Rule], device: Device) -> Outcome:
                 ok = _holds(p, _glob(device.action, p.value))
             elif p.key == "SUBSYSTEM":
                 ok = _holds(p, _glob(me["subsystem"], p.value))
+            elif p.key == "KERNEL":
+                ok = _holds(p, _glob(me.get("kernel"), p.value))
             elif p.key == "ENV":
                 ok = _holds(p, _glob(out.env.get(p.attr, ""), p.value))
             elif p.key == "ATTR":
@@ -209,3 +212,10 @@ def usb_device(vid: int, pid: int, product: str = "", interface: str = "") -> Di
         "hidraw": Device([{"subsystem": "hidraw", "devtype": "", "attrs": {}}, hid, intf, dev, hub]),
         "tty": Device([{"subsystem": "tty", "devtype": "", "attrs": {}}, intf, dev, hub]),
     }
+
+
+def pin_device(subsystem: str, kernel: str) -> Device:
+    """The event of one of the Pi's pin nodes (``spidev``/``spidev0.0``, ``gpio``/``gpiochip0``,
+    ``bcm2835-gpiomem``/``gpiomem``) under its platform parent."""
+    return Device([{"subsystem": subsystem, "devtype": "", "attrs": {}, "kernel": kernel},
+                   {"subsystem": "platform", "devtype": "", "attrs": {}}])

@@ -147,3 +147,33 @@ def test_a_password_for_a_root_without_the_station_group_is_refused(cli, root, t
     proc = install(cli, root, "--executable", EXE, "--config", config, check=int(ExitCode.SERVICE))
     assert "has no group plugdev" in proc.stderr and PASSWORD not in proc.stderr + proc.stdout
     assert not (root / "etc/piflash/station.yaml").exists()
+
+
+def test_a_station_on_the_pis_pins_gets_the_spi_and_gpio_drop_in(cli, root, tmp_path):
+    """Issue 43: a config naming spidev:/gpio: probes installs piflash-station.service.d/pins.conf
+    (SupplementaryGroups=spi gpio, DeviceAllow= spidev and gpiochip) beside the unit, only when
+    the root has those groups (systemd would refuse the unit otherwise); uninstall removes it."""
+    dropin = root / "etc/systemd/system/piflash-station.service.d/pins.conf"
+    config = tmp_path / "pins.yaml"
+    config.write_text('station: bay-1\nprofile: app\nprobes: ["spidev:0.0", "gpio:gpiochip0:swclk=5,swdio=6"]\n')
+    (root / "etc").mkdir(parents=True)
+    (root / "etc/group").write_text("root:x:0:\nplugdev:x:46:pi\nspi:x:999:pi\n")
+    proc = install(cli, root, "--executable", EXE, "--config", config, check=int(ExitCode.SERVICE))
+    assert "needs the group gpio" in proc.stderr and "setup permissions" in proc.stderr
+    assert not dropin.exists() and not (root / UNIT).exists()
+
+    (root / "etc/group").write_text("root:x:0:\nplugdev:x:46:pi\nspi:x:999:pi\ngpio:x:997:pi\n")
+    out = install(cli, root, "--executable", EXE, "--config", config).stdout
+    assert f"write {dropin}" in out
+    text = dropin.read_text()
+    assert "\nSupplementaryGroups=spi gpio\n" in text and "\nDeviceAllow=char-spidev rw\n" in text
+    assert "\nDeviceAllow=char-gpiochip rw\n" in text and "[Service]" in text
+    assert "up to date" in install(cli, root, "--executable", EXE, "--config", config).stdout
+
+    install(cli, root, "--uninstall")
+    assert not dropin.exists() and not dropin.parent.exists() and not (root / UNIT).exists()
+
+    usb = tmp_path / "usb.yaml"
+    usb.write_text("station: bay-1\nprofile: app\nprobes: any\n")
+    install(cli, root, "--executable", EXE, "--config", usb)
+    assert not dropin.parent.exists()

@@ -106,18 +106,21 @@ def test_setup_is_idempotent_and_uninstall_restores(root):
     assert (root / RULES).read_text() == probetable.packaged_rules_path().read_text()
     assert oct((root / RULES).stat().st_mode & 0o777) == "0o644"
     state = json.loads((root / STATE).read_text())
-    assert state["group_created"] is True and state["users_added"] == ["alice"]
+    assert state["groups_created"] == ["plugdev", "spi", "gpio"]  # plain Debian has no spi, gpio
+    assert state["members_added"] == {"plugdev": ["alice"], "spi": ["alice"], "gpio": ["alice"]}
+    assert group_line(root, "spi").endswith(":alice") and group_line(root, "gpio").endswith(":alice")
     assert state["rules"] == {"path": "/" + str(RULES), "created": True, "previous": None}
     after_first = snapshot(root)
 
     second = cli("--root", root, "--user", "alice")  # the CLI runs the same code
     assert second.returncode == 0, second.stderr
-    assert "nothing to change" in second.stdout and "already in plugdev" in second.stdout
+    assert "nothing to change" in second.stdout and "already in plugdev, spi, gpio" in second.stdout
     assert snapshot(root) == after_first
 
     undo = cli("--root", root, "--uninstall")
     assert undo.returncode == 0, undo.stderr
     assert "removed user alice from plugdev" in undo.stdout and "deleted group plugdev" in undo.stdout
+    assert "deleted group spi" in undo.stdout and "deleted group gpio" in undo.stdout
     assert snapshot(root) == original
 
     again = script("--root", root, "--uninstall")
@@ -138,12 +141,14 @@ def test_existing_group_and_older_rules_are_kept(root):
     proc = script("--root", root, "--user", "bob")
     assert proc.returncode == 0, proc.stderr
     assert "group plugdev exists" in proc.stdout and "updated rules" in proc.stdout
+    assert "created group spi" in proc.stdout and "added user bob to gpio" in proc.stdout
     assert group_line(root) == "plugdev:x:46:alice,bob"
     assert (root / RULES).read_text() == probetable.packaged_rules_path().read_text()
 
     undo = script("--root", root, "--uninstall")
     assert undo.returncode == 0, undo.stderr
-    assert "deleted group" not in undo.stdout  # it was not ours
+    assert "deleted group plugdev" not in undo.stdout  # it was not ours
+    assert "deleted group spi" in undo.stdout  # these were
     assert snapshot(root) == original
 
 

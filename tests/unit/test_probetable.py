@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.udevrules import RulesSyntaxError, evaluate, parse_rules, usb_device
+from support.udevrules import RulesSyntaxError, evaluate, parse_rules, pin_device, usb_device
 
 from piflash.probe import probetable
 
@@ -185,3 +185,27 @@ def test_setup_modules_need_only_the_standard_library():
     proc = subprocess.run([sys.executable, "-I", "-c", code, str(REPO)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("subsystem, kernel, group", [
+    ("spidev", "spidev0.0", "spi"), ("spidev", "spidev1.2", "spi"),
+    ("gpio", "gpiochip0", "gpio"), ("gpio", "gpiochip4", "gpio"),
+    ("bcm2835-gpiomem", "gpiomem", "gpio"), ("rpi-gpiomem", "gpiomem0", "gpio"),
+])
+def test_pi_pin_nodes_get_pi_os_groups(subsystem, kernel, group):
+    """Issue 43: the Pi's SPI and GPIO nodes get Raspberry Pi OS's groups (99-com.rules), mode
+    0660, no uaccess tag and no probe mark; their removal is left alone."""
+    rules = parse_rules(PACKAGED.read_text())
+    out = evaluate(rules, pin_device(subsystem, kernel))
+    assert (out.mode, out.group, out.tags) == ("0660", group, ())
+    assert "PIFLASH_PROBE" not in out.env and "ID_MM_DEVICE_IGNORE" not in out.env
+    removal = pin_device(subsystem, kernel)
+    removal.action = "remove"
+    assert evaluate(rules, removal).group is None
+    assert probetable.PIN_GROUPS == ("spi", "gpio")
+
+
+def test_other_gpio_and_spi_devices_are_left_alone():
+    rules = parse_rules(PACKAGED.read_text())
+    for subsystem, kernel in (("gpio", "gpio17"), ("spi_master", "spi0"), ("i2c-dev", "i2c-1"), ("tty", "ttyAMA0")):
+        assert evaluate(rules, pin_device(subsystem, kernel)).mode is None, kernel
