@@ -178,6 +178,10 @@ def test_every_json_output_matches_the_schema(cli, checked, firmware_dir, tmp_pa
     checked.validate(json.loads(doctor.stdout))
     _rules(json.loads(doctor.stdout))
     checked.seen.add("doctor")
+    pins = cli("setup", "pins", "--json")
+    assert pins.returncode in (0, ExitCode.DOCTOR)
+    checked.validate(json.loads(pins.stdout))
+    checked.seen.add("setup pins")
 
     # the bundle commands, with a key made by ssh-keygen (tests/support/bundlekit.py)
     expected = json_commands()
