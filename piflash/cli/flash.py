@@ -225,6 +225,13 @@ def _report(result, json_mode: bool, quiet: bool, line: str) -> None:
     help="Flash a job bundle (FIRMWARE a JOB.pfb) only when signed by a key of this OpenSSH allowed_signers "
     "file; a bundle is refused without it (exit 28, docs/bundles.md).",
 )
+@click.option(
+    "--labgrid-place",
+    "labgrid_place",
+    metavar="PLACE",
+    help="Record the labgrid place this board is flashed through in the history row (set by piflash's labgrid "
+    "driver, docs/ci.md).",
+)
 @reset_option
 @output_options
 @handles_errors
@@ -245,6 +252,7 @@ def flash(
     boot_timeout,
     ledger,
     allowed_signers,
+    labgrid_place,
     reset,
     quiet,
     json_mode,
@@ -345,6 +353,7 @@ def flash(
 
     def flash_with(display, on_connected):
         def touch(result):
+            result.labgrid_place = labgrid_place  # in the history row from its opening on
             on_connected(result)
             if one_off is not None:  # committed before the board is programmed
                 one_off.take(result.target_uid)
