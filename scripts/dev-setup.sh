@@ -18,7 +18,8 @@ venv=${PIFLASH_VENV:-$repo/.venv}
 pkgs=(python3-venv python3-pip libusb-1.0-0 firmware-microbit-micropython)
 # The tests start a real PostgreSQL server for the ledger (tests/support/pgserver.py) and
 # psycopg needs libpq. The job bundles' tests make keys and sign with ssh-keygen (openssh-client).
-[[ $extra == test ]] && pkgs+=(make gcc-arm-none-eabi binutils-arm-none-eabi postgresql libpq5 openssh-client)
+# The labgrid test (tests/farm/test_labgrid.py) starts a real sshd on a loopback port (openssh-server).
+[[ $extra == test ]] && pkgs+=(make gcc-arm-none-eabi binutils-arm-none-eabi postgresql libpq5 openssh-client openssh-server)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -104,6 +104,8 @@ class PiflashDriver(Driver, BootstrapProtocol, ResetProtocol):
         profile (str, optional): a piflash profile's name or path on the probe's host, ``-p``.
         image (str, optional): the key of the environment's ``images:`` that ``load()`` flashes
             when given no file.
+        base_address (int, optional): where a ``.bin`` file goes, ``--base-address`` (a ``.bin``
+            carries no address; pyOCD's test binaries are ``.bin`` files at 0 on nRF52).
     """
 
     bindings = {"probe": {"PiflashProbe", "NetworkPiflashProbe"}}
@@ -111,6 +113,7 @@ class PiflashDriver(Driver, BootstrapProtocol, ResetProtocol):
     pyocd_target = attr.ib(default=None, validator=attr.validators.optional(attr.validators.instance_of(str)))
     profile = attr.ib(default=None, validator=attr.validators.optional(attr.validators.instance_of(str)))
     image = attr.ib(default=None, validator=attr.validators.optional(attr.validators.instance_of(str)))
+    base_address = attr.ib(default=None, validator=attr.validators.optional(attr.validators.instance_of(int)))
 
     def __attrs_post_init__(self):
         super().__attrs_post_init__()
@@ -179,12 +182,18 @@ class PiflashDriver(Driver, BootstrapProtocol, ResetProtocol):
                 raise PiflashRunError("PiflashDriver.load() needs a file, or the driver's 'image' and an environment")
             filename = self.target.env.config.get_image_path(self.image)
         remote = self.sync_image(filename)
-        args = ["flash", remote, *self._common()]
-        if self.place:
-            args += ["--labgrid-place", self.place]
-        result = self.run_piflash(args + list(extra or []), f"piflash flash {remote}")
+        result = self.run_piflash(self.flash_args(remote) + list(extra or []), f"piflash flash {remote}")
         self.last_image = remote
         return result
+
+    def flash_args(self, remote: str) -> List[str]:
+        """``piflash flash``'s arguments for the file ``remote`` (a path where the probe is)."""
+        args = ["flash", remote, *self._common()]
+        if self.base_address is not None and remote.lower().endswith(".bin"):
+            args += ["--base-address", hex(self.base_address)]
+        if self.place:
+            args += ["--labgrid-place", self.place]
+        return args
 
     @Driver.check_active
     @step(args=["filename"])
@@ -195,8 +204,12 @@ class PiflashDriver(Driver, BootstrapProtocol, ResetProtocol):
     @Driver.check_active
     @step()
     def reset(self):
-        """ResetProtocol: ``piflash reset`` (the board runs afterwards)."""
-        return self.run_piflash(["reset", *self._common()], "piflash reset")
+        """ResetProtocol: ``piflash reset`` (the board runs afterwards); returns piflash's result.
+
+        :raises PiflashRunError: as :meth:`run_piflash`.
+        """
+        args = ["reset", *self._common()] + (["--labgrid-place", self.place] if self.place else [])
+        return self.run_piflash(args, "piflash reset")
 
 
 @target_factory.reg_driver
@@ -241,10 +254,8 @@ class PiflashBootDriver(Driver):
         extra = ["--boot-check", self.check, "--boot-timeout", f"{self.timeout:g}"]
         if filename is None and self.flasher.last_image is not None:
             remote = self.flasher.last_image
-            args = ["flash", remote, *self.flasher._common()]
-            if self.flasher.place:
-                args += ["--labgrid-place", self.flasher.place]
-            result = self.flasher.run_piflash(args + extra, f"piflash flash {remote} --boot-check {self.check}")
+            args = self.flasher.flash_args(remote) + extra
+            result = self.flasher.run_piflash(args, f"piflash flash {remote} --boot-check {self.check}")
         else:
             result = self.flasher.flash(filename, extra)
         self.last_boot = result.get("boot_check") or {}
