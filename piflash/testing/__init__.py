@@ -1,5 +1,5 @@
 """piflash for other projects' pytest suites (issue 45, docs/ci.md): ``plugin.py``, the pytest
-plugin registered through the entry point group ``pytest11`` (``piflash = piflash.testing.plugin``),
+plugin registered through the entry point group ``pytest11`` (named ``piflash.testing.plugin``),
 with the ``piflash_board`` fixture and the ``--piflash-probe``/``--piflash-target``/
 ``--piflash-profile`` options.
 

@@ -1,6 +1,6 @@
 """The pytest plugin: a ``piflash_board`` fixture for hardware-in-the-loop tests, without labgrid.
 
-Enabled by installing piflash (entry point ``pytest11``: ``piflash = piflash.testing.plugin``),
+Enabled by installing piflash (entry point ``pytest11`` named ``piflash.testing.plugin``),
 or with ``pytest -p piflash.testing.plugin``. The board is named by ``--piflash-probe ID`` and
 ``--piflash-target TYPE``, or by ``--piflash-profile NAME|FILE`` (its ``probe:`` and ``target:``;
 the options win). A test using ``piflash_board`` without a probe is skipped, with the reason.

@@ -27,7 +27,7 @@ def run(pytester, *args):
 def test_pyproject_declares_the_entry_point():
     tomllib = pytest.importorskip("tomllib")
     meta = tomllib.loads((REPO / "pyproject.toml").read_text())
-    assert meta["project"]["entry-points"]["pytest11"] == {"piflash": PLUGIN}
+    assert meta["project"]["entry-points"]["pytest11"] == {PLUGIN: PLUGIN}
 
 
 def test_loading_the_plugin_imports_neither_piflash_nor_pyocd(pytester):
