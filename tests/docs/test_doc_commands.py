@@ -185,7 +185,7 @@ SKIP: Dict[Tuple[str, str], str] = {
         "real_probe.py --json --host x86",
         "real_probe.py --json --host x86 --presets P --targets T",
         "real_probe.py --json --host zero2w --host-factor high --presets P --targets T", "real_probe.py --json --host zero2w",
-        "unit_list_line.py")},
+        "unit_list_line.py", "labgrid_flash.py --rounds 9")},
     ("permissions.md", 'sudo "$(command -v piflash)" setup permissions'): ROOT + " (tests/system/test_setup_root.py "
     "runs it on a Debian root; tests/docs/test_readme_commands.py with --dry-run)",
     ("permissions.md", "udevadm verify --resolve-names=never 60-piflash-probes.rules"): "needs systemd 253's "
