@@ -4,6 +4,7 @@ simulated nRF52840 and the boot-check test firmware."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,28 @@ def test_a_flash_failure_names_the_phase(pytester):
     res.assert_outcomes(failed=1)
     res.stdout.fnmatch_lines(["*piflash_board flash failed on probe sim:nrf52840*"])
 
+
+
+def test_installed_and_named_with_p_it_loads_once(pytester, monkeypatch):
+    """As installed (an entry point in an installed distribution's metadata, as pip writes it),
+    the plugin loads by itself, and ``-p piflash.testing.plugin`` as well finds it registered
+    already: pluggy would refuse the same module registered under a second name."""
+    tomllib = pytest.importorskip("tomllib")
+    (name, value), = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"].items()
+    site = pytester.path / "site"
+    info = site / "piflash_plugin_check-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: piflash-plugin-check\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[pytest11]\n{name} = {value}\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(REPO), os.environ.get("PYTHONPATH", "")]))
+    pytester.makepyfile(
+        """
+        def test_once(request):
+            pm = request.config.pluginmanager
+            mods = [p for p in pm.get_plugins() if getattr(p, "__name__", "") == "piflash.testing.plugin"]
+            assert len(mods) == 1 and pm.get_name(mods[0]) == "piflash.testing.plugin"
+        """
+    )
+    for extra in ((), ("-p", PLUGIN)):
+        res = pytester.runpytest_subprocess("-p", "no:cacheprovider", *extra, timeout=120)
+        res.assert_outcomes(passed=1)
