@@ -139,6 +139,10 @@ class PiflashDriver(Driver, BootstrapProtocol, ResetProtocol):
     def run_piflash(self, args: List[str], what: str) -> Dict[str, Any]:
         """Run ``piflash ARGS --json -q`` where the probe is and return its JSON object.
 
+        Through ``subprocess.run``, not labgrid's ``processwrapper.check_output`` (which
+        ``OpenOCDDriver`` uses): that one joins stdout and stderr on one pty and waits without a
+        bound, and the result is read from piflash's JSON on stdout.
+
         :raises PiflashRunError: piflash exited non-zero (its message, hint, phase and the
             board's output in the message), printed no JSON, or ran longer than
             :data:`RUN_TIMEOUT_S` seconds.
@@ -235,7 +239,7 @@ class PiflashBootDriver(Driver):
 
         try:
             parse_boot_check(self.check, self.timeout)
-        except PiflashError as exc:
+        except (PiflashError, ValueError) as exc:  # parse_boot_check raises ValueError for the syntax
             raise ValueError(f"PiflashBootDriver check {self.check!r}: {exc}") from None
         #: the boot check object (piflash's result ``boot_check``) of the last check
         self.last_boot: Dict[str, Any] = {}
