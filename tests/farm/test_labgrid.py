@@ -149,7 +149,11 @@ def test_reserve_flash_boot_release_through_a_real_labgrid(lab, pyocd_binaries, 
     )
     # labgrid-client's own bootstrap command finds PiflashDriver by its BootstrapProtocol.
     boot = lab.client("-c", "env.yaml", "-p", "+", "-v", "bootstrap", str(pyocd_bin), env=mine)
-    assert "PiflashDriver" in boot.stdout + boot.stderr
+    # ... and its steps show in labgrid-client -v as labgrid's own drivers' do; the image reaches the
+    # exporter through ManagedFile (on the loopback the exporter sees the same file: no copy)
+    said = boot.stdout + boot.stderr
+    assert f"\u2192 PiflashDriver.load(filename='{pyocd_bin}')" in said and "\u2190 PiflashDriver.load()" in said, said
+    assert "ManagedFile" in said and f"is accessible on {lab.ssh.host}" in said, said
     dump = lab.tmp / "flash.bin"
     subprocess.run([str(lab.piflash), "sim", "dump", "nrf52840", "--out", str(dump)], check=True, capture_output=True)
     image = pyocd_bin.read_bytes()
