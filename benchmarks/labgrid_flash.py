@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -124,6 +125,7 @@ def main() -> int:
     finally:
         if ssh is not None:
             ssh.close()
+        shutil.rmtree(tmp, ignore_errors=True)
     print(f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs; {args.rounds} rounds, "
           f"{len(data):,}-byte image, every flash erases and programs it")
     base = times["A piflash flash"]
