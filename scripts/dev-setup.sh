@@ -19,6 +19,8 @@ pkgs=(python3-venv python3-pip libusb-1.0-0 firmware-microbit-micropython)
 # The tests start a real PostgreSQL server for the ledger (tests/support/pgserver.py) and
 # psycopg needs libpq. The job bundles' tests make keys and sign with ssh-keygen (openssh-client).
 # The operator's page is tested in Debian's chromium, driven by Playwright (never 'playwright install').
+# (The labgrid test's sshd, openssh-server, is installed by CI only: .ci/run. On a developer's
+# machine the package would start an SSH server on port 22; without it that test skips, saying so.)
 [[ $extra == test ]] && pkgs+=(make gcc-arm-none-eabi binutils-arm-none-eabi postgresql libpq5 openssh-client chromium)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -31,6 +31,25 @@ from piflash.errors import PiflashError
 from piflash.flashing.program import ERASE_MODES
 from piflash.limits import BOOT_TIMEOUT_MAX_S
 
+#: ``--labgrid-place PLACE`` of ``flash`` and ``reset``: the row's ``labgrid_place`` (docs/result.md).
+labgrid_place_option = click.option(
+    "--labgrid-place",
+    "labgrid_place",
+    metavar="PLACE",
+    help="Record the labgrid place the board is reached through in the history row (piflash's labgrid "
+    "driver passes it, docs/ci.md).",
+)
+
+
+def _placed(on_connected, labgrid_place: Optional[str]):
+    """``on_connected`` that first stamps ``labgrid_place`` on the result (so the row has it from its opening)."""
+
+    def hook(result):
+        result.labgrid_place = labgrid_place
+        on_connected(result)
+
+    return hook
+
 
 def _load(settings: Settings):
     from piflash.firmware.image import load_image
@@ -225,6 +244,7 @@ def _report(result, json_mode: bool, quiet: bool, line: str) -> None:
     help="Flash a job bundle (FIRMWARE a JOB.pfb) only when signed by a key of this OpenSSH allowed_signers "
     "file; a bundle is refused without it (exit 28, docs/bundles.md).",
 )
+@labgrid_place_option
 @reset_option
 @output_options
 @handles_errors
@@ -245,6 +265,7 @@ def flash(
     boot_timeout,
     ledger,
     allowed_signers,
+    labgrid_place,
     reset,
     quiet,
     json_mode,
@@ -345,7 +366,7 @@ def flash(
 
     def flash_with(display, on_connected):
         def touch(result):
-            on_connected(result)
+            _placed(on_connected, labgrid_place)(result)
             if one_off is not None:  # committed before the board is programmed
                 one_off.take(result.target_uid)
             if count is not None:  # the bundle's count limit: this board's turn, before it is written
@@ -792,10 +813,11 @@ def erase(probe, target, frequency, profile, pyocd_options, mode, sectors, yes, 
 @click.command(epilog=EXIT_CODES_EPILOG, context_settings=CONTEXT)
 @probe_options
 @click.option("--halt", is_flag=True, help="Halt at the reset vector instead of running.")
+@labgrid_place_option
 @output_options
 @handles_errors
 @memory_guarded("reset")
-def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mode):
+def reset(probe, target, frequency, profile, pyocd_options, halt, labgrid_place, quiet, json_mode):
     """Reset the target."""
     from piflash.jobs.workflow import reset_board
 
@@ -807,13 +829,20 @@ def reset(probe, target, frequency, profile, pyocd_options, halt, quiet, json_mo
     if caps_of(s.probe) is PICOBOOT:
         from piflash.jobs.bootsel import reset_bootsel
 
-        result = _recorded(s, lambda on_connected: reset_bootsel(s.probe, on_connected=on_connected))
+        result = _recorded(
+            s, lambda on_connected: reset_bootsel(s.probe, on_connected=_placed(on_connected, labgrid_place))
+        )
         _report(result, json_mode, quiet, f"Rebooted {result.target} ({result.probe_id}) into its flash")
         return
     result = _recorded(
         s,
         lambda on_connected: reset_board(
-            s.probe, s.target, halt, s.job.frequency, session_options(s, pyocd_options), on_connected=on_connected
+            s.probe,
+            s.target,
+            halt,
+            s.job.frequency,
+            session_options(s, pyocd_options),
+            on_connected=_placed(on_connected, labgrid_place),
         ),
     )
     _report(result, json_mode, quiet, f"Reset {result.target}" + (" (halted)" if halt else ""))

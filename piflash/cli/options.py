@@ -237,9 +237,12 @@ def probe_options(func):
         shell_complete=complete_target,
         help="pyOCD target type, e.g. nrf52840, stm32f103rc ('piflash targets').",
     )(func)
+    # --uid as pyOCD spells it (`pyocd flash --uid`): LAVA's pyocd boot method runs
+    # `COMMAND flash OPTIONS --uid BOARD_ID IMAGE` (lava_dispatcher/actions/boot/pyocd.py), docs/ci.md.
     func = click.option(
         "--probe",
         "-u",
+        "--uid",
         metavar="UID",
         callback=_probe,
         shell_complete=complete_probe,

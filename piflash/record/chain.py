@@ -27,10 +27,10 @@ from typing import Dict, List, Optional, Sequence
 GENESIS = "0" * 64
 
 #: Columns added after the chain began (history schema 3: ``boot_check``; 4: ``bundle_sha256``,
-#: ``bundle_version``). A row hashes them only
+#: ``bundle_version``; 5: ``labgrid_place``). A row hashes them only
 #: when they hold a value, so the rows sealed before a column existed (NULL in it after the
 #: migration) keep the hash they were sealed with.
-LATE_COLUMNS = ("boot_check", "bundle_sha256", "bundle_version")
+LATE_COLUMNS = ("boot_check", "bundle_sha256", "bundle_version", "labgrid_place")
 
 
 def canonical(row: Dict[str, object]) -> bytes:

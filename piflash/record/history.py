@@ -24,7 +24,8 @@ Where it lives (:func:`default_path`): ``$PIFLASH_HISTORY`` if set, else
 ``PIFLASH_HISTORY=off`` turns recording off for the command line.
 
 Schema versions (``PRAGMA user_version``): 1 (piflash 0.1: no chain, ``probe_uid``), 2 (the
-chain), 3 (the ``boot_check`` column), 4 (this one: ``bundle_sha256``, ``bundle_version``). A
+chain), 3 (the ``boot_check`` column), 4 (``bundle_sha256``, ``bundle_version``), 5 (this one:
+``labgrid_place``). A
 version-1 database is migrated when first opened: the column ``probe_uid`` becomes ``probe_id``,
 the new columns are empty and the old rows are sealed in id order. A version-2 or 3 one gets the
 columns it lacks, NULL in its rows, which their hashes still cover unchanged
@@ -61,7 +62,7 @@ OPEN = "open"
 #: ``error`` of a row completed by :meth:`History.reap`.
 DIED = "interrupted (process died)"
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: Bytes reserved per open row for its completion in case the database cannot take it (a full
 #: disk): ``<history>-pending-<row id>``, beside the database, removed once the row is complete.
@@ -108,10 +109,14 @@ _COLUMNS = (
         ("bundle_sha256", "TEXT"),  # SHA-256 of the job bundle (.pfb) the firmware came from (docs/bundles.md)
         ("bundle_version", "INTEGER"),  # ...its version; both NULL without a bundle
     )
+    + (("labgrid_place", "TEXT"),)  # the labgrid place the row was flashed through (docs/ci.md); schema 5
 )
 
 #: The job bundle's columns (schema 4), added to an older table by the migration.
 BUNDLE_COLUMNS = ("bundle_sha256", "bundle_version")
+
+#: The labgrid column (schema 5, docs/ci.md), added to an older table by the migration.
+LABGRID_COLUMNS = ("labgrid_place",)
 
 COLUMN_NAMES = ("id",) + tuple(name for name, _ in _COLUMNS)
 
@@ -239,6 +244,7 @@ def _result_values(result) -> Dict[str, object]:
         "image_bytes": result.image_bytes or 0,
         "bundle_sha256": getattr(result, "bundle_sha256", None),
         "bundle_version": getattr(result, "bundle_version", None),
+        "labgrid_place": getattr(result, "labgrid_place", None),
     }
 
 
@@ -439,8 +445,8 @@ class History:
             self._db.execute("ALTER TABLE operations ADD COLUMN boot_check TEXT")
         elif not exists:
             self._db.execute(_ddl("operations"))
-        if exists and version < 4:
-            self._add_late_columns(BUNDLE_COLUMNS)
+        if exists and version < 5:
+            self._add_late_columns(BUNDLE_COLUMNS + LABGRID_COLUMNS)
         self._db.execute("CREATE INDEX IF NOT EXISTS operations_started ON operations (started_at)")
         self._db.execute("CREATE INDEX IF NOT EXISTS operations_board ON operations (target_uid)")
         self._db.execute("CREATE INDEX IF NOT EXISTS operations_serial ON operations (serial)")

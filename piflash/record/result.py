@@ -101,6 +101,7 @@ class OperationResult:
     boot_check: Optional[dict] = None  #: the boot check's :meth:`piflash.production.bootcheck.BootResult.to_dict`
     bundle_sha256: Optional[str] = None  #: SHA-256 of the job bundle (.pfb) the firmware came from (piflash.bundle)
     bundle_version: Optional[int] = None  #: that bundle's version; both None without a bundle
+    labgrid_place: Optional[str] = None  #: the labgrid place flashed through (``--labgrid-place``, docs/ci.md)
 
     @classmethod
     def start(

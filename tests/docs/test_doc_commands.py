@@ -9,8 +9,11 @@ order and run by one bash in one fresh folder per page, as a reader who copies t
   ``scripts/build-test-firmware.sh`` makes them in ``tests/firmware/build/examples/`` (README,
   "Using it"), with the test pack (``tests/firmware/pack``) and a 4-byte ``uicr.bin`` profiles.md flashes, and a board the page names (``sim:NAME``) but never creates is created just before
   the first command that names it (a reader attaches it then);
-- a ``yaml`` fence whose first line is ``# NAME.yaml`` is a file the reader saves: it is written,
-  as shown, where it stands on the page (so the page and the walk cannot drift apart);
+- a ``yaml`` fence whose first line is ``# NAME.yaml`` (a ``python`` one: ``# NAME.py``) is a file
+  the reader saves: it is written, as shown, where it stands on the page (so the page and the walk
+  cannot drift apart);
+- ``pytest`` on the PATH is this interpreter's, with this checkout first on its path (ci.md's
+  examples run pytest with piflash's and labgrid's plugins);
 - ``piflash sim serve`` is started in the background on a free port (the page's port, e.g. 5555,
   replaced everywhere on the page) and stopped at the end of the page;
 - a command must exit 0, except one the page shows failing (its output starts with ``error:``),
@@ -53,9 +56,11 @@ DEBIAN_ROOT = Path(os.environ.get("PIFLASH_CACHE_DIR", Path.home() / ".cache" / 
 PAGES = [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md"))
 FENCE = re.compile(r"^[ \t]*```([a-z]*)\n(.*?)^[ \t]*```", re.S | re.M)
 SHELL_LANGS = ("sh", "bash", "shell")
-#: A ``yaml`` fence whose first line is ``# NAME.yaml`` (then optionally `` -- what it is``) shows
-#: a file the reader writes: the walk writes it, as shown, at that point of the page.
-FILE_FENCE = re.compile(r"^# ([\w.-]+(?:/[\w.-]+)*\.ya?ml)(?: -- .*)?$")
+#: A ``yaml`` fence whose first line is ``# NAME.yaml`` (a ``python`` one: ``# NAME.py``; then optionally
+#: `` -- what it is``) shows a file the reader writes: the walk writes it, as shown, at that point of the page.
+FILE_FENCE = re.compile(r"^# ([\w.-]+(?:/[\w.-]+)*\.(?:ya?ml|py))(?: -- .*)?$")
+#: The fence languages whose first line may name a file (:data:`FILE_FENCE`), with the suffixes each may name.
+FILE_LANGS = {"yaml": (".yaml", ".yml"), "yml": (".yaml", ".yml"), "python": (".py",)}
 HEREDOC = re.compile(r"<<-?\s*'?\"?(\w+)'?\"?")
 
 HW = "real hardware: needs a USB probe or board attached"
@@ -180,7 +185,7 @@ SKIP: Dict[Tuple[str, str], str] = {
         "real_probe.py --json --host x86",
         "real_probe.py --json --host x86 --presets P --targets T",
         "real_probe.py --json --host zero2w --host-factor high --presets P --targets T", "real_probe.py --json --host zero2w",
-        "unit_list_line.py", "station_pss.py --web", "web_page.py")},
+        "unit_list_line.py", "station_pss.py --web", "web_page.py", "labgrid_flash.py --rounds 9")},
     ("benchmarks.md", ".venv/bin/python benchmarks/host_presets.py"): "tests/unit/test_host_presets.py runs it and "
     "finds its tables on the page",
     ("permissions.md", 'sudo "$(command -v piflash)" setup permissions'): ROOT + " (tests/system/test_setup_root.py "
@@ -355,7 +360,9 @@ def commands(page: Path) -> List[Command]:
     out: List[Command] = []
     for lang, block in FENCE.findall(page.read_text()):
         lines = block.splitlines()
-        named = FILE_FENCE.match(lines[0]) if lang in ("yaml", "yml") and lines else None
+        named = FILE_FENCE.match(lines[0]) if lang in FILE_LANGS and lines else None
+        if named and not named.group(1).endswith(FILE_LANGS[lang]):
+            named = None
         if named:               # a file the page shows: written by a heredoc as the reader would save it
             body = textwrap.dedent(block)
             out.append(Command(f"mkdir -p \"$(dirname {named.group(1)})\" && cat > {named.group(1)} <<'PIFLASH_FILE'\n"
@@ -446,7 +453,7 @@ def _shims(bindir: Path) -> None:
     # this checkout first, then the test run's own PYTHONPATH (an interpreter that has piflash's
     # dependencies only through it, as a normal user's run of a root-owned venv does)
     path = os.pathsep.join([str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
-    for name, module in (("piflash", "piflash"), ("pyocd", "pyocd")):
+    for name, module in (("piflash", "piflash"), ("pyocd", "pyocd"), ("pytest", "pytest")):
         shim = bindir / name
         shim.write_text(f'#!/bin/sh\nPYTHONPATH={shlex.quote(path)} exec {shlex.quote(sys.executable)} '
                         f'-m {module} "$@"\n')

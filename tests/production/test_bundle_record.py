@@ -34,7 +34,7 @@ def test_schema_3_history_gets_the_bundle_columns_and_keeps_its_chain(tmp_path):
         report = h.verify_chain()
         assert report.ok and report.sealed == 3
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
         got = db.execute("SELECT bundle_sha256, bundle_version FROM operations ORDER BY id").fetchall()
     assert got == [(None, None), (None, None), ("ab" * 32, 4)]
 

@@ -28,7 +28,11 @@ DOC = REPO / "docs" / "architecture.md"
 
 #: Third-party packages whose use the table governs (the standard library is always allowed).
 WATCHED = ("pyocd", "usb", "click", "rich", "unicorn", "psycopg", "prometheus_client", "gpiozero", "yaml",
-           "elftools", "bincopy", "intelhex", "cryptography")
+           "elftools", "bincopy", "intelhex", "cryptography", "labgrid", "attr", "pytest")
+
+#: The packages at the top beside cli that only users import (labgrid's ``imports:``, pytest's
+#: plugin entry point): no module of piflash outside them may import them.
+OUTSIDE_ONLY = ("labgrid", "testing")
 
 #: The simulator's layers, bottom first (docs/architecture.md, "The simulated board").
 SIM_LAYERS = (
@@ -247,3 +251,13 @@ def test_every_package_says_what_it_owns_and_may_import(modules):
         if "may import" not in doc.lower() or len(doc) < 120:
             missing.append(name)
     assert not missing, f"packages whose docstring does not say what they own and may import: {missing}"
+
+
+def test_nothing_in_piflash_imports_the_labgrid_and_pytest_packages(graph):
+    offenders = sorted(
+        f"{module} -> {dep}"
+        for module, deps in graph.items()
+        for dep in deps
+        if package_of(dep) in OUTSIDE_ONLY and package_of(module) != package_of(dep)
+    )
+    assert not offenders, "piflash imports its labgrid or pytest package:\n" + "\n".join(offenders)
