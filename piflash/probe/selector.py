@@ -10,6 +10,9 @@ A selector names one probe, matched exactly. Its forms (one :class:`ProbeKind` e
 ``picoboot``                     the one Pico in USB BOOTSEL mode (kind ``picoboot``)
 ``picoboot:SERIAL``,             a Pico in BOOTSEL mode by its USB serial number or by its USB
 ``picoboot:BUS-PORT[.PORT...]``  port (``1-1.2``)
+``spidev:0.0``                   SWD over the Pi's SPI pins (kind ``spidev``,
+                                 :mod:`piflash.probe.pins`)
+``gpio:gpiochip0:swclk=5,...``   SWD bit-banged on the Pi's GPIO lines (kind ``gpio``)
 ===============================  ===========================================================
 
 The rule, for every kind: a selector matches a probe ID when the two are the same string, without
@@ -140,6 +143,21 @@ register_kind(
     ProbeKind("remote", "remote:", "pyocd", "a probe behind a pyOCD probe server", prefixes=False, check=_check_remote)
 )
 register_kind(ProbeKind("picoboot", "picoboot:", "picoboot", "a Pico in USB BOOTSEL mode", bare=True))
+
+
+def _check_pins(tag: str) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        from piflash.probe.pins import parse_pin_probe_id
+
+        parse_pin_probe_id(tag + value)
+
+    return check
+
+
+register_kind(
+    ProbeKind("spidev", "spidev:", "pyocd", "SWD over the Pi's SPI pins (/dev/spidevB.C)", check=_check_pins("spidev:"))
+)
+register_kind(ProbeKind("gpio", "gpio:", "pyocd", "SWD bit-banged on the Pi's GPIO lines", check=_check_pins("gpio:")))
 
 
 def kind_of(probe_id: str) -> ProbeKind:

@@ -1,0 +1,67 @@
+"""The Pi's pins as a probe (issue 43): how ``spidev:`` and ``gpio:`` probe IDs parse."""
+
+import pytest
+
+from piflash.errors import ExitCode, ProbeSyntaxError
+from piflash.probe.pins import GpioSpec, SpidevSpec, parse_pin_probe_id
+from piflash.probe.selector import ProbeSelector
+
+
+@pytest.mark.parametrize(
+    "text, spec",
+    [
+        ("spidev:0.0", SpidevSpec(0, 0)),
+        ("spidev:1.0", SpidevSpec(1, 0)),
+        ("SPIDEV:1.2", SpidevSpec(1, 2)),
+        ("gpio:gpiochip0:swclk=5,swdio=6", GpioSpec("gpiochip0", 5, 6)),
+        ("gpio:gpiochip0:swclk=5,swdio=6,nreset=13", GpioSpec("gpiochip0", 5, 6, 13)),
+        ("GPIO:gpiochip4:swclk=0,swdio=27", GpioSpec("gpiochip4", 0, 27)),
+    ],
+)
+def test_accepted_forms(text, spec):
+    assert parse_pin_probe_id(text) == spec
+    assert spec.probe_id.lower() == text.lower()
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("spidev:0", "BUS.CS"),
+        ("spidev:0.0.0", "BUS.CS"),
+        ("spidev:a.0", "BUS.CS"),
+        ("spidev:00.0", "BUS.CS"),
+        ("spidev:0.256", "chip select at most 255"),
+        ("gpio:gpiochip0", "chip name"),
+        ("gpio::swclk=5,swdio=6", "chip name"),
+        ("gpio:gpiochip0:swclk=5", "swdio=N is missing"),
+        ("gpio:gpiochip0:swclk=5,swdio=5", "two roles"),
+        ("gpio:gpiochip0:swclk=5,swdio=6,swclk=7", "given twice"),
+        ("gpio:gpiochip0:swclk=5,swdio=x", "not a line offset"),
+        ("gpio:gpiochip0:swclk=5,swdio=6,tck=7", "not one of"),
+        ("usb:1234", "neither spidev: nor gpio:"),
+    ],
+)
+def test_refused_forms_name_the_accepted_ones(text, says):
+    with pytest.raises(ProbeSyntaxError) as info:
+        parse_pin_probe_id(text)
+    assert says in str(info.value)
+    assert info.value.exit_code == ExitCode.USAGE
+    assert "spidev:0.0" in (info.value.hint or "")
+
+
+def test_one_spelling_names_the_canonical_one():
+    with pytest.raises(ProbeSyntaxError) as info:
+        parse_pin_probe_id("gpio:gpiochip0:swdio=6,swclk=5")
+    assert info.value.hint == "write gpio:gpiochip0:swclk=5,swdio=6"
+
+
+def test_selector_kinds():
+    sel = ProbeSelector.parse("spidev:0.0")
+    assert sel.kind.name == "spidev" and sel.transport == "pyocd"
+    assert sel.matches("SPIDEV:0.0") and not sel.matches("spidev:0.1")
+    gpio = ProbeSelector.parse("gpio:gpiochip0:swclk=5,swdio=6")
+    assert gpio.kind.name == "gpio"
+    assert not gpio.matches("gpio:gpiochip0:swclk=5,swdio=6,nreset=13")
+    with pytest.raises(ProbeSyntaxError):
+        ProbeSelector.parse("spidev:zero")
+    assert ProbeSelector.parse("spidev:*").prefix
