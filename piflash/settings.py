@@ -410,6 +410,15 @@ PIFLASH_SIM_USB = Setting(
     kind=SEAM,
     readers=(PIFLASH, SIMULATOR),
 )
+PIFLASH_SIM_PINS = Setting(
+    "PIFLASH_SIM_PINS",
+    "device list",
+    None,
+    "Simulated boards on the Pi's pins in place of the real /dev: BOARD@spidev:BUS.CS, comma-separated.",
+    parse=_stripped,
+    kind=SEAM,
+    readers=(PIFLASH, SIMULATOR),
+)
 PIFLASH_SIM_USB_LEDGER = Setting(
     "PIFLASH_SIM_USB_LEDGER",
     "path",

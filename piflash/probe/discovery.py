@@ -77,9 +77,19 @@ def probe_target(probe: DebugProbe) -> Optional[str]:
     return getattr(info, "target", None) if info else None
 
 
+def _register_pin_probes() -> None:
+    """Make sure pyOCD knows the ``spidev`` probe type (:mod:`piflash.probe.pinprobe`), also
+    where the installed entry points predate it."""
+    from piflash.probe.pinprobe import register_with_pyocd
+
+    register_with_pyocd()
+
+
 def _all_probes() -> List[DebugProbe]:
     """Every probe pyOCD's plugins list now (no ID given to pyOCD, so no substring match)."""
     from pyocd.core.helpers import ConnectHelper
+
+    _register_pin_probes()
 
     try:
         return ConnectHelper.get_all_connected_probes(blocking=False, print_wait_message=False)
@@ -121,6 +131,7 @@ def _find_probes(selector: Optional[ProbeSelector], listed: Optional[List[DebugP
     if whole is not None and (selector.kind.tag is not None or ":" not in whole):
         from pyocd.probe.aggregator import DebugProbeAggregator
 
+        _register_pin_probes()
         try:
             probe = DebugProbeAggregator.get_probe_with_id(whole)
         except Exception as exc:

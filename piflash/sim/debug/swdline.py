@@ -37,7 +37,7 @@ host drives and returns what the host reads. Standard library and :mod:`piflash.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 from piflash.sim.debug.dap import (
     CS_STICKYERR,
@@ -110,13 +110,27 @@ class SwdLine:
     :param start: the state at power-on: ``"lockout"`` (a SW-DP, waiting for its line reset: the
         default), ``"jtag"`` (an SWJ-DP, which starts in JTAG), ``"dormant"`` (a DPv2; the default
         for a multi-drop wire).
+    :param access: ``access(ap, read, addr, value) -> value`` performs one accepted access
+        (raising pyOCD's ``TransferError`` for a bus fault); default: the port's own methods. A
+        device with a virtual clock passes its own, which times the access.
+    :param busy: ``busy(ap, read, addr) -> bool``: whether the access would find its AP busy
+        now, so that the packet is answered WAIT (asked when the request has been read); None:
+        never.
     :ivar state: ``jtag``, ``dormant``, ``lockout``, ``reset`` (after a line reset), ``idle``.
     :ivar packets: packets answered OK (int). :ivar contention: cycles where the host drove SWDIO
         against the target (int; a GPIO host must release the line while the target drives).
     """
 
-    def __init__(self, port: Any, start: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        port: Any,
+        start: Optional[str] = None,
+        access: Optional[Callable[[bool, bool, int, int], int]] = None,
+        busy: Optional[Callable[[bool, bool, int], bool]] = None,
+    ) -> None:
         self.port = port
+        self._access = access or self._direct
+        self._busy = busy
         self.multidrop = hasattr(port, "dps")
         self.dormant_capable = self.multidrop
         self.state = start or (DORMANT if self.multidrop else LOCKOUT)
@@ -305,8 +319,9 @@ class SwdLine:
         if ctrl & _STICKY and not exempt:
             self._answer(ACK_FAULT, bool(read), bool(orun))
             return
-        if self._wait and (ap or (read and addr == 0xC)):
-            self._wait -= 1
+        waiting = self._wait and (ap or (read and addr == 0xC))
+        if waiting or (self._busy is not None and self._busy(bool(ap), bool(read), addr)):
+            self._wait -= 1 if waiting else 0
             if orun:
                 dp.ctrl_stat |= CS_STICKYORUN
             self._answer(ACK_WAIT, bool(read), bool(orun))
@@ -334,15 +349,27 @@ class SwdLine:
         self._phases = []
         self.state = LOCKOUT
 
+    def _direct(self, ap: bool, read: bool, addr: int, value: int) -> int:
+        port = self.port
+        if read:
+            return port.read_ap(addr) if ap else port.read_dp(addr)
+        if ap:
+            port.write_ap(addr, value)
+        else:
+            port.write_dp(addr, value)
+        return 0
+
     def _read(self, ap: bool, addr: int) -> int:
         from pyocd.core.exceptions import TransferError
 
         try:
             if not ap:
-                return self.port.read_dp(addr)
+                return self._access(False, True, addr, 0)
             previous = self.dp.rdbuff
             try:
-                self.port.read_ap(addr)  # the value goes to RDBUFF; the ACK carries the last one
+                # The value goes to RDBUFF (as the access hook returns it: a timed device may
+                # show a core still running); the ACK carries the last one.
+                self.dp.rdbuff = self._access(True, True, addr, 0) & 0xFFFFFFFF
             except TransferError:
                 self.dp.ctrl_stat |= CS_STICKYERR  # the next packet answers FAULT
             return previous
@@ -359,10 +386,7 @@ class SwdLine:
             self.dp.ctrl_stat |= CS_WDATAERR
             return
         try:
-            if ap:
-                self.port.write_ap(addr, value)
-            else:
-                self.port.write_dp(addr, value)
+            self._access(bool(ap), False, addr, value)
         except TransferError:
             self.dp.ctrl_stat |= CS_STICKYERR  # the next packet answers FAULT
 
