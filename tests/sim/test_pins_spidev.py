@@ -1,0 +1,295 @@
+"""SWD over spidev (issue 43): piflash's ``spidev:B.C`` probe through python-periphery's unchanged
+``SPI`` class onto a simulated spidev (piflash.sim.probes.pins), a board behind it; the CLI
+flashes firmware nobody here wrote through it, and pyOCD's own tests pass through it."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("unicorn")
+pytest.importorskip("periphery")
+
+from pyocd.core import exceptions  # noqa: E402
+
+from piflash.probe import pinprobe  # noqa: E402
+from piflash.probe.spiswd import REVERSE, SpiSwd  # noqa: E402
+from piflash.sim import SimStore  # noqa: E402
+from piflash.sim.probes import pins as sim_pins  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+MICROBIT_HEX = Path("/usr/share/firmware-microbit-micropython/firmware.hex")
+
+
+def _entry_point_overlay(tmp_path: Path) -> Path | None:
+    """A directory to put on the path when the installed piflash's metadata predates the
+    ``piflash.pins_backend`` and ``spidev`` entry points (a checkout not installed again): a
+    dist-info of its own declaring them, as pyproject.toml does. None when installed."""
+    if any(p.name == "sim" for p in entry_points(group="piflash.pins_backend")):
+        return None
+    info = tmp_path / "ep" / "piflash_pins_overlay-0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: piflash-pins-overlay\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(
+        "[piflash.pins_backend]\nsim = piflash.sim.probes.pins:pins_backend\n\n"
+        "[pyocd.probe]\nspidev = piflash.probe.pinplugin:SpidevProbePlugin\n")
+    return info.parent
+
+
+@pytest.fixture
+def pins_env(tmp_path, monkeypatch):
+    """``pins_env(spec, **boards)``: creates the boards (name=target), sets ``PIFLASH_SIM_PINS``
+    for child processes (with the entry points on their path) and installs the devices here."""
+    overlay = _entry_point_overlay(tmp_path)
+    if overlay is not None:
+        monkeypatch.syspath_prepend(str(overlay))
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+            [str(overlay), str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    store = SimStore()
+
+    def make(spec, **boards):
+        for name, target in boards.items():
+            store.create(name, target, exist_ok=True)
+        monkeypatch.setenv(sim_pins.ENV_VAR, spec)
+        return sim_pins.install(spec, store)
+
+    yield make
+    sim_pins.uninstall()
+
+
+def test_spec_parsing():
+    assert sim_pins.parse_spec("bay1@spidev:0.0, bay2@SPIDEV:1.0") == [("bay1", "spidev0.0"), ("bay2", "spidev1.0")]
+    for bad in ("bay1", "bay1@spidev:0", "@spidev:0.0", "a@spidev:0.0,b@spidev:0.0"):
+        with pytest.raises(ValueError):
+            sim_pins.parse_spec(bad)
+
+
+def test_listing_is_passive(pins_env):
+    """Listing opens no device and clocks nothing: a HAT or a reset line may be on those pins."""
+    backend = pins_env("bay1@spidev:0.0,bay2@spidev:1.0", bay1="nrf52840", bay2="rp2040")
+    from piflash.probe.discovery import list_probes
+
+    ids = [p.unique_id for p in list_probes()]
+    assert "spidev:0.0" in ids and "spidev:1.0" in ids
+    assert list_probes("spidev:1.0")[0].description.startswith("SWD over SPI1 CE0")
+    for device in backend.devices.values():
+        assert device.messages == 0 and device._opens == 0 and device.firmware.probe is None
+
+
+def test_a_device_this_user_may_not_open_is_not_listed(pins_env):
+    backend = pins_env("bay1@spidev:0.0", bay1="nrf52840")
+    if os.geteuid() == 0:
+        pytest.skip("root may open any file")
+    os.chmod(os.path.join(backend.dev_root, "spidev0.0"), 0o400)
+    assert pinprobe.probe_class().get_all_connected_probes() == []
+
+
+def test_the_pis_spi_block_takes_no_lsb_first(pins_env):
+    """spi-bcm2835 has no SPI_LSB_FIRST among its mode bits: periphery's bit_order="lsb" fails
+    with EINVAL, which is why piflash reverses the bits itself."""
+    from periphery import SPI, SPIError
+
+    backend = pins_env("bay1@spidev:0.0", bay1="nrf52840")
+    with pytest.raises(SPIError) as info:
+        SPI(os.path.join(backend.dev_root, "spidev0.0"), 0, 1_000_000, bit_order="lsb")
+    assert info.value.errno == errno.EINVAL
+    spi = SPI(os.path.join(backend.dev_root, "spidev0.0"), 0, 8_000_000)
+    try:
+        assert spi.max_speed == 8_000_000 and spi.bit_order == "msb"
+        with pytest.raises(SPIError) as info:
+            spi.transfer(bytes(4097))
+        assert info.value.errno == errno.EMSGSIZE
+    finally:
+        spi.close()
+
+
+def _open(pins_env, target="nrf52840"):
+    backend = pins_env("bay1@spidev:0.0", bay1=target)
+    probe = pinprobe.probe_class().get_probe_with_id("spidev:0.0")
+    probe.open()
+    return backend.devices["spidev0.0"], probe
+
+
+def _connect(engine: SpiSwd):
+    engine.line_reset()
+    engine.cycles(0xE79E, 16)
+    engine.line_reset()
+    dpidr = engine.read(False, 0x0)
+    engine.write(False, 0x0, 0x1E)  # ABORT: clear the sticky flags
+    engine.write(False, 0x4, 0x50000000)  # power-up (the engine adds ORUNDETECT)
+    engine.flush()
+    return dpidr.value
+
+
+def test_many_swd_packets_go_in_one_spi_message(pins_env):
+    device, probe = _open(pins_env)
+    try:
+        engine = probe.engine
+        assert _connect(engine) == 0x2BA01477
+        # The JTAG-to-SWD sequence reads as a malformed packet to a DP already in SWD: one
+        # protocol error, cleared by the line reset after it, as on the wire.
+        assert device.line.protocol_errors == 1
+        before = device.messages
+        engine.write(True, 0x0, 0x23000052)  # CSW: word, auto-increment
+        engine.write(True, 0x4, 0x20000000)  # TAR
+        for i in range(256):
+            engine.write(True, 0xC, i * 0x01010101)
+        engine.write(True, 0x4, 0x20000000)
+        reads = [engine.read(True, 0xC) for _ in range(256)]
+        engine.flush()
+        assert [r.value for r in reads] == [i * 0x01010101 & 0xFFFFFFFF for i in range(256)]
+        # 515 packets + RDBUFF: 46 cycles each, 712 to a 4096-byte message.
+        assert device.messages - before == 1
+        assert device.line.contention == 0 and device.line.protocol_errors == 1
+    finally:
+        probe.close()
+
+
+def test_wait_replays_from_the_first_bad_ack(pins_env):
+    device, probe = _open(pins_env)
+    try:
+        engine = probe.engine
+        _connect(engine)
+        engine.write(True, 0x0, 0x23000052)
+        engine.write(True, 0x4, 0x20000100)
+        engine.flush()
+        device.line.inject_wait(3)
+        for i in range(8):
+            engine.write(True, 0xC, 0xA0 + i)
+        engine.write(True, 0x4, 0x20000100)
+        reads = [engine.read(True, 0xC) for _ in range(8)]
+        engine.flush()
+        assert [r.value for r in reads] == [0xA0 + i for i in range(8)]
+        assert engine.waits == 3
+    finally:
+        probe.close()
+
+
+def test_fault_and_no_ack(pins_env):
+    device, probe = _open(pins_env)
+    try:
+        engine = probe.engine
+        _connect(engine)
+        engine.write(True, 0x0, 0x23000052)
+        engine.write(True, 0x4, 0xF0000000)  # nothing there: an AHB error
+        engine.read(True, 0xC)
+        with pytest.raises(exceptions.TransferFaultError):
+            engine.flush()
+        engine.write(False, 0x0, 0x1E)
+        engine.flush()
+        engine.cycles(0xFF, 8)  # 0b11111111: a request with a bad parity: the DP locks out
+        with pytest.raises(exceptions.TransferError) as info:
+            engine.read(False, 0x0)
+            engine.flush()
+        assert "no ACK" in str(info.value)
+    finally:
+        probe.close()
+
+
+def test_bytes_are_reversed_in_software():
+    assert REVERSE[0x01] == 0x80 and REVERSE[0xA5] == 0xA5 and REVERSE[0x0F] == 0xF0
+    assert bytes(range(256)).translate(REVERSE).translate(REVERSE) == bytes(range(256))
+
+
+def _flash(cli, *args):
+    result = cli("flash", *args, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "verified" in result.stdout
+    return result
+
+
+def test_cli_flashes_the_nrf52840_test_firmware(pins_env, cli, firmware_dir):
+    pins_env("bay1@spidev:0.0,bay2@spidev:1.0", bay1="nrf52840", bay2="rp2040")
+    sim_pins.uninstall()  # the child process installs its own
+    rows = cli.json("probes")["probes"]
+    assert {"spidev:0.0", "spidev:1.0"} <= {r["probe_id"] for r in rows}
+    image = firmware_dir / "nrf52840" / "firmware.hex"
+    result = _flash(cli, image, "-t", "nrf52840", "-u", "spidev:0.0", "--json")
+    assert '"probe_id": "spidev:0.0"' in result.stdout
+    # Read back by another way in: the board itself, not through the pins.
+    check = cli("verify", image, "-t", "nrf52840", "-u", "sim:bay1")
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_cli_flashes_pyocds_rp2040_binary_through_targetsel(pins_env, cli, pyocd_binaries):
+    """The RP2040 is multi-drop: the connect goes through the dormant wake-up and TARGETSEL."""
+    pins_env("pico@spidev:1.0", pico="rp2040")
+    sim_pins.uninstall()
+    binary = pyocd_binaries / "rp2040.bin"
+    _flash(cli, binary, "-t", "rp2040", "-u", "spidev:1.0", "--base-address", "0x10000000")
+    check = cli("verify", binary, "-t", "rp2040", "-u", "sim:pico", "--base-address", "0x10000000")
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+@pytest.mark.slow
+def test_cli_flashes_debians_micropython_for_the_microbit(pins_env, cli, microbit_hex):
+    pins_env("mb@spidev:0.0", mb="nrf51")
+    sim_pins.uninstall()
+    _flash(cli, microbit_hex, "-t", "nrf51", "-u", "spidev:0.0")
+    check = cli("verify", microbit_hex, "-t", "nrf51", "-u", "sim:mb")
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_a_pin_probe_without_a_board_is_no_ack(pins_env, cli, firmware_dir):
+    pins_env("nosuch@spidev:0.0")
+    sim_pins.uninstall()
+    result = cli("flash", firmware_dir / "nrf52840" / "firmware.hex", "-t", "nrf52840", "-u", "spidev:0.0",
+                 timeout=120)
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stdout + result.stderr
+
+
+_RUNNER = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    from piflash.probe import pinprobe
+    pinprobe.register_with_pyocd()
+    which, probe_id, binary = sys.argv[2], sys.argv[3], sys.argv[4]
+    if which == "basic":
+        from basic_test import basic_test
+        basic_test(probe_id, binary)
+    else:
+        from flash_test import flash_test
+        print("RESULT passed=%s" % flash_test(probe_id).passed)
+""")
+
+
+def _pyocd_test(which, target, binary, pins_env, timeout=900):
+    pins_env("t@spidev:0.0", t=target)
+    sim_pins.uninstall()
+    tests = binary.parent.parent / "test"
+    env = dict(os.environ, PYOCD_TEST_BINARY=str(binary))
+    proc = subprocess.run([sys.executable, "-c", _RUNNER, str(tests), which, "spidev:0.0", str(binary)],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    return out
+
+
+@pytest.mark.slow
+def test_pyocds_basic_test_through_spidev_on_the_nrf52840(pins_env, pyocd_binaries):
+    out = _pyocd_test("basic", "nrf52840", pyocd_binaries / "l1_nrf52840-dk.bin", pins_env)
+    assert "TEST FAILED" not in out and out.count("TEST PASSED") == 2, out[-4000:]
+
+
+@pytest.mark.slow
+def test_pyocds_flash_test_through_spidev_on_the_nrf52840(pins_env, pyocd_binaries):
+    out = _pyocd_test("flash", "nrf52840", pyocd_binaries / "l1_nrf52840-dk.bin", pins_env)
+    assert "RESULT passed=True" in out and "FLASH TEST SCRIPT PASSED" in out, out[-4000:]
+
+
+@pytest.mark.slow
+def test_pyocds_basic_test_through_spidev_on_the_rp2040(pins_env, pyocd_binaries):
+    """As through the sim: probe (tests/sim/test_pyocd_functional.py): everything passes but the
+    read-back of the erased sectors while pyOCD's RP2 algorithm has XIP off, which a Pico fails
+    too."""
+    out = _pyocd_test("basic", "rp2040", pyocd_binaries / "rp2040.bin", pins_env)
+    assert out.count("TEST PASSED") == 1, out[-4000:]
+    failed = [line.strip() for line in out.splitlines() if line.startswith("FAILED to erase")]
+    assert failed == ["FAILED to erase sector @ 0x%x (4096 bytes)" % a for a in (0x10FFD000, 0x10FFE000, 0x10FFF000)]
