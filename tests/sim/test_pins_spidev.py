@@ -260,36 +260,38 @@ _RUNNER = textwrap.dedent("""
 """)
 
 
-def _pyocd_test(which, target, binary, pins_env, timeout=900):
+def _pyocd_test(which, target, binary, pins_env, tmp_path, timeout=900):
     pins_env("t@spidev:0.0", t=target)
     sim_pins.uninstall()
     tests = binary.parent.parent / "test"
     env = dict(os.environ, PYOCD_TEST_BINARY=str(binary))
+    # Wires name no target (a sim: board does): the user says which, in pyOCD's own config file.
+    (tmp_path / "pyocd.yaml").write_text("probes:\n  spidev:0.0:\n    target_override: %s\n" % target)
     proc = subprocess.run([sys.executable, "-c", _RUNNER, str(tests), which, "spidev:0.0", str(binary)],
-                          capture_output=True, text=True, timeout=timeout, env=env)
+                          capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp_path)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     return out
 
 
 @pytest.mark.slow
-def test_pyocds_basic_test_through_spidev_on_the_nrf52840(pins_env, pyocd_binaries):
-    out = _pyocd_test("basic", "nrf52840", pyocd_binaries / "l1_nrf52840-dk.bin", pins_env)
+def test_pyocds_basic_test_through_spidev_on_the_nrf52840(pins_env, pyocd_binaries, tmp_path):
+    out = _pyocd_test("basic", "nrf52840", pyocd_binaries / "l1_nrf52840-dk.bin", pins_env, tmp_path)
     assert "TEST FAILED" not in out and out.count("TEST PASSED") == 2, out[-4000:]
 
 
 @pytest.mark.slow
-def test_pyocds_flash_test_through_spidev_on_the_nrf52840(pins_env, pyocd_binaries):
-    out = _pyocd_test("flash", "nrf52840", pyocd_binaries / "l1_nrf52840-dk.bin", pins_env)
+def test_pyocds_flash_test_through_spidev_on_the_nrf52840(pins_env, pyocd_binaries, tmp_path):
+    out = _pyocd_test("flash", "nrf52840", pyocd_binaries / "l1_nrf52840-dk.bin", pins_env, tmp_path)
     assert "RESULT passed=True" in out and "FLASH TEST SCRIPT PASSED" in out, out[-4000:]
 
 
 @pytest.mark.slow
-def test_pyocds_basic_test_through_spidev_on_the_rp2040(pins_env, pyocd_binaries):
+def test_pyocds_basic_test_through_spidev_on_the_rp2040(pins_env, pyocd_binaries, tmp_path):
     """As through the sim: probe (tests/sim/test_pyocd_functional.py): everything passes but the
     read-back of the erased sectors while pyOCD's RP2 algorithm has XIP off, which a Pico fails
     too."""
-    out = _pyocd_test("basic", "rp2040", pyocd_binaries / "rp2040.bin", pins_env)
+    out = _pyocd_test("basic", "rp2040", pyocd_binaries / "rp2040.bin", pins_env, tmp_path)
     assert out.count("TEST PASSED") == 1, out[-4000:]
     failed = [line.strip() for line in out.splitlines() if line.startswith("FAILED to erase")]
     assert failed == ["FAILED to erase sector @ 0x%x (4096 bytes)" % a for a in (0x10FFD000, 0x10FFE000, 0x10FFF000)]
