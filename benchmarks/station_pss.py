@@ -14,6 +14,10 @@ summed, sampled ``--samples`` times 0.5 s apart, and the largest sum is reported
 and that memory is not there, so these figures are an upper bound of the real station's.
 
     python benchmarks/station_pss.py [--probes 4] [--samples 6] [--json]
+
+``--kind spidev`` puts each board behind a simulated spidev instead (``PIFLASH_SIM_PINS``, issue
+43: the station's slots are ``spidev:0.0``, ``spidev:1.0``...): the same simulator in the workers,
+plus python-periphery and the bit-level SWD line.
 """
 
 from __future__ import annotations
@@ -60,16 +64,20 @@ def children(pid: int):
         return []
 
 
-def run(mode: str, probes: int, samples: int, firmware: Path) -> dict:
+def run(mode: str, probes: int, samples: int, firmware: Path, kind: str = "sim") -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"station-pss-{mode}-"))
     env = dict(os.environ, PIFLASH_SIM_DIR=str(work / "sim"), PIFLASH_HISTORY=str(work / "history.sqlite3"))
     names = [f"bay{i}" for i in range(probes)]
+    ids = [f"sim:{n}" for n in names]
+    if kind == "spidev":
+        ids = [f"spidev:{i}.0" for i in range(probes)]
+        env["PIFLASH_SIM_PINS"] = ",".join(f"{n}@{p}" for n, p in zip(names, ids))
     for name in names:
         subprocess.run([sys.executable, "-m", "piflash", "sim", "create", name, "--target", "nrf52840"],
                        env=env, check=True, capture_output=True)
     (work / "board.yaml").write_text(f"target: nrf52840\nfirmware: {firmware}\n")
     (work / "station.yaml").write_text(
-        "station: pss\nprofile: board.yaml\nprobes: [" + ", ".join(f'"sim:{n}"' for n in names) + "]\n"
+        "station: pss\nprofile: board.yaml\nprobes: [" + ", ".join(f'"{p}"' for p in ids) + "]\n"
         f"poll_interval: 0.1\nhistory: {work / 'history.sqlite3'}\nworkers: {mode}\n")
     log = open(work / "station.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "piflash", "station", "run", "--plain", "--config",
@@ -88,7 +96,7 @@ def run(mode: str, probes: int, samples: int, firmware: Path) -> dict:
             if pss > best["pss_mib"]:
                 best = {"pss_mib": round(pss, 1), "rss_sum_mib": round(sum(rss_kib(p) for p in pids) / 1024, 1),
                         "processes": len(pids)}
-        return {"mode": mode, "probes": probes, **best}
+        return {"mode": mode, "kind": kind, "probes": probes, **best}
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -103,11 +111,13 @@ def main(argv=None) -> int:
     ap.add_argument("--probes", type=int, default=4)
     ap.add_argument("--samples", type=int, default=6)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--kind", choices=("sim", "spidev"), default="sim", help="the slots' probe kind")
+    ap.add_argument("--firmware", type=Path, help="the nRF52840 image (default: the test firmware's build)")
     args = ap.parse_args(argv)
-    firmware = REPO / "tests" / "firmware" / "build" / "nrf52840" / "firmware.hex"
+    firmware = args.firmware or REPO / "tests" / "firmware" / "build" / "nrf52840" / "firmware.hex"
     if not firmware.exists():
         raise SystemExit(f"{firmware} is missing: run scripts/build-test-firmware.sh first")
-    rows = [run(mode, args.probes, args.samples, firmware) for mode in ("threads", "processes")]
+    rows = [run(mode, args.probes, args.samples, firmware, args.kind) for mode in ("threads", "processes")]
     if args.json:
         print(json.dumps({"rows": rows}, indent=1))
         return 0

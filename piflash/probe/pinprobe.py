@@ -315,7 +315,7 @@ def _build() -> type:
             self, addr: int, count: int = 1, now: bool = True
         ) -> Union[Sequence[int], Callable[[], Sequence[int]]]:
             engine = self._need()
-            pending = [engine.read(True, addr) for _ in range(count)]
+            pending = engine.read_many(addr, count)
 
             def values() -> List[int]:
                 if any(p.value is None for p in pending):
@@ -325,9 +325,7 @@ def _build() -> type:
             return values() if now else values
 
         def write_ap_multiple(self, addr: int, values: Sequence[int]) -> None:
-            engine = self._need()
-            for value in values:
-                engine.write(True, addr, value)
+            self._need().write_many(addr, values)
 
     SpidevProbe.__module__ = __name__
     return SpidevProbe

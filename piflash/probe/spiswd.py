@@ -29,8 +29,8 @@ Standard library only; pyOCD's exceptions are imported when raised.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 __all__ = ["REVERSE", "SpiSwd", "PendingRead", "DEFAULT_BUFSIZ", "CS_ORUNDETECT"]
 
@@ -71,18 +71,15 @@ class PendingRead:
     value: Optional[int] = None
 
 
-@dataclass
-class _Op:
-    ap: bool
-    read: bool
-    addr: int
-    value: int = 0
-    sink: Optional[PendingRead] = None  # where this packet's data goes (a read's result)
-    carries: Optional[PendingRead] = field(default=None)  # posted AP read: the previous read's
+def _write_packet(req: int, value: int) -> int:
+    return req | ((value | (_parity(value) << 32)) << 13)
 
 
 class SpiSwd:
     """Batched SWD over one SPI device.
+
+    Each queued packet is kept as its 46 cycles (an int, cycle 0 in bit 0) with, for a read, the
+    :class:`PendingRead` its data goes to (a posted AP read's data is the previous AP read's).
 
     :param transfer: ``transfer(bytes) -> bytes``, one full-duplex SPI message (python-periphery's
         ``SPI.transfer``), bytes as the controller shifts them (MSB first).
@@ -93,7 +90,9 @@ class SpiSwd:
     def __init__(self, transfer: Callable[[bytes], Any], max_bytes: int = DEFAULT_BUFSIZ) -> None:
         self._transfer = transfer
         self.max_bytes = max_bytes
-        self._ops: List[_Op] = []
+        self.per_message = max(1, (max_bytes * 8 - TRAILING_IDLE) // PACKET_CYCLES)
+        self._packets: List[int] = []
+        self._dest: List[Optional[PendingRead]] = []
         self._last_ap_read: Optional[PendingRead] = None
         self.messages = 0
         self.waits = 0
@@ -122,14 +121,31 @@ class SpiSwd:
         """Queue a read of a DP (``ap`` False) or AP register (A[3:2] of ``addr``)."""
         pending = PendingRead()
         if ap:
-            self._ops.append(_Op(True, True, addr, carries=self._last_ap_read))
+            self._packets.append(request_bits(True, True, addr))
+            self._dest.append(self._last_ap_read)
             self._last_ap_read = pending
         else:
             self._close_ap_reads()
-            self._ops.append(_Op(False, True, addr, sink=pending))
-        if len(self._ops) * PACKET_CYCLES >= (self.max_bytes * 8 - TRAILING_IDLE - PACKET_CYCLES):
-            self.flush()
+            self._packets.append(request_bits(False, True, addr))
+            self._dest.append(pending)
+        self._full()
         return pending
+
+    def read_many(self, addr: int, count: int) -> List[PendingRead]:
+        """Queue ``count`` reads of one AP register (a block read through DRW)."""
+        req = request_bits(True, True, addr)
+        out = []
+        packets, dest = self._packets, self._dest
+        for _ in range(count):
+            pending = PendingRead()
+            packets.append(req)
+            dest.append(self._last_ap_read)
+            self._last_ap_read = pending
+            out.append(pending)
+            if len(packets) >= self.per_message:
+                self.flush()
+                packets, dest = self._packets, self._dest
+        return out
 
     def write(self, ap: bool, addr: int, value: int) -> None:
         """Queue a write (posted: its ACK is checked when the batch goes)."""
@@ -139,13 +155,28 @@ class SpiSwd:
             self.select = value
         if not ap and addr & 0xC == 0x4 and not self.select & 0xF:
             value |= CS_ORUNDETECT  # the batches rely on it (see the module)
-        self._ops.append(_Op(ap, False, addr, value))
-        if len(self._ops) * PACKET_CYCLES >= (self.max_bytes * 8 - TRAILING_IDLE - PACKET_CYCLES):
+        self._packets.append(_write_packet(request_bits(ap, False, addr), value))
+        self._dest.append(None)
+        self._full()
+
+    def write_many(self, addr: int, values: Sequence[int]) -> None:
+        """Queue writes of ``values`` to one AP register (a block write through DRW)."""
+        self._close_ap_reads()
+        req = request_bits(True, False, addr)
+        for value in values:
+            self._packets.append(_write_packet(req, value & 0xFFFFFFFF))
+            self._dest.append(None)
+            if len(self._packets) >= self.per_message:
+                self.flush()
+
+    def _full(self) -> None:
+        if len(self._packets) >= self.per_message:
             self.flush()
 
     def _close_ap_reads(self) -> None:
         if self._last_ap_read is not None:
-            self._ops.append(_Op(False, True, DP_RDBUFF, carries=self._last_ap_read))
+            self._packets.append(request_bits(False, True, DP_RDBUFF))
+            self._dest.append(self._last_ap_read)
             self._last_ap_read = None
 
     def flush(self) -> None:
@@ -156,20 +187,16 @@ class SpiSwd:
         :raises pyocd.core.exceptions.TransferError: no ACK, or a read's parity is wrong.
         """
         self._close_ap_reads()
-        ops, self._ops = self._ops, []
-        per_message = max(1, (self.max_bytes * 8 - TRAILING_IDLE) // PACKET_CYCLES)
+        packets, dest = self._packets, self._dest
+        self._packets, self._dest = [], []
         pos = 0
         replays = 0
-        while pos < len(ops):
-            batch = ops[pos : pos + per_message]
-            acks, words = self._send(batch)
-            bad = next((i for i, ack in enumerate(acks) if ack != ACK_OK), None)
-            for i in range(len(batch) if bad is None else bad):
-                self._deliver(batch[i], words[i])
+        while pos < len(packets):
+            end = min(len(packets), pos + self.per_message)
+            bad, ack = self._send(packets[pos:end], dest[pos:end])
             if bad is None:
-                pos += len(batch)
+                pos = end
                 continue
-            ack = acks[bad]
             pos += bad
             if ack == ACK_WAIT:
                 self.waits += 1
@@ -179,7 +206,7 @@ class SpiSwd:
 
                     raise TransferTimeoutError("SWD WAIT for %d batches over SPI" % MAX_WAIT_REPLAYS)
                 # Every packet after the WAIT answered FAULT (overrun): clear it, send the rest again.
-                self._send([_Op(False, False, 0x0, ABORT_ORUNERRCLR)])
+                self._send([_write_packet(request_bits(False, False, 0x0), ABORT_ORUNERRCLR)], [None], check=False)
                 continue
             from pyocd.core.exceptions import TransferError, TransferFaultError
 
@@ -187,34 +214,27 @@ class SpiSwd:
                 raise TransferFaultError("SWD FAULT over SPI")
             raise TransferError("no ACK from target over SPI (ACK bits %s)" % format(ack, "03b"))
 
-    def _deliver(self, op: _Op, word: Tuple[int, int]) -> None:
-        value, par = word
-        if not op.read:
-            return
-        if par != _parity(value):
-            from pyocd.core.exceptions import TransferError
-
-            raise TransferError("SWD read parity error over SPI")
-        if op.sink is not None:
-            op.sink.value = value
-        if op.carries is not None:
-            op.carries.value = value
-
-    def _send(self, batch: List[_Op]) -> Tuple[List[int], List[Tuple[int, int]]]:
-        tx = 0
-        for i, op in enumerate(batch):
-            req = request_bits(op.ap, op.read, op.addr)
-            if op.read:  # MOSI low while the target drives: no ACK reads 000, and idles a lost DP
-                bits = req
-            else:
-                bits = req | ((op.value | (_parity(op.value) << 32)) << 13)
-            tx |= bits << (i * PACKET_CYCLES)
-        count = len(batch) * PACKET_CYCLES + TRAILING_IDLE
+    def _send(
+        self, packets: List[int], dest: List[Optional[PendingRead]], check: bool = True
+    ) -> Tuple[Optional[int], int]:
+        """One message of ``packets``; fills the reads before the first ACK that is not OK and
+        returns (its index, its ACK), or (None, OK)."""
+        count = len(packets) * PACKET_CYCLES + TRAILING_IDLE
+        # Cycle 0 last in the text: the packets in reverse, each its 46 bits MSB first.
+        tx = int("".join([format(p, "046b") for p in reversed(packets)]), 2)
         rx = self._exchange(tx, count)
-        acks: List[int] = []
-        words: List[Tuple[int, int]] = []
-        for i in range(len(batch)):
+        line = format(rx, "0%db" % count)[::-1]  # line[i]: SWDIO in cycle i
+        for i, target in enumerate(dest):
             base = i * PACKET_CYCLES
-            acks.append((rx >> (base + 9)) & 7)
-            words.append(((rx >> (base + 12)) & 0xFFFFFFFF, (rx >> (base + 44)) & 1))
-        return acks, words
+            if line[base + 9 : base + 12] != "100":
+                if not check:
+                    return None, ACK_OK
+                return i, int(line[base + 9 : base + 12][::-1], 2)
+            if target is not None:
+                value = int(line[base + 12 : base + 44][::-1], 2)
+                if int(line[base + 44]) != _parity(value):
+                    from pyocd.core.exceptions import TransferError
+
+                    raise TransferError("SWD read parity error over SPI")
+                target.value = value
+        return None, ACK_OK
