@@ -25,10 +25,10 @@ from __future__ import annotations
 import logging
 import os
 import re
-from typing import Any, Callable, Collection, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from piflash import settings
-from piflash.probe.pins import SPIDEV_TAG, SpidevSpec, parse_pin_probe_id
+from piflash.probe.pins import GPIO_TAG, SPIDEV_TAG, GpioSpec, SpidevSpec, parse_pin_probe_id
 
 __all__ = ["list_spidev", "pins_backend", "dev_root", "spidev_bufsiz", "register_with_pyocd", "probe_class"]
 
@@ -96,26 +96,27 @@ def list_spidev() -> List[Tuple[SpidevSpec, str, bool]]:
     return out
 
 
-_probe_class: Optional[type] = None
+_probe_classes: Dict[str, type] = {}
 
 
-def probe_class() -> type:
-    """The :class:`SpidevProbe` class (built on first use: it subclasses pyOCD's ``DebugProbe``)."""
-    global _probe_class
-    if _probe_class is None:
-        _probe_class = _build()
-    return _probe_class
+def probe_class(kind: str = "spidev") -> type:
+    """The probe class of ``kind`` (``spidev`` or ``gpio``), built on first use: they subclass
+    pyOCD's ``DebugProbe``."""
+    if not _probe_classes:
+        _probe_classes.update(_build())
+    return _probe_classes[kind]
 
 
 def register_with_pyocd() -> None:
-    """Put ``spidev`` among pyOCD's probe types (``pyocd.probe.aggregator.PROBE_CLASSES``) if the
-    installed entry points did not."""
+    """Put ``spidev`` and ``gpio`` among pyOCD's probe types (``pyocd.probe.aggregator.PROBE_CLASSES``)
+    if the installed entry points did not."""
     from pyocd.probe import aggregator
 
-    aggregator.PROBE_CLASSES.setdefault("spidev", probe_class())
+    for kind in ("spidev", "gpio"):
+        aggregator.PROBE_CLASSES.setdefault(kind, probe_class(kind))
 
 
-def _build() -> type:
+def _build() -> Dict[str, type]:
     from pyocd.core import exceptions
     from pyocd.probe.debug_probe import DebugProbe
 
@@ -148,12 +149,12 @@ def _build() -> type:
                     return cls(found, path)
             return None
 
-        def __init__(self, spec: SpidevSpec, path: str) -> None:
+        def __init__(self, spec: Union[SpidevSpec, GpioSpec], path: str) -> None:
             super().__init__()
-            self._spec = spec
+            self._spec: Any = spec
             self._path = path
             self._spi: Any = None
-            self._engine: Optional[SpiSwd] = None
+            self._engine: Optional[Any] = None
             self._speed = DEFAULT_SPEED_HZ
             self._protocol: Optional[DebugProbe.Protocol] = None
 
@@ -175,7 +176,7 @@ def _build() -> type:
 
         @property
         def unique_id(self) -> str:
-            return self._spec.probe_id
+            return str(self._spec.probe_id)
 
         @property
         def wire_protocol(self) -> Optional[DebugProbe.Protocol]:
@@ -192,8 +193,9 @@ def _build() -> type:
             return {DebugProbe.Capability.SWJ_SEQUENCE, DebugProbe.Capability.SWD_SEQUENCE}
 
         @property
-        def engine(self) -> Optional[SpiSwd]:
-            """The SWD engine while open (:class:`~piflash.probe.spiswd.SpiSwd`), else None."""
+        def engine(self) -> Optional[Any]:
+            """The SWD engine while open (:class:`~piflash.probe.spiswd.SpiSwd`, or
+            :class:`~piflash.probe.gpioswd.GpioSwd` for a ``gpio:`` probe), else None."""
             return self._engine
 
         def open(self) -> None:
@@ -234,7 +236,7 @@ def _build() -> type:
                 self._engine.flush()
             self._protocol = None
 
-        def _need(self) -> SpiSwd:
+        def _need(self) -> Any:
             if self._engine is None:
                 raise exceptions.ProbeError("%s is not open" % self.unique_id)
             return self._engine
@@ -245,22 +247,8 @@ def _build() -> type:
 
         def swd_sequence(self, sequences: Sequence[Tuple[int, ...]]) -> Tuple[int, List[bytes]]:
             """pyOCD's DAP_SWD_Sequence: items ``(cycles, bits)`` drive SWDIO, ``(cycles,)`` read
-            it (MOSI high then: an undriven line reads the pull-up's 1). Returns ``(0, [bytes
-            read per read item])``."""
-            tx = 0
-            pos = 0
-            reads: List[Tuple[int, int]] = []
-            for seq in sequences:
-                cycles = seq[0] or 64
-                if len(seq) > 1:
-                    tx |= (seq[1] & ((1 << cycles) - 1)) << pos
-                else:
-                    tx |= ((1 << cycles) - 1) << pos
-                    reads.append((pos, cycles))
-                pos += cycles
-            rx = self._need().cycles(tx, pos)
-            out = [((rx >> p) & ((1 << n) - 1)).to_bytes((n + 7) // 8, "little") for p, n in reads]
-            return 0, out
+            it. Returns ``(0, [bytes read per read item])``."""
+            return 0, self._need().sequence(sequences)
 
         def set_clock(self, frequency: float) -> None:
             """SWCLK (Hz): the SPI clock (the controller rounds it to a divider of its own)."""
@@ -285,7 +273,7 @@ def _build() -> type:
         def flush(self) -> None:
             self._need().flush()
 
-        def _value(self, engine: SpiSwd, pending: Any, now: bool) -> Union[int, Callable[[], int]]:
+        def _value(self, engine: Any, pending: Any, now: bool) -> Union[int, Callable[[], int]]:
             if now:
                 engine.flush()
                 return int(pending.value)
@@ -327,5 +315,96 @@ def _build() -> type:
         def write_ap_multiple(self, addr: int, values: Sequence[int]) -> None:
             self._need().write_many(addr, values)
 
-    SpidevProbe.__module__ = __name__
-    return SpidevProbe
+    class GpioProbe(SpidevProbe):
+        """SWD bit-banged on lines of ``/dev/CHIP`` (:mod:`piflash.probe.gpioswd`).
+
+        :param spec: the lines (:class:`~piflash.probe.pins.GpioSpec`). :param path: the chip's
+            device file (str).
+        """
+
+        @classmethod
+        def get_all_connected_probes(cls, unique_id: Optional[str] = None, is_explicit: bool = False) -> List[Any]:
+            """The ``gpio:`` probes configured (the simulator's wiring; on a Pi a ``gpio:`` probe
+            is named by ``-u`` or a station's ``probes:``, never found by driving lines)."""
+            backend = pins_backend()
+            ids = list(getattr(backend, "gpio_probes", [])) if backend is not None else []
+            return [p for p in (cls.get_probe_with_id(i) for i in ids) if p is not None]
+
+        @classmethod
+        def get_probe_with_id(cls, unique_id: str, is_explicit: bool = False) -> Optional["GpioProbe"]:
+            """The probe ``gpio:CHIP:swclk=N,swdio=N[,nreset=N]`` if its chip's device file is
+            there and this user may open it (a stat and ``access()``), or None."""
+            text = (unique_id or "").strip()
+            if not text.lower().startswith(GPIO_TAG):
+                text = GPIO_TAG + text
+            try:
+                spec = parse_pin_probe_id(text)
+            except Exception:
+                return None
+            if not isinstance(spec, GpioSpec):
+                return None
+            path = os.path.join(dev_root(), spec.chip)
+            if not os.access(path, os.R_OK | os.W_OK):
+                return None
+            return cls(spec, path)
+
+        @property
+        def description(self) -> str:
+            spec = self._spec
+            text = "SWD bit-banged on %s lines %d (SWCLK), %d (SWDIO)" % (spec.chip, spec.swclk, spec.swdio)
+            return text + (", %d (nRESET)" % spec.nreset if spec.nreset is not None else "")
+
+        @property
+        def vendor_name(self) -> str:
+            return "Linux GPIO character device"
+
+        @property
+        def product_name(self) -> str:
+            return "SWD on %s" % self._spec.chip
+
+        def open(self) -> None:
+            """Request the lines through python-periphery (GPIO v2).
+
+            :raises pyocd.core.exceptions.ProbeError: a line cannot be requested.
+            """
+            if self._engine is not None:
+                return
+            try:
+                from piflash.probe.gpioswd import GpioSwd
+
+                self._engine = GpioSwd(self._path, self._spec)
+            except ImportError as exc:
+                raise exceptions.ProbeError(
+                    "%s needs python-periphery (pip install 'piflash[pins]')" % self.unique_id
+                ) from exc
+            except (OSError, IOError) as exc:
+                raise exceptions.ProbeError("cannot request %s: %s" % (self.unique_id, exc)) from exc
+            self._spi = self._engine  # is_open
+
+        def close(self) -> None:
+            engine, self._engine, self._spi = self._engine, None, None
+            if engine is not None:
+                engine.close()
+
+        def set_clock(self, frequency: float) -> None:
+            """Bit-banging runs as fast as the system calls go: the clock asked for is noted only."""
+            self._speed = max(1, int(frequency))
+
+        def reset(self) -> None:
+            """Pulse nRESET (open-drain: low, then released).
+
+            :raises pyocd.core.exceptions.ProbeError: no nRESET line configured."""
+            self._need().pulse_reset()
+
+        def assert_reset(self, asserted: bool) -> None:
+            """nRESET low (True) or released as an input (False); never driven high."""
+            engine = self._need()
+            if asserted or engine.rst is not None:
+                engine.assert_reset(asserted)
+
+        def is_reset_asserted(self) -> bool:
+            return bool(self._engine is not None and self._engine.reset_asserted)
+
+    for cls in (SpidevProbe, GpioProbe):
+        cls.__module__ = __name__
+    return {"spidev": SpidevProbe, "gpio": GpioProbe}

@@ -116,6 +116,24 @@ class SpiSwd:
         """At least 50 cycles with SWDIO high, then two idle cycles (ADIv5.2 B4.3.3)."""
         self.cycles((1 << 51) - 1, 53)
 
+    def sequence(self, sequences: Sequence[Tuple[int, ...]]) -> List[bytes]:
+        """pyOCD's DAP_SWD_Sequence: items ``(cycles, bits)`` drive SWDIO, ``(cycles,)`` read it
+        (MOSI high then: an undriven line reads the pull-up's 1); one message. Returns the bytes
+        read per read item."""
+        tx = 0
+        pos = 0
+        reads: List[Tuple[int, int]] = []
+        for seq in sequences:
+            count = seq[0] or 64
+            if len(seq) > 1:
+                tx |= (seq[1] & ((1 << count) - 1)) << pos
+            else:
+                tx |= ((1 << count) - 1) << pos
+                reads.append((pos, count))
+            pos += count
+        rx = self.cycles(tx, pos)
+        return [((rx >> p) & ((1 << n) - 1)).to_bytes((n + 7) // 8, "little") for p, n in reads]
+
     # -- packets ----------------------------------------------------------------------------
     def read(self, ap: bool, addr: int) -> PendingRead:
         """Queue a read of a DP (``ap`` False) or AP register (A[3:2] of ``addr``)."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,10 +13,8 @@ import pytest
 pytest.importorskip("unicorn")
 pytest.importorskip("periphery")
 
+from support.pinskit import _entry_point_overlay  # noqa: E402
 from support.stationkit import wait_for, wait_rows, write_config, write_profile  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim"))
-from test_pins_spidev import _entry_point_overlay  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -19,7 +19,7 @@ import os as _real_os
 import threading
 from typing import Any, Dict, Optional, Tuple
 
-__all__ = ["register", "unregister", "install", "uninstall", "device_for_fd"]
+__all__ = ["register", "unregister", "install", "uninstall", "device_for_fd", "open_registered"]
 
 _devices: Dict[Tuple[int, int], Any] = {}  # (st_dev, st_ino) of a device file -> its device
 _fds: Dict[int, Any] = {}  # open descriptors of device files -> their device
@@ -43,6 +43,17 @@ def unregister(path: str) -> None:
         return
     with _lock:
         _devices.pop((st.st_dev, st.st_ino), None)
+
+
+def open_registered(path: str) -> int:
+    """Open the registered device file ``path`` (str) as the kernel hands out a new descriptor
+    (a GPIO line request's): a real descriptor, whose ioctls and close reach the device."""
+    fd = _real_os.open(path, _real_os.O_RDWR)
+    st = _real_os.fstat(fd)
+    device = _devices[(st.st_dev, st.st_ino)]
+    _fds[fd] = device
+    device.opened()
+    return fd
 
 
 def device_for_fd(fd: int) -> Optional[Any]:
