@@ -21,6 +21,7 @@ Usage::
 
     python benchmarks/pins_probe.py --host zero2w [--host-factor mid] [--json]
     python benchmarks/pins_probe.py --engine-cost
+    python benchmarks/pins_probe.py --gpio-cost
 """
 
 from __future__ import annotations
@@ -196,14 +197,87 @@ def engine_cost() -> dict:
     }
 
 
+def gpio_cost(reads: int = 300) -> dict:
+    """Host CPU per SWD bit of the ``gpio:`` probe on this machine, outside the simulated chip:
+    ``reads`` DPIDR reads (46 cycles each) bit-banged through python-periphery; and what that
+    predicts on each host preset (its factor, plus the kernel's assumed time per ioctl)."""
+    from piflash.sim.probes.pins import gpiochip
+
+    inside = [0.0]
+
+    def timed(original):
+        def wrapper(self, request, arg, mutate=True):
+            t0 = time.process_time()
+            try:
+                return original(self, request, arg, mutate)
+            finally:
+                inside[0] += time.process_time() - t0
+
+        return wrapper
+
+    saved = (gpiochip._LineHandle.ioctl, gpiochip.SimGpioChip.ioctl)
+    gpiochip._LineHandle.ioctl = timed(saved[0])  # type: ignore[method-assign]
+    gpiochip.SimGpioChip.ioctl = timed(saved[1])  # type: ignore[method-assign]
+    probe_id = "gpio:gpiochip0:swclk=5,swdio=6"
+    os.environ["PIFLASH_SIM_DIR"] = tempfile.mkdtemp(prefix="pins-gpio-")
+    from piflash.probe import pinprobe
+    from piflash.sim import SimStore
+    from piflash.sim.probes import pins as sim_pins
+
+    store = SimStore()
+    store.create("g", "nrf52840")
+    backend = sim_pins.install("g@" + probe_id, store)
+    pinprobe.pins_backend = lambda: backend
+    wire = backend.devices[probe_id]
+    probe = pinprobe.probe_class("gpio").get_probe_with_id(probe_id)
+    probe.open()
+    try:
+        engine = probe.engine
+        engine.line_reset()
+        engine.read(False, 0)
+        inside[0] = 0.0
+        cycles0, ioctls0 = wire.cycles, engine.ioctls
+        t0 = time.process_time()
+        for _ in range(reads):
+            engine.read(False, 0)
+        total = time.process_time() - t0
+        cycles, ioctls = wire.cycles - cycles0, engine.ioctls - ioctls0
+    finally:
+        probe.close()
+        sim_pins.uninstall()
+        gpiochip._LineHandle.ioctl, gpiochip.SimGpioChip.ioctl = saved  # type: ignore[method-assign]
+    per_bit = (total - inside[0]) / cycles
+    per_ioctl = (total - inside[0]) / ioctls
+    from piflash.sim.probes.usb.timing import HOST_FACTORS, get_host
+
+    predictions = {}
+    for host in ("zero2w", "pi4", "pi5"):
+        for end in HOST_FACTORS:
+            factor = get_host(host, end).factor
+            bit_s = per_bit * factor + ioctls / cycles * gpiochip.GPIO_IOCTL_KERNEL_S
+            predictions["%s %s" % (host, end)] = {"s_per_bit": bit_s, "swclk_hz": 1 / bit_s}
+    return {
+        "cycles": cycles,
+        "ioctls_per_bit": round(ioctls / cycles, 3),
+        "x86_cpu_s_per_bit": per_bit,
+        "x86_cpu_s_per_ioctl": per_ioctl,
+        "x86_swclk_hz": 1 / per_bit,
+        "predicted": predictions,
+    }
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="zero2w", help="host preset (x86, zero2w, pi4, pi5)")
     parser.add_argument("--host-factor", default="mid", choices=("low", "mid", "high"))
     parser.add_argument("--targets", default=",".join(t for t, _, _ in CASES))
     parser.add_argument("--engine-cost", action="store_true", help="measure the host CPU figures on this machine")
+    parser.add_argument("--gpio-cost", action="store_true", help="CPU per SWD bit of the gpio: probe, and predictions")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.gpio_cost:
+        print(json.dumps(gpio_cost(), indent=2))
+        return 0
     if args.engine_cost:
         out = engine_cost()
         print(json.dumps(out, indent=2))

@@ -53,9 +53,10 @@ _CONFIG_SIZE = 8 + 4 + 20 + 10 * 24
 _NUM_LINES_OFFSET = _CONFIG_OFFSET + _CONFIG_SIZE
 _FD_OFFSET = _NUM_LINES_OFFSET + 4 + 4 + 20
 #: Host CPU per GPIO ioctl on the x86 machine (python-periphery's ``write``/``read`` and the
-#: engine's share of a bit), from ``benchmarks/pins_probe.py --engine-cost``; times the preset's
-#: factor.
-GPIO_IOCTL_HOST_X86_S = 4.0e-6
+#: engine's share of a bit; 2.98 ioctls a bit), measured by ``benchmarks/pins_probe.py
+#: --gpio-cost`` on 2026-12-07 (300 DPIDR reads, load average about 3): 2.94 us; times the
+#: preset's factor.
+GPIO_IOCTL_HOST_X86_S = 2.94e-6
 #: Kernel time per GPIO ioctl on a Pi (syscall, gpiolib, the BCM2835 register write): an
 #: assumption of 2 us, no published figure found; to measure on a Zero 2W.
 GPIO_IOCTL_KERNEL_S = 2e-6
