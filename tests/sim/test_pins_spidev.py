@@ -256,3 +256,24 @@ def test_pyocds_basic_test_through_spidev_on_the_rp2040(pins_env, pyocd_binaries
     assert out.count("TEST PASSED") == 1, out[-4000:]
     failed = [line.strip() for line in out.splitlines() if line.startswith("FAILED to erase")]
     assert failed == ["FAILED to erase sector @ 0x%x (4096 bytes)" % a for a in (0x10FFD000, 0x10FFE000, 0x10FFF000)]
+
+
+def test_the_pins_are_never_the_only_probe_unnamed(pins_env, cli, firmware_dir, monkeypatch):
+    """An enabled SPI bus may carry a HAT: without --probe, piflash does not count spidev:0.0 among
+    the probes to choose from. Here the board's own sim: probe is the only one left (not "2 probes
+    found"); with the pins alone, it says to name them (exit 7)."""
+    backend = pins_env("bay1@spidev:0.0", bay1="nrf52840")
+    from piflash.errors import NoProbeError
+    from piflash.probe import discovery
+
+    pins_only = [pinprobe.probe_class().get_probe_with_id("spidev:0.0")]
+    original = discovery._find_probes
+    monkeypatch.setattr(discovery, "_find_probes", lambda selector, listed=None: list(pins_only))
+    with pytest.raises(NoProbeError) as info:
+        discovery.select_probe(None)
+    assert "only when named: spidev:0.0" in str(info.value) and "--probe spidev:0.0" in info.value.hint
+    assert backend.devices["spidev0.0"].messages == 0
+    monkeypatch.setattr(discovery, "_find_probes", original)
+    sim_pins.uninstall()
+    result = cli("flash", firmware_dir / "nrf52840" / "firmware.hex", "-t", "nrf52840", timeout=120)
+    assert result.returncode == 0 and "on sim:bay1" in result.stdout, result.stdout + result.stderr
