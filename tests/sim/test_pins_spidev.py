@@ -277,3 +277,13 @@ def test_the_pins_are_never_the_only_probe_unnamed(pins_env, cli, firmware_dir, 
     sim_pins.uninstall()
     result = cli("flash", firmware_dir / "nrf52840" / "firmware.hex", "-t", "nrf52840", timeout=120)
     assert result.returncode == 0 and "on sim:bay1" in result.stdout, result.stdout + result.stderr
+
+
+def test_pyocd_list_sees_the_pins_through_its_entry_point(pins_env):
+    """The stock ``pyocd list`` finds the spidev and gpio probes through piflash's ``pyocd.probe``
+    entry points (pyproject.toml), nothing of piflash imported by hand."""
+    pins_env("bay1@spidev:0.0,bay2@gpio:gpiochip0:swclk=5,swdio=6", bay1="nrf52840", bay2="rp2040")
+    sim_pins.uninstall()
+    proc = subprocess.run([sys.executable, "-m", "pyocd", "list"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "spidev:0.0" in proc.stdout and "gpio:gpiochip0:swclk=5,swdio=6" in proc.stdout, proc.stdout
