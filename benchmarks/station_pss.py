@@ -18,7 +18,11 @@ With ``--web`` each mode runs twice, without and with the operator's page (``web
 page on the bench does) and the page's files are fetched once before sampling, so the server's
 code paths have run. ``--modes`` picks the modes.
 
-    python benchmarks/station_pss.py [--probes 4] [--samples 6] [--web] [--modes threads,processes] [--json]
+    python benchmarks/station_pss.py [--probes 4] [--samples 6] [--web] [--modes threads,processes] [--kind sim|spidev] [--json]
+
+``--kind spidev`` puts each board behind a simulated spidev instead (``PIFLASH_SIM_PINS``, issue
+43: the station's slots are ``spidev:0.0``, ``spidev:1.0``...): the same simulator in the workers,
+plus python-periphery and the bit-level SWD line.
 """
 
 from __future__ import annotations
@@ -92,17 +96,21 @@ def _page_client(port: int):
     return conn
 
 
-def run(mode: str, probes: int, samples: int, firmware: Path, web: bool = False) -> dict:
+def run(mode: str, probes: int, samples: int, firmware: Path, web: bool = False, kind: str = "sim") -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"station-pss-{mode}-"))
     port = _free_port()
     env = dict(os.environ, PIFLASH_SIM_DIR=str(work / "sim"), PIFLASH_HISTORY=str(work / "history.sqlite3"))
     names = [f"bay{i}" for i in range(probes)]
+    ids = [f"sim:{n}" for n in names]
+    if kind == "spidev":
+        ids = [f"spidev:{i}.0" for i in range(probes)]
+        env["PIFLASH_SIM_PINS"] = ",".join(f"{n}@{p}" for n, p in zip(names, ids))
     for name in names:
         subprocess.run([sys.executable, "-m", "piflash", "sim", "create", name, "--target", "nrf52840"],
                        env=env, check=True, capture_output=True)
     (work / "board.yaml").write_text(f"target: nrf52840\nfirmware: {firmware}\n")
     (work / "station.yaml").write_text(
-        "station: pss\nprofile: board.yaml\nprobes: [" + ", ".join(f'"sim:{n}"' for n in names) + "]\n"
+        "station: pss\nprofile: board.yaml\nprobes: [" + ", ".join(f'"{p}"' for p in ids) + "]\n"
         f"poll_interval: 0.1\nhistory: {work / 'history.sqlite3'}\nworkers: {mode}\n"
         + (f"web_port: {port}\n" if web else ""))
     log = open(work / "station.log", "w")
@@ -125,7 +133,7 @@ def run(mode: str, probes: int, samples: int, firmware: Path, web: bool = False)
                         "processes": len(pids)}
         if client is not None:
             client.close()
-        return {"mode": mode + ("+web" if web else ""), "probes": probes, **best}
+        return {"mode": mode + ("+web" if web else ""), "kind": kind, "probes": probes, **best}
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -142,16 +150,18 @@ def main(argv=None) -> int:
     ap.add_argument("--web", action="store_true", help="each mode without and with the operator's page")
     ap.add_argument("--modes", default="threads,processes")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--kind", choices=("sim", "spidev"), default="sim", help="the slots' probe kind")
+    ap.add_argument("--firmware", type=Path, help="the nRF52840 image (default: the test firmware's build)")
     args = ap.parse_args(argv)
     build = Path(os.environ.get("PIFLASH_TEST_FIRMWARE") or REPO / "tests" / "firmware" / "build")  # as the tests
-    firmware = build / "nrf52840" / "firmware.hex"
+    firmware = args.firmware or build / "nrf52840" / "firmware.hex"
     if not firmware.exists():
         raise SystemExit(f"{firmware} is missing: run scripts/build-test-firmware.sh first")
     rows = []
     for mode in args.modes.split(","):
-        rows.append(run(mode, args.probes, args.samples, firmware))
+        rows.append(run(mode, args.probes, args.samples, firmware, kind=args.kind))
         if args.web:
-            rows.append(run(mode, args.probes, args.samples, firmware, web=True))
+            rows.append(run(mode, args.probes, args.samples, firmware, web=True, kind=args.kind))
             rows[-1]["web_added_pss_mib"] = round(rows[-1]["pss_mib"] - rows[-2]["pss_mib"], 1)
     if args.json:
         print(json.dumps({"rows": rows}, indent=1))

@@ -419,6 +419,16 @@ PIFLASH_SIM_USB = Setting(
     kind=SEAM,
     readers=(PIFLASH, SIMULATOR),
 )
+PIFLASH_SIM_PINS = Setting(
+    "PIFLASH_SIM_PINS",
+    "device list",
+    None,
+    "Simulated boards on the Pi's pins in place of the real /dev: BOARD@spidev:BUS.CS or "
+    "BOARD@gpio:CHIP:swclk=N,swdio=N[,nreset=N], comma-separated.",
+    parse=_stripped,
+    kind=SEAM,
+    readers=(PIFLASH, SIMULATOR),
+)
 PIFLASH_SIM_USB_LEDGER = Setting(
     "PIFLASH_SIM_USB_LEDGER",
     "path",

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 from support.pgserver import pg  # noqa: F401  (fixtures kept in tests/support, shared from here;
+from support.pinskit import pins_env  # noqa: F401  a file's own fixture of the name wins)
 from support.simserver import SimServer
-from support.stationkit import stations, store  # noqa: F401  a file's own fixture of the name wins)
+from support.stationkit import stations, store  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -13,11 +13,15 @@ probe a selector designates (:mod:`~piflash.probe.discovery`), pyOCD's errors as
 (:mod:`~piflash.probe.permissions`, also run as ``python3 -m piflash.probe.permissions``),
 ``remote:HOST:PORT`` probes with every wait bounded (:mod:`~piflash.probe.remote`), batched DAP
 transfers (:mod:`~piflash.probe.batched_dap`) and a Pico in BOOTSEL mode as a probe of its own
-(:mod:`~piflash.probe.picoboot`: the boot ROM's PICOBOOT commands over pyusb).
+(:mod:`~piflash.probe.picoboot`: the boot ROM's PICOBOOT commands over pyusb), and the Pi's own
+pins as the probe (:mod:`~piflash.probe.pins`: the ``spidev:`` and ``gpio:`` probe IDs;
+:mod:`~piflash.probe.pinprobe`: SWD over spidev as a pyOCD probe, with
+:mod:`~piflash.probe.spiswd` batching SWD packets into SPI messages and
+:mod:`~piflash.probe.pinplugin` its ``pyocd.probe`` entry point).
 
-May import: the standard library, :mod:`piflash.errors`, :mod:`piflash.limits`, pyOCD and pyusb
-(lazily). Never the simulator (a simulated USB bus is a registered ``piflash.usb_backend``
-entry point), the host, the targets or anything above them: they import it.
+May import: the standard library, :mod:`piflash.errors`, :mod:`piflash.limits`, pyOCD, pyusb and
+python-periphery (lazily). Never the simulator (a simulated USB bus is a registered ``piflash.usb_backend``
+entry point, simulated pin devices a ``piflash.pins_backend`` one), the host, the targets or anything above them: they import it.
 """
 
 from piflash.probe.selector import (

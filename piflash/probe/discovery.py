@@ -29,12 +29,15 @@ from piflash.probe.pyocd_errors import translate_error
 from piflash.probe.selector import (
     PROBE_KINDS,
     ProbeSelector,
+    kind_of,
     no_probe_error,
     parse_selector,
     several_probes_error,
 )
 
 LOG = logging.getLogger(__name__)
+#: Probe kinds that are the Pi's own pins (piflash/probe/pins.py): chosen only when named.
+PIN_KINDS = ("spidev", "gpio")
 
 
 @dataclass(frozen=True)
@@ -77,9 +80,19 @@ def probe_target(probe: DebugProbe) -> Optional[str]:
     return getattr(info, "target", None) if info else None
 
 
+def _register_pin_probes() -> None:
+    """Make sure pyOCD knows the ``spidev`` probe type (:mod:`piflash.probe.pinprobe`), also
+    where the installed entry points predate it."""
+    from piflash.probe.pinprobe import register_with_pyocd
+
+    register_with_pyocd()
+
+
 def _all_probes() -> List[DebugProbe]:
     """Every probe pyOCD's plugins list now (no ID given to pyOCD, so no substring match)."""
     from pyocd.core.helpers import ConnectHelper
+
+    _register_pin_probes()
 
     try:
         return ConnectHelper.get_all_connected_probes(blocking=False, print_wait_message=False)
@@ -121,6 +134,7 @@ def _find_probes(selector: Optional[ProbeSelector], listed: Optional[List[DebugP
     if whole is not None and (selector.kind.tag is not None or ":" not in whole):
         from pyocd.probe.aggregator import DebugProbeAggregator
 
+        _register_pin_probes()
         try:
             probe = DebugProbeAggregator.get_probe_with_id(whole)
         except Exception as exc:
@@ -152,7 +166,8 @@ def select_probe(unique_id: Union[str, ProbeSelector, None] = None) -> DebugProb
 
     :param unique_id: a probe selector (str or :class:`ProbeSelector`, see
         :mod:`piflash.probe.selector`): a whole unique ID matches only that probe (any case), a
-        written ``*`` prefix the one probe whose ID begins with it; None: the only probe attached.
+        written ``*`` prefix the one probe whose ID begins with it; None: the only probe attached,
+        never one of the Pi's own pins (``spidev:``, ``gpio:``), which must be named.
     :raises ProbeSyntaxError: (exit 2) a selector that cannot be one.
     :raises NoProbeError: (exit 7) nothing matches; the message names the probes attached and the
         near matches. No other probe is opened.
@@ -162,6 +177,17 @@ def select_probe(unique_id: Union[str, ProbeSelector, None] = None) -> DebugProb
     selector = parse_selector(unique_id)
     listed: List[DebugProbe] = []
     probes = _find_probes(selector, listed)
+    pins: List[str] = []
+    if selector is None:
+        # The Pi's own pins are never taken for "the only probe": an enabled SPI bus may carry a
+        # HAT, and clocking it unasked is what passive discovery promises not to do (issue 43).
+        pins = [p.unique_id for p in probes if kind_of(p.unique_id).name in PIN_KINDS]
+        probes = [p for p in probes if kind_of(p.unique_id).name not in PIN_KINDS]
+        if not probes and pins:
+            raise NoProbeError(
+                "no debug probe found; the Pi's own pins are probes too, but only when named: %s" % ", ".join(pins),
+                hint="name one with --probe, e.g. --probe %s (or 'probe:' in the profile)" % pins[0],
+            )
     if not probes:
         _raise_if_blocked(selector)
         if selector is not None:

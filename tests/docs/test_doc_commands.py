@@ -528,7 +528,7 @@ def test_page_commands_run_as_written(name, cmds, tmp_path, firmware_dir, pyocd_
         example_files(firmware_dir, pyocd_binaries, examples)
     else:
         example_files(firmware_dir, pyocd_binaries, work)
-    env = {k: v for k, v in os.environ.items() if k != "PIFLASH_SIM_USB"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PIFLASH_SIM_USB", "PIFLASH_SIM_PINS")}
     env.update(HOME=str(tmp_path / "home"), PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}",
                XDG_CONFIG_HOME=str(tmp_path / "home" / ".config"), TMPDIR=str(tmp_path / "tmp"),
                PIFLASH_DOC_DEBIAN_ROOT=str(DEBIAN_ROOT),

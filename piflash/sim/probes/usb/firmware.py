@@ -414,6 +414,25 @@ class DapFirmware:
         self.clock.charge("probe", n * self.preset.transfer_overhead_s)
         return n * (self.preset.transfer_overhead_s) + self._bits(n * swd_transfer_bits(self.idle_cycles))
 
+    def transfer(self, req: int, value: Optional[int], t: float) -> Tuple[int, int, float]:
+        """One SWD transfer at virtual time ``t`` (s), for a device that clocks the wire itself
+        (the Pi's pins, :mod:`piflash.sim.probes.pins`): ``req`` is the DAP transfer request
+        (APnDP bit 0, RnW bit 1, A[3:2]); returns (ACK, value read, time after it)."""
+        return self._transfer(req, value, t)
+
+    def would_wait(self, req: int, t: float) -> bool:
+        """Whether a transfer ``req`` at time ``t`` (s) finds the flash it reaches still busy,
+        so that the target answers WAIT (a MEM-AP DRW access into flash being programmed)."""
+        if self.probe is None or not (req & 1) or (req & 0x0C) != AP_DRW:
+            return False
+        board = self._board()
+        mem_ap, tar = self._mem_ap_target(board)
+        return mem_ap is not None and t < self._flash_busy_until and self._in_flash(board, tar)
+
+    def board(self):
+        """The live board with the timing hooks attached, or None outside a session."""
+        return self._board() if self.probe is not None else None
+
     def _transfer(self, req: int, value: Optional[int], t: float) -> Tuple[int, int, float]:
         """One SWD transfer at time ``t``: returns (ack, value read, time after it)."""
         if self.probe is None:
