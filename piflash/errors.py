@@ -548,6 +548,12 @@ EXTRAS: Dict[str, Tuple[str, str, str]] = {
         "with scripts/install.sh: 'bash scripts/install.sh --with-ledger' (psycopg over Debian's libpq5); "
         "or sudo apt-get install libpq5, then pip install 'piflash[ledger]' into piflash's venv",
     ),
+    "pins": (
+        "periphery",
+        "SWD from the Pi's own pins (spidev: and gpio: probes)",
+        "with scripts/install.sh: 'bash scripts/install.sh --with-pins'; or pip install 'piflash[pins]' "
+        "into piflash's venv (python-periphery, pure Python)",
+    ),
     "web": (
         "uvicorn",
         "the station's operator page (web_port:)",

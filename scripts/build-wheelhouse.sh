@@ -40,9 +40,9 @@ out=$(cd "$1" && pwd)
 reqs=()
 while read -r name version source prof _; do
     [[ -z $name || $name == \#* || $source != pip ]] && continue
-    # the ledger's, metrics' and web page's extras are pure Python: in every wheelhouse, for
-    # --with-ledger/--with-metrics/--with-web
-    [[ $prof == all || $prof == "$profile" || $prof == ledger || $prof == metrics || $prof == web ]] && reqs+=("$name==$version")
+    # the ledger's, metrics', web page's and pins' extras are pure Python: in every wheelhouse, for
+    # --with-ledger/--with-metrics/--with-web/--with-pins
+    [[ $prof == all || $prof == "$profile" || $prof == ledger || $prof == metrics || $prof == web || $prof == pins ]] && reqs+=("$name==$version")
 done < "$deps"
 
 work=$(mktemp -d)

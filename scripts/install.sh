@@ -10,6 +10,7 @@
 #   bash scripts/install.sh --with-ledger       # + the central ledger (psycopg, pure Python, on Debian's libpq5)
 #   bash scripts/install.sh --with-metrics      # + the station's Prometheus metrics (prometheus-client, pure Python)
 #   bash scripts/install.sh --with-web          # + the operator's live page (Starlette, uvicorn: pure Python)
+#   bash scripts/install.sh --with-pins         # + SWD from the Pi's own pins (python-periphery: pure Python)
 #   bash scripts/install.sh --wheelhouse DIR    # offline, from scripts/build-wheelhouse.sh's folder
 #   sudo bash scripts/install.sh --system       # /opt/piflash + /usr/local/bin/piflash (the station)
 #   bash scripts/install.sh --uninstall [--system]
@@ -23,7 +24,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 deps=$repo/scripts/install-deps.txt
-profile=minimal system=0 wheelhouse="" uninstall=0 force=0 with_sim=0 with_ledger=0 with_metrics=0 with_web=0 args=("$@")
+profile=minimal system=0 wheelhouse="" uninstall=0 force=0 with_sim=0 with_ledger=0 with_metrics=0 with_web=0 with_pins=0 args=("$@")
 
 say() { printf 'install: %s\n' "$*" >&2; }
 # die CODE MESSAGE [HINT LINE...]
@@ -52,10 +53,11 @@ while (($#)); do
         --with-ledger) with_ledger=1; shift ;;
         --with-metrics) with_metrics=1; shift ;;
         --with-web) with_web=1; shift ;;
+        --with-pins) with_pins=1; shift ;;
         --uninstall) uninstall=1; shift ;;
         --force) force=1; shift ;;
         -h|--help) usage; exit 0 ;;
-        *) die 2 "unknown argument '$1'" "usage: bash scripts/install.sh [--profile minimal|full] [--with-sim] [--with-ledger] [--with-metrics] [--with-web] [--system] [--wheelhouse DIR] [--uninstall] [--force]" ;;
+        *) die 2 "unknown argument '$1'" "usage: bash scripts/install.sh [--profile minimal|full] [--with-sim] [--with-ledger] [--with-metrics] [--with-web] [--with-pins] [--system] [--wheelhouse DIR] [--uninstall] [--force]" ;;
     esac
 done
 [[ $profile == minimal || $profile == full ]] ||
@@ -96,7 +98,7 @@ while read -r name version source prof _; do
     [[ $source == pip && $prof == full ]] && full_only+=("$name")
     [[ $prof == all || $prof == "$profile" ]] || { [[ $prof == sim ]] && ((with_sim)); } ||
         { [[ $prof == ledger ]] && ((with_ledger)); } || { [[ $prof == metrics ]] && ((with_metrics)); } ||
-        { [[ $prof == web ]] && ((with_web)); } || continue
+        { [[ $prof == web ]] && ((with_web)); } || { [[ $prof == pins ]] && ((with_pins)); } || continue
     case $source in
         pip) pip_reqs+=("$name==$version") ;;
         debian:*) apt_pkgs+=("${source#debian:}") ;;
@@ -305,15 +307,19 @@ fi
 if ((with_web)); then
     "$py" -c 'import starlette.applications, uvicorn' || die 1 "the operator's page (Starlette, uvicorn) does not load"
 fi
+if ((with_pins)); then
+    "$py" -c 'import periphery.spi, periphery.gpio_cdev2' || die 1 "SWD from the Pi's pins (python-periphery) does not load"
+fi
 version=$("$venv/bin/piflash" --version) || die 1 "$venv/bin/piflash does not run"
 
 mkdir -p "$bindir"
 ln -sfn "$venv/bin/piflash" "$link"
-"$py" - "$marker" "$profile" "$venv" "$system" "$wheelhouse" "$with_sim" "$with_ledger" "$with_metrics" "$with_web" <<'EOF'
+"$py" - "$marker" "$profile" "$venv" "$system" "$wheelhouse" "$with_sim" "$with_ledger" "$with_metrics" "$with_web" "$with_pins" <<'EOF'
 import datetime, json, sys
-path, profile, venv, system, wheelhouse, with_sim, with_ledger, with_metrics, with_web = sys.argv[1:]
+path, profile, venv, system, wheelhouse, with_sim, with_ledger, with_metrics, with_web, with_pins = sys.argv[1:]
 record = {"profile": profile, "venv": venv, "system": system == "1", "sim": with_sim == "1",
           "ledger": with_ledger == "1", "metrics": with_metrics == "1", "web": with_web == "1",
+          "pins": with_pins == "1",
           "installed_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
           "wheelhouse": wheelhouse or None}
 with open(path, "w") as f:
@@ -322,7 +328,7 @@ with open(path, "w") as f:
 EOF
 
 pyocd_version=$("$py" -c 'import importlib.metadata as m; print(m.version("pyocd"))')
-extras=$( ((with_sim)) && printf ' + simulated board'; ((with_ledger)) && printf ' + ledger'; ((with_metrics)) && printf ' + metrics'; ((with_web)) && printf ' + web'; true)
+extras=$( ((with_sim)) && printf ' + simulated board'; ((with_ledger)) && printf ' + ledger'; ((with_metrics)) && printf ' + metrics'; ((with_web)) && printf ' + web'; ((with_pins)) && printf ' + pins'; true)
 say "done: $version, pyOCD $pyocd_version, profile $profile$extras, in $venv"
 say "command: $link"
 # sudo's secure_path has no ~/.local/bin: give it the full path (docs/permissions.md).

@@ -165,8 +165,13 @@ def needed_extras(config: "StationConfig") -> List[str]:
     """The optional extras (keys of :data:`piflash.errors.EXTRAS`) a station config needs:
     ``ledger`` for ``ledger:`` (psycopg), ``metrics`` for ``metrics:`` or ``metrics_port:``
     (prometheus-client), ``gpio`` for ``gpio:`` (gpiozero), ``web`` for ``web_port:`` (Starlette
-    and uvicorn). The ``extras`` of pyproject.toml."""
+    and uvicorn), ``pins`` for a ``spidev:`` or ``gpio:`` probe (python-periphery). The ``extras``
+    of pyproject.toml."""
+    from piflash.probe.pins import GPIO_TAG, SPIDEV_TAG
+
     needed = []
+    if any(p.startswith((SPIDEV_TAG, GPIO_TAG)) for p in config.probes or ()):
+        needed.append("pins")
     if config.web_port is not None:
         needed.append("web")
     if config.ledger:

@@ -35,7 +35,7 @@ class Row:
     name: str
     version: str          # exact pin (pip), Debian 12's version (debian:*), "-" (a stand-in)
     source: str           # "pip" or "debian:PACKAGE"
-    profile: str          # "all", "full", or an extra's: "sim", "ledger", "metrics", "web" (install.sh --with-...)
+    profile: str          # "all", "full", or an extra's: "sim", "ledger", "metrics", "web", "pins" (install.sh --with-...)
     needed_by: tuple[str, ...]
 
 
@@ -50,7 +50,7 @@ def load_rows() -> dict[str, Row]:
         assert norm(name) == name, f"install-deps.txt:{number}: write {norm(name)!r}"
         assert name not in rows, f"install-deps.txt:{number}: {name} listed twice"
         assert source == "pip" or re.fullmatch(r"debian:[a-z0-9][a-z0-9.+-]+", source), line
-        assert profile in ("all", "full", "sim", "ledger", "metrics", "web"), line
+        assert profile in ("all", "full", "sim", "ledger", "metrics", "web", "pins"), line
         if source == "pip":
             Version(version)  # an exact, valid version
         elif version != "-":
@@ -119,7 +119,7 @@ def test_sim_extra_matches_the_list():
                for name in listed_for("piflash[sim]"))
 
 
-@pytest.mark.parametrize("extra", ["ledger", "metrics", "web"])
+@pytest.mark.parametrize("extra", ["ledger", "metrics", "web", "pins"])
 def test_ledger_and_metrics_extras_match_the_list(extra):
     """install.sh --with-ledger / --with-metrics / --with-web install exactly piflash's extra (issues 39, 44), pinned,
     from pip: pure-Python wheels (py3-none-any, so the same file on armv7l and aarch64), their own
@@ -154,7 +154,7 @@ def test_requirements_of_requirements_are_listed():
 def test_every_consumer_is_listed():
     for row in ROWS.values():
         for consumer in row.needed_by:
-            assert consumer in ("piflash", "piflash[sim]", "piflash[ledger]", "piflash[metrics]", "piflash[web]", "build") \
+            assert consumer in ("piflash", "piflash[sim]", "piflash[ledger]", "piflash[metrics]", "piflash[web]", "piflash[pins]", "build") \
                 or consumer in ROWS, (
                 f"{row.name} is needed by {consumer}, which install-deps.txt does not list")
             if consumer in ROWS and ROWS[consumer].profile == "full":
