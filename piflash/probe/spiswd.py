@@ -20,7 +20,7 @@ of DP RDBUFF, which the engine inserts after the last AP read of a run.
 
 Bit order: SWD sends every field LSB first; the Pi's SPI controllers shift MSB first and take
 no ``SPI_LSB_FIRST`` (``BCM2835_SPI_MODE_BITS`` in Linux ``drivers/spi/spi-bcm2835.c`` is CPOL,
-CPHA, CS_HIGH and NO_CS; ``spi-bcm2835aux.c`` sets CPOL, CS_HIGH, NO_CS; ``spi_setup`` in
+CPHA, CS_HIGH, NO_CS and 3WIRE; ``spi-bcm2835aux.c`` sets CPOL, CS_HIGH, NO_CS; ``spi_setup`` in
 ``drivers/spi/spi.c`` refuses other mode bits with EINVAL), so each byte is bit-reversed in
 software (:data:`REVERSE`), both ways. SPI mode 0.
 
