@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from piflash.errors import FirmwareError
@@ -91,7 +91,9 @@ def test_damaged_files_fail_the_same(cs, edits, dropped, lf):
     for where in dropped:
         if len(lines) > 1:
             del lines[where % len(lines)]
-    same(b"\n".join(lines))
+    raw = b"\n".join(lines)
+    assume(raw.strip())  # an empty file is refused before either reader runs
+    same(raw)
 
 
 def test_reordered_and_repeated_records_read_the_same():
