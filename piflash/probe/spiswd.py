@@ -54,8 +54,30 @@ ACK_OK, ACK_WAIT, ACK_FAULT = 0b001, 0b010, 0b100
 DP_RDBUFF = 0xC
 
 
+#: The parity of every 16-bit value (1 for an odd number of ones): two look-ups give a word's.
+_PARITY16 = bytes(bin(i).count("1") & 1 for i in range(1 << 16))
+
+
 def _parity(value: int) -> int:
-    return bin(value).count("1") & 1
+    """The parity bit of ``value`` (an int below 2**32): 1 for an odd number of ones."""
+    return _PARITY16[value & 0xFFFF] ^ _PARITY16[value >> 16]
+
+
+#: For n packets (key): (the mask of their ACK cycles, the ACK cycles all OK), built once per n.
+_ACK_MASKS: "dict[int, Tuple[int, int]]" = {}
+
+
+def _ack_masks(count: int) -> Tuple[int, int]:
+    """(mask, OK) of ``count`` packets' ACK cycles (9-11 of each, ADIv5.2 B4.2): a message of
+    writes came back all OK when ``rx & mask == OK``."""
+    masks = _ACK_MASKS.get(count)
+    if masks is None:
+        mask = ok = 0
+        for i in range(count):
+            mask |= 0b111 << (i * PACKET_CYCLES + 9)
+            ok |= ACK_OK << (i * PACKET_CYCLES + 9)
+        masks = _ACK_MASKS[count] = (mask, ok)
+    return masks
 
 
 def request_bits(ap: bool, read: bool, addr: int) -> int:
@@ -73,6 +95,19 @@ class PendingRead:
 
 def _write_packet(req: int, value: int) -> int:
     return req | ((value | (_parity(value) << 32)) << 13)
+
+
+def _cycles(packets: List[int], count: int) -> bytes:
+    """The cycles of ``packets`` (46 each, cycle 0 of the first in bit 0) and idle cycles to
+    ``count``, as bytes LSB first: four packets are 184 cycles, 23 whole bytes, so the packets go
+    four at a time into one int each and out as bytes, the rest as one int."""
+    whole = len(packets) - len(packets) % 4
+    it = iter(packets[:whole])
+    head = b"".join([(a | b << 46 | c << 92 | d << 138).to_bytes(23, "little") for a, b, c, d in zip(it, it, it, it)])
+    tail = 0
+    for i, p in enumerate(packets[whole:]):
+        tail |= p << (i * PACKET_CYCLES)
+    return head + tail.to_bytes((count + 7) // 8 - len(head), "little")
 
 
 class SpiSwd:
@@ -106,9 +141,12 @@ class SpiSwd:
         return self._exchange(bits, count)
 
     def _exchange(self, bits: int, count: int) -> int:
-        nbytes = (count + 7) // 8
-        out = bits.to_bytes(nbytes, "little").translate(REVERSE)
-        got = bytes(self._transfer(out)).translate(REVERSE)
+        return self._exchange_bytes(bits.to_bytes((count + 7) // 8, "little"), count)
+
+    def _exchange_bytes(self, raw: bytes, count: int) -> int:
+        """One message of ``raw`` (cycle 0 in bit 0 of byte 0: LSB first) clocking ``count``
+        cycles; what MISO read, as an int (cycle 0 in bit 0)."""
+        got = bytes(self._transfer(raw.translate(REVERSE))).translate(REVERSE)
         self.messages += 1
         return int.from_bytes(got, "little") & ((1 << count) - 1)
 
@@ -178,12 +216,20 @@ class SpiSwd:
         self._full()
 
     def write_many(self, addr: int, values: Sequence[int]) -> None:
-        """Queue writes of ``values`` to one AP register (a block write through DRW)."""
+        """Queue writes of ``values`` to one AP register (a block write through DRW), a message's
+        worth at a time."""
         self._close_ap_reads()
         req = request_bits(True, False, addr)
-        for value in values:
-            self._packets.append(_write_packet(req, value & 0xFFFFFFFF))
-            self._dest.append(None)
+        table = _PARITY16
+        start = 0
+        while start < len(values):
+            room = self.per_message - len(self._packets)
+            chunk = values[start : start + room]
+            self._packets.extend(
+                [req | ((v | ((table[v & 0xFFFF] ^ table[(v >> 16) & 0xFFFF]) << 32)) << 13) for v in chunk]
+            )
+            self._dest.extend([None] * len(chunk))
+            start += len(chunk)
             if len(self._packets) >= self.per_message:
                 self.flush()
 
@@ -238,9 +284,11 @@ class SpiSwd:
         """One message of ``packets``; fills the reads before the first ACK that is not OK and
         returns (its index, its ACK), or (None, OK)."""
         count = len(packets) * PACKET_CYCLES + TRAILING_IDLE
-        # Cycle 0 last in the text: the packets in reverse, each its 46 bits MSB first.
-        tx = int("".join([format(p, "046b") for p in reversed(packets)]), 2)
-        rx = self._exchange(tx, count)
+        rx = self._exchange_bytes(_cycles(packets, count), count)
+        if not any(dest):  # writes only (posted): every ACK checked at once
+            mask, ok = _ack_masks(len(packets))
+            if rx & mask == ok:
+                return None, ACK_OK
         line = format(rx, "0%db" % count)[::-1]  # line[i]: SWDIO in cycle i
         for i, target in enumerate(dest):
             base = i * PACKET_CYCLES

@@ -80,15 +80,18 @@ SPIDEV_PRESET = ProbePreset(
 #: per-message latency was found): 30 us, to be measured on a Zero 2W.
 KERNEL_MESSAGE_S = 30e-6
 #: Host CPU on the x86 machine (the device charges them times the host preset's factor), measured
-#: by ``benchmarks/pins_probe.py --engine-cost`` on 2026-12-07 (load average about 3 on the 2
-#: shared cores; not scaled to the day the host bands were set against, so on the slow side):
-#: per SWD packet, piflash's SPI engine encoding and decoding full messages (1.13 us); per
-#: message, everything else the host runs between two messages (pyOCD's layers, piflash's flash
-#: engine and its polls, python-periphery): a 256 KiB nRF52840 flash took 2.55 s of CPU outside the
-#: simulated device for 24,088 messages of 215,293 packets, 95.9 us a message once the packets'
-#: share is taken out (docs/pin-probes.md).
-IOCTL_HOST_X86_S = 95.9e-6
-PACKET_HOST_X86_S = 1.13e-6
+#: by ``benchmarks/pins_probe.py --engine-cost`` (a 256 KiB nRF52840 flash: the CPU outside the
+#: simulated device, 13,705 messages of 150,919 packets): per SWD packet, piflash's SPI engine
+#: encoding and decoding full messages; per message, everything else the host runs between two
+#: messages (pyOCD's layers, piflash's flash engine and its polls, python-periphery), the packets'
+#: share taken out. Since the engine packs four packets into 23 bytes at a time and checks a
+#: message of writes' ACKs with one mask (2026-12-07), three runs interleaved with the engine of
+#: before (load average 4 on the 2 shared cores; not scaled to the day the host bands were set
+#: against, so on the slow side): per packet 0.347 / 0.373 / 0.314 us (before: 0.517 / 0.394 /
+#: 0.571), per message 96.6 / 113.5 / 106.0 us (before: 100.5 / 92.0 / 118.5); the medians.
+#: The first measurement, of the engine before, was 1.13 us and 95.9 us (load average about 3).
+IOCTL_HOST_X86_S = 106.0e-6
+PACKET_HOST_X86_S = 0.347e-6
 #: Cycles of one SWD packet as the engine sends it (docs of piflash/probe/spiswd.py).
 _PACKET_CYCLES = 46
 
