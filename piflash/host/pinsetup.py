@@ -248,9 +248,12 @@ def _collision_rows(setup: PinSetup, probes: Sequence[pinmap.SwdPins], buses: Di
     for n, bus in sorted(buses.items()):
         uses += [pinmap.PinUse(g, f"{sig}, claimed by {bus.by}", f"SPI{n}") for g, sig in bus.claimed().items()]
     for p in probes:
-        # A spidev probe's pins are its bus's: the same group as the bus's claim, no collision.
-        group = f"SPI{p.bus}" if p.kind == "spidev" else p.probe_id
-        uses += [pinmap.PinUse(u.gpio, u.owner, group) for u in pinmap.probe_uses(p)]
+        # A spidev probe's SPI pins are its bus's: the same group as the bus's claim, no
+        # collision. Its nRESET GPIO is its own: on a bus pin, a chip select or a station pin, two
+        # drivers would share one wire.
+        for u in pinmap.probe_uses(p):
+            spi_pin = p.kind == "spidev" and not u.owner.endswith(" nreset")
+            uses.append(pinmap.PinUse(u.gpio, u.owner, f"SPI{p.bus}" if spi_pin else p.probe_id))
     if not setup.station_gpio and not probes:
         return []
     found = pinmap.collisions(uses)

@@ -123,6 +123,13 @@ def test_swd_pins_of_probe_ids():
                 "gpio:gpiochip0:clk=5,swdio=6", "spidev:0", "spidev:0.0,nreset=25", "gpio:gpiochip0:swdio=6,swclk=5"):
         with pytest.raises(ValueError):
             pins.swd_pins_of(bad)
+    r = pins.swd_pins_of("spidev:0.0:nreset=25")
+    assert r.probe_id == "spidev:0.0:nreset=25" and r.device == "spidev0.0"
+    assert dict(r.pins) == {"sclk": 11, "mosi": 10, "miso": 9, "nreset": 25}
+    assert dict(pins.swd_pins_of("spidev:0.0:nreset=gpiochip4/40").pins) == {"sclk": 11, "mosi": 10, "miso": 9}
+    for bad in ("spidev:0.0:nreset=30", "spidev:0.0:nreset=gpiochip0/25", "spidev:0.0:nreset=10"):
+        with pytest.raises(ValueError):
+            pins.swd_pins_of(bad)
     other = pins.swd_pins_of("gpio:gpiochip4:swclk=40,swdio=41")  # not the header's chip: any line
     assert other.device == "gpiochip4" and pins.probe_uses(other) == []
 
@@ -190,6 +197,29 @@ def test_spi_pins_held_by_another_driver(tmp_path):
     assert rows["spidev0.0 lines"][1] == "fail" and "mosi GPIO 10 (pin 19) is held by 'led0'" in rows["spidev0.0 lines"][2]
     rows = {r[0]: r for r in check_rows(_setup(tmp_path / "x", "dtparam=spi=on\n", ["spidev:0.0"]))}
     assert "spidev0.0 lines" not in rows  # cannot tell: no row for the SPI block's own pins
+
+
+@pytest.mark.parametrize(
+    "probe, gpio, other",
+    [
+        ("spidev:0.0:nreset=8", 8, "CE0"),  # SPI0's own chip select
+        ("spidev:0.0:nreset=17", 17, "station gpio.pass_led"),
+    ],
+)
+def test_a_spidev_nreset_colliding_is_reported(tmp_path, probe, gpio, other):
+    """A spidev probe's nRESET GPIO is not one of its bus's pins: on a bus pin, a chip select or a
+    station pin it is a collision (its SPI pins are the bus's own and are not)."""
+    from piflash.host.pinsetup import check_rows
+
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev/spidev0.0").touch()
+    rows = [r for r in check_rows(_setup(tmp_path, "dtparam=spi=on\n", [probe], station_gpio={"pass_led": 17}))
+            if r[0] == "pin collision"]
+    assert len(rows) == 1 and rows[0][1] == "fail", rows
+    assert pins.describe(gpio) in rows[0][2] and other in rows[0][2] and f"{probe} nreset" in rows[0][2]
+    fine = {r[0]: r for r in check_rows(_setup(tmp_path, "dtparam=spi=on\n", ["spidev:0.0:nreset=25"],
+                                                station_gpio={"pass_led": 17}))}
+    assert fine["pin collisions"][1] == "ok" and "pin collision" not in fine
 
 
 def test_a_node_this_user_may_not_open(tmp_path, monkeypatch):
