@@ -161,7 +161,7 @@ def swd_pins_of(probe_id: str) -> Optional[SwdPins]:
         if spec.bus not in SPI_PINS:
             raise ValueError(f"{probe_id}: SPI bus {spec.bus} is not on the 40-pin header (SPI0 and SPI1 are)")
         spi = SPI_PINS[spec.bus]
-        pins = (("sclk", spi["SCLK"]), ("mosi", spi["MOSI"]), ("miso", spi["MISO"]))
+        pins: Tuple[Tuple[str, int], ...] = (("sclk", spi["SCLK"]), ("mosi", spi["MOSI"]), ("miso", spi["MISO"]))
         if spec.nreset is not None and spec.nreset_chip == "gpiochip0":
             if spec.nreset not in GPIO_HEADER:
                 raise ValueError(f"{probe_id}: nreset={spec.nreset} is not a GPIO of the 40-pin header (0..27)")
