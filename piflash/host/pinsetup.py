@@ -273,4 +273,8 @@ def _collision_fix(c: pinmap.Collision, used) -> str:
             return f"use dtoverlay=spi1-1cs (its one chip select is GPIO 18), or move {a.owner[8:]} to a free GPIO ({free})"
         if a.group == "station":
             return f"move {a.owner[8:]} to a free GPIO ({free}) in the station config"
+    for a in (c.first, c.second):
+        if a.owner.endswith(" nreset") and a.group.startswith("spidev:"):
+            probe = a.group.split(":nreset=")[0]
+            return f"wire nRESET to a free GPIO ({free}) and name it: {probe}:nreset={free.split(',')[0]}"
     return f"give the probe other pins, free ones: {free}"

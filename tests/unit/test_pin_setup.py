@@ -217,6 +217,8 @@ def test_a_spidev_nreset_colliding_is_reported(tmp_path, probe, gpio, other):
             if r[0] == "pin collision"]
     assert len(rows) == 1 and rows[0][1] == "fail", rows
     assert pins.describe(gpio) in rows[0][2] and other in rows[0][2] and f"{probe} nreset" in rows[0][2]
+    if other == "CE0":
+        assert rows[0][3] == "wire nRESET to a free GPIO (4, 5, 6) and name it: spidev:0.0:nreset=4"
     fine = {r[0]: r for r in check_rows(_setup(tmp_path, "dtparam=spi=on\n", ["spidev:0.0:nreset=25"],
                                                 station_gpio={"pass_led": 17}))}
     assert fine["pin collisions"][1] == "ok" and "pin collision" not in fine
