@@ -193,7 +193,37 @@ def _node_rows(setup: PinSetup, probes: Sequence[pinmap.SwdPins], buses: Optiona
             )
         else:
             rows.append((name, OK, f"{node} can be opened", None))
+    rows += _nreset_chip_rows(setup, probes)
     return rows
+
+
+def _nreset_chip_rows(setup: PinSetup, probes: Sequence[pinmap.SwdPins]) -> List[Row]:
+    """A ``gpiochip0 node`` row for a ``spidev:...:nreset=N`` probe (its nRESET is a line of the
+    header's chip, requested when the probe opens), unless a ``gpio:`` probe's row has it."""
+    users = [p.probe_id for p in probes if p.kind == "spidev" and any(n == "nreset" for n, _ in p.pins)]
+    if not users or any(p.device == "gpiochip0" for p in probes):
+        return []
+    node = Path(setup.dev_root, "gpiochip0")
+    name = "gpiochip0 node"
+    if not node.exists():
+        return [
+            (
+                name,
+                FAIL,
+                f"{node} is missing: {', '.join(users)} needs it for nRESET",
+                "ls /dev/gpiochip* (gpiochip0 is the header's on a Pi)",
+            )
+        ]
+    if os.geteuid() != 0 and not os.access(node, os.R_OK | os.W_OK):
+        return [
+            (
+                name,
+                FAIL,
+                f"{node} may not be opened by this user (it needs group gpio, for nRESET)",
+                permissions.fix_text(_user()),
+            )
+        ]
+    return [(name, OK, f"{node} can be opened (nRESET of {', '.join(users)})", None)]
 
 
 def _user() -> Optional[str]:

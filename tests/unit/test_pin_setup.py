@@ -237,6 +237,20 @@ def test_a_node_this_user_may_not_open(tmp_path, monkeypatch):
     assert "setup permissions" in fix
 
 
+def test_a_spidev_nreset_needs_the_header_chip(tmp_path):
+    from piflash.host.pinsetup import check_rows
+
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev/spidev0.0").touch()
+    rows = {r[0]: r for r in check_rows(_setup(tmp_path, "dtparam=spi=on\n", ["spidev:0.0:nreset=25"]))}
+    assert rows["gpiochip0 node"][1] == "fail" and "spidev:0.0:nreset=25 needs it for nRESET" in rows["gpiochip0 node"][2]
+    (tmp_path / "dev/gpiochip0").touch()
+    rows = {r[0]: r for r in check_rows(_setup(tmp_path, "dtparam=spi=on\n", ["spidev:0.0:nreset=25"]))}
+    assert rows["gpiochip0 node"][1] == "ok"
+    plain = {r[0]: r for r in check_rows(_setup(tmp_path, "dtparam=spi=on\n", ["spidev:0.0"]))}
+    assert "gpiochip0 node" not in plain
+
+
 class _Info:
     def __init__(self, used, consumer):
         self.used, self.consumer = used, consumer
