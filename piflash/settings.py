@@ -423,7 +423,7 @@ PIFLASH_SIM_PINS = Setting(
     "PIFLASH_SIM_PINS",
     "device list",
     None,
-    "Simulated boards on the Pi's pins in place of the real /dev: BOARD@spidev:BUS.CS or "
+    "Simulated boards on the Pi's pins in place of the real /dev: BOARD@spidev:BUS.CS[:nreset=N] or "
     "BOARD@gpio:CHIP:swclk=N,swdio=N[,nreset=N], comma-separated.",
     parse=_stripped,
     kind=SEAM,

@@ -52,7 +52,7 @@ def permissions(user, dry_run, uninstall, root):
     "probes",
     multiple=True,
     metavar="ID",
-    help="A Pi-pin probe to check (spidev:0.0, spidev:1.0, gpio:gpiochip0:swclk=5,swdio=6,nreset=13); repeatable.",
+    help="A Pi-pin probe to check (spidev:0.0, spidev:1.0:nreset=13, gpio:gpiochip0:swclk=5,swdio=6,nreset=13); repeatable.",
 )
 @click.option(
     "--config",

@@ -124,7 +124,8 @@ class SwdPins:
     :ivar bus: the SPI bus (int) of a spidev probe, else None.
     :ivar pins: (signal, line) pairs: for ``gpio:`` its ``swclk``, ``swdio`` and optional
         ``nreset`` (line offsets; BCM GPIO numbers on ``gpiochip0``); for ``spidev:`` the bus's
-        ``sclk``, ``mosi``, ``miso`` (SWCLK, and SWDIO through the resistor).
+        ``sclk``, ``mosi``, ``miso`` (SWCLK, and SWDIO through the resistor), and its ``nreset``
+        GPIO when that is on ``gpiochip0`` (a line of another chip is not the header's).
     """
 
     probe_id: str
@@ -135,16 +136,17 @@ class SwdPins:
 
 
 def swd_pins_of(probe_id: str) -> Optional[SwdPins]:
-    """The pins of a ``spidev:B.C`` or ``gpio:gpiochipN:swclk=A,swdio=B[,nreset=C]`` probe ID
+    """The pins of a ``spidev:B.C[:nreset=N]`` or ``gpio:gpiochipN:swclk=A,swdio=B[,nreset=C]`` probe ID
     (issue 43), parsed by the probe layer (:func:`piflash.probe.pins.parse_pin_probe_id`), or
     None for any other probe ID (USB, ``sim:``, ``remote:``).
 
-    A ``spidev:`` probe's pins are its bus's SCLK, MOSI and MISO; a ``gpio:`` probe's on
-    ``gpiochip0`` (the header's chip on a Pi, line offset = BCM GPIO number) must be header
-    GPIOs 0..27.
+    A ``spidev:`` probe's pins are its bus's SCLK, MOSI and MISO, and its nRESET GPIO; a
+    ``gpio:`` probe's on ``gpiochip0`` (the header's chip on a Pi, line offset = BCM GPIO number),
+    and a ``spidev:`` probe's nRESET there, must be header GPIOs 0..27.
 
     :raises ValueError: a ``spidev:``/``gpio:`` ID the probe layer refuses (its message and hint),
-        a bus other than SPI0/SPI1, or a ``gpiochip0`` line that is not a header GPIO.
+        a bus other than SPI0/SPI1, a ``gpiochip0`` line that is not a header GPIO, or a
+        ``spidev:`` nRESET on its own bus's SCLK, MOSI or MISO.
     """
     from piflash.errors import ProbeSyntaxError
     from piflash.probe.pins import GPIO_TAG, SPIDEV_TAG, SpidevSpec, parse_pin_probe_id
@@ -159,7 +161,14 @@ def swd_pins_of(probe_id: str) -> Optional[SwdPins]:
         if spec.bus not in SPI_PINS:
             raise ValueError(f"{probe_id}: SPI bus {spec.bus} is not on the 40-pin header (SPI0 and SPI1 are)")
         spi = SPI_PINS[spec.bus]
-        pins = (("sclk", spi["SCLK"]), ("mosi", spi["MOSI"]), ("miso", spi["MISO"]))
+        pins: Tuple[Tuple[str, int], ...] = (("sclk", spi["SCLK"]), ("mosi", spi["MOSI"]), ("miso", spi["MISO"]))
+        if spec.nreset is not None and spec.nreset_chip == "gpiochip0":
+            if spec.nreset not in GPIO_HEADER:
+                raise ValueError(f"{probe_id}: nreset={spec.nreset} is not a GPIO of the 40-pin header (0..27)")
+            for name, gpio in pins:
+                if gpio == spec.nreset:
+                    raise ValueError(f"{probe_id}: nreset={gpio} is SPI{spec.bus} {name.upper()}, one pin in two roles")
+            pins += (("nreset", spec.nreset),)
         return SwdPins(spec.probe_id, "spidev", spec.device, spec.bus, pins)
     lines = tuple(spec.lines.items())
     if spec.chip == "gpiochip0":

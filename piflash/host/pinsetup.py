@@ -193,7 +193,37 @@ def _node_rows(setup: PinSetup, probes: Sequence[pinmap.SwdPins], buses: Optiona
             )
         else:
             rows.append((name, OK, f"{node} can be opened", None))
+    rows += _nreset_chip_rows(setup, probes)
     return rows
+
+
+def _nreset_chip_rows(setup: PinSetup, probes: Sequence[pinmap.SwdPins]) -> List[Row]:
+    """A ``gpiochip0 node`` row for a ``spidev:...:nreset=N`` probe (its nRESET is a line of the
+    header's chip, requested when the probe opens), unless a ``gpio:`` probe's row has it."""
+    users = [p.probe_id for p in probes if p.kind == "spidev" and any(n == "nreset" for n, _ in p.pins)]
+    if not users or any(p.device == "gpiochip0" for p in probes):
+        return []
+    node = Path(setup.dev_root, "gpiochip0")
+    name = "gpiochip0 node"
+    if not node.exists():
+        return [
+            (
+                name,
+                FAIL,
+                f"{node} is missing: {', '.join(users)} needs it for nRESET",
+                "ls /dev/gpiochip* (gpiochip0 is the header's on a Pi)",
+            )
+        ]
+    if os.geteuid() != 0 and not os.access(node, os.R_OK | os.W_OK):
+        return [
+            (
+                name,
+                FAIL,
+                f"{node} may not be opened by this user (it needs group gpio, for nRESET)",
+                permissions.fix_text(_user()),
+            )
+        ]
+    return [(name, OK, f"{node} can be opened (nRESET of {', '.join(users)})", None)]
 
 
 def _user() -> Optional[str]:
@@ -248,9 +278,12 @@ def _collision_rows(setup: PinSetup, probes: Sequence[pinmap.SwdPins], buses: Di
     for n, bus in sorted(buses.items()):
         uses += [pinmap.PinUse(g, f"{sig}, claimed by {bus.by}", f"SPI{n}") for g, sig in bus.claimed().items()]
     for p in probes:
-        # A spidev probe's pins are its bus's: the same group as the bus's claim, no collision.
-        group = f"SPI{p.bus}" if p.kind == "spidev" else p.probe_id
-        uses += [pinmap.PinUse(u.gpio, u.owner, group) for u in pinmap.probe_uses(p)]
+        # A spidev probe's SPI pins are its bus's: the same group as the bus's claim, no
+        # collision. Its nRESET GPIO is its own: on a bus pin, a chip select or a station pin, two
+        # drivers would share one wire.
+        for u in pinmap.probe_uses(p):
+            spi_pin = p.kind == "spidev" and not u.owner.endswith(" nreset")
+            uses.append(pinmap.PinUse(u.gpio, u.owner, f"SPI{p.bus}" if spi_pin else p.probe_id))
     if not setup.station_gpio and not probes:
         return []
     found = pinmap.collisions(uses)
@@ -270,4 +303,8 @@ def _collision_fix(c: pinmap.Collision, used) -> str:
             return f"use dtoverlay=spi1-1cs (its one chip select is GPIO 18), or move {a.owner[8:]} to a free GPIO ({free})"
         if a.group == "station":
             return f"move {a.owner[8:]} to a free GPIO ({free}) in the station config"
+    for a in (c.first, c.second):
+        if a.owner.endswith(" nreset") and a.group.startswith("spidev:"):
+            probe = a.group.split(":nreset=")[0]
+            return f"wire nRESET to a free GPIO ({free}) and name it: {probe}:nreset={free.split(',')[0]}"
     return f"give the probe other pins, free ones: {free}"

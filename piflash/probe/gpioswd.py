@@ -10,9 +10,14 @@ packet again (up to :data:`MAX_WAITS` times), a FAULT raises pyOCD's ``TransferF
 ACK ``TransferError``. An AP read is posted (ADIv5.2 B2.2.9): a run of AP reads ends with a read
 of DP RDBUFF. Every ioctl is a system call, so this is the slow fallback: about 4 per SWD bit.
 
-nRESET, when configured, is open-drain by hand: asserted by making the line an output driving 0,
-released by making it an input again; it is never driven high (a board's reset circuit may hold
-it). Standard library and python-periphery (imported on open); pyOCD's exceptions when raised.
+nRESET, when configured, is open-drain by hand (:class:`OpenDrainReset`, which a ``spidev:``
+probe's ``nreset=`` line uses too): asserted by making the line an output driving 0, released by
+making it an input again; it is never driven high (a board's reset circuit may hold it). A
+direction change is what every GPIO driver can do; the kernel's ``GPIO_V2_LINE_FLAG_OPEN_DRAIN``
+(periphery's ``drive="open_drain"``) comes to the same on the BCM283x, whose pins have no open
+drain: gpiolib emulates it by making the line an input for a 1. periphery changes a direction by
+releasing the line request and asking for a new one.
+Standard library and python-periphery (imported on open); pyOCD's exceptions when raised.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 from piflash.probe.pins import GpioSpec
 from piflash.probe.spiswd import PendingRead, _parity, request_bits
 
-__all__ = ["GpioSwd", "MAX_WAITS"]
+__all__ = ["GpioSwd", "OpenDrainReset", "MAX_WAITS", "RESET_HOLD_S"]
 
 ACK_OK, ACK_WAIT, ACK_FAULT = 0b001, 0b010, 0b100
 #: How many times a packet answered WAIT is sent again before the engine gives up.
@@ -34,6 +39,62 @@ TRAILING_IDLE = 8
 #: How long nRESET is held low by :meth:`GpioSwd.pulse_reset`, seconds: pyOCD's own
 #: ``reset.hold_time`` default (``pyocd/core/options.py``, 0.1 s).
 RESET_HOLD_S = 0.1
+
+
+class OpenDrainReset:
+    """An nRESET line driven open-drain through python-periphery's ``GPIO`` (character device v2).
+
+    Requested as an input (released: the board's pull-up holds nRESET high), so opening it does
+    not reset the board. Asserting makes it an output driving 0; releasing makes it an input
+    again. It is never an output driving 1 (issue 43: "never driven high against the board's
+    reset circuit").
+
+    :param chip_path: the chip's device file (str, ``/dev/gpiochip0``).
+    :param line: the line offset (int; on a Pi's ``gpiochip0`` the BCM GPIO number).
+    :param probe_id: the probe's ID, for messages (str).
+    :raises periphery.GPIOError: the line cannot be requested (busy, no such line, no permission).
+    :raises ImportError: python-periphery is not installed.
+    :ivar asserted: whether this side holds the line low now (bool).
+    """
+
+    def __init__(self, chip_path: str, line: int, probe_id: str) -> None:
+        from periphery import GPIO
+
+        self.line = line
+        self.probe_id = probe_id
+        self.gpio: Optional[Any] = GPIO(chip_path, line, "in")
+        self.asserted = False
+
+    def set(self, asserted: bool) -> None:
+        """Drive the line low (True) or release it as an input (False); never high.
+
+        :raises pyocd.core.exceptions.ProbeError: the line was closed.
+        """
+        if self.gpio is None:
+            from pyocd.core.exceptions import ProbeError
+
+            raise ProbeError("%s: the nRESET line is closed" % self.probe_id)
+        # periphery's direction "low" requests the line as an output with 0 as its first value
+        # (GPIO_V2_LINE_SET_CONFIG with the output value attribute): there is no moment at 1.
+        self.gpio.direction = "low" if asserted else "in"
+        self.asserted = bool(asserted)
+
+    def pulse(self, hold_s: float = RESET_HOLD_S) -> None:
+        """Low for ``hold_s`` seconds (float), then released."""
+        self.set(True)
+        time.sleep(hold_s)
+        self.set(False)
+
+    def close(self) -> None:
+        """Release the line (an input) and give it back to the kernel."""
+        gpio, self.gpio = self.gpio, None
+        if gpio is not None:
+            try:
+                if self.asserted:
+                    gpio.direction = "in"
+            finally:
+                self.asserted = False
+                gpio.close()
 
 
 class GpioSwd:
@@ -50,12 +111,13 @@ class GpioSwd:
         self.spec = spec
         self.clk = GPIO(chip_path, spec.swclk, "low")
         self.dio = GPIO(chip_path, spec.swdio, "low")
-        self.rst: Optional[Any] = GPIO(chip_path, spec.nreset, "in") if spec.nreset is not None else None
+        self.rst: Optional[OpenDrainReset] = None
+        if spec.nreset is not None:
+            self.rst = OpenDrainReset(chip_path, spec.nreset, spec.probe_id)
         self._dio_out = True
         self._dio_level = 0
         self.ioctls = 0
         self.waits = 0
-        self.reset_asserted = False
 
     def close(self) -> None:
         """Release the lines (nRESET as an input)."""
@@ -191,11 +253,18 @@ class GpioSwd:
             from pyocd.core.exceptions import ProbeError
 
             raise ProbeError("%s has no nRESET line (add nreset=N)" % self.spec.probe_id)
-        self.rst.direction = "low" if asserted else "in"
-        self.reset_asserted = bool(asserted)
+        self.rst.set(asserted)
 
-    def pulse_reset(self) -> None:
-        """nRESET low for :data:`RESET_HOLD_S`, then released."""
+    @property
+    def reset_asserted(self) -> bool:
+        """Whether nRESET is held low now (bool)."""
+        return self.rst is not None and self.rst.asserted
+
+    def pulse_reset(self, hold_s: float = RESET_HOLD_S) -> None:
+        """nRESET low for ``hold_s`` seconds (default :data:`RESET_HOLD_S`), then released.
+
+        :raises pyocd.core.exceptions.ProbeError: no nRESET line configured.
+        """
         self.assert_reset(True)
-        time.sleep(RESET_HOLD_S)
+        time.sleep(hold_s)
         self.assert_reset(False)

@@ -16,8 +16,13 @@ With ``PIFLASH_SIM_PINS`` set, the devices are simulated boards: the simulator's
 point group ``piflash.pins_backend``, :func:`pins_backend`) gives the directory of their device
 files in place of ``/dev``, and answers python-periphery's ioctls on them.
 
-nRESET: a ``spidev:`` probe has no reset line; pyOCD's default reset types (a system reset through
-the SCS, or the target's own) need none. A hardware reset asked of it is refused with a message.
+nRESET: a ``spidev:`` probe has a reset line only when its ID names one (``spidev:0.0:nreset=25``,
+:mod:`piflash.probe.pins`). That line is requested when the probe is opened, as an input (released),
+and driven open-drain (:class:`~piflash.probe.gpioswd.OpenDrainReset`): low to assert, an input
+again to release, never high. pyOCD's hardware reset (reset type ``hw``, ``-O reset_type=hw``) and
+its ``assert_reset`` go through it. Without the line, pyOCD's default reset types (a system reset
+through the SCS, or the target's own) need none, and a hardware reset is refused with a message.
+Listing opens no line either.
 """
 
 from __future__ import annotations
@@ -80,8 +85,12 @@ def spidev_bufsiz() -> int:
 
 def list_spidev() -> List[Tuple[SpidevSpec, str, bool]]:
     """The spidev devices present: ``(spec, path, usable)`` with ``usable`` whether this user may
-    open it read-write. Reads directory entries only (see the module)."""
-    root = dev_root()
+    open it read-write. Reads directory entries only (see the module). A device the simulator
+    wired with an nRESET line (its backend's ``spidev_probes``: device name -> probe ID) is given
+    with that line, as configured."""
+    backend = pins_backend()
+    configured: Dict[str, str] = dict(getattr(backend, "spidev_probes", {}) or {}) if backend is not None else {}
+    root = str(backend.dev_root) if backend is not None else str(settings.PIFLASH_DEV_ROOT.value())
     try:
         names = sorted(os.listdir(root))
     except OSError:
@@ -92,7 +101,14 @@ def list_spidev() -> List[Tuple[SpidevSpec, str, bool]]:
         if not m:
             continue
         path = os.path.join(root, name)
-        out.append((SpidevSpec(int(m.group(1)), int(m.group(2))), path, os.access(path, os.R_OK | os.W_OK)))
+        spec: Union[SpidevSpec, GpioSpec] = SpidevSpec(int(m.group(1)), int(m.group(2)))
+        if name in configured:
+            try:
+                spec = parse_pin_probe_id(configured[name])
+            except Exception:  # the simulator checked it; keep the plain device if not
+                pass
+        if isinstance(spec, SpidevSpec):
+            out.append((spec, path, os.access(path, os.R_OK | os.W_OK)))
     return out
 
 
@@ -136,7 +152,9 @@ def _build() -> Dict[str, type]:
 
         @classmethod
         def get_probe_with_id(cls, unique_id: str, is_explicit: bool = False) -> Optional["SpidevProbe"]:
-            """The probe ``spidev:B.C`` (or ``B.C``, as pyOCD's aggregator passes it), or None."""
+            """The probe ``spidev:B.C[:nreset=N]`` (or ``B.C...``, as pyOCD's aggregator passes
+            it) if its device is there and this user may open it, or None. The nRESET line is
+            the one the ID names (its chip is only opened with the probe)."""
             text = (unique_id or "").strip()
             if not text.lower().startswith(SPIDEV_TAG):
                 text = SPIDEV_TAG + text
@@ -144,9 +162,11 @@ def _build() -> Dict[str, type]:
                 spec = parse_pin_probe_id(text)
             except Exception:
                 return None
+            if not isinstance(spec, SpidevSpec):
+                return None
             for found, path, usable in list_spidev():
-                if found == spec and usable:
-                    return cls(found, path)
+                if found.device == spec.device and usable:
+                    return cls(spec, path)
             return None
 
         def __init__(self, spec: Union[SpidevSpec, GpioSpec], path: str) -> None:
@@ -157,10 +177,14 @@ def _build() -> Dict[str, type]:
             self._engine: Optional[Any] = None
             self._speed = DEFAULT_SPEED_HZ
             self._protocol: Optional[DebugProbe.Protocol] = None
+            self._nreset: Optional[Any] = None  # OpenDrainReset while open, when configured
 
         @property
         def description(self) -> str:
-            return "SWD over SPI%d CE%d (%s)" % (self._spec.bus, self._spec.cs, self._path)
+            text = "SWD over SPI%d CE%d (%s)" % (self._spec.bus, self._spec.cs, self._path)
+            if getattr(self._spec, "nreset", None) is None:
+                return text
+            return text + ", nRESET on %s line %d" % (self._spec.nreset_chip, self._spec.nreset)
 
         @property
         def vendor_name(self) -> str:
@@ -199,28 +223,50 @@ def _build() -> Dict[str, type]:
             return self._engine
 
         def open(self) -> None:
-            """Open the device with python-periphery, SPI mode 0, MSB first (see spiswd).
+            """Open the device with python-periphery, SPI mode 0, MSB first (see spiswd), and
+            the nRESET line when the ID names one, as an input (released: no reset).
 
-            :raises pyocd.core.exceptions.ProbeError: the device cannot be opened or set up.
+            :raises pyocd.core.exceptions.ProbeError: the device cannot be opened or set up, or
+                the nRESET line cannot be requested (busy, no such chip or line, no permission).
             """
             if self._spi is not None:
                 return
             try:
-                from periphery import SPI, SPIError
+                from periphery import SPI, GPIOError, SPIError
+
+                from piflash.probe.gpioswd import OpenDrainReset
             except ImportError as exc:
                 raise exceptions.ProbeError(
                     "%s needs python-periphery (pip install 'piflash[pins]')" % self.unique_id
                 ) from exc
+            if self._spec.nreset is not None:
+                chip = os.path.join(dev_root(), self._spec.nreset_chip)
+                try:
+                    self._nreset = OpenDrainReset(chip, self._spec.nreset, self.unique_id)
+                except (GPIOError, OSError) as exc:
+                    raise exceptions.ProbeError(
+                        "cannot request the nRESET line %s of %s: %s" % (self._spec.nreset, chip, exc)
+                    ) from exc
             try:
                 self._spi = SPI(self._path, 0, self._speed)
             except (SPIError, OSError) as exc:
+                self._close_nreset()
                 raise exceptions.ProbeError("cannot open %s: %s" % (self._path, exc)) from exc
             self._engine = SpiSwd(self._spi.transfer, spidev_bufsiz())
 
+        def _close_nreset(self) -> None:
+            nreset, self._nreset = self._nreset, None
+            if nreset is not None:
+                nreset.close()
+
         def close(self) -> None:
+            """Release the nRESET line (an input), then close the device."""
             spi, self._spi, self._engine = self._spi, None, None
-            if spi is not None:
-                spi.close()
+            try:
+                self._close_nreset()
+            finally:
+                if spi is not None:
+                    spi.close()
 
         def connect(self, protocol: Optional[DebugProbe.Protocol] = None) -> None:
             """Select SWD; the wire sequences come from pyOCD through :meth:`swj_sequence`.
@@ -256,19 +302,49 @@ def _build() -> Dict[str, type]:
             if self._spi is not None:
                 self._spi.max_speed = self._speed
 
-        def reset(self) -> None:
-            """:raises pyocd.core.exceptions.ProbeError: no nRESET line on a spidev probe."""
+        def _hold_s(self) -> float:
+            """How long a hardware reset holds nRESET low, seconds: the session's
+            ``reset.hold_time`` (pyOCD's option, 0.1 s by default, ``pyocd/core/options.py``)."""
+            from piflash.probe.gpioswd import RESET_HOLD_S
+
+            session = getattr(self, "session", None)
+            try:
+                return float(session.options.get("reset.hold_time")) if session is not None else RESET_HOLD_S
+            except (TypeError, ValueError):
+                return RESET_HOLD_S
+
+        def _refuse_reset(self) -> None:
             raise exceptions.ProbeError(
-                "%s has no nRESET line: use a software reset (pyOCD's reset type 'sw')" % self.unique_id
+                "%s has no nRESET line: use a software reset (pyOCD's reset type 'sw'), or name the "
+                "line in the probe ID (e.g. %s:nreset=25)" % (self.unique_id, self.unique_id)
             )
 
+        def _reset_line(self) -> Any:
+            self._need()
+            if self._nreset is None:
+                raise exceptions.ProbeError("%s: the nRESET line is not open" % self.unique_id)
+            return self._nreset
+
+        def reset(self) -> None:
+            """Pulse nRESET (open-drain: low for ``reset.hold_time``, then released).
+
+            :raises pyocd.core.exceptions.ProbeError: no nRESET line in the probe ID, or the
+                probe is not open."""
+            if self._spec.nreset is None:
+                self._refuse_reset()
+            self._reset_line().pulse(self._hold_s())
+
         def assert_reset(self, asserted: bool) -> None:
-            """Releasing is a no-op (the line is not there); asserting is refused (see :meth:`reset`)."""
-            if asserted:
-                self.reset()
+            """nRESET low (True) or released as an input (False); never driven high. Without a
+            line, releasing is a no-op and asserting is refused (see :meth:`reset`)."""
+            if self._spec.nreset is None:
+                if asserted:
+                    self._refuse_reset()
+                return
+            self._reset_line().set(asserted)
 
         def is_reset_asserted(self) -> bool:
-            return False
+            return bool(self._nreset is not None and self._nreset.asserted)
 
         def flush(self) -> None:
             self._need().flush()
@@ -389,6 +465,12 @@ def _build() -> Dict[str, type]:
         def set_clock(self, frequency: float) -> None:
             """Bit-banging runs as fast as the system calls go: the clock asked for is noted only."""
             self._speed = max(1, int(frequency))
+
+        def _reset_line(self) -> Any:
+            self._need()
+            if self._nreset is None:
+                raise exceptions.ProbeError("%s: the nRESET line is not open" % self.unique_id)
+            return self._nreset
 
         def reset(self) -> None:
             """Pulse nRESET (open-drain: low, then released).

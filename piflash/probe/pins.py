@@ -7,6 +7,8 @@ config check and the CLI parse them before pyOCD is imported):
 ``spidev:0.0``, ``spidev:1.0``                 SWD over the SPI controller: ``/dev/spidevB.C``
                                                (SPI bus B, chip select C), MOSI through a resistor
                                                to SWDIO, MISO straight to SWDIO, SCLK to SWCLK
+``spidev:0.0:nreset=13``                       the same with an open-drain nRESET on line 13 of
+``spidev:0.0:nreset=gpiochip4/13``             ``/dev/gpiochip0``, or of another chip named
 ``gpio:gpiochip0:swclk=5,swdio=6[,nreset=13]`` SWD bit-banged on two lines of ``/dev/gpiochipN``
                                                (line offsets, which on a Pi are the BCM GPIO
                                                numbers), with an optional open-drain nRESET line
@@ -14,8 +16,9 @@ config check and the CLI parse them before pyOCD is imported):
 
 A probe ID is matched as a whole (:mod:`piflash.probe.selector`), so each has one spelling: the
 keys of a ``gpio:`` ID in the order ``swclk``, ``swdio``, ``nreset``, numbers in decimal without
-leading zeros. :func:`parse_pin_probe_id` accepts only that spelling and, for any other that means
-the same pins, names the one to write.
+leading zeros; a ``spidev:`` nRESET on ``gpiochip0`` (the header's chip on a Pi) without the chip's
+name, on any other chip with it. :func:`parse_pin_probe_id` accepts only that spelling and, for any
+other that means the same pins, names the one to write.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ __all__ = [
 SPIDEV_TAG = "spidev:"
 GPIO_TAG = "gpio:"
 #: What an error names as the accepted forms.
-ACCEPTED_FORMS = "spidev:BUS.CS (e.g. spidev:0.0, spidev:1.0) or gpio:CHIP:swclk=N,swdio=N[,nreset=N] (e.g. gpio:gpiochip0:swclk=5,swdio=6,nreset=13)"
+ACCEPTED_FORMS = "spidev:BUS.CS[:nreset=N] (e.g. spidev:0.0, spidev:1.0:nreset=13) or gpio:CHIP:swclk=N,swdio=N[,nreset=N] (e.g. gpio:gpiochip0:swclk=5,swdio=6,nreset=13)"
 #: Highest line offset accepted: a GPIO chip has at most 65536 lines in the v2 uAPI's u32 offsets,
 #: but the BCM2835/BCM2711 chips have 54 and 58 lines; the bound only keeps nonsense out.
 MAX_LINE = 65535
@@ -50,24 +53,36 @@ MAX_SPI_CS = 255
 _NUMBER = r"(0|[1-9][0-9]*)"
 _SPIDEV = re.compile(rf"^{_NUMBER}\.{_NUMBER}$")
 _CHIP = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+#: The chip of a ``spidev:`` nRESET line when the ID names none: the header's on a Pi.
+DEFAULT_CHIP = "gpiochip0"
 _GPIO_KEYS = ("swclk", "swdio", "nreset")
 
 
 @dataclass(frozen=True)
 class SpidevSpec:
-    """SWD over ``/dev/spidevBUS.CS``.
+    """SWD over ``/dev/spidevBUS.CS``, with an optional open-drain nRESET on a GPIO line.
 
     :ivar bus: the SPI bus number (int, 0 for SPI0, 1 for SPI1).
     :ivar cs: the chip select (int).
+    :ivar nreset: line offset of nRESET on ``nreset_chip`` (int; on a Pi's ``gpiochip0`` the BCM
+        GPIO number), or None: no reset line.
+    :ivar nreset_chip: the GPIO chip's device name under ``/dev`` of that line (str).
     """
 
     bus: int
     cs: int
+    nreset: Optional[int] = None
+    nreset_chip: str = DEFAULT_CHIP
 
     @property
     def probe_id(self) -> str:
-        """The probe ID (str): ``spidev:0.0``."""
-        return f"{SPIDEV_TAG}{self.bus}.{self.cs}"
+        """The probe ID (str): ``spidev:0.0``, ``spidev:0.0:nreset=13``,
+        ``spidev:0.0:nreset=gpiochip4/13``."""
+        text = f"{SPIDEV_TAG}{self.bus}.{self.cs}"
+        if self.nreset is None:
+            return text
+        chip = "" if self.nreset_chip == DEFAULT_CHIP else f"{self.nreset_chip}/"
+        return f"{text}:nreset={chip}{self.nreset}"
 
     @property
     def device(self) -> str:
@@ -110,13 +125,32 @@ def _error(text: str, why: str) -> ProbeSyntaxError:
 
 
 def _spidev(text: str, value: str) -> SpidevSpec:
-    m = _SPIDEV.match(value)
+    device, sep, extra = value.partition(":")
+    m = _SPIDEV.match(device)
     if not m:
         raise _error(text, "spidev: takes BUS.CS, two decimal numbers")
     bus, cs = int(m.group(1)), int(m.group(2))
     if bus > MAX_SPI_BUS or cs > MAX_SPI_CS:
         raise _error(text, f"the bus is at most {MAX_SPI_BUS} and the chip select at most {MAX_SPI_CS}")
-    return SpidevSpec(bus, cs)
+    if not sep:
+        return SpidevSpec(bus, cs)
+    key, eq, line = extra.partition("=")
+    if key.strip().lower() != "nreset" or not eq:
+        raise _error(text, f"after BUS.CS only nreset=N (or nreset=CHIP/N) may follow, not '{extra}'")
+    chip, slash, number = line.strip().rpartition("/")
+    chip = chip.strip() if slash else DEFAULT_CHIP
+    number = number.strip()
+    if not _CHIP.match(chip):
+        raise _error(text, f"'{chip}' is not a GPIO chip's name (gpiochip0)")
+    if not number.isdigit() or int(number) > MAX_LINE:
+        raise _error(text, f"nreset={number} is not a line offset (0-{MAX_LINE})")
+    spec = SpidevSpec(bus, cs, int(number), chip)
+    if spec.probe_id != SPIDEV_TAG + value:
+        raise ProbeSyntaxError(
+            f"'{text}' names these pins, but a probe ID has one spelling",
+            hint=f"write {spec.probe_id}",
+        )
+    return spec
 
 
 def _gpio(text: str, value: str) -> GpioSpec:
@@ -150,12 +184,12 @@ def _gpio(text: str, value: str) -> GpioSpec:
 
 
 def parse_pin_probe_id(text: str) -> Union[SpidevSpec, GpioSpec]:
-    """Parse a pin probe ID: ``spidev:BUS.CS`` or ``gpio:CHIP:swclk=N,swdio=N[,nreset=N]``.
+    """Parse a pin probe ID: ``spidev:BUS.CS[:nreset=[CHIP/]N]`` or ``gpio:CHIP:swclk=N,swdio=N[,nreset=N]``.
 
     :param text: the probe ID (str); the tags ``spidev:`` and ``gpio:`` in any case.
     :returns: a :class:`SpidevSpec` or a :class:`GpioSpec`.
     :raises ProbeSyntaxError: (exit 2) not one of the forms, naming the accepted forms; a ``gpio:``
-        ID that names pins in another spelling names the one to write.
+        or ``spidev:`` ID that names pins in another spelling names the one to write.
     """
     raw = text.strip()
     low = raw.lower()

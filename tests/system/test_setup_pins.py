@@ -116,7 +116,7 @@ def test_doctor_has_the_rows_with_a_boot_config_only(pi):
 
 
 def test_wiring_page_transcripts_are_runs(tmp_path):
-    """docs/wiring.md's two `piflash setup pins` transcripts are what the command prints after the
+    """docs/wiring.md's three `piflash setup pins` transcripts are what the command prints after the
     page's own commands (the doc walk, tests/docs/test_doc_commands.py, only checks they run)."""
     import re
     import textwrap
@@ -138,7 +138,7 @@ def test_wiring_page_transcripts_are_runs(tmp_path):
                                   env={**os.environ, "PYTHONPATH": str(REPO), "PIFLASH_STATION_CONFIG": "/nonexistent"})
             assert said.stdout.splitlines() == shown, said.stdout + said.stderr
             transcripts.append(command)
-    assert len(transcripts) == 2
+    assert len(transcripts) == 3
 
 
 def test_wiring_picture():

@@ -123,6 +123,13 @@ def test_swd_pins_of_probe_ids():
                 "gpio:gpiochip0:clk=5,swdio=6", "spidev:0", "spidev:0.0,nreset=25", "gpio:gpiochip0:swdio=6,swclk=5"):
         with pytest.raises(ValueError):
             pins.swd_pins_of(bad)
+    r = pins.swd_pins_of("spidev:0.0:nreset=25")
+    assert r.probe_id == "spidev:0.0:nreset=25" and r.device == "spidev0.0"
+    assert dict(r.pins) == {"sclk": 11, "mosi": 10, "miso": 9, "nreset": 25}
+    assert dict(pins.swd_pins_of("spidev:0.0:nreset=gpiochip4/40").pins) == {"sclk": 11, "mosi": 10, "miso": 9}
+    for bad in ("spidev:0.0:nreset=30", "spidev:0.0:nreset=gpiochip0/25", "spidev:0.0:nreset=10"):
+        with pytest.raises(ValueError):
+            pins.swd_pins_of(bad)
     other = pins.swd_pins_of("gpio:gpiochip4:swclk=40,swdio=41")  # not the header's chip: any line
     assert other.device == "gpiochip4" and pins.probe_uses(other) == []
 
@@ -192,6 +199,31 @@ def test_spi_pins_held_by_another_driver(tmp_path):
     assert "spidev0.0 lines" not in rows  # cannot tell: no row for the SPI block's own pins
 
 
+@pytest.mark.parametrize(
+    "probe, gpio, other",
+    [
+        ("spidev:0.0:nreset=8", 8, "CE0"),  # SPI0's own chip select
+        ("spidev:0.0:nreset=17", 17, "station gpio.pass_led"),
+    ],
+)
+def test_a_spidev_nreset_colliding_is_reported(tmp_path, probe, gpio, other):
+    """A spidev probe's nRESET GPIO is not one of its bus's pins: on a bus pin, a chip select or a
+    station pin it is a collision (its SPI pins are the bus's own and are not)."""
+    from piflash.host.pinsetup import check_rows
+
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev/spidev0.0").touch()
+    rows = [r for r in check_rows(_setup(tmp_path, "dtparam=spi=on\n", [probe], station_gpio={"pass_led": 17}))
+            if r[0] == "pin collision"]
+    assert len(rows) == 1 and rows[0][1] == "fail", rows
+    assert pins.describe(gpio) in rows[0][2] and other in rows[0][2] and f"{probe} nreset" in rows[0][2]
+    if other == "CE0":
+        assert rows[0][3] == "wire nRESET to a free GPIO (4, 5, 6) and name it: spidev:0.0:nreset=4"
+    fine = {r[0]: r for r in check_rows(_setup(tmp_path, "dtparam=spi=on\n", ["spidev:0.0:nreset=25"],
+                                                station_gpio={"pass_led": 17}))}
+    assert fine["pin collisions"][1] == "ok" and "pin collision" not in fine
+
+
 def test_a_node_this_user_may_not_open(tmp_path, monkeypatch):
     from piflash.host import pinsetup
 
@@ -203,6 +235,20 @@ def test_a_node_this_user_may_not_open(tmp_path, monkeypatch):
     name, status, detail, fix = rows["gpiochip0 node"]
     assert status == "fail" and detail.endswith("may not be opened by this user (it needs group gpio)")
     assert "setup permissions" in fix
+
+
+def test_a_spidev_nreset_needs_the_header_chip(tmp_path):
+    from piflash.host.pinsetup import check_rows
+
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev/spidev0.0").touch()
+    rows = {r[0]: r for r in check_rows(_setup(tmp_path, "dtparam=spi=on\n", ["spidev:0.0:nreset=25"]))}
+    assert rows["gpiochip0 node"][1] == "fail" and "spidev:0.0:nreset=25 needs it for nRESET" in rows["gpiochip0 node"][2]
+    (tmp_path / "dev/gpiochip0").touch()
+    rows = {r[0]: r for r in check_rows(_setup(tmp_path, "dtparam=spi=on\n", ["spidev:0.0:nreset=25"]))}
+    assert rows["gpiochip0 node"][1] == "ok"
+    plain = {r[0]: r for r in check_rows(_setup(tmp_path, "dtparam=spi=on\n", ["spidev:0.0"]))}
+    assert "gpiochip0 node" not in plain
 
 
 class _Info:

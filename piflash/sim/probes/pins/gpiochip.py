@@ -14,6 +14,10 @@ the wire carried in that cycle is what a read of SWDIO returns until the next ri
 low (an output driving 0) holds the board in reset; an input, or an output driving 1 (which the
 host must never do: counted in :attr:`GpioWire.driven_high`), releases it.
 
+A line may also be only a board's nRESET, the board's SWD port being on a simulated spidev
+(``BOARD@spidev:0.0:nreset=25``): a :class:`ResetTap`, charged on that spidev's clock, which keeps
+what the line was set to (:attr:`ResetTap.history`) so that tests see the open-drain discipline.
+
 Time: every ioctl is charged the host's CPU (:data:`GPIO_IOCTL_HOST_X86_S` times the host preset's
 factor) and the kernel's (:data:`GPIO_IOCTL_KERNEL_S`), on a
 :class:`~piflash.sim.probes.usb.timing.VirtualClock` per board; the chip's own time is the USB
@@ -33,7 +37,7 @@ from piflash.sim.probes.usb.firmware import DapFirmware
 from piflash.sim.probes.usb.timing import DEFAULT_HOST, HostPreset, VirtualClock, get_host
 from piflash.sim.store import SimStore
 
-__all__ = ["SimGpioChip", "GpioWire", "GPIO_IOCTL_HOST_X86_S", "GPIO_IOCTL_KERNEL_S"]
+__all__ = ["SimGpioChip", "GpioWire", "ResetTap", "GPIO_IOCTL_HOST_X86_S", "GPIO_IOCTL_KERNEL_S"]
 
 GPIO_GET_CHIPINFO_IOCTL = 0x8044B401
 GPIO_V2_GET_LINEINFO_IOCTL = 0xC100B405
@@ -165,6 +169,52 @@ class GpioWire:
         self.line = None
 
 
+class ResetTap:
+    """A board's nRESET on one line of a chip, its SWD port elsewhere (a simulated spidev).
+
+    :param device: the board's device (a :class:`~piflash.sim.probes.pins.spidev.SimSpidev`: its
+        ``firmware``, ``clock``, ``host`` and ``_line()``). :param nreset: the line offset (int).
+    :ivar history: what the host set the line to, in order (list of str: ``"in"`` released,
+        ``"low"``, ``"high"``). :ivar driven_high: times it was driven high (int; never, by the
+        host's rules). :ivar ioctls: ioctls on the line (int).
+    """
+
+    def __init__(self, device: Any, nreset: int) -> None:
+        self.device = device
+        self.nreset = nreset
+        self.history: List[str] = []
+        self.driven_high = 0
+        self.ioctls = 0
+
+    def tick(self) -> None:
+        """One ioctl on the line, charged on the board's clock as :meth:`GpioWire.tick` does."""
+        self.ioctls += 1
+        clock = self.device.clock
+        host_s = self.device.host.factor * GPIO_IOCTL_HOST_X86_S
+        clock.charge("host", host_s)
+        clock.charge("kernel", GPIO_IOCTL_KERNEL_S)
+        clock.count("gpio_ioctls")
+        clock.advance_to(clock.now + host_s + GPIO_IOCTL_KERNEL_S)
+
+    def set_line(self, offset: int, value: Optional[int]) -> None:
+        """nRESET driven to ``value`` (0/1) or released (None): low holds the board in reset."""
+        self.history.append({None: "in", 0: "low", 1: "high"}[value])
+        if value == 1:
+            self.driven_high += 1
+        if value == 0:
+            self.device._line()  # the board is reached through its wire: open it
+        firmware = self.device.firmware
+        if firmware.probe is not None:
+            firmware.probe.assert_reset(value == 0)
+
+    def get_line(self, offset: int) -> int:
+        """What the host reads: the board's pull-up, or low while the host holds it low."""
+        return 0 if self.history[-1:] == ["low"] else 1
+
+    def close(self) -> None:
+        """Nothing of its own: the board is its spidev's."""
+
+
 class _LineHandle:
     """The descriptor a GPIO_V2_GET_LINE_IOCTL returned: one request of one or more lines."""
 
@@ -221,6 +271,7 @@ class SimGpioChip:
         self.name = name
         self.handles_dir = handles_dir
         self.wires: List[GpioWire] = []
+        self.taps: List[ResetTap] = []
         self._requested: Dict[int, _LineHandle] = {}
         self._n = 0
 
@@ -229,17 +280,36 @@ class SimGpioChip:
 
         :raises ValueError: a line already wired to another board.
         """
-        used = {ln for w in self.wires for ln in (w.swclk, w.swdio, w.nreset) if ln is not None}
-        if used & {swclk, swdio, nreset}:
+        if self._used() & {swclk, swdio, nreset}:
             raise ValueError("%s: a line of %s is wired twice" % (self.name, board))
         wire = GpioWire(board, store, swclk, swdio, nreset)
         self.wires.append(wire)
         return wire
 
-    def _wire_of(self, offset: int) -> Optional[GpioWire]:
+    def reset_tap(self, device: Any, nreset: int) -> ResetTap:
+        """Wire line ``nreset`` to the nRESET of ``device``'s board (a simulated spidev).
+
+        :raises ValueError: the line is already wired, or the chip has no such line.
+        """
+        if nreset >= CHIP_LINES:
+            raise ValueError("%s has lines 0-%d, not %d" % (self.name, CHIP_LINES - 1, nreset))
+        if nreset in self._used():
+            raise ValueError("%s: line %d is wired twice" % (self.name, nreset))
+        tap = ResetTap(device, nreset)
+        self.taps.append(tap)
+        return tap
+
+    def _used(self) -> set:
+        used = {ln for w in self.wires for ln in (w.swclk, w.swdio, w.nreset) if ln is not None}
+        return used | {t.nreset for t in self.taps}
+
+    def _wire_of(self, offset: int) -> Optional[Any]:
         for wire in self.wires:
             if offset in (wire.swclk, wire.swdio, wire.nreset):
                 return wire
+        for tap in self.taps:
+            if offset == tap.nreset:
+                return tap
         return None
 
     def set_line(self, offset: int, value: Optional[int]) -> None:
