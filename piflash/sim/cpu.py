@@ -13,7 +13,10 @@ Execution is synchronous: :meth:`Cpu.run` executes until a stop condition or a b
 instructions and wall time, and reports why it stopped. A BKPT arrives as unicorn interrupt 7
 with PC on the BKPT instruction (what pyOCD's flash-algorithm runner expects). Any other
 exception (undefined instruction, unmapped access, bad state) is reported as a fault. The model
-takes no exception on its own (no interrupts, no fault handlers run); :meth:`Cpu.take_hardfault`
+takes two exceptions on its own, as the core does: SVCall for an SVC instruction (a SoftDevice's
+or an RTOS's system call) and the exception return through an EXC_RETURN value
+(:meth:`Cpu.take_exception`, :meth:`Cpu.exception_return`); it has no interrupts, and no fault
+handler runs on its own (a fault stops the model); :meth:`Cpu.take_hardfault`
 performs the HardFault entry (stacking and the vector fetch) for the debug logic, which uses it
 when a vector catch halts the core at the handler (:mod:`piflash.sim.debug.scs`).
 
@@ -67,6 +70,9 @@ EXCP_BKPT = 7
 #: ... and of a coprocessor instruction no coprocessor answers (target/arm/cpu.h EXCP_NOCP: the
 #: M-profile NOCP UsageFault), raised with PC on the instruction.
 EXCP_NOCP = 17
+#: ... of an SVC instruction (EXCP_SWI), raised with PC after it, and of a branch to an
+#: EXC_RETURN value in Handler mode (EXCP_EXCEPTION_EXIT), raised with PC on that value.
+EXCP_SWI, EXCP_EXCEPTION_EXIT = 2, 8
 
 # DCRSR REGSEL values (ARMv7-M ARM DDI 0403E C1.6.3, ARMv6-M ARM DDI 0419E C1.6.3).
 _REGSEL: Dict[int, int] = {i: getattr(A, "UC_ARM_REG_R%d" % i) for i in range(13)}
@@ -92,8 +98,18 @@ _WFI, _WFE = 0xBF30, 0xBF20  # Thumb encodings (ARMv7-M ARM A7.7.189 / A7.7.188)
 #: EXC_RETURN values (ARMv7-M ARM B1.5.8 table B1-8): back to Thread mode on the main stack, on
 #: the process stack, and to Handler mode.
 EXC_RETURN_THREAD_MSP, EXC_RETURN_THREAD_PSP, EXC_RETURN_HANDLER = 0xFFFFFFF9, 0xFFFFFFFD, 0xFFFFFFF1
-#: Exception number of HardFault (ARMv7-M ARM B1.5.2), also its vector's index.
-HARDFAULT = 3
+#: Exception numbers of HardFault and SVCall (ARMv7-M ARM B1.5.2), also their vectors' indexes.
+HARDFAULT, SVCALL = 3, 11
+#: CONTROL bits (ARMv7-M ARM B1.4.4): SPSEL (Thread mode uses the process stack) and FPCA (the
+#: thread has used the FPU, so an exception stacks the extended frame).
+CONTROL_SPSEL, CONTROL_FPCA = 1 << 1, 1 << 2
+#: EXC_RETURN bits (ARMv7-M ARM B1.5.8): [2] return to the process stack, [3] to Thread mode,
+#: [4] clear when the frame is the extended one (with S0-S15 and FPSCR).
+EXC_RETURN_PSP, EXC_RETURN_THREAD, EXC_RETURN_BASIC_FRAME = 1 << 2, 1 << 3, 1 << 4
+#: Words of the basic frame (R0-R3, R12, LR, return address, xPSR) and of the extended frame
+#: (the basic frame, S0-S15, FPSCR and a reserved word) (ARMv7-M ARM B1.5.7, figure B1-3).
+BASIC_FRAME_WORDS, EXTENDED_FRAME_WORDS = 8, 26
+XPSR_ALIGNED = 1 << 9  #: stacked xPSR bit 9: the frame was realigned to 8 bytes (B1.5.7)
 
 LOG = logging.getLogger(__name__)
 
@@ -195,6 +211,8 @@ class Cpu:
         self._coprocessors: Dict[int, Callable[[int, int], bool]] = {}
         #: v8-M registers unicorn does not bank (:data:`REGSEL_V8M_KEPT`), for read-back.
         self._kept: Dict[int, int] = {}
+        #: Where SVCall finds its handler (:meth:`set_vector_table`).
+        self._vectors: Optional[Tuple[Callable[[], int], Callable[[int], int]]] = None
         self._flash_ranges: List[Tuple[int, int, Callable[[int, int, int], None]]] = []
         #: Host buffers shared by flash mappings and their aliases (:meth:`map_flash`).
         self._shared: List[object] = []
@@ -432,38 +450,111 @@ class Cpu:
         uc.reg_write(A.UC_ARM_REG_XPSR, XPSR_T if pc & 1 else 0)
         uc.reg_write(A.UC_ARM_REG_PC, pc | 1)
 
+    def set_vector_table(self, vector_table: Callable[[], int], read_word: Callable[[int], int]) -> None:
+        """Where the exceptions the model takes on its own (SVCall) find their handler:
+        ``vector_table() -> int`` gives the table's address now (VTOR, 0 on v6-M) and
+        ``read_word(addr) -> int`` reads a vector. Until this is called an SVC stops the model
+        with a fault."""
+        self._vectors = (vector_table, read_word)
+
     def take_hardfault(self, vector_table: int, read_word: Callable[[int], int]) -> int:
-        """HardFault entry (ARMv7-M ARM B1.5.6 PushStack, B1.5.7 ExceptionTaken): push R0-R3,
-        R12, LR, the return address (the faulting instruction's PC) and xPSR on the current stack
-        (8-byte aligned, xPSR bit 9 noting a realignment), LR = EXC_RETURN, IPSR = 3, PC = the
-        HardFault vector read from ``vector_table + 12`` with ``read_word(addr) -> int``.
+        """HardFault entry (ARMv7-M ARM B1.5.6 PushStack, B1.5.7 ExceptionTaken) with the
+        faulting instruction as the return address; see :meth:`take_exception`.
 
         :returns: the stacked return address (int), i.e. the faulting instruction.
-        :raises BusError: the vector cannot be read (the caller treats that as a lockup).
+        :raises BusError: the vector cannot be read or the frame not stacked (a lockup).
+        """
+        pc = self.pc
+        self.take_exception(HARDFAULT, pc, read_word(vector_table + 4 * HARDFAULT))
+        return pc
+
+    def take_exception(self, number: int, return_address: int, handler: int) -> None:
+        """Exception entry (ARMv7-M ARM B1.5.6 PushStack, B1.5.7 ExceptionTaken): push R0-R3,
+        R12, LR, ``return_address`` and xPSR (and, when CONTROL.FPCA is set on a core with an
+        FPU, S0-S15 and FPSCR: the extended frame) on the current stack, 8-byte aligned (xPSR
+        bit 9 noting a realignment); then LR = EXC_RETURN, CONTROL.SPSEL = CONTROL.FPCA = 0,
+        IPSR = ``number`` and PC = ``handler`` (its bit 0 gives EPSR.T).
+
+        :param number: Exception number (int, 2-511).
+        :param return_address: Address the exception returns to (int).
+        :param handler: The vector read from the table (int).
+        :raises BusError: the frame cannot be stacked (a lockup on the real core).
         """
         uc = self.uc
-        pc = self.pc
         xpsr = uc.reg_read(A.UC_ARM_REG_XPSR) & 0xFFFFFFFF
+        control = uc.reg_read(A.UC_ARM_REG_CONTROL) & 0xFFFFFFFF
         handler_mode = xpsr & 0x1FF
-        psp = not handler_mode and uc.reg_read(A.UC_ARM_REG_CONTROL) & 2
+        psp = not handler_mode and control & CONTROL_SPSEL
+        extended = self.has_fpu and control & CONTROL_FPCA
+        words = EXTENDED_FRAME_WORDS if extended else BASIC_FRAME_WORDS
         sp = uc.reg_read(A.UC_ARM_REG_PSP if psp else A.UC_ARM_REG_MSP) & 0xFFFFFFFF
-        frame_sp = (sp - 0x20) & ~7
-        stacked_xpsr = (xpsr & ~(1 << 9)) | ((1 << 9) if (sp - 0x20) & 4 else 0)
+        frame_sp = (sp - 4 * words) & ~7
+        stacked_xpsr = (xpsr & ~XPSR_ALIGNED) | (XPSR_ALIGNED if (sp - 4 * words) & 4 else 0)
         regs = [uc.reg_read(getattr(A, "UC_ARM_REG_R%d" % i)) for i in range(4)]
-        regs += [uc.reg_read(A.UC_ARM_REG_R12), uc.reg_read(A.UC_ARM_REG_LR), pc, stacked_xpsr]
-        handler = read_word(vector_table + 4 * HARDFAULT)
+        regs += [uc.reg_read(A.UC_ARM_REG_R12), uc.reg_read(A.UC_ARM_REG_LR), return_address, stacked_xpsr]
+        if extended:
+            regs += [uc.reg_read(getattr(A, "UC_ARM_REG_S%d" % i)) for i in range(16)]
+            regs += [uc.reg_read(A.UC_ARM_REG_FPSCR), 0]
         try:
             uc.mem_write(frame_sp, b"".join((r & 0xFFFFFFFF).to_bytes(4, "little") for r in regs))
         except UcError as err:
             raise BusError(frame_sp) from err  # stacking fault: lockup, as a real core does
+        # Order matters to unicorn's banked stack pointers: the stack pointer is written while
+        # the mode that owns it is current, and CONTROL.SPSEL changes in Thread mode only.
         uc.reg_write(A.UC_ARM_REG_PSP if psp else A.UC_ARM_REG_MSP, frame_sp)
-        uc.reg_write(
-            A.UC_ARM_REG_LR,
-            EXC_RETURN_HANDLER if handler_mode else EXC_RETURN_THREAD_PSP if psp else EXC_RETURN_THREAD_MSP,
-        )
-        uc.reg_write(A.UC_ARM_REG_XPSR, (XPSR_T if handler & 1 else 0) | HARDFAULT)
+        uc.reg_write(A.UC_ARM_REG_CONTROL, control & ~(CONTROL_SPSEL | CONTROL_FPCA))
+        exc_return = EXC_RETURN_HANDLER if handler_mode else EXC_RETURN_THREAD_PSP if psp else EXC_RETURN_THREAD_MSP
+        uc.reg_write(A.UC_ARM_REG_LR, exc_return & ~(EXC_RETURN_BASIC_FRAME if extended else 0))
+        uc.reg_write(A.UC_ARM_REG_XPSR, (XPSR_T if handler & 1 else 0) | (number & 0x1FF))
         uc.reg_write(A.UC_ARM_REG_PC, handler | 1)
-        return pc
+
+    def exception_return(self, exc_return: int) -> None:
+        """Exception return (ARMv7-M ARM B1.5.8 ExceptionReturn, PopStack): pop the frame
+        :meth:`take_exception` pushed from the stack EXC_RETURN names, restore R0-R3, R12, LR,
+        PC, xPSR (and S0-S15, FPSCR from an extended frame), undo the realignment, and set
+        CONTROL.SPSEL from EXC_RETURN bit 2 and CONTROL.FPCA from NOT bit 4 on a return to
+        Thread mode.
+
+        :param exc_return: The EXC_RETURN value branched to (int).
+        :raises ValueError: not one of the EXC_RETURN values of table B1-8 (an INVPC
+            UsageFault on the real core).
+        :raises BusError: the frame cannot be read.
+        """
+        uc = self.uc
+        exc_return |= 1
+        if exc_return | EXC_RETURN_BASIC_FRAME not in (
+            EXC_RETURN_HANDLER,
+            EXC_RETURN_THREAD_MSP,
+            EXC_RETURN_THREAD_PSP,
+        ) or (not exc_return & EXC_RETURN_BASIC_FRAME and not self.has_fpu):
+            raise ValueError("EXC_RETURN 0x%08x is not a valid return value (INVPC)" % exc_return)
+        psp = bool(exc_return & EXC_RETURN_PSP)
+        extended = not exc_return & EXC_RETURN_BASIC_FRAME
+        words = EXTENDED_FRAME_WORDS if extended else BASIC_FRAME_WORDS
+        sp = uc.reg_read(A.UC_ARM_REG_PSP if psp else A.UC_ARM_REG_MSP) & 0xFFFFFFFF
+        try:
+            frame = struct.unpack("<%dI" % words, bytes(uc.mem_read(sp, 4 * words)))
+        except UcError as err:
+            raise BusError(sp) from err
+        for i in range(4):
+            uc.reg_write(getattr(A, "UC_ARM_REG_R%d" % i), frame[i])
+        uc.reg_write(A.UC_ARM_REG_R12, frame[4])
+        uc.reg_write(A.UC_ARM_REG_LR, frame[5])
+        if extended:
+            for i in range(16):
+                uc.reg_write(getattr(A, "UC_ARM_REG_S%d" % i), frame[8 + i])
+            uc.reg_write(A.UC_ARM_REG_FPSCR, frame[24])
+        stacked_xpsr = frame[7]
+        uc.reg_write(
+            A.UC_ARM_REG_PSP if psp else A.UC_ARM_REG_MSP, sp + 4 * words + (4 if stacked_xpsr & XPSR_ALIGNED else 0)
+        )
+        uc.reg_write(A.UC_ARM_REG_XPSR, stacked_xpsr & ~XPSR_ALIGNED)
+        if exc_return & EXC_RETURN_THREAD:  # now in Thread mode, where SPSEL can change
+            control = uc.reg_read(A.UC_ARM_REG_CONTROL) & ~(CONTROL_SPSEL | CONTROL_FPCA)
+            uc.reg_write(
+                A.UC_ARM_REG_CONTROL, control | (CONTROL_SPSEL if psp else 0) | (CONTROL_FPCA if extended else 0)
+            )
+        uc.reg_write(A.UC_ARM_REG_PC, frame[6] | 1)
 
     # -- execution ---------------------------------------------------------------------------
     def _on_intr(self, uc: Uc, intno: int, _ud: object) -> None:
@@ -471,6 +562,20 @@ class Cpu:
             self.fault = ""
             if self._coprocessor(uc):
                 return  # executed: go on after it
+        if intno == EXCP_SWI and self._vectors is not None:
+            vector_table, read_word = self._vectors
+            try:  # PC is already after the SVC: the return address (ARMv7-M ARM B1.5.6)
+                self.take_exception(SVCALL, self.pc, read_word(vector_table() + 4 * SVCALL))
+                return
+            except Exception as err:
+                self.fault = "SVCall entry at 0x%08x: %s" % (self.pc, err)
+        elif intno == EXCP_EXCEPTION_EXIT:
+            exc_return = uc.reg_read(A.UC_ARM_REG_PC)
+            try:
+                self.exception_return(exc_return)
+                return
+            except Exception as err:
+                self.fault = "exception return to 0x%08x: %s" % (exc_return | 1, err)
         if intno == EXCP_BKPT:
             self._stop = StopReason.BKPT
         else:

@@ -160,7 +160,10 @@ def test_reserve_flash_boot_release_through_a_real_labgrid(lab, pyocd_binaries, 
     assert dump.read_bytes()[: len(image)] == image
 
     # labgrid's pytest plugin, as a lab's tests use it: the strategy to "booted" (boot check passed),
-    # then the boot check of pyOCD's binary, which the simulated nRF52840 cannot run.
+    # then pyOCD's binary flashed and its boot checked: its application's first system call
+    # (sd_softdevice_vector_table_base_set, SVC 0x13) makes the SoftDevice record the application's
+    # vector table (0x20003d18) at 0x20000004; then a boot check that binary cannot pass (it has no
+    # RTT), which must say where it failed.
     (lab.tmp / "test_board.py").write_text(
         "import pytest\n"
         "from piflash.labgrid import PiflashRunError\n"
@@ -169,13 +172,20 @@ def test_reserve_flash_boot_release_through_a_real_labgrid(lab, pyocd_binaries, 
         "    boot = target.get_driver('PiflashBootDriver')\n"
         "    assert boot.last_boot['passed'] and 'self-test: PASS' in boot.last_boot['output']\n"
         "    assert target.get_driver('PiflashDriver').reset()['ok']\n"
-        "def test_a_failed_boot_says_where(target):\n"
-        "    flasher = target.get_driver('PiflashDriver')\n"
+        "def test_pyocds_binary_boots(target):\n"
+        "    flasher, boot = target.get_driver('PiflashDriver'), target.get_driver('PiflashBootDriver')\n"
         f"    flasher.load({str(pyocd_bin)!r})\n"
+        "    check, boot.check = boot.check, 'word:0x20000004=0x20003d18'\n"
+        "    try:\n"
+        "        result = boot.boot()\n"
+        "    finally:\n"
+        "        boot.check = check\n"
+        "    assert result['passed'] and result['fault_pc'] is None, result\n"
+        "def test_a_failed_boot_says_where(target):\n"
         "    with pytest.raises(PiflashRunError) as err:\n"
         "        target.get_driver('PiflashBootDriver').boot()\n"
         "    text = str(err.value)\n"
-        "    assert err.value.exit_code == 26 and 'HardFault' in text, text\n"
+        "    assert err.value.exit_code == 26 and 'no RTT control block' in text, text\n"
         f"    assert 'sim:nrf52840 (labgrid place {PLACE})' in text and 'in phase boot_check' in text, text\n"
     )
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
@@ -198,7 +208,9 @@ def test_reserve_flash_boot_release_through_a_real_labgrid(lab, pyocd_binaries, 
         ("flash", PLACE, "pass", elf_path),  # ... booted: the boot check, nothing written again
         ("reset", PLACE, "pass", None),
         ("flash", PLACE, "pass", bin_path),
-        ("flash", PLACE, "fail", bin_path),  # its boot check: a HardFault in the simulator
+        ("flash", PLACE, "pass", bin_path),  # its boot check: the SoftDevice took the SVC
+        ("flash", PLACE, "fail", bin_path),  # a check it cannot pass: no RTT in pyOCD's binary
     ], rows
     checks = [json.loads(r[4]) if r[4] else None for r in rows]
-    assert checks[2]["passed"] and not checks[5]["passed"] and checks[5]["fault_pc"] is not None
+    assert checks[2]["passed"] and checks[5]["passed"] and checks[5]["fault_pc"] is None
+    assert not checks[6]["passed"] and checks[6]["fault_pc"] is None

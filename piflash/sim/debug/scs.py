@@ -246,6 +246,7 @@ class Scs(RegisterDevice):
         self._read_word = read_word
         self._system_reset = system_reset
         self._before_run = before_run
+        cpu.set_vector_table(self._vector_table, read_word)
         if core.arch == "v8m":
             self._ids = id_registers(core.scs_part, 0, 0x9, devarch=V8M_DEVARCH["scs"])
         else:
@@ -326,11 +327,14 @@ class Scs(RegisterDevice):
         elif reason is StopReason.SLEEP:
             self.sleeping = True
 
+    def _vector_table(self) -> int:
+        """The vector table's address now: VTOR (ARMv7-M ARM B3.2.5), 0 on v6-M (B1.5.3)."""
+        return 0 if self.core.arch == "v6m" else self._regs.get(VTOR, 0)
+
     def _take_hardfault(self) -> bool:
         """HardFault entry for a vector catch; False when the entry itself faults (lockup)."""
         try:
-            vtor = 0 if self.core.arch == "v6m" else self._regs.get(VTOR, 0)  # v6-M: table at 0
-            self.cpu.take_hardfault(vtor, self._read_word)
+            self.cpu.take_hardfault(self._vector_table(), self._read_word)
         except BusError:
             return False
         return True
