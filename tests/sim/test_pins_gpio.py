@@ -77,6 +77,7 @@ def test_a_requested_line_is_busy(pins_env):
     GPIO(chip, 5, "in").close()  # released: free again
 
 
+@pytest.mark.slow  # 19 s: the quick run keeps the bit-level tests above; spidev flashes the same binary quick
 def test_cli_flashes_pyocds_rp2040_binary_over_gpio(pins_env, cli, pyocd_binaries):
     pins_env("pico@gpio:gpiochip0:swclk=5,swdio=6", pico="rp2040")
     sim_pins.uninstall()
