@@ -32,7 +32,7 @@ import struct
 from typing import Any, Dict, List, Optional
 
 from piflash.sim.debug.swdline import SwdLine
-from piflash.sim.probes.pins.spidev import SPIDEV_PRESET
+from piflash.sim.probes.pins.spidev import SPIDEV_PRESET, BoardLine
 from piflash.sim.probes.usb.firmware import DapFirmware
 from piflash.sim.probes.usb.timing import DEFAULT_HOST, HostPreset, VirtualClock, get_host
 from piflash.sim.store import SimStore
@@ -77,7 +77,7 @@ def _config(raw: bytes, base: int) -> "tuple[int, Optional[int]]":
     return flags, values
 
 
-class GpioWire:
+class GpioWire(BoardLine):
     """One board on two (or three) lines of a chip.
 
     :param board_name: the simulated board. :param store: the board store.
@@ -102,26 +102,6 @@ class GpioWire:
         self.ioctls = 0
         self.driven_high = 0
         self._t = 0.0
-
-    def _line(self) -> SwdLine:
-        if self.line is None:
-            self.firmware.open()
-            self.line = SwdLine(self.firmware.board().dp, access=self._access, busy=self._busy)
-        return self.line
-
-    def _access(self, ap: bool, read: bool, addr: int, value: int) -> int:
-        from pyocd.core.exceptions import TransferError, TransferFaultError
-
-        req = int(ap) | (int(read) << 1) | (addr & 0xC)
-        ack, got, self._t = self.firmware.transfer(req, value, self._t)
-        if ack == 0b100:
-            raise TransferFaultError("SWD FAULT")
-        if ack != 0b001:
-            raise TransferError("no ACK")
-        return got
-
-    def _busy(self, ap: bool, read: bool, addr: int) -> bool:
-        return self.firmware.would_wait(int(ap) | (int(read) << 1) | (addr & 0xC), self._t)
 
     def tick(self) -> None:
         """One ioctl on this wire's lines: the host's and the kernel's time."""

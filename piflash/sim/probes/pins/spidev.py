@@ -35,7 +35,7 @@ from piflash.sim.probes.usb.presets import ProbePreset
 from piflash.sim.probes.usb.timing import DEFAULT_HOST, HostPreset, VirtualClock, get_host
 from piflash.sim.store import SimStore
 
-__all__ = ["SimSpidev", "SPIDEV_PRESET", "KERNEL_MESSAGE_S", "IOCTL_HOST_X86_S", "PACKET_HOST_X86_S"]
+__all__ = ["BoardLine", "SimSpidev", "SPIDEV_PRESET", "KERNEL_MESSAGE_S", "IOCTL_HOST_X86_S", "PACKET_HOST_X86_S"]
 
 SPI_CPHA, SPI_CPOL, SPI_CS_HIGH, SPI_LSB_FIRST, SPI_NO_CS = 0x1, 0x2, 0x4, 0x8, 0x40
 #: ``BCM2835_SPI_MODE_BITS`` (drivers/spi/spi-bcm2835.c): the mode bits the Pi's SPI0 takes.
@@ -96,7 +96,48 @@ PACKET_HOST_X86_S = 0.347e-6
 _PACKET_CYCLES = 46
 
 
-class SimSpidev:
+class BoardLine:
+    """The bit-level SWD line (:class:`SwdLine`) of the simulated board behind a pin device, whose
+    transactions the USB probes' firmware model runs (:class:`DapFirmware`: the board's DP/AP, the
+    flash's busy time) on the device's own time.
+
+    A subclass sets ``firmware`` (:class:`DapFirmware`), ``line`` (None until first used) and
+    ``_t`` (the device's time, s). Shared by :class:`SimSpidev` and the simulated gpiochip's wire.
+    """
+
+    firmware: DapFirmware
+    line: Optional[SwdLine]
+    _t: float
+
+    def _line(self) -> SwdLine:
+        """The line, opening the board on first use."""
+        if self.line is None:
+            self.firmware.open()
+            self.line = SwdLine(self.firmware.board().dp, access=self._access, busy=self._busy)
+        return self.line
+
+    def _access(self, ap: bool, read: bool, addr: int, value: int) -> int:
+        """One DP/AP transaction the line decoded: the value read (int).
+
+        :raises pyocd.core.exceptions.TransferFaultError: ACK FAULT.
+        :raises pyocd.core.exceptions.TransferError: no ACK.
+        """
+        from pyocd.core.exceptions import TransferError, TransferFaultError
+
+        req = int(ap) | (int(read) << 1) | (addr & 0xC)
+        ack, got, self._t = self.firmware.transfer(req, value, self._t)
+        if ack == 0b100:
+            raise TransferFaultError("SWD FAULT")
+        if ack != 0b001:
+            raise TransferError("no ACK")
+        return got
+
+    def _busy(self, ap: bool, read: bool, addr: int) -> bool:
+        """Whether that transaction would be answered WAIT now (the flash busy)."""
+        return self.firmware.would_wait(int(ap) | (int(read) << 1) | (addr & 0xC), self._t)
+
+
+class SimSpidev(BoardLine):
     """One simulated spidev device with a board behind it.
 
     :param name: the device's name (str, ``spidev0.0``).
@@ -134,28 +175,6 @@ class SimSpidev:
         if not self._opens:
             self.firmware.close()
             self.line = None
-
-    def _line(self) -> SwdLine:
-        if self.line is None:
-            self.firmware.open()
-            board = self.firmware.board()
-            self.line = SwdLine(board.dp, access=self._access, busy=self._busy)
-        return self.line
-
-    def _access(self, ap: bool, read: bool, addr: int, value: int) -> int:
-        from pyocd.core.exceptions import TransferError, TransferFaultError
-
-        req = int(ap) | (int(read) << 1) | (addr & 0xC)
-        ack, got, self._t = self.firmware.transfer(req, value, self._t)
-        if ack == 0b100:
-            raise TransferFaultError("SWD FAULT")
-        if ack != 0b001:
-            raise TransferError("no ACK")
-        return got
-
-    def _busy(self, ap: bool, read: bool, addr: int) -> bool:
-        req = int(ap) | (int(read) << 1) | (addr & 0xC)
-        return self.firmware.would_wait(req, self._t)
 
     # -- ioctl --------------------------------------------------------------------------------
     def ioctl(self, request: int, arg: Any, mutate: bool = True) -> Any:
