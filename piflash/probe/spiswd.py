@@ -54,8 +54,12 @@ ACK_OK, ACK_WAIT, ACK_FAULT = 0b001, 0b010, 0b100
 DP_RDBUFF = 0xC
 
 
-#: The parity of every 16-bit value (1 for an odd number of ones): two look-ups give a word's.
-_PARITY16 = bytes(bin(i).count("1") & 1 for i in range(1 << 16))
+#: The parity of every 8-bit value (1 for an odd number of ones).
+_PARITY8 = bytes(bin(i).count("1") & 1 for i in range(256))
+#: The parity of every 16-bit value, two look-ups give a word's: value ``h * 256 + l`` has the
+#: parity of ``l`` flipped when ``h``'s is odd, so the table is 256 rows of the 8-bit one, each as
+#: it is or flipped (built in microseconds: it is made when a probe list imports this module).
+_PARITY16 = b"".join(_PARITY8.translate(bytes([1, 0]) + bytes(254)) if odd else _PARITY8 for odd in _PARITY8)
 
 
 def _parity(value: int) -> int:
