@@ -486,7 +486,9 @@ def _script(name: str, cmds: List[Command], outdir: Path, ledger: str = "", work
         for path, stand_in in PATHS.get(name, {}).items():
             text = text.replace(path, str(work / stand_in))
         if cmd.key.startswith("piflash sim serve"):     # runs until stopped: in the background, until it listens
-            lines.append(f"{{ {text}\n}} > {outdir}/{n} 2>&1 &")
+            # exec: the job is the server itself, so the EXIT trap's kill reaches it (a subshell
+            # killed instead would leave the server running after the test)
+            lines.append(f"{{ exec {text}\n}} > {outdir}/{n} 2>&1 &")
             lines.append(f"for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && break; "
                          f"sleep 0.2; done; (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null; echo $? > {outdir}/{n}.rc")
             continue
