@@ -23,8 +23,8 @@ objcopy, intelhex and :func:`dump_hex` write). Those are read a block at a time
 strided views of the whole block and the data gathered by strided copies, with no Python step
 per record; any other line, and a block that fails a check, goes through the line-by-line parse,
 so what is refused, and the line named, are the same (tests/unit/test_ihex_blocks.py).
-MicroPython's 670,788-byte .hex for the micro:bit: 4.3 ms, where line by line took 38 ms
-(x86, issue 42; benchmarks/host_cost.py).
+MicroPython's 670,788-byte .hex for the micro:bit: 4.1 ms, where line by line took 37.7 ms
+(x86, issue 42; benchmarks/hex_parse.py).
 """
 
 from __future__ import annotations

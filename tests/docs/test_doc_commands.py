@@ -185,7 +185,8 @@ SKIP: Dict[Tuple[str, str], str] = {
         "real_probe.py --json --host x86",
         "real_probe.py --json --host x86 --presets P --targets T",
         "real_probe.py --json --host zero2w --host-factor high --presets P --targets T", "real_probe.py --json --host zero2w",
-        "unit_list_line.py", "station_pss.py --web", "web_page.py", "labgrid_flash.py --rounds 9")},
+        "unit_list_line.py", "station_pss.py --web", "web_page.py", "labgrid_flash.py --rounds 9",
+        "hex_parse.py")},
     ("benchmarks.md", ".venv/bin/python benchmarks/host_presets.py"): "tests/unit/test_host_presets.py runs it and "
     "finds its tables on the page",
     ("permissions.md", 'sudo "$(command -v piflash)" setup permissions'): ROOT + " (tests/system/test_setup_root.py "
