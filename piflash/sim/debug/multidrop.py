@@ -21,7 +21,7 @@ from pyocd.core.exceptions import TransferError
 
 from piflash.sim.debug.dap import DP_CTRL_STAT, AccessPortModel, SwDp
 
-__all__ = ["MultidropDp", "MultidropWire", "SELECTION_ALERT", "SWD_ACTIVATION_CODE"]
+__all__ = ["DormantWatch", "MultidropDp", "MultidropWire", "SELECTION_ALERT", "SWD_ACTIVATION_CODE"]
 
 #: The 128-bit selection alert, sent LSB first (ADIv6 B5.3.1, also pyOCD probe/swj.py).
 SELECTION_ALERT = 0x19BC0EA2E3DDAFE986852D956209F392
@@ -36,6 +36,37 @@ LINE_RESET_ONES = 50
 TARGETSEL_REQUEST = 0x99
 
 DORMANT, LOCKOUT, RESET, SELECTED, DESELECTED = "dormant", "lockout", "reset", "selected", "deselected"
+
+
+class DormantWatch:
+    """What a dormant SW-DP watches SWDIO for: the 128-bit selection alert, then 4 cycles and the
+    8-bit activation code (ADIv5.2 B5.3.4, the dormant state; :data:`SELECTION_ALERT`,
+    :data:`SWD_ACTIVATION_CODE`). Shared by the transaction-level wire here and the bit-level
+    line (:mod:`piflash.sim.debug.swdline`)."""
+
+    def __init__(self) -> None:
+        self.alert = 0  # the last 128 bits
+        self.code: Optional[List[int]] = None  # bits after the alert
+
+    def reset(self) -> None:
+        """Start watching afresh (the DP has just gone dormant)."""
+        self.alert, self.code = 0, None
+
+    def bit(self, bit: int) -> Optional[bool]:
+        """Take one cycle's SWDIO (0 or 1): None while still watching; after the activation code,
+        True for SWD's (the DP leaves the dormant state, in lockout until a line reset), False for
+        any other (it stays dormant). Either way the watch starts again."""
+        if self.code is not None:
+            self.code.append(bit)
+            if len(self.code) < 12:
+                return None
+            value = sum(b << i for i, b in enumerate(self.code[4:]))
+            self.reset()
+            return value == SWD_ACTIVATION_CODE
+        self.alert = (self.alert >> 1) | (bit << 127)
+        if self.alert == SELECTION_ALERT:
+            self.code = []
+        return None
 
 
 class MultidropDp(SwDp):
@@ -106,8 +137,7 @@ class MultidropWire:
         self.state = DORMANT  # a multi-drop SW-DP cold-resets into the dormant state
         self.selected: Optional[MultidropDp] = None
         self._ones = 0  # consecutive cycles with SWDIO high
-        self._alert = 0  # the last 128 bits (dormant: looking for the alert)
-        self._code: Optional[List[int]] = None  # bits after the alert (activation code)
+        self._watch = DormantWatch()  # dormant: the selection alert and the activation code
         self._since_reset: Optional[int] = None  # bits after a line reset (SWD-to-dormant)
         self._tail = 0
 
@@ -212,20 +242,14 @@ class MultidropWire:
             self._since_reset += 1
             if self._since_reset == 16:
                 if self._tail == SWD_TO_DORMANT:
-                    self.state, self.selected, self._alert = DORMANT, None, 0
+                    self.state, self.selected = DORMANT, None
+                    self._watch.reset()
                 self._since_reset = None
         elif in_packet:
             self._since_reset = None
 
     def _dormant_bit(self, bit: int) -> None:
-        if self._code is not None:
-            self._code.append(bit)
-            if len(self._code) == 12:
-                code = sum(b << i for i, b in enumerate(self._code[4:]))
-                # SWD selected: the DP leaves the dormant state in lockout, until a line reset.
-                self.state = LOCKOUT if code == SWD_ACTIVATION_CODE else DORMANT
-                self._code, self._ones, self._alert = None, 0, 0
-            return
-        self._alert = (self._alert >> 1) | (bit << 127)
-        if self._alert == SELECTION_ALERT:
-            self._code = []
+        swd = self._watch.bit(bit)
+        if swd is not None:
+            # SWD selected: the DP leaves the dormant state in lockout, until a line reset.
+            self.state, self._ones = (LOCKOUT if swd else DORMANT), 0

@@ -47,7 +47,7 @@ from piflash.sim.debug.dap import (
     DP_CTRL_STAT,
     DP_DPIDR,
 )
-from piflash.sim.debug.multidrop import LINE_RESET_ONES, SELECTION_ALERT, SWD_ACTIVATION_CODE, SWD_TO_DORMANT
+from piflash.sim.debug.multidrop import LINE_RESET_ONES, SWD_TO_DORMANT, DormantWatch
 
 __all__ = [
     "ACK_FAULT",
@@ -144,8 +144,7 @@ class SwdLine:
         self._first_after_reset = False
         self._since: Optional[int] = None  # cycles seen after a line reset (select sequences)
         self._seq = 0
-        self._alert = 0
-        self._code: Optional[List[int]] = None
+        self._watch = DormantWatch()
         self._pending_read = 0
 
     # -- what the tests and the devices above use ----------------------------------------------
@@ -237,7 +236,8 @@ class SwdLine:
     def _select_sequence(self, seq: int) -> None:
         if seq == SWD_TO_DORMANT and self.dormant_capable and self.state != JTAG:
             self._phases = []
-            self.state, self._alert, self._code = DORMANT, 0, None
+            self.state = DORMANT
+            self._watch.reset()
             if self.multidrop:
                 self.port.selected, self.port.state = None, "dormant"
         elif seq == JTAG_TO_SWD and self.state == JTAG:
@@ -274,16 +274,9 @@ class SwdLine:
             self._phases = [_Phase("request", 7)]  # the start bit was this one
 
     def _dormant_bit(self, bit: int) -> None:
-        if self._code is not None:
-            self._code.append(bit)
-            if len(self._code) == 12:
-                code = sum(b << i for i, b in enumerate(self._code[4:]))
-                self.state = LOCKOUT if code == SWD_ACTIVATION_CODE else DORMANT
-                self._code, self._alert, self.ones = None, 0, 0
-            return
-        self._alert = (self._alert >> 1) | (bit << 127)
-        if self._alert == SELECTION_ALERT:
-            self._code = []
+        swd = self._watch.bit(bit)
+        if swd is not None:
+            self.state, self.ones = (LOCKOUT if swd else DORMANT), 0
 
     # -- packets ------------------------------------------------------------------------------
     def _phase_done(self, phase: _Phase) -> None:
